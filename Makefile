@@ -1,0 +1,71 @@
+# wals: Weighted Alternating Least Squares inside PostgreSQL (PGXS build).
+#
+#   make demo    install what is needed, build, install, train a sample model
+#   make test    unit tests of src/core, pg_regress, TAP (and gpu/ with nvcc)
+#   make unit    only the unit tests of src/core (no server)
+
+EXTENSION = wals
+EXTVERSION = 0.1.0
+
+MODULE_big = wals
+CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
+	src/core/gram.o src/core/solve.o src/core/loss.o src/core/topk.o
+OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o \
+	src/train.o src/store.o src/model.o src/recommend.o
+HEADERS_wals =
+
+DATA = sql/wals--$(EXTVERSION).sql
+REGRESS = $(sort $(filter-out wals--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --inputdir=. --load-extension=wals
+EXTRA_CLEAN = test/unit/wals_unit results regression.diffs regression.out tmp_check
+
+MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+# The serial OpenBLAS: one thread per process, so parallel workers never
+# oversubscribe the cores.  It carries LAPACK (spotrf_, spotrs_) as well.
+BLAS_INC = /usr/include/$(MULTIARCH)/openblas-serial
+BLAS_LIB = /usr/lib/$(MULTIARCH)/openblas-serial
+BLAS_LDFLAGS = -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -lm
+
+WARNFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
+	-Wno-missing-field-initializers
+OPTFLAGS = -O2
+PG_CPPFLAGS = -I$(srcdir)/src/core -I$(BLAS_INC)
+PG_CFLAGS = $(WARNFLAGS) $(OPTFLAGS)
+SHLIB_LINK = $(BLAS_LDFLAGS)
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifneq ($(wildcard $(PGXS)),)
+include $(PGXS)
+endif
+
+CORE_SRCS = $(CORE_OBJS:.o=.c)
+UNIT_SRCS = $(sort $(wildcard test/unit/*.c))
+
+test/unit/wals_unit: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test/unit/*.h)
+	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
+		-Isrc/core -Itest/unit -I$(BLAS_INC) -o $@ $(CORE_SRCS) $(UNIT_SRCS) $(BLAS_LDFLAGS)
+
+.PHONY: unit deps demo test tap regress bench
+unit: test/unit/wals_unit
+	./test/unit/wals_unit
+
+deps:
+	./test/install_deps.sh
+
+demo: deps
+	$(MAKE) all
+	$(MAKE) install
+	./test/demo.sh
+
+test: deps
+	$(MAKE) all
+	$(MAKE) install
+	$(MAKE) unit
+	./test/run_regress.sh
+	./test/run_tap.sh
+
+bench: deps
+	$(MAKE) all
+	$(MAKE) install
+	./test/bench/quality.sh

@@ -1,0 +1,258 @@
+/*
+ * model.c
+ *	  The model catalog: finding, resolving, locking and dropping models.
+ *
+ * The catalog is two ordinary tables of the extension, read and written
+ * through SPI with the caller's privileges, so that pg_dump, row-level
+ * security and transactions treat models like any other data.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+
+#include "wals.h"
+
+PG_FUNCTION_INFO_V1(wals_drop_model);
+
+/* First key of the advisory locks that serialize trainings of one model. */
+#define WALS_LOCK_CLASS		0x57414c53
+
+/* Run a query with parameters, none null; expected is an SPI result or -1. */
+void
+wals_spi_exec(const char *query, int nargs, const Oid *types,
+			  const Datum *values, int expected)
+{
+	int			rc = SPI_execute_with_args(query, nargs, (Oid *) types,
+										   (Datum *) values, NULL, false, 0);
+
+	if (rc < 0 || (expected >= 0 && rc != expected))
+		elog(ERROR, "wals: query \"%s\" failed: %s", query, SPI_result_code_string(rc));
+}
+
+/* The schema wals is installed in (PostgreSQL 15 exports no lookup for it). */
+static Oid
+extension_schema(void)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Oid			schema = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("wals"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+		schema = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (!OidIsValid(schema))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"wals\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION wals.")));
+	return schema;
+}
+
+/* The schema-qualified, quoted name of one of the extension's own tables. */
+char *
+wals_catalog_table(const char *table)
+{
+	return quote_qualified_identifier(get_namespace_name(extension_schema()), table);
+}
+
+/* Serialize trainings and drops of one model until the transaction ends. */
+void
+wals_lock_model(const char *name)
+{
+	Datum		arg = CStringGetTextDatum(name);
+	Oid			type = TEXTOID;
+
+	wals_spi_exec(psprintf("SELECT pg_catalog.pg_advisory_xact_lock(%d, pg_catalog.hashtext($1))",
+						   WALS_LOCK_CLASS),
+				  1, &type, &arg, SPI_OK_SELECT);
+}
+
+static char *
+column_text(int col)
+{
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col);
+}
+
+/* Fill info from the catalog row of model name; false if there is none. */
+bool
+wals_model_lookup(const char *name, WalsModelInfo *info)
+{
+	Datum		arg = CStringGetTextDatum(name);
+	Oid			type = TEXTOID;
+	bool		isnull;
+
+	wals_spi_exec(psprintf("SELECT version, factors, feedback, source, user_col, item_col,"
+						   " factor_schema, user_factors, item_factors FROM %s"
+						   " WHERE name OPERATOR(pg_catalog.=) $1",
+						   wals_catalog_table("wals_models")),
+				  1, &type, &arg, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return false;
+
+	info->name = pstrdup(name);
+	info->version = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	info->factors = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	info->feedback = column_text(3);
+	info->source = column_text(4);
+	info->user_col = column_text(5);
+	info->item_col = column_text(6);
+	info->factor_schema = column_text(7);
+	info->user_factors = column_text(8);
+	info->item_factors = column_text(9);
+	info->user_table = quote_qualified_identifier(info->factor_schema, info->user_factors);
+	info->item_table = quote_qualified_identifier(info->factor_schema, info->item_factors);
+	return true;
+}
+
+/* The names of all models, comma-separated, for hints. */
+char *
+wals_model_list(void)
+{
+	StringInfoData list;
+
+	wals_spi_exec(psprintf("SELECT pg_catalog.string_agg(pg_catalog.quote_literal(name), ', ' ORDER BY name) FROM %s",
+						   wals_catalog_table("wals_models")),
+				  0, NULL, NULL, SPI_OK_SELECT);
+	initStringInfo(&list);
+	appendStringInfoString(&list, column_text(1) ? column_text(1) : "");
+	return list.data;
+}
+
+static void
+no_such_model(const char *name)
+{
+	char	   *models = wals_model_list();
+
+	if (models[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name),
+				 errhint("No model exists yet: train one with wals_train().")));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("model \"%s\" does not exist", name),
+			 errhint("Existing models: %s.", models)));
+}
+
+/*
+ * The model a serving call means: the one given; else the only model; else
+ * the wals.default_model setting; else an error listing the models.
+ */
+char *
+wals_resolve_model_name(text *model)
+{
+	char	   *models;
+
+	if (model != NULL)
+		return text_to_cstring(model);
+
+	wals_spi_exec(psprintf("SELECT name FROM %s LIMIT 2", wals_catalog_table("wals_models")),
+				  0, NULL, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 1)
+		return column_text(1);
+	if (wals_default_model != NULL && wals_default_model[0] != '\0')
+		return pstrdup(wals_default_model);
+
+	models = wals_model_list();
+	if (models[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("no model exists"),
+				 errhint("Train one with wals_train().")));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("no model was given and more than one exists"),
+			 errhint("Pass model => one of %s, or set wals.default_model.", models)));
+	return NULL;				/* keep compiler quiet */
+}
+
+static void
+check_table(const WalsModelInfo *info, const char *table)
+{
+	Oid			nsp = get_namespace_oid(info->factor_schema, true);
+
+	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid(table, nsp)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("factor table \"%s\" of model \"%s\" does not exist",
+						quote_qualified_identifier(info->factor_schema, table), info->name),
+				 errhint("Train the model again with wals_train(), or remove it with wals_drop_model().")));
+}
+
+/*
+ * Resolve and look up the model a serving call names, checking that its
+ * factor tables still exist.  Must run inside an SPI connection.
+ */
+WalsModelInfo *
+wals_model_get(text *model)
+{
+	char	   *name = wals_resolve_model_name(model);
+	WalsModelInfo *info = palloc0(sizeof(WalsModelInfo));
+
+	if (!wals_model_lookup(name, info))
+		no_such_model(name);
+	check_table(info, info->user_factors);
+	check_table(info, info->item_factors);
+	return info;
+}
+
+/* Drop the factor tables of a model, those that still exist. */
+void
+wals_drop_factor_tables(const WalsModelInfo *info)
+{
+	wals_spi_exec(psprintf("DROP TABLE IF EXISTS %s, %s", info->user_table, info->item_table),
+				  0, NULL, NULL, -1);
+}
+
+/*
+ * wals_drop_model(model text) RETURNS void
+ *
+ * Remove a model: its factor tables, its catalog row and its training log.
+ */
+Datum
+wals_drop_model(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	WalsModelInfo info;
+	Datum		arg;
+	Oid			type = TEXTOID;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"model\" must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	arg = CStringGetTextDatum(name);
+
+	SPI_connect();
+	wals_lock_model(name);
+	if (!wals_model_lookup(name, &info))
+		no_such_model(name);
+	wals_drop_factor_tables(&info);
+	wals_spi_exec(psprintf("DELETE FROM %s WHERE model OPERATOR(pg_catalog.=) $1",
+						   wals_catalog_table("wals_training_log")),
+				  1, &type, &arg, SPI_OK_DELETE);
+	wals_spi_exec(psprintf("DELETE FROM %s WHERE name OPERATOR(pg_catalog.=) $1",
+						   wals_catalog_table("wals_models")),
+				  1, &type, &arg, SPI_OK_DELETE);
+	SPI_finish();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,285 @@
+/*
+ * store.c
+ *	  Writing a trained model: two factor tables and its catalog rows.
+ *
+ * The new factor tables are created, filled and indexed, and the catalog row
+ * replaced, all in the caller's transaction.  Until it commits, other
+ * sessions keep the previous model: its tables are dropped by the same
+ * transaction, so a reader either still sees them or waits for the commit
+ * and then finds the new ones under the same names.  Rows are written with
+ * table_multi_insert into the empty new relation and the primary key is
+ * built once, after loading, which is far cheaper than row-by-row inserts
+ * into an indexed table.
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "wals.h"
+
+#define WALS_STORE_BATCH	1000
+
+/* A one-dimensional real[] holding v[0..n), built without a Datum per element. */
+static ArrayType *
+float_array(const float *v, int n)
+{
+	Size		nbytes = ARR_OVERHEAD_NONULLS(1) + sizeof(float4) * n;
+	ArrayType  *array = palloc(nbytes);
+
+	SET_VARSIZE(array, nbytes);
+	array->ndim = 1;
+	array->dataoffset = 0;
+	array->elemtype = FLOAT4OID;
+	ARR_DIMS(array)[0] = n;
+	ARR_LBOUND(array)[0] = 1;
+	memcpy(ARR_DATA_PTR(array), v, sizeof(float4) * n);
+	return array;
+}
+
+/* Append rows (ids[r], F[r]) to the new, unindexed relation relid. */
+static void
+insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f)
+{
+	Relation	rel = table_open(relid, RowExclusiveLock);
+	BulkInsertState bistate = GetBulkInsertState();
+	CommandId	cid = GetCurrentCommandId(true);
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"wals store batch",
+													ALLOCSET_DEFAULT_SIZES);
+	TupleTableSlot *slots[WALS_STORE_BATCH];
+	int			nslots = 0;
+
+	for (int i = 0; i < WALS_STORE_BATCH; i++)
+		slots[i] = table_slot_create(rel, NULL);
+
+	for (int64 r = 0; r <= n; r++)
+	{
+		if (nslots == WALS_STORE_BATCH || (r == n && nslots > 0))
+		{
+			MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+
+			table_multi_insert(rel, slots, nslots, cid, 0, bistate);
+			MemoryContextSwitchTo(old);
+			for (int i = 0; i < nslots; i++)
+				ExecClearTuple(slots[i]);
+			MemoryContextReset(batch_cxt);
+			nslots = 0;
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (r == n)
+			break;
+
+		ExecClearTuple(slots[nslots]);
+		slots[nslots]->tts_values[0] = Int64GetDatum(ids[r]);
+		slots[nslots]->tts_isnull[0] = false;
+		slots[nslots]->tts_values[1] =
+			PointerGetDatum(float_array(F + r * f, f));
+		slots[nslots]->tts_isnull[1] = false;
+		ExecStoreVirtualTuple(slots[nslots]);
+		nslots++;
+		if (nslots % 64 == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+
+	for (int i = 0; i < WALS_STORE_BATCH; i++)
+		ExecDropSingleTupleTableSlot(slots[i]);
+	FreeBulkInsertState(bistate);
+	table_finish_bulk_insert(rel, 0);
+	table_close(rel, NoLock);
+	MemoryContextDelete(batch_cxt);
+}
+
+/* Create, fill and index one factor table; id_col is user_id or item_id. */
+static void
+write_factor_table(const WalsTrainArgs *args, const char *table, const char *id_col,
+				   const int64 *ids, const float *F, int64 n)
+{
+	char	   *qualified = quote_qualified_identifier(get_namespace_name(args->schema), table);
+	Oid			relid;
+
+	wals_spi_exec(psprintf("CREATE TABLE %s (%s pg_catalog.int8 NOT NULL, factors pg_catalog.float4[] NOT NULL)",
+						   qualified, id_col), 0, NULL, NULL, -1);
+	CommandCounterIncrement();
+	relid = get_relname_relid(table, args->schema);
+	if (!OidIsValid(relid))
+		elog(ERROR, "wals: could not find new factor table \"%s\"", table);
+	insert_factors(relid, ids, F, n, args->params.factors);
+	CommandCounterIncrement();
+	wals_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (%s)", qualified, id_col),
+				  0, NULL, NULL, -1);
+}
+
+static int64
+next_version(void)
+{
+	bool		isnull;
+	int64		version;
+	char	   *query = psprintf("SELECT pg_catalog.nextval('%s')",
+								 wals_catalog_table("wals_model_version_seq"));
+
+	if (SPI_execute(query, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "wals: could not draw a model version");
+	version = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull));
+	return version;
+}
+
+#define NCATALOG 32
+
+/* Replace the catalog row of the model and append its training log. */
+static void
+write_catalog(const WalsTrainArgs *args, const WalsData *data,
+			  const WalsTrainResult *result, const char *user_table,
+			  const char *item_table)
+{
+	const WalsParams *p = &args->params;
+	Oid			types[NCATALOG];
+	Datum		values[NCATALOG];
+	char		nulls[NCATALOG];
+	int			n = 0;
+	char	   *query;
+
+#define PARAM(type, value, isnull) \
+	(types[n] = (type), values[n] = (value), nulls[n] = (isnull) ? 'n' : ' ', n++)
+
+	PARAM(TEXTOID, CStringGetTextDatum(args->model), false);
+	PARAM(TEXTOID, CStringGetTextDatum(args->source_name), false);
+	PARAM(TEXTOID, CStringGetTextDatum(args->user_col), false);
+	PARAM(TEXTOID, CStringGetTextDatum(args->item_col), false);
+	PARAM(TEXTOID, args->rating_col ? CStringGetTextDatum(args->rating_col) : (Datum) 0,
+		  args->rating_col == NULL);
+	PARAM(TEXTOID, CStringGetTextDatum(wals_feedback_name(p->feedback)), false);
+	PARAM(INT4OID, Int32GetDatum(p->factors), false);
+	PARAM(INT4OID, Int32GetDatum(result->iterations), false);
+	PARAM(INT4OID, Int32GetDatum(args->iterations), false);
+	PARAM(FLOAT4OID, Float4GetDatum(p->regularization), false);
+	PARAM(FLOAT4OID, Float4GetDatum(p->alpha), false);
+	PARAM(FLOAT4OID, Float4GetDatum(p->w0), false);
+	PARAM(TEXTOID, CStringGetTextDatum(wals_solver_name(p->solver)), false);
+	PARAM(INT4OID, Int32GetDatum(p->cg_steps), false);
+	PARAM(INT4OID, Int32GetDatum(args->seed), false);
+	PARAM(FLOAT4OID, Float4GetDatum((float) args->tolerance), args->tolerance < 0);
+	PARAM(BOOLOID, BoolGetDatum(args->warm_start), false);
+	PARAM(INT8OID, Int64GetDatum(data->nusers), false);
+	PARAM(INT8OID, Int64GetDatum(data->nitems), false);
+	PARAM(INT8OID, Int64GetDatum(data->nratings), false);
+	PARAM(FLOAT8OID, Float8GetDatum(result->loss), false);
+	PARAM(TEXTOID, CStringGetTextDatum(result->device), false);
+	PARAM(INT4OID, Int32GetDatum(result->workers), false);
+	PARAM(FLOAT8OID, Float8GetDatum(result->load_s), false);
+	PARAM(FLOAT8OID, Float8GetDatum(result->train_s), false);
+	PARAM(FLOAT8OID, Float8GetDatum(result->store_s), false);
+	PARAM(FLOAT8OID, Float8GetDatum(result->total_s), false);
+	PARAM(INT8OID, Int64GetDatum(result->version), false);
+	PARAM(TEXTOID, CStringGetTextDatum(get_namespace_name(args->schema)), false);
+	PARAM(TEXTOID, CStringGetTextDatum(user_table), false);
+	PARAM(TEXTOID, CStringGetTextDatum(item_table), false);
+#undef PARAM
+
+	wals_spi_exec(psprintf("DELETE FROM %s WHERE name OPERATOR(pg_catalog.=) $1",
+						   wals_catalog_table("wals_models")),
+				  1, types, values, -1);
+
+	query = psprintf("INSERT INTO %s (name, source, user_col, item_col, rating_col, feedback,"
+					 " factors, iterations, max_iterations, regularization, alpha,"
+					 " unobserved_weight, solver, cg_steps, seed, tolerance, warm_start,"
+					 " users, items, ratings, loss, device, workers, load_s, train_s,"
+					 " store_s, total_s, version, factor_schema, user_factors, item_factors,"
+					 " trained_at, trained_by)"
+					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
+					 " $28, $29, $30, $31, pg_catalog.now(), CURRENT_USER)",
+					 wals_catalog_table("wals_models"));
+	if (SPI_execute_with_args(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "wals: could not write the catalog row of model \"%s\"", args->model);
+
+	query = psprintf("INSERT INTO %s (model, version, iteration, loss, seconds)"
+					 " VALUES ($1, $2, $3, $4, $5)",
+					 wals_catalog_table("wals_training_log"));
+	for (int it = 0; it < result->iterations; it++)
+	{
+		Oid			log_types[5] = {TEXTOID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID};
+		Datum		log_values[5];
+
+		log_values[0] = values[0];
+		log_values[1] = Int64GetDatum(result->version);
+		log_values[2] = Int32GetDatum(it + 1);
+		log_values[3] = Float8GetDatum(result->iteration_loss[it]);
+		log_values[4] = Float8GetDatum(result->iteration_seconds[it]);
+		wals_spi_exec(query, 5, log_types, log_values, SPI_OK_INSERT);
+	}
+}
+
+/*
+ * Refuse, before any work, a model whose factor table names are taken by
+ * relations that are not that model's own tables.
+ */
+void
+wals_check_factor_tables_free(const WalsTrainArgs *args)
+{
+	WalsModelInfo old;
+	bool		exists = wals_model_lookup(args->model, &old);
+	const char *suffixes[2] = {WALS_USER_SUFFIX, WALS_ITEM_SUFFIX};
+	char	   *schema = get_namespace_name(args->schema);
+
+	for (int i = 0; i < 2; i++)
+	{
+		char	   *table = psprintf("%s%s", args->model, suffixes[i]);
+		bool		ours;
+
+		if (!OidIsValid(get_relname_relid(table, args->schema)))
+			continue;
+		ours = exists && strcmp(old.factor_schema, schema) == 0 &&
+			strcmp(i == 0 ? old.user_factors : old.item_factors, table) == 0;
+		if (!ours)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("relation \"%s\" already exists and does not belong to model \"%s\"",
+							quote_qualified_identifier(schema, table), args->model),
+					 errhint("Pass another name as \"model\", or drop or rename that relation.")));
+	}
+}
+
+/*
+ * Write the factors of a finished training as the model args->model,
+ * replacing a previous model of that name, and record the result in the
+ * catalog.  Sets result->version, store_s and total_s.
+ */
+void
+wals_store_model(const WalsTrainArgs *args, const WalsData *data,
+				 const float *X, const float *Y, WalsTrainResult *result)
+{
+	WalsModelInfo old;
+	char	   *user_table = psprintf("%s%s", args->model, WALS_USER_SUFFIX);
+	char	   *item_table = psprintf("%s%s", args->model, WALS_ITEM_SUFFIX);
+	instr_time	start;
+	instr_time	end;
+
+	INSTR_TIME_SET_CURRENT(start);
+	result->version = next_version();
+	if (wals_model_lookup(args->model, &old))
+		wals_drop_factor_tables(&old);
+
+	write_factor_table(args, user_table, "user_id", data->user_ids, X, data->nusers);
+	write_factor_table(args, item_table, "item_id", data->item_ids, Y, data->nitems);
+
+	INSTR_TIME_SET_CURRENT(end);
+	INSTR_TIME_SUBTRACT(end, start);
+	result->store_s = INSTR_TIME_GET_DOUBLE(end);
+	result->total_s = result->load_s + result->train_s + result->store_s;
+	write_catalog(args, data, result, user_table, item_table);
+}

@@ -1,0 +1,291 @@
+/*
+ * train_args.c
+ *	  Checking and resolving the arguments of wals_train.
+ *
+ * Every argument is checked before any work starts, so a bad call costs
+ * nothing and changes nothing.  Each error names the argument and its value
+ * and says what would be accepted.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "optimizer/paths.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "wals.h"
+
+/* Positions of the arguments in the SQL signature of wals_train. */
+enum
+{
+	ARG_SOURCE,
+	ARG_USER_COL,
+	ARG_ITEM_COL,
+	ARG_RATING_COL,
+	ARG_MODEL,
+	ARG_FACTORS,
+	ARG_ITERATIONS,
+	ARG_REGULARIZATION,
+	ARG_FEEDBACK,
+	ARG_ALPHA,
+	ARG_UNOBSERVED_WEIGHT,
+	ARG_SOLVER,
+	ARG_CG_STEPS,
+	ARG_DEVICE,
+	ARG_WORKERS,
+	ARG_SEED,
+	ARG_WARM_START,
+	ARG_TOLERANCE
+};
+
+static const char *const arg_names[] = {
+	"source", "user_col", "item_col", "rating_col", "model", "factors",
+	"iterations", "regularization", "feedback", "alpha", "unobserved_weight",
+	"solver", "cg_steps", "device", "workers", "seed", "warm_start", "tolerance"
+};
+
+const char *
+wals_feedback_name(WalsFeedback feedback)
+{
+	return feedback == WALS_EXPLICIT ? "explicit" : "implicit";
+}
+
+const char *
+wals_solver_name(WalsSolver solver)
+{
+	return solver == WALS_CG ? "cg" : "cholesky";
+}
+
+static void
+require_not_null(FunctionCallInfo fcinfo, int arg)
+{
+	if (PG_ARGISNULL(arg))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"%s\" must not be null", arg_names[arg])));
+}
+
+static int
+int_arg(FunctionCallInfo fcinfo, int arg, int min, int max)
+{
+	int			value;
+
+	require_not_null(fcinfo, arg);
+	value = PG_GETARG_INT32(arg);
+	if (value < min || value > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for \"%s\": %d", arg_names[arg], value),
+				 errhint("\"%s\" must be between %d and %d.", arg_names[arg], min, max)));
+	return value;
+}
+
+/* A finite, non-negative real argument. */
+static float
+real_arg(FunctionCallInfo fcinfo, int arg)
+{
+	float		value;
+
+	require_not_null(fcinfo, arg);
+	value = PG_GETARG_FLOAT4(arg);
+	if (!isfinite(value) || value < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for \"%s\": %g", arg_names[arg], value),
+				 errhint("\"%s\" must be a finite number greater than or equal to zero.", arg_names[arg])));
+	return value;
+}
+
+/*
+ * Check that column "name" exists in the source and has one of the base
+ * types in allowed; returns the column name.
+ */
+static char *
+column_arg(FunctionCallInfo fcinfo, int arg, const WalsTrainArgs *args,
+		   const Oid *allowed, int nallowed, const char *allowed_text)
+{
+	char	   *name;
+	AttrNumber	attnum;
+	Oid			type;
+
+	require_not_null(fcinfo, arg);
+	name = NameStr(*PG_GETARG_NAME(arg));
+	attnum = get_attnum(args->source, name);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" given as \"%s\" does not exist in relation \"%s\"",
+						name, arg_names[arg], args->source_display)));
+
+	type = getBaseType(get_atttype(args->source, attnum));
+	for (int i = 0; i < nallowed; i++)
+		if (type == allowed[i])
+			return pstrdup(name);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("column \"%s\" given as \"%s\" has type %s",
+					name, arg_names[arg], format_type_be(type)),
+			 errhint("\"%s\" must name a column of type %s.", arg_names[arg], allowed_text)));
+	return NULL;				/* keep compiler quiet */
+}
+
+static void
+source_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+{
+	char		relkind;
+	char	   *relname;
+	char	   *nspname;
+
+	require_not_null(fcinfo, ARG_SOURCE);
+	args->source = PG_GETARG_OID(ARG_SOURCE);
+	relname = get_rel_name(args->source);
+	if (relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u given as \"source\" does not exist", args->source)));
+
+	relkind = get_rel_relkind(args->source);
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_VIEW &&
+		relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE &&
+		relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" given as \"source\" is not a table or view", relname),
+				 errhint("\"source\" must be a table, view, materialized view or foreign table.")));
+
+	args->schema = get_rel_namespace(args->source);
+	nspname = get_namespace_name(args->schema);
+	args->source_name = quote_qualified_identifier(nspname, relname);
+	args->source_display = relname;
+}
+
+static void
+model_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+{
+	if (PG_ARGISNULL(ARG_MODEL))
+		args->model = pstrdup(get_rel_name(args->source));
+	else
+		args->model = text_to_cstring(PG_GETARG_TEXT_PP(ARG_MODEL));
+
+	if (args->model[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"model\" must not be empty")));
+	if ((int) strlen(args->model) > WALS_MAX_MODEL_NAME)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("model name \"%s\" is too long", args->model),
+				 errdetail("Model names are at most %d bytes, so that \"<model>%s\" fits in an identifier.",
+						   WALS_MAX_MODEL_NAME, WALS_USER_SUFFIX),
+				 errhint("Pass a shorter name as \"model\".")));
+}
+
+static void
+choice_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+{
+	char	   *value;
+
+	require_not_null(fcinfo, ARG_FEEDBACK);
+	value = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FEEDBACK));
+	if (pg_strcasecmp(value, "implicit") == 0)
+		args->params.feedback = WALS_IMPLICIT;
+	else if (pg_strcasecmp(value, "explicit") == 0)
+		args->params.feedback = WALS_EXPLICIT;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized value for \"feedback\": \"%s\"", value),
+				 errhint("Valid values are \"implicit\" and \"explicit\".")));
+
+	require_not_null(fcinfo, ARG_SOLVER);
+	value = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SOLVER));
+	if (pg_strcasecmp(value, "cg") == 0)
+		args->params.solver = WALS_CG;
+	else if (pg_strcasecmp(value, "cholesky") == 0)
+		args->params.solver = WALS_CHOLESKY;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized value for \"solver\": \"%s\"", value),
+				 errhint("Valid values are \"cg\" and \"cholesky\".")));
+
+	args->device = (WalsDevice) wals_device;
+	if (!PG_ARGISNULL(ARG_DEVICE))
+	{
+		value = text_to_cstring(PG_GETARG_TEXT_PP(ARG_DEVICE));
+		if (pg_strcasecmp(value, "auto") == 0)
+			args->device = WALS_DEVICE_AUTO;
+		else if (pg_strcasecmp(value, "cpu") == 0)
+			args->device = WALS_DEVICE_CPU;
+		else if (pg_strcasecmp(value, "gpu") == 0)
+			args->device = WALS_DEVICE_GPU;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unrecognized value for \"device\": \"%s\"", value),
+					 errhint("Valid values are \"auto\", \"cpu\" and \"gpu\".")));
+	}
+	if (args->device == WALS_DEVICE_GPU)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("no GPU is available for training"),
+				 errdetail("This build of wals has no GPU engine."),
+				 errhint("Pass device => 'cpu' or 'auto', or set wals.device to auto.")));
+}
+
+/*
+ * Parse, check and resolve every argument of wals_train into args.  Raises
+ * an error, before any work is done, for the first bad argument.
+ */
+void
+wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+{
+	static const Oid id_types[] = {INT2OID, INT4OID, INT8OID};
+	static const Oid rating_types[] = {INT2OID, INT4OID, INT8OID, FLOAT4OID, FLOAT8OID, NUMERICOID};
+
+	memset(args, 0, sizeof(*args));
+	source_arg(fcinfo, args);
+	args->user_col = column_arg(fcinfo, ARG_USER_COL, args, id_types, lengthof(id_types),
+								"smallint, integer or bigint");
+	args->item_col = column_arg(fcinfo, ARG_ITEM_COL, args, id_types, lengthof(id_types),
+								"smallint, integer or bigint");
+	if (strcmp(args->user_col, args->item_col) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"user_col\" and \"item_col\" are both column \"%s\"", args->user_col),
+				 errhint("Users and items must come from two different columns.")));
+	if (!PG_ARGISNULL(ARG_RATING_COL))
+		args->rating_col = column_arg(fcinfo, ARG_RATING_COL, args, rating_types,
+									  lengthof(rating_types),
+									  "smallint, integer, bigint, real, double precision or numeric");
+	model_arg(fcinfo, args);
+	choice_args(fcinfo, args);
+
+	args->params.factors = int_arg(fcinfo, ARG_FACTORS, WALS_MIN_FACTORS, WALS_MAX_FACTORS);
+	args->iterations = int_arg(fcinfo, ARG_ITERATIONS, WALS_MIN_ITERATIONS, WALS_MAX_ITERATIONS);
+	args->params.cg_steps = int_arg(fcinfo, ARG_CG_STEPS, WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS);
+	args->params.regularization = real_arg(fcinfo, ARG_REGULARIZATION);
+	args->params.alpha = real_arg(fcinfo, ARG_ALPHA);
+
+	args->explicit_w0 = !PG_ARGISNULL(ARG_UNOBSERVED_WEIGHT);
+	if (args->explicit_w0)
+		args->params.w0 = real_arg(fcinfo, ARG_UNOBSERVED_WEIGHT);
+	else
+		args->params.w0 = args->params.feedback == WALS_IMPLICIT ? 1.0f : 0.0f;
+
+	args->workers = PG_ARGISNULL(ARG_WORKERS) ? max_parallel_maintenance_workers :
+		int_arg(fcinfo, ARG_WORKERS, WALS_MIN_WORKERS, WALS_MAX_WORKERS);
+
+	require_not_null(fcinfo, ARG_SEED);
+	args->seed = PG_GETARG_INT32(ARG_SEED);
+
+	require_not_null(fcinfo, ARG_WARM_START);
+	args->warm_start = PG_GETARG_BOOL(ARG_WARM_START);
+
+	args->tolerance = PG_ARGISNULL(ARG_TOLERANCE) ? -1.0 : real_arg(fcinfo, ARG_TOLERANCE);
+}

@@ -1,0 +1,52 @@
+/*
+ * wals.c
+ *	  Module initialisation and the settings of wals.
+ *
+ * The module needs no shared_preload_libraries: it is loaded by the first
+ * call of one of its functions, and every setting can be changed per session.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/guc.h"
+
+#include "wals.h"
+
+PG_MODULE_MAGIC;
+
+char	   *wals_default_model = NULL;
+int			wals_device = WALS_DEVICE_AUTO;
+
+static const struct config_enum_entry wals_device_options[] = {
+	{"auto", WALS_DEVICE_AUTO, false},
+	{"cpu", WALS_DEVICE_CPU, false},
+	{"gpu", WALS_DEVICE_GPU, false},
+	{NULL, 0, false}
+};
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	DefineCustomStringVariable("wals.default_model",
+							   gettext_noop("Model used by the serving functions when they are given none and more than one model exists."),
+							   NULL,
+							   &wals_default_model,
+							   NULL,
+							   PGC_USERSET,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("wals.device",
+							 gettext_noop("Device that trains when wals_train is given none."),
+							 gettext_noop("auto picks a GPU when one is usable, else the CPU."),
+							 &wals_device,
+							 WALS_DEVICE_AUTO,
+							 wals_device_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("wals");
+}

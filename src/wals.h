@@ -1,0 +1,146 @@
+/*
+ * wals.h
+ *	  Declarations shared by the PostgreSQL glue of wals: limits, settings,
+ *	  the training arguments, the ingested data and the model catalog.
+ */
+#ifndef WALS_H
+#define WALS_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "wals_core.h"
+
+/* Limits of the arguments of wals_train, as DEFAULT/MIN/MAX triples. */
+#define WALS_DEFAULT_FACTORS		64
+#define WALS_MIN_FACTORS			1
+#define WALS_MAX_FACTORS			1024
+#define WALS_DEFAULT_ITERATIONS		15
+#define WALS_MIN_ITERATIONS			1
+#define WALS_MAX_ITERATIONS			10000
+#define WALS_DEFAULT_CG_STEPS		3
+#define WALS_MIN_CG_STEPS			1
+#define WALS_MAX_CG_STEPS			1000
+#define WALS_MIN_WORKERS			0
+#define WALS_MAX_WORKERS			1024
+#define WALS_MAX_K					1000000
+
+/* Factor tables are named <model>_user_factors and <model>_item_factors. */
+#define WALS_USER_SUFFIX			"_user_factors"
+#define WALS_ITEM_SUFFIX			"_item_factors"
+#define WALS_MAX_MODEL_NAME			(NAMEDATALEN - 1 - (int) strlen(WALS_USER_SUFFIX))
+
+/* Initial factors are normal with this deviation, as in ref_wals.py. */
+#define WALS_INIT_SCALE				0.01f
+
+/* Rows solved between two checks for a cancel. */
+#define WALS_ROWS_PER_CHECK			256
+
+typedef enum WalsDevice
+{
+	WALS_DEVICE_AUTO,
+	WALS_DEVICE_CPU,
+	WALS_DEVICE_GPU
+} WalsDevice;
+
+/* Settings (wals.c). */
+extern char *wals_default_model;
+extern int	wals_device;
+
+/* Everything wals_train was asked, checked and resolved (train_args.c). */
+typedef struct WalsTrainArgs
+{
+	Oid			source;
+	char	   *source_name;	/* schema-qualified and quoted, for SQL */
+	char	   *source_display; /* as the user would write it, for messages */
+	Oid			schema;			/* where the factor tables go */
+	char	   *user_col;
+	char	   *item_col;
+	char	   *rating_col;		/* NULL: every pair counts 1 */
+	char	   *model;
+	WalsParams	params;
+	int			iterations;
+	bool		explicit_w0;	/* unobserved_weight was given */
+	WalsDevice	device;
+	int			workers;
+	int			seed;
+	bool		warm_start;
+	double		tolerance;		/* negative: no early stop */
+} WalsTrainArgs;
+
+/* The ratings of one training, dense and merged (ingest.c). */
+typedef struct WalsData
+{
+	int64		nusers;
+	int64		nitems;
+	int64		nratings;		/* distinct (user, item) cells */
+	int64		rows_read;		/* rows of the source used */
+	int64		null_ids;		/* rows skipped for a NULL id */
+	int64	   *user_ids;		/* nusers, increasing */
+	int64	   *item_ids;		/* nitems, increasing */
+	WalsCsr		by_user;		/* nusers x nitems */
+	WalsCsr		by_item;		/* nitems x nusers */
+} WalsData;
+
+/* Training results and timings, for the catalog and the summary row. */
+typedef struct WalsTrainResult
+{
+	int			iterations;		/* iterations run */
+	double		loss;
+	double	   *iteration_loss;
+	double	   *iteration_seconds;
+	const char *device;
+	int			workers;
+	double		load_s;
+	double		train_s;
+	double		store_s;
+	double		total_s;
+	int64		version;
+} WalsTrainResult;
+
+/* A model as the catalog describes it (model.c). */
+typedef struct WalsModelInfo
+{
+	char	   *name;
+	int64		version;
+	int			factors;
+	char	   *feedback;
+	char	   *source;			/* schema-qualified and quoted */
+	char	   *user_col;
+	char	   *item_col;
+	char	   *factor_schema;	/* where the factor tables are, as names */
+	char	   *user_factors;
+	char	   *item_factors;
+	char	   *user_table;		/* the same, schema-qualified and quoted */
+	char	   *item_table;
+} WalsModelInfo;
+
+/* errors.c */
+extern void wals_report_core_status(WalsStatus status, const char *what, int64 row);
+
+/* train_args.c */
+extern void wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args);
+extern const char *wals_feedback_name(WalsFeedback feedback);
+extern const char *wals_solver_name(WalsSolver solver);
+
+/* ingest.c */
+extern void wals_ingest(const WalsTrainArgs *args, WalsData *data);
+
+/* store.c */
+extern void wals_store_model(const WalsTrainArgs *args, const WalsData *data,
+							 const float *X, const float *Y,
+							 WalsTrainResult *result);
+extern void wals_check_factor_tables_free(const WalsTrainArgs *args);
+
+/* model.c */
+extern char *wals_catalog_table(const char *table);
+extern char *wals_resolve_model_name(text *model);
+extern bool wals_model_lookup(const char *name, WalsModelInfo *info);
+extern WalsModelInfo *wals_model_get(text *model);
+extern char *wals_model_list(void);
+extern void wals_lock_model(const char *name);
+extern void wals_drop_factor_tables(const WalsModelInfo *info);
+extern void wals_spi_exec(const char *query, int nargs, const Oid *types,
+						  const Datum *values, int expected);
+
+#endif							/* WALS_H */
