@@ -87,8 +87,10 @@ check_rating(const WalsTrainArgs *args, Datum value, bool isnull)
 						args->rating_col),
 				 errhint("Filter null ratings out with a view, or pass rating_col => NULL to count every pair as 1.")));
 	r = DatumGetFloat8(value);
-	if (!isfinite(r) || fabs(r) > FLT_MAX)
+	if (!isfinite(r))
 		bad_rating(args, r, "the non-finite");
+	if (fabs(r) > FLT_MAX)
+		bad_rating(args, r, "the out-of-range");
 	if (r < 0 && args->params.feedback == WALS_IMPLICIT)
 		bad_rating(args, r, "the negative");
 	return (float) r;
