@@ -1,0 +1,9 @@
+#!/bin/sh
+# The demo against a throwaway cluster: pg_virtualenv starts a server as the
+# postgres user, the demo script trains and prints, and the cluster is
+# removed.  The extension must already be installed.
+set -e
+cd "$(dirname "$0")/.."
+PG_CONFIG=${PG_CONFIG:-pg_config}
+version=$("$PG_CONFIG" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
+pg_virtualenv -v "$version" psql -X -q -f test/demo.sql
