@@ -63,7 +63,7 @@ SELECT * FROM wals_train('good', 'user_id', 'item_id', tolerance => -1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM wals_train('good', 'user_id', 'item_id', seed => NULL);
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM wals_train('good', 'user_id', 'item_id', warm_start => true);
+SELECT * FROM wals_train('good', 'user_id', 'item_id', 'rating', factors => 8, warm_start => true);
 \echo :LAST_ERROR_SQLSTATE
 
 -- devices: no GPU engine in this build

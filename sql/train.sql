@@ -52,6 +52,17 @@ SELECT version > :v1 AS newer, factors, iterations FROM wals_models WHERE name =
 SELECT min(array_length(factors, 1)) FROM exact_item_factors;
 SELECT count(DISTINCT version) FROM wals_training_log WHERE model = 'exact';
 
+-- warm start: one iteration from the stored factors beats one from scratch
+SELECT loss AS cold FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+    model => 'cold', factors => 8, iterations => 1, solver => 'cholesky') \gset
+SELECT loss < :cold AS warm_is_better, iterations
+FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'cg_many', factors => 8,
+    iterations => 1, solver => 'cholesky', warm_start => true);
+SELECT warm_start FROM wals_models WHERE name = 'cg_many';
+-- a model that does not exist yet starts fresh
+SELECT loss = :cold AS same_as_cold FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+    model => 'new_warm', factors => 8, iterations => 1, solver => 'cholesky', warm_start => true);
+
 -- explicit feedback (ALS-WR): predictions approach the ratings
 SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
     model => 'stars', feedback => 'explicit', factors => 8, iterations => 10,

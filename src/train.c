@@ -176,6 +176,8 @@ train_factors(const WalsTrainArgs *args, const WalsData *data,
 	wals_init_rows(t->X, data->user_ids, 0, data->nusers, f, (uint64) args->seed, WALS_INIT_SCALE);
 	wals_init_rows(t->Y, data->item_ids, 0, data->nitems, f,
 				   (uint64) args->seed ^ UINT64CONST(0x9e3779b97f4a7c15), WALS_INIT_SCALE);
+	if (args->warm_start)
+		wals_warm_start(args, data, t->X, t->Y);
 	run_sweeps(t, result);
 }
 

@@ -286,11 +286,6 @@ wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 
 	require_not_null(fcinfo, ARG_WARM_START);
 	args->warm_start = PG_GETARG_BOOL(ARG_WARM_START);
-	if (args->warm_start)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("\"warm_start\" is not supported yet"),
-				 errhint("Pass warm_start => false to train from fresh factors.")));
 
 	args->tolerance = PG_ARGISNULL(ARG_TOLERANCE) ? -1.0 : real_arg(fcinfo, ARG_TOLERANCE);
 }

@@ -132,6 +132,10 @@ extern void wals_store_model(const WalsTrainArgs *args, const WalsData *data,
 							 WalsTrainResult *result);
 extern void wals_check_factor_tables_free(const WalsTrainArgs *args);
 
+/* warm.c */
+extern void wals_warm_start(const WalsTrainArgs *args, const WalsData *data,
+							float *X, float *Y);
+
 /* model.c */
 extern char *wals_catalog_table(const char *table);
 extern char *wals_resolve_model_name(text *model);

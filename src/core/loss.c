@@ -29,6 +29,24 @@ cell_weights(const WalsParams *params, float r, float *c, float *p)
 	}
 }
 
+static inline float
+dot(const float *restrict a, const float *restrict b, int n)
+{
+	float		acc[8] = {0.0f};
+	float		s = 0.0f;
+	int			k = 0;
+	int			j;
+
+	for (; k + 8 <= n; k += 8)
+		for (j = 0; j < 8; j++)
+			acc[j] += a[k + j] * b[k + j];
+	for (j = 0; j < 8; j++)
+		s += acc[j];
+	for (; k < n; k++)
+		s += a[k] * b[k];
+	return s;
+}
+
 /* Squares taken in double, where the product of two floats is exact. */
 static double
 sqnorm(const float *x, int f)
@@ -65,13 +83,10 @@ wals_loss_rows(const WalsParams *params, const WalsCsr *R,
 		for (j = R->indptr[u]; j < R->indptr[u + 1]; j++)
 		{
 			const float *y = Y + (size_t) R->indices[j] * f;
-			float		pred = 0.0f;
+			float		pred = dot(x, y, f);
 			float		c;
 			float		p;
-			int			k;
 
-			for (k = 0; k < f; k++)
-				pred += x[k] * y[k];
 			cell_weights(params, R->values[j], &c, &p);
 			total += (double) c * ((double) p - pred) * ((double) p - pred) -
 				w0 * pred * pred;

@@ -158,43 +158,41 @@ solve_row_cholesky(const WalsParams *params, const float *Y, const float *G,
 
 /*
  * A v without forming A: O(nnz f) instead of O(nnz f^2), which is the whole
- * point of CG here.  G v goes through ssymv and is skipped when w0 is 0.
+ * point of CG.  The row's y_i are gathered once so that both passes over
+ * them, Yu v and Yu^T (cw .* Yu v), are sgemv calls: OpenBLAS picks the
+ * widest vector unit at run time, where our own loops are built for the
+ * baseline ISA.  G v is skipped when w0 is 0.
  */
 static void
-apply_a(const WalsParams *params, const float *Y, const float *G,
-		const int32_t *idx, const float *val, int nnz, float s,
-		const float *v, float *out)
+apply_a(const WalsParams *params, const float *G, const float *Yu,
+		const float *cw, int nnz, float s, const float *v, float *t,
+		float *out)
 {
 	int			f = params->factors;
-	float		w0 = params->w0;
 	int			i;
-	int			k;
 
-	if (w0 != 0.0f)
-		cblas_ssymv(CblasRowMajor, CblasUpper, f, w0, G, f, v, 1, 0.0f, out, 1);
-	else
-		memset(out, 0, sizeof(float) * f);
-	for (k = 0; k < f; k++)
-		out[k] += params->regularization * s * v[k];
+	cblas_sgemv(CblasRowMajor, CblasNoTrans, nnz, f, 1.0f, Yu, f, v, 1,
+				0.0f, t, 1);
 	for (i = 0; i < nnz; i++)
-	{
-		const float *y = Y + (size_t) idx[i] * f;
-		float		c;
-		float		p;
-
-		cell_weights(params, val[i], &c, &p);
-		axpy((c - w0) * dot(y, v, f), y, out, f);
-	}
+		t[i] *= cw[i];
+	cblas_sgemv(CblasRowMajor, CblasTrans, nnz, f, 1.0f, Yu, f, t, 1,
+				0.0f, out, 1);
+	if (params->w0 != 0.0f)
+		cblas_ssymv(CblasRowMajor, CblasUpper, f, params->w0, G, f, v, 1,
+					1.0f, out, 1);
+	axpy(params->regularization * s, v, out, f);
 }
 
 /*
  * Conjugate gradient warm started from the current x, as the implicit
  * library's _least_squares_cg: a few steps from last sweep's answer get most
- * of the way, since factors move little between sweeps.  A step whose
- * curvature p.Ap is not positive (A not positive definite, or nothing left
- * to gain in float) ends the loop rather than dividing by it.  A NaN
- * residual is reported at once: the loop's tests would read it as
- * converged and keep the old x.  Scratch: r, p and Ap (f each).
+ * of the way, since factors move little between sweeps.  b is folded into
+ * the first residual, r = Yu^T (cp - cw .* Yu x) - w0 G x - lambda s x, to
+ * save a pass.  A step whose curvature p.Ap is not positive (A not positive
+ * definite, or nothing left to gain in float) ends the loop rather than
+ * dividing by it.  A NaN residual is reported at once: the loop's tests
+ * would read it as converged and keep the old x.  Scratch: gathered rows
+ * (nnz x f), c p, c - w0 and Yu v (nnz each), r, p and Ap (f each).
  */
 static WalsStatus
 solve_row_cg(const WalsParams *params, const float *Y, const float *G,
@@ -202,7 +200,11 @@ solve_row_cg(const WalsParams *params, const float *Y, const float *G,
 			 float *x, float *scratch)
 {
 	int			f = params->factors;
-	float	   *r = scratch;
+	float	   *Yu = scratch;
+	float	   *cp = Yu + (size_t) nnz * f;
+	float	   *cw = cp + nnz;
+	float	   *t = cw + nnz;
+	float	   *r = t + nnz;
 	float	   *p = r + f;
 	float	   *Ap = p + f;
 	float		rsold;
@@ -210,17 +212,27 @@ solve_row_cg(const WalsParams *params, const float *Y, const float *G,
 	int			i;
 	int			k;
 
-	apply_a(params, Y, G, idx, val, nnz, s, x, Ap);
-	for (k = 0; k < f; k++)
-		r[k] = -Ap[k];
 	for (i = 0; i < nnz; i++)
 	{
 		float		c;
 		float		pp;
 
 		cell_weights(params, val[i], &c, &pp);
-		axpy(c * pp, Y + (size_t) idx[i] * f, r, f);
+		cp[i] = c * pp;
+		cw[i] = c - params->w0;
+		memcpy(Yu + (size_t) i * f, Y + (size_t) idx[i] * f, sizeof(float) * f);
 	}
+
+	cblas_sgemv(CblasRowMajor, CblasNoTrans, nnz, f, 1.0f, Yu, f, x, 1,
+				0.0f, t, 1);
+	for (i = 0; i < nnz; i++)
+		t[i] = cp[i] - cw[i] * t[i];
+	cblas_sgemv(CblasRowMajor, CblasTrans, nnz, f, 1.0f, Yu, f, t, 1,
+				0.0f, r, 1);
+	if (params->w0 != 0.0f)
+		cblas_ssymv(CblasRowMajor, CblasUpper, f, -params->w0, G, f, x, 1,
+					1.0f, r, 1);
+	axpy(-params->regularization * s, x, r, f);
 	memcpy(p, r, sizeof(float) * f);
 	rsold = dot(r, r, f);
 	if (!isfinite(rsold))
@@ -232,7 +244,7 @@ solve_row_cg(const WalsParams *params, const float *Y, const float *G,
 		float		a;
 		float		rsnew;
 
-		apply_a(params, Y, G, idx, val, nnz, s, p, Ap);
+		apply_a(params, G, Yu, cw, nnz, s, p, t, Ap);
 		pap = dot(p, Ap, f);
 		if (!isfinite(pap))
 			return WALS_ENONFINITE;
@@ -250,9 +262,9 @@ solve_row_cg(const WalsParams *params, const float *Y, const float *G,
 }
 
 /*
- * Exact for Cholesky: the gathered rows and the weighted copy of the
- * longest row, A, b and two weight vectors.  The caller passes the longest
- * row of the matrix it will solve, or rows past it would overrun.
+ * Exactly what the row solvers below lay out for the longest row.  The
+ * caller passes the longest row of the matrix it will solve (or of both
+ * sides, to size one buffer for a whole sweep), or rows past it overrun.
  */
 size_t
 wals_solve_scratch(const WalsParams *params, int64_t max_row_nnz)
@@ -261,7 +273,7 @@ wals_solve_scratch(const WalsParams *params, int64_t max_row_nnz)
 	size_t		m = max_row_nnz > 0 ? (size_t) max_row_nnz : 0;
 
 	if (params->solver == WALS_CG)
-		return 3 * f;
+		return m * f + 3 * m + 3 * f;
 	return 2 * m * f + f * f + f + 2 * m;
 }
 

@@ -1,0 +1,114 @@
+/*
+ * warm.c
+ *	  Starting a training from the stored factors of the same model.
+ *
+ * A nightly retraining sees mostly the same users and items as the night
+ * before; starting from yesterday's factors instead of random ones saves
+ * most of the iterations.  Rows whose id the stored model has keep their
+ * stored factors; new users and items keep their fresh random start, and
+ * ids that vanished from the source are simply not carried over.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+
+#include "wals.h"
+
+/* Index of id in the increasing array ids[0..n), or -1. */
+static int64
+find_id(const int64 *ids, int64 n, int64 id)
+{
+	int64		lo = 0;
+	int64		hi = n;
+
+	while (lo < hi)
+	{
+		int64		mid = lo + (hi - lo) / 2;
+
+		if (ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < n && ids[lo] == id) ? lo : -1;
+}
+
+/* Copy the stored rows of table into F where their id is known; count them. */
+static int64
+load_side(const char *table, const char *id_col, const int64 *ids, int64 n,
+		  int f, float *F)
+{
+	int64		reused = 0;
+	Portal		portal;
+	SPIPlanPtr	plan = SPI_prepare(psprintf("SELECT %s, factors FROM %s", id_col, table), 0, NULL);
+
+	if (plan == NULL)
+		elog(ERROR, "wals: could not read factor table %s: %s", table,
+			 SPI_result_code_string(SPI_result));
+	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		SPI_cursor_fetch(portal, true, 10000);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			bool		isnull;
+			HeapTuple	tuple = SPI_tuptable->vals[r];
+			int64		row = find_id(ids, n, DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull)));
+			ArrayType  *array;
+
+			if (row < 0)
+				continue;
+			array = DatumGetArrayTypeP(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull));
+			if (ARR_NDIM(array) != 1 || ARR_DIMS(array)[0] != f || ARR_HASNULL(array))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("factor table %s holds a row that is not a real[] of %d elements", table, f),
+						 errhint("Pass warm_start => false to train from fresh factors.")));
+			memcpy(F + row * f, ARR_DATA_PTR(array), sizeof(float) * f);
+			reused++;
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	SPI_freeplan(plan);
+	return reused;
+}
+
+/*
+ * Overwrite the fresh factors X and Y with those of the stored model of the
+ * same name, where there is one, for every user and item it knows.
+ */
+void
+wals_warm_start(const WalsTrainArgs *args, const WalsData *data, float *X, float *Y)
+{
+	WalsModelInfo old;
+	int			f = args->params.factors;
+	int64		users;
+	int64		items;
+
+	if (!wals_model_lookup(args->model, &old))
+	{
+		ereport(NOTICE,
+				(errmsg("model \"%s\" does not exist yet, so it starts from fresh factors", args->model)));
+		return;
+	}
+	if (old.factors != f)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot warm start %d factors from model \"%s\", which has %d",
+						f, args->model, old.factors),
+				 errhint("Pass factors => %d, or warm_start => false.", old.factors)));
+
+	users = load_side(old.user_table, "user_id", data->user_ids, data->nusers, f, X);
+	items = load_side(old.item_table, "item_id", data->item_ids, data->nitems, f, Y);
+	ereport(DEBUG1,
+			(errmsg("wals: warm start of \"%s\" reused %lld of %lld users and %lld of %lld items",
+					args->model, (long long) users, (long long) data->nusers,
+					(long long) items, (long long) data->nitems)));
+}
