@@ -29,6 +29,12 @@ cell_weights(const WalsParams *params, float r, float *c, float *p)
 	}
 }
 
+/*
+ * Eight partial sums break the chain of dependent additions, which the
+ * compiler may not reorder on its own (float addition is not associative),
+ * and fill vector registers; the order is fixed, so results stay
+ * reproducible.
+ */
 static inline float
 dot(const float *restrict a, const float *restrict b, int n)
 {

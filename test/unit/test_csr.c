@@ -1,0 +1,258 @@
+/*
+ * test_csr.c
+ *	  Sparse build: duplicates merged (summed or averaged), empty rows and
+ *	  columns, rows strictly increasing, bad input refused, and the
+ *	  transpose checked cell by cell and by round trip.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* A CSR with room for n cells, and the work buffers of wals_csr_from_coo. */
+typedef struct CsrBuild
+{
+	WalsCsr		csr;
+	int64_t    *tmp_indptr;
+	int32_t    *tmp_idx;
+	float	   *tmp_val;
+	int32_t    *counts;
+} CsrBuild;
+
+static WalsStatus
+build(CsrBuild *b, WalsFeedback fb, int64_t nrows, int64_t ncols, size_t n,
+	  const int32_t *row, const int32_t *col, const float *val)
+{
+	b->csr.indptr = test_alloc(nrows + 1, sizeof(int64_t));
+	b->csr.indices = test_alloc(n, sizeof(int32_t));
+	b->csr.values = test_alloc(n, sizeof(float));
+	b->tmp_indptr = test_alloc(ncols + 1, sizeof(int64_t));
+	b->tmp_idx = test_alloc(n, sizeof(int32_t));
+	b->tmp_val = test_alloc(n, sizeof(float));
+	b->counts = test_alloc(n, sizeof(int32_t));
+	return wals_csr_from_coo(fb, nrows, ncols, n, row, col, val, &b->csr,
+							 b->tmp_indptr, b->tmp_idx, b->tmp_val, b->counts);
+}
+
+static void
+build_free(CsrBuild *b)
+{
+	free(b->csr.indptr);
+	free(b->csr.indices);
+	free(b->csr.values);
+	free(b->tmp_indptr);
+	free(b->tmp_idx);
+	free(b->tmp_val);
+	free(b->counts);
+}
+
+/* Indptr monotone from 0, and column indices in range and strictly rising. */
+static int
+well_formed(const WalsCsr *c)
+{
+	int64_t		u;
+	int64_t		j;
+
+	if (c->indptr[0] != 0)
+		return 0;
+	for (u = 0; u < c->nrows; u++)
+	{
+		if (c->indptr[u + 1] < c->indptr[u])
+			return 0;
+		for (j = c->indptr[u]; j < c->indptr[u + 1]; j++)
+			if (c->indices[j] < 0 || c->indices[j] >= c->ncols ||
+				(j > c->indptr[u] && c->indices[j - 1] >= c->indices[j]))
+				return 0;
+	}
+	return 1;
+}
+
+static void
+test_small_by_hand(void)
+{
+	int32_t		row[] = {2, 0, 2, 0, 0};
+	int32_t		col[] = {0, 3, 1, 1, 3};
+	float		val[] = {1.0f, 2.0f, 4.0f, 5.0f, 3.0f};
+	CsrBuild	b;
+
+	CHECK(build(&b, WALS_IMPLICIT, 4, 5, 5, row, col, val) == WALS_OK, "build");
+	CHECK(b.csr.indptr[4] == 4, "nnz %lld", (long long) b.csr.indptr[4]);
+	CHECK(b.csr.indptr[0] == 0 && b.csr.indptr[1] == 2 &&
+		  b.csr.indptr[2] == 2 && b.csr.indptr[3] == 4 &&
+		  b.csr.indptr[4] == 4, "indptr");
+	CHECK(b.csr.indices[0] == 1 && b.csr.values[0] == 5.0f &&
+		  b.csr.indices[1] == 3 && b.csr.values[1] == 5.0f, "row 0 summed");
+	CHECK(b.csr.indices[2] == 0 && b.csr.values[2] == 1.0f &&
+		  b.csr.indices[3] == 1 && b.csr.values[3] == 4.0f, "row 2");
+	build_free(&b);
+
+	CHECK(build(&b, WALS_EXPLICIT, 4, 5, 5, row, col, val) == WALS_OK, "build");
+	CHECK(b.csr.values[0] == 5.0f && b.csr.values[1] == 2.5f, "row 0 averaged");
+	build_free(&b);
+}
+
+/*
+ * Random cells with many repeats, in random order, against a naive dense
+ * merge; rows 0 and 5 and every column divisible by 4 stay empty.
+ */
+static void
+test_random(WalsFeedback fb, uint64_t seed)
+{
+	int			m = 13;
+	int			n = 17;
+	size_t		cnt = 300;
+	int32_t    *row = test_alloc(cnt, sizeof(int32_t));
+	int32_t    *col = test_alloc(cnt, sizeof(int32_t));
+	float	   *val = test_alloc(cnt, sizeof(float));
+	double	   *sum = test_alloc((size_t) m * n, sizeof(double));
+	int		   *num = test_alloc((size_t) m * n, sizeof(int));
+	CsrBuild	b;
+	WalsCsr		t;
+	WalsCsr		tt;
+	TestRng		rng;
+	int64_t		nnz;
+	int64_t		expect_nnz = 0;
+	int			bad = 0;
+	size_t		k;
+	int			u;
+	int			i;
+
+	rng_seed(&rng, seed);
+	for (k = 0; k < cnt; k++)
+	{
+		do
+			row[k] = rng_below(&rng, m);
+		while (row[k] == 0 || row[k] == 5);
+		do
+			col[k] = rng_below(&rng, n);
+		while (col[k] % 4 == 0);
+		val[k] = (float) (1 + rng_below(&rng, 5)) * 0.5f;
+		sum[row[k] * n + col[k]] += val[k];
+		num[row[k] * n + col[k]]++;
+	}
+	for (k = 0; k < (size_t) m * n; k++)
+		expect_nnz += num[k] > 0;
+
+	CHECK(build(&b, fb, m, n, cnt, row, col, val) == WALS_OK, "build random");
+	nnz = b.csr.indptr[m];
+	CHECK(nnz == expect_nnz, "nnz %lld, expected %lld", (long long) nnz,
+		  (long long) expect_nnz);
+	CHECK(well_formed(&b.csr), "from_coo result malformed");
+	CHECK(b.csr.indptr[1] == 0 && b.csr.indptr[6] == b.csr.indptr[5],
+		  "empty rows");
+	for (u = 0; u < m; u++)
+	{
+		int64_t		j;
+
+		for (j = b.csr.indptr[u]; j < b.csr.indptr[u + 1]; j++)
+		{
+			int			c = b.csr.indices[j];
+			double		want = sum[u * n + c] /
+				(fb == WALS_EXPLICIT ? num[u * n + c] : 1);
+
+			bad += num[u * n + c] == 0 || c % 4 == 0 ||
+				fabs(b.csr.values[j] - want) > 1e-5 * fabs(want);
+		}
+	}
+	CHECK(bad == 0, "%d merged cells wrong", bad);
+
+	t.indptr = test_alloc(n + 1, sizeof(int64_t));
+	t.indices = test_alloc(nnz, sizeof(int32_t));
+	t.values = test_alloc(nnz, sizeof(float));
+	wals_csr_transpose(&b.csr, &t);
+	CHECK(t.nrows == n && t.ncols == m && t.indptr[n] == nnz, "transpose shape");
+	CHECK(well_formed(&t), "transpose malformed");
+	for (i = 0; i < n; i += 4)
+		CHECK(t.indptr[i + 1] == t.indptr[i], "empty column %d has cells", i);
+	bad = 0;
+	for (i = 0; i < n; i++)
+	{
+		int64_t		j;
+
+		for (j = t.indptr[i]; j < t.indptr[i + 1]; j++)
+		{
+			int			v = t.indices[j];
+			int64_t		q;
+			int			found = 0;
+
+			for (q = b.csr.indptr[v]; q < b.csr.indptr[v + 1]; q++)
+				found |= b.csr.indices[q] == i && b.csr.values[q] == t.values[j];
+			bad += !found;
+		}
+	}
+	CHECK(bad == 0, "%d transposed cells not in the original", bad);
+
+	tt.indptr = test_alloc(m + 1, sizeof(int64_t));
+	tt.indices = test_alloc(nnz, sizeof(int32_t));
+	tt.values = test_alloc(nnz, sizeof(float));
+	wals_csr_transpose(&t, &tt);
+	CHECK(tt.nrows == m && tt.ncols == n &&
+		  memcmp(tt.indptr, b.csr.indptr, (m + 1) * sizeof(int64_t)) == 0 &&
+		  memcmp(tt.indices, b.csr.indices, nnz * sizeof(int32_t)) == 0 &&
+		  memcmp(tt.values, b.csr.values, nnz * sizeof(float)) == 0,
+		  "transpose round trip differs");
+
+	free(t.indptr);
+	free(t.indices);
+	free(t.values);
+	free(tt.indptr);
+	free(tt.indices);
+	free(tt.values);
+	build_free(&b);
+	free(row);
+	free(col);
+	free(val);
+	free(sum);
+	free(num);
+}
+
+static void
+test_bad_input(void)
+{
+	int32_t		row[] = {0, 1};
+	int32_t		col[] = {1, 0};
+	float		val[] = {1.0f, 2.0f};
+	int32_t		badrow[] = {0, 2};
+	int32_t		badcol[] = {-1, 0};
+	float		nan_val[] = {1.0f, NAN};
+	float		inf_val[] = {-INFINITY, 1.0f};
+	int32_t		same[] = {0, 0};
+	float		huge[] = {3e38f, 3e38f};
+	CsrBuild	b;
+
+	CHECK(build(&b, WALS_IMPLICIT, 2, 2, 2, badrow, col, val) == WALS_EINVAL,
+		  "row out of range");
+	build_free(&b);
+	CHECK(build(&b, WALS_IMPLICIT, 2, 2, 2, row, badcol, val) == WALS_EINVAL,
+		  "negative column");
+	build_free(&b);
+	CHECK(build(&b, WALS_IMPLICIT, 2, 2, 2, row, col, nan_val) == WALS_ENONFINITE,
+		  "NaN rating");
+	build_free(&b);
+	CHECK(build(&b, WALS_EXPLICIT, 2, 2, 2, row, col, inf_val) == WALS_ENONFINITE,
+		  "infinite rating");
+	build_free(&b);
+	CHECK(build(&b, WALS_IMPLICIT, 2, 2, 2, same, same, huge) == WALS_ENONFINITE,
+		  "duplicates summing past float");
+	build_free(&b);
+	CHECK(build(&b, WALS_EXPLICIT, 2, 2, 2, same, same, huge) == WALS_ENONFINITE,
+		  "explicit duplicates overflow before averaging");
+	build_free(&b);
+	CHECK(build(&b, WALS_IMPLICIT, -1, 2, 0, row, col, val) == WALS_EINVAL,
+		  "negative row count");
+	build_free(&b);
+	CHECK(build(&b, WALS_IMPLICIT, 3, 2, 0, row, col, val) == WALS_OK &&
+		  b.csr.indptr[3] == 0 && b.csr.indptr[1] == 0, "no ratings at all");
+	build_free(&b);
+}
+
+/* Entry point: every sparse-build check. */
+void
+test_csr(void)
+{
+	test_small_by_hand();
+	test_random(WALS_IMPLICIT, 11);
+	test_random(WALS_EXPLICIT, 12);
+	test_bad_input();
+}
