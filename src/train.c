@@ -76,20 +76,32 @@ compute_gram(const float *Y, int64 nrows, int f, float *G)
 	}
 }
 
+/*
+ * Rows to solve between two checks for a cancel: a row costs about f^2 (CG)
+ * to f^3 (Cholesky) operations, so wide models check more often and a cancel
+ * still lands within a fraction of a second.
+ */
+static int64
+rows_per_check(int f)
+{
+	return Max(1, Min(WALS_ROWS_PER_CHECK, (1 << 22) / ((int64) f * f)));
+}
+
 /* One half-sweep: every row of X solved against Y, whose Gram is G. */
 static void
 half_sweep(WalsTraining *t, const WalsCsr *R, const float *Y, const float *G,
 		   float *X, const char *what)
 {
-	for (int64 lo = 0; lo < R->nrows; lo += WALS_ROWS_PER_CHECK)
+	int64		step = rows_per_check(t->args->params.factors);
+
+	for (int64 lo = 0; lo < R->nrows; lo += step)
 	{
 		int64		bad_row = -1;
 		WalsStatus	status;
 
 		CHECK_FOR_INTERRUPTS();
 		status = wals_solve_rows(&t->args->params, R, Y, G, X, lo,
-								 Min(R->nrows, lo + WALS_ROWS_PER_CHECK),
-								 t->scratch, &bad_row);
+								 Min(R->nrows, lo + step), t->scratch, &bad_row);
 		wals_report_core_status(status, what, bad_row);
 	}
 }
