@@ -8,50 +8,7 @@
  * w0 trace(X^T X Y^T Y), an f x f product of the two Gram matrices.  Sums
  * are in double: L adds millions of terms and is compared between sweeps.
  */
-#include "wals_core.h"
-
-/*
- * Confidence and target of one observed cell, the same as in solve.c: the
- * shared header keeps no private helpers.
- */
-static inline void
-cell_weights(const WalsParams *params, float r, float *c, float *p)
-{
-	if (params->feedback == WALS_IMPLICIT)
-	{
-		*c = 1.0f + params->alpha * r;
-		*p = 1.0f;
-	}
-	else
-	{
-		*c = 1.0f;
-		*p = r;
-	}
-}
-
-/*
- * Eight partial sums break the chain of dependent additions, which the
- * compiler may not reorder on its own (float addition is not associative),
- * and fill vector registers; the order is fixed, so results stay
- * reproducible.
- */
-static inline float
-dot(const float *restrict a, const float *restrict b, int n)
-{
-	float		acc[8] = {0.0f};
-	float		s = 0.0f;
-	int			k = 0;
-	int			j;
-
-	for (; k + 8 <= n; k += 8)
-		for (j = 0; j < 8; j++)
-			acc[j] += a[k + j] * b[k + j];
-	for (j = 0; j < 8; j++)
-		s += acc[j];
-	for (; k < n; k++)
-		s += a[k] * b[k];
-	return s;
-}
+#include "wals_internal.h"
 
 /* Squares taken in double, where the product of two floats is exact. */
 static double
@@ -89,11 +46,11 @@ wals_loss_rows(const WalsParams *params, const WalsCsr *R,
 		for (j = R->indptr[u]; j < R->indptr[u + 1]; j++)
 		{
 			const float *y = Y + (size_t) R->indices[j] * f;
-			float		pred = dot(x, y, f);
+			float		pred = wals_dot(x, y, f);
 			float		c;
 			float		p;
 
-			cell_weights(params, R->values[j], &c, &p);
+			wals_cell_weights(params, R->values[j], &c, &p);
 			total += (double) c * ((double) p - pred) * ((double) p - pred) -
 				w0 * pred * pred;
 		}

@@ -15,7 +15,7 @@
 
 #include <cblas.h>
 
-#include "wals_core.h"
+#include "wals_internal.h"
 
 /*
  * LAPACK's Fortran entry points, which the serial OpenBLAS exports; there is
@@ -34,49 +34,6 @@ extern void spotrs_(const char *uplo, const int *n, const int *nrhs,
  * noise, and further steps would divide by it.
  */
 #define WALS_CG_TINY 1e-20f
-
-/*
- * Confidence and target of one observed cell.  The same few lines live in
- * loss.c: the header is shared with other code and keeps no private helpers.
- */
-static inline void
-cell_weights(const WalsParams *params, float r, float *c, float *p)
-{
-	if (params->feedback == WALS_IMPLICIT)
-	{
-		*c = 1.0f + params->alpha * r;
-		*p = 1.0f;
-	}
-	else
-	{
-		*c = 1.0f;
-		*p = r;
-	}
-}
-
-/*
- * Eight partial sums break the chain of dependent additions, which the
- * compiler may not reorder on its own (float addition is not associative),
- * and fill vector registers; the order is fixed, so results stay
- * reproducible.
- */
-static inline float
-dot(const float *restrict a, const float *restrict b, int n)
-{
-	float		acc[8] = {0.0f};
-	float		s = 0.0f;
-	int			k = 0;
-	int			j;
-
-	for (; k + 8 <= n; k += 8)
-		for (j = 0; j < 8; j++)
-			acc[j] += a[k + j] * b[k + j];
-	for (j = 0; j < 8; j++)
-		s += acc[j];
-	for (; k < n; k++)
-		s += a[k] * b[k];
-	return s;
-}
 
 /* b += t a on f-vectors: O(f) per CG step, small beside the sgemv passes. */
 static inline void
@@ -131,7 +88,7 @@ solve_row_cholesky(const WalsParams *params, const float *Y, const float *G,
 		float		c;
 		float		p;
 
-		cell_weights(params, val[i], &c, &p);
+		wals_cell_weights(params, val[i], &c, &p);
 		cp[i] = c * p;
 		cw[i] = c - w0;
 		if (cw[i] < 0.0f)
@@ -233,7 +190,7 @@ solve_row_cg(const WalsParams *params, const float *Y, const float *G,
 		float		c;
 		float		pp;
 
-		cell_weights(params, val[i], &c, &pp);
+		wals_cell_weights(params, val[i], &c, &pp);
 		cp[i] = c * pp;
 		cw[i] = c - params->w0;
 		memcpy(Yu + (size_t) i * f, Y + (size_t) idx[i] * f, sizeof(float) * f);
@@ -250,7 +207,7 @@ solve_row_cg(const WalsParams *params, const float *Y, const float *G,
 					1.0f, r, 1);
 	axpy(-params->regularization * s, x, r, f);
 	memcpy(p, r, sizeof(float) * f);
-	rsold = dot(r, r, f);
+	rsold = wals_dot(r, r, f);
 	if (!isfinite(rsold))
 		return WALS_ENONFINITE;
 
@@ -261,7 +218,7 @@ solve_row_cg(const WalsParams *params, const float *Y, const float *G,
 		float		rsnew;
 
 		apply_a(params, G, Yu, cw, nnz, s, p, t, Ap);
-		pap = dot(p, Ap, f);
+		pap = wals_dot(p, Ap, f);
 		if (!isfinite(pap))
 			return WALS_ENONFINITE;
 		if (pap <= 0.0f)
@@ -269,7 +226,7 @@ solve_row_cg(const WalsParams *params, const float *Y, const float *G,
 		a = rsold / pap;
 		axpy(a, p, x, f);
 		axpy(-a, Ap, r, f);
-		rsnew = dot(r, r, f);
+		rsnew = wals_dot(r, r, f);
 		for (k = 0; k < f; k++)
 			p[k] = r[k] + (rsnew / rsold) * p[k];
 		rsold = rsnew;

@@ -104,7 +104,8 @@ extern int32_t wals_idmap_find(const WalsIdMap *map, int64_t id);
  * Map ids[0..n) to dense indices in out[0..n), numbering the distinct ids in
  * increasing id order, so that index order is id order and the result does
  * not depend on the order of the input.  uniq receives the distinct ids
- * sorted (capacity n); *nuniq their count.  scratch holds n int64.
+ * sorted (capacity n, also used as scratch); *nuniq their count.  map must
+ * be freshly initialised with more than n slots, else WALS_EINVAL.
  * Returns WALS_ETOOBIG past INT32_MAX distinct ids.
  */
 extern WalsStatus wals_idmap_build(WalsIdMap *map, const int64_t *ids, size_t n,
@@ -118,7 +119,8 @@ extern WalsStatus wals_idmap_build(WalsIdMap *map, const int64_t *ids, size_t n,
  * out->indptr has nrows + 1 entries; out->indices and out->values have room
  * for n; on return out->indptr[nrows] is the merged nnz.  Work buffers:
  * tmp_indptr (ncols + 1 int64), tmp_idx (n int32), tmp_val (n float),
- * counts (n int32).
+ * counts (n int32).  Returns WALS_EINVAL for an index out of range and
+ * WALS_ENONFINITE for a non-finite rating or a merged sum that overflows.
  */
 extern WalsStatus wals_csr_from_coo(WalsFeedback feedback,
 									int64_t nrows, int64_t ncols, size_t n,
@@ -160,7 +162,9 @@ extern size_t wals_solve_scratch(const WalsParams *params, int64_t max_row_nnz);
  *	  (w0 G + sum_i (c_ui - w0) y_i y_i^T + lambda s_u I) x_u = sum_i c_ui p_ui y_i
  * exactly (Cholesky) or with params->cg_steps conjugate gradient steps warm
  * started from the current x_u.  A row without ratings gets the zero vector.
- * On WALS_ESINGULAR or WALS_ENONFINITE, *bad_row names the first failing row.
+ * On WALS_ESINGULAR or WALS_ENONFINITE, *bad_row (when not NULL) names the
+ * first failing row; WALS_EINVAL for a bad range or params.  G is not read
+ * when w0 is 0.
  */
 extern WalsStatus wals_solve_rows(const WalsParams *params, const WalsCsr *R,
 								  const float *Y, const float *G, float *X,
