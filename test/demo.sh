@@ -6,4 +6,4 @@ set -e
 cd "$(dirname "$0")/.."
 PG_CONFIG=${PG_CONFIG:-pg_config}
 version=$("$PG_CONFIG" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
-pg_virtualenv -v "$version" psql -X -q -f test/demo.sql
+pg_virtualenv -t -v "$version" psql -X -q -f test/demo.sql

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PG_CONFIG=${PG_CONFIG:-pg_config}
 version=$("$PG_CONFIG" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
 status=0
-pg_virtualenv -v "$version" make -s installcheck PG_CONFIG="$PG_CONFIG" || status=$?
+pg_virtualenv -t -v "$version" make -s installcheck PG_CONFIG="$PG_CONFIG" || status=$?
 if [ "$status" -ne 0 ] && [ -f regression.diffs ]; then
 	cat regression.diffs
 fi
