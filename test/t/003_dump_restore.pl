@@ -1,0 +1,167 @@
+
+# pg_dump keeps models: after a dump (custom and plain formats) and a restore
+# into a new database, the catalog, the training log, the factor tables and
+# what the models serve are identical, and the version counter goes on from
+# where it was.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('main');
+$node->init;
+$node->start;
+
+$node->safe_psql('postgres', 'CREATE DATABASE src');
+$node->safe_psql(
+	'src', q{
+CREATE EXTENSION wals;
+CREATE TABLE ratings AS
+  SELECT u AS user_id, (u * 7 + g * 13) % 500 + 1 AS item_id, 1 + (u + g) % 5 AS rating
+  FROM generate_series(1, 2000) u, generate_series(1, 20) g;
+CREATE SCHEMA shop;
+CREATE TABLE shop.purchases AS
+  SELECT c AS customer, (c * 11 + g * 3) % 300 + 1 AS product
+  FROM generate_series(1, 1000) c, generate_series(1, 10) g;
+SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
+  factors => 16, iterations => 5, feedback => 'explicit', regularization => 0.05);
+SELECT 1 FROM wals_train('shop.purchases', 'customer', 'product', model => 'Shop Model',
+  factors => 8, iterations => 4, alpha => 2, seed => 3, tolerance => 0.0001);
+-- retrained: the log holds two versions of m
+SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
+  factors => 16, iterations => 6, feedback => 'explicit', regularization => 0.05, seed => 5);
+-- trained last and dropped: the version counter is ahead of every version
+-- left in the catalog
+SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'tmp',
+  factors => 4, iterations => 2);
+SELECT wals_drop_model('tmp');
+});
+
+# Everything observable about the models of a database.
+my %queries = (
+	'wals_models' => q{SELECT * FROM wals_models ORDER BY name},
+	'wals_training_log' =>
+	  q{SELECT * FROM wals_training_log ORDER BY model, version, iteration},
+	'factor tables' => q{
+SELECT n.nspname, c.relname, c.relkind,
+       (SELECT string_agg(pg_get_indexdef(i.indexrelid), '; ')
+        FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relname LIKE '%\_factors' ORDER BY 1, 2},
+	'factors of m' => q{
+SELECT md5(string_agg(user_id || ':' || factors::text, ',' ORDER BY user_id)) FROM m_user_factors;
+SELECT md5(string_agg(item_id || ':' || factors::text, ',' ORDER BY item_id)) FROM m_item_factors},
+	'factors of Shop Model' => q{
+SELECT md5(string_agg(user_id || ':' || factors::text, ',' ORDER BY user_id)) FROM shop."Shop Model_user_factors";
+SELECT md5(string_agg(item_id || ':' || factors::text, ',' ORDER BY item_id)) FROM shop."Shop Model_item_factors"},
+	'recommendations of m' => q{
+SELECT u, r.ord, r.item_id, r.score
+FROM generate_series(1, 12) u,
+     LATERAL wals_recommend(u, 5, 'm') WITH ORDINALITY r(item_id, score, ord)
+ORDER BY u, r.ord},
+	'recommendations of Shop Model' => q{
+SELECT u, r.ord, r.item_id, r.score
+FROM generate_series(1, 12) u,
+     LATERAL wals_recommend(u, 5, 'Shop Model', exclude_rated => false)
+       WITH ORDINALITY r(item_id, score, ord)
+ORDER BY u, r.ord},
+	'predictions' => q{
+SELECT u, i, wals_predict(u, i, 'm'), wals_predict(u, i, 'Shop Model')
+FROM generate_series(1, 9) u, generate_series(1, 300, 37) i ORDER BY u, i},);
+
+sub snapshot
+{
+	my ($db) = @_;
+	my %s;
+	$s{$_} = $node->safe_psql($db, $queries{$_}) for keys %queries;
+	return \%s;
+}
+
+my $before = snapshot('src');
+like($before->{'wals_models'}, qr/^Shop Model\|.*\nm\|[^\n]*$/s,
+	'two models in the source database');
+like($before->{'recommendations of m'}, qr/^1\|1\|\d+\|/,
+	'm serves recommendations');
+like($before->{'recommendations of Shop Model'}, qr/^1\|1\|\d+\|/,
+	'Shop Model serves recommendations');
+my $src_seq = $node->safe_psql('src',
+	'SELECT last_value FROM wals_model_version_seq');
+my $src_max = $node->safe_psql('src', 'SELECT max(version) FROM wals_models');
+cmp_ok($src_seq, '>', $src_max,
+	'the version counter is ahead of the catalog (a model was dropped)');
+
+my $tmp = PostgreSQL::Test::Utils::tempdir;
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-f', "$tmp/src.dump", '-d', 'src' ],
+	'pg_dump, custom format');
+$node->command_ok(
+	[ 'pg_dump', '-Fp', '-f', "$tmp/src.sql", '-d', 'src' ],
+	'pg_dump, plain format');
+
+$node->command_ok([ 'createdb', 'restored_c' ], 'createdb restored_c');
+$node->command_ok(
+	[ 'pg_restore', '--exit-on-error', '-d', 'restored_c', "$tmp/src.dump" ],
+	'pg_restore');
+$node->command_ok([ 'createdb', 'restored_p' ], 'createdb restored_p');
+$node->command_ok(
+	[
+		'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'restored_p',
+		'-f', "$tmp/src.sql"
+	],
+	'psql < plain dump');
+
+for my $db ('restored_c', 'restored_p')
+{
+	my $after = snapshot($db);
+	for my $what (sort keys %queries)
+	{
+		is($after->{$what}, $before->{$what}, "$db: $what identical");
+	}
+
+	is($node->safe_psql($db, 'SELECT last_value FROM wals_model_version_seq'),
+		$src_seq, "$db: the version counter was restored");
+
+	# Retraining in the restored database.
+	$node->safe_psql($db,
+		q{SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
+		  factors => 16, iterations => 3, feedback => 'explicit', seed => 9)});
+	my $v = $node->safe_psql($db, q{SELECT version FROM wals_models WHERE name = 'm'});
+	cmp_ok($v, '>', $src_seq,
+		"$db: a retraining draws a version greater than any restored one");
+	is( $node->safe_psql(
+			$db,
+			qq{SELECT count(*), max(iteration) FROM wals_training_log
+			   WHERE model = 'm' AND version = $v}),
+		'3|3',
+		"$db: the retraining is logged");
+	isnt($node->safe_psql($db, $queries{'recommendations of m'}),
+		$before->{'recommendations of m'},
+		"$db: the retrained m serves new recommendations");
+	is($node->safe_psql($db, $queries{'recommendations of Shop Model'}),
+		$before->{'recommendations of Shop Model'},
+		"$db: Shop Model still serves the same recommendations");
+
+	# A new model, and dropping a restored one.
+	$node->safe_psql($db,
+		q{SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', model => 'fresh',
+		  factors => 4, iterations => 2)});
+	cmp_ok($node->safe_psql($db, q{SELECT version FROM wals_models WHERE name = 'fresh'}),
+		'>', $v, "$db: a new model gets the next version");
+	$node->safe_psql($db, q{SELECT wals_drop_model('Shop Model')});
+	is( $node->safe_psql(
+			$db,
+			q{SELECT (SELECT count(*) FROM wals_models WHERE name = 'Shop Model')
+			       + (SELECT count(*) FROM wals_training_log WHERE model = 'Shop Model')
+			       + (SELECT count(*) FROM pg_class WHERE relname LIKE 'Shop Model%')}),
+		'0',
+		"$db: a restored model can be dropped");
+}
+
+# The source database was not touched by any of this.
+my $src_after = snapshot('src');
+is_deeply($src_after, $before, 'the source database is unchanged');
+
+$node->stop;
+done_testing();
