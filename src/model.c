@@ -12,13 +12,18 @@
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/transam.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "nodes/makefuncs.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "wals.h"
 
@@ -184,22 +189,62 @@ wals_resolve_model_name(text *model)
 	return NULL;				/* keep compiler quiet */
 }
 
-static void
-check_table(const WalsModelInfo *info, const char *table)
+/*
+ * Lock one factor table of the model for reading, until the transaction
+ * ends, and return its OID.  Waiting here for a retraining that replaces the
+ * table ends with the new table: the name is looked up again after the wait.
+ */
+static Oid
+lock_table(const WalsModelInfo *info, const char *table)
 {
-	Oid			nsp = get_namespace_oid(info->factor_schema, true);
+	Oid			relid = RangeVarGetRelid(makeRangeVar(info->factor_schema, (char *) table, -1),
+										 AccessShareLock, true);
 
-	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid(table, nsp)))
+	if (!OidIsValid(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("factor table \"%s\" of model \"%s\" does not exist",
 						quote_qualified_identifier(info->factor_schema, table), info->name),
 				 errhint("Train the model again with wals_train(), or remove it with wals_drop_model().")));
+	return relid;
 }
 
 /*
- * Resolve and look up the model a serving call names, checking that its
- * factor tables still exist.  Must run inside an SPI connection.
+ * A transaction-level snapshot taken before a retraining committed still
+ * sees the previous catalog row, but the factor tables under the model's
+ * names are the new ones, and their rows are invisible to it: it would serve
+ * an empty model.  Refuse, as PostgreSQL refuses other concurrent updates
+ * under REPEATABLE READ.
+ */
+static void
+check_snapshot_sees(const WalsModelInfo *info, Oid relid)
+{
+	HeapTuple	tuple;
+	TransactionId xmin;
+
+	if (!IsolationUsesXactSnapshot())
+		return;
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "wals: cache lookup failed for relation %u", relid);
+	xmin = HeapTupleHeaderGetXmin(tuple->t_data);
+	ReleaseSysCache(tuple);
+	if (TransactionIdIsNormal(xmin) && !TransactionIdIsCurrentTransactionId(xmin) &&
+		XidInMVCCSnapshot(xmin, GetTransactionSnapshot()))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access to model \"%s\" due to a concurrent retraining",
+						info->name),
+				 errhint("Retry the transaction.")));
+}
+
+/*
+ * Resolve and look up the model a serving call names, and lock its factor
+ * tables for reading.  The catalog row is read again once the locks are
+ * held: a reader that had to wait for a retraining to commit must take that
+ * retraining's version, not the one it saw before waiting, or it would score
+ * new user factors against cached item factors of the previous version.
+ * Must run inside an SPI connection.
  */
 WalsModelInfo *
 wals_model_get(text *model)
@@ -209,9 +254,24 @@ wals_model_get(text *model)
 
 	if (!wals_model_lookup(name, info))
 		no_such_model(name);
-	check_table(info, info->user_factors);
-	check_table(info, info->item_factors);
-	return info;
+	for (;;)
+	{
+		WalsModelInfo *locked = palloc0(sizeof(WalsModelInfo));
+		Oid			user_rel = lock_table(info, info->user_factors);
+		Oid			item_rel = lock_table(info, info->item_factors);
+
+		if (!wals_model_lookup(name, locked))
+			no_such_model(name);
+		if (strcmp(locked->factor_schema, info->factor_schema) == 0 &&
+			strcmp(locked->user_factors, info->user_factors) == 0 &&
+			strcmp(locked->item_factors, info->item_factors) == 0)
+		{
+			check_snapshot_sees(locked, user_rel);
+			check_snapshot_sees(locked, item_rel);
+			return locked;
+		}
+		info = locked;
+	}
 }
 
 /* Drop the factor tables of a model, those that still exist. */

@@ -128,15 +128,11 @@ note("B " . ($b_waited ? 'waits' : 'does not wait') . ' for A');
 $sa->query_safe('COMMIT');
 ($out, $err) = finish_query($sb);
 is($err, '', 'B\'s call during the commit raises no error');
-TODO:
 {
-	# KNOWN BUG (reported): B looks the model up in the catalog (previous
-	# version) before it waits for A's lock on the dropped user factor table;
-	# after A's commit it reads the NEW user factors but, the version being
-	# the previous one, scores them against the item factors it had cached
-	# for the PREVIOUS version: new X times old Y.  Remove this TODO when
-	# src/recommend.c is fixed.
-	local $TODO = 'wals_recommend waiting on a retraining mixes new user and cached old item factors';
+	# B looked the model up in the catalog (previous version) before it
+	# waited for A's lock on the factor tables; after A's commit it must take
+	# the new version, not score new user factors against the item factors
+	# it had cached for the previous one.
 	ok($out eq $old || $out eq $new,
 		'B\'s call during the commit returns the previous or the new model, not a mix')
 	  or diag(
@@ -256,16 +252,13 @@ cmp_ok(version(), '>', $snap_version, 'retrained after B took its snapshot');
 ($out, $err) = $sb->query($recs_sql);
 my $rr_err = $sb->{stderr};
 $sb->{stderr} = '';
-TODO:
 {
-	# KNOWN BUG (reported): B's snapshot still shows the previous catalog row,
-	# but the factor tables it names are now the new ones, whose rows that
-	# snapshot cannot see: recommendations come back empty (wals_predict
-	# NULL) without an error.  Expected: the previous model, or an error
-	# (for instance a serialization failure).  Remove this TODO when fixed.
-	local $TODO = 'a REPEATABLE READ snapshot older than a retraining sees an empty model';
-	ok(($err == 0 && $out eq $final) || ($err != 0 && $rr_err =~ /ERROR/),
-		'an old REPEATABLE READ snapshot gets the previous model or an error, not an empty one')
+	# B's snapshot still shows the previous catalog row, but the factor
+	# tables under the model's names are the new ones, whose rows that
+	# snapshot cannot see: it must get an error (a serialization failure),
+	# never an empty model.
+	ok($err != 0 && $rr_err =~ /could not serialize access to model "c" due to a concurrent retraining/,
+		'an old REPEATABLE READ snapshot gets a serialization failure, not an empty model')
 	  or diag("B got: '$out' / '$rr_err'");
 }
 $sb->query('ROLLBACK');
