@@ -61,19 +61,7 @@ read_factors(Datum value, int f, float *out, const char *table)
 static int64
 find_item(int64 id)
 {
-	int64		lo = 0;
-	int64		hi = cache.nitems;
-
-	while (lo < hi)
-	{
-		int64		mid = lo + (hi - lo) / 2;
-
-		if (cache.ids[mid] < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo < cache.nitems && cache.ids[lo] == id) ? lo : -1;
+	return wals_ids_find(cache.ids, cache.nitems, id);
 }
 
 /* Make the cache hold the item factors of this version of the model. */

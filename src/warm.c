@@ -17,25 +17,6 @@
 
 #include "wals.h"
 
-/* Index of id in the increasing array ids[0..n), or -1. */
-static int64
-find_id(const int64 *ids, int64 n, int64 id)
-{
-	int64		lo = 0;
-	int64		hi = n;
-
-	while (lo < hi)
-	{
-		int64		mid = lo + (hi - lo) / 2;
-
-		if (ids[mid] < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo < n && ids[lo] == id) ? lo : -1;
-}
-
 /* Copy the stored rows of table into F where their id is known; count them. */
 static int64
 load_side(const char *table, const char *id_col, const int64 *ids, int64 n,
@@ -59,7 +40,7 @@ load_side(const char *table, const char *id_col, const int64 *ids, int64 n,
 		{
 			bool		isnull;
 			HeapTuple	tuple = SPI_tuptable->vals[r];
-			int64		row = find_id(ids, n, DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull)));
+			int64		row = wals_ids_find(ids, n, DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull)));
 			ArrayType  *array;
 
 			if (row < 0)

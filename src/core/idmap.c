@@ -10,26 +10,14 @@
  */
 #include <stdlib.h>
 
-#include "wals_core.h"
-
-/*
- * The splitmix64 finalizer: ids are often consecutive, and without a full
- * avalanche they would fill runs of adjacent slots and make probing linear.
- */
-static inline uint64_t
-mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
+#include "wals_internal.h"
 
 /* The slot holding id, or the empty slot where it would go. */
 static inline size_t
 probe(const WalsIdMap *map, int64_t id)
 {
 	size_t		mask = map->nslots - 1;
-	size_t		slot = (size_t) mix64((uint64_t) id) & mask;
+	size_t		slot = (size_t) wals_mix64((uint64_t) id) & mask;
 
 	while (map->vals[slot] >= 0 && map->keys[slot] != id)
 		slot = (slot + 1) & mask;
@@ -124,4 +112,23 @@ wals_idmap_build(WalsIdMap *map, const int64_t *ids, size_t n,
 
 	*nuniq = map->count;
 	return WALS_OK;
+}
+
+/* Binary search; see the header. */
+int64_t
+wals_ids_find(const int64_t *ids, int64_t n, int64_t id)
+{
+	int64_t		lo = 0;
+	int64_t		hi = n;
+
+	while (lo < hi)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+
+		if (ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (lo < n && ids[lo] == id) ? lo : -1;
 }

@@ -9,18 +9,9 @@
  */
 #include <math.h>
 
-#include "wals_core.h"
+#include "wals_internal.h"
 
 #define WALS_TWO_PI 6.283185307179586476925
-
-/* splitmix64's finalizer, a full-avalanche bijection of 64 bits. */
-static inline uint64_t
-mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
 
 /*
  * Chaining the mixer keeps the inputs' roles apart, where a plain xor of
@@ -31,10 +22,10 @@ static inline uint64_t
 hash3(uint64_t seed, uint64_t id, uint64_t k)
 {
 	const uint64_t gamma = UINT64_C(0x9e3779b97f4a7c15);
-	uint64_t	h = mix64(seed + gamma);
+	uint64_t	h = wals_mix64(seed + gamma);
 
-	h = mix64(h ^ (id + gamma));
-	return mix64(h ^ (k + gamma));
+	h = wals_mix64(h ^ (id + gamma));
+	return wals_mix64(h ^ (k + gamma));
 }
 
 /*

@@ -57,6 +57,33 @@ all_finite(const float *x, int n)
 }
 
 /*
+ * Copy the row's y_i into Yu, contiguous for BLAS, with each cell's c p and
+ * c - w0; returns whether every c - w0 is non-negative.
+ */
+static int
+gather_row(const WalsParams *params, const float *Y, const int32_t *idx,
+		   const float *val, int nnz, float *Yu, float *cp, float *cw)
+{
+	int			f = params->factors;
+	int			nonneg = 1;
+	int			i;
+
+	for (i = 0; i < nnz; i++)
+	{
+		float		c;
+		float		p;
+
+		wals_cell_weights(params, val[i], &c, &p);
+		cp[i] = c * p;
+		cw[i] = c - params->w0;
+		if (cw[i] < 0.0f)
+			nonneg = 0;
+		memcpy(Yu + (size_t) i * f, Y + (size_t) idx[i] * f, sizeof(float) * f);
+	}
+	return nonneg;
+}
+
+/*
  * Exact solve.  The row's y_i are gathered so that the weighted sum of outer
  * products is one BLAS-3 call: ssyrk on rows scaled by sqrt(c - w0) when all
  * weights allow it (half the flops), else a general product with a weighted
@@ -77,24 +104,13 @@ solve_row_cholesky(const WalsParams *params, const float *Y, const float *G,
 	float	   *b = A + (size_t) f * f;
 	float	   *cp = b + f;
 	float	   *cw = cp + nnz;
-	int			nonneg = 1;
+	int			nonneg;
 	int			one = 1;
 	int			info = 0;
 	int			i;
 	int			k;
 
-	for (i = 0; i < nnz; i++)
-	{
-		float		c;
-		float		p;
-
-		wals_cell_weights(params, val[i], &c, &p);
-		cp[i] = c * p;
-		cw[i] = c - w0;
-		if (cw[i] < 0.0f)
-			nonneg = 0;
-		memcpy(Yu + (size_t) i * f, Y + (size_t) idx[i] * f, sizeof(float) * f);
-	}
+	nonneg = gather_row(params, Y, idx, val, nnz, Yu, cp, cw);
 
 	if (w0 != 0.0f)
 		for (k = 0; k < f * f; k++)
@@ -185,16 +201,7 @@ solve_row_cg(const WalsParams *params, const float *Y, const float *G,
 	int			i;
 	int			k;
 
-	for (i = 0; i < nnz; i++)
-	{
-		float		c;
-		float		pp;
-
-		wals_cell_weights(params, val[i], &c, &pp);
-		cp[i] = c * pp;
-		cw[i] = c - params->w0;
-		memcpy(Yu + (size_t) i * f, Y + (size_t) idx[i] * f, sizeof(float) * f);
-	}
+	gather_row(params, Y, idx, val, nnz, Yu, cp, cw);
 
 	cblas_sgemv(CblasRowMajor, CblasNoTrans, nnz, f, 1.0f, Yu, f, x, 1,
 				0.0f, t, 1);

@@ -111,6 +111,13 @@ extern int32_t wals_idmap_find(const WalsIdMap *map, int64_t id);
 extern WalsStatus wals_idmap_build(WalsIdMap *map, const int64_t *ids, size_t n,
 								   int32_t *out, int64_t *uniq, size_t *nuniq);
 
+/*
+ * Index of id in ids[0..n), which must be strictly increasing (as the
+ * distinct ids from wals_idmap_build are), or -1 when absent.  For lookups
+ * against a stored model, where keeping the hash table would cost memory.
+ */
+extern int64_t wals_ids_find(const int64_t *ids, int64_t n, int64_t id);
+
 /* ---------- sparse build (csr.c) ---------- */
 
 /*

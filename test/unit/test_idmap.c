@@ -169,6 +169,21 @@ test_edges(void)
 		  "a table without room is refused");
 }
 
+/* The sorted-id search finds every present id and no absent one. */
+static void
+test_ids_find(void)
+{
+	int64_t		ids[6] = {INT64_MIN, -7, 0, 3, 1000000007, INT64_MAX};
+	int			i;
+
+	for (i = 0; i < 6; i++)
+		CHECK(wals_ids_find(ids, 6, ids[i]) == i, "sorted id %d found", i);
+	CHECK(wals_ids_find(ids, 6, 1) == -1, "absent id between two");
+	CHECK(wals_ids_find(ids, 6, -8) == -1, "absent id below one");
+	CHECK(wals_ids_find(ids + 1, 4, INT64_MAX) == -1, "absent id past the end");
+	CHECK(wals_ids_find(ids, 0, 0) == -1, "empty array");
+}
+
 /* Entry point: every id-map check. */
 void
 test_idmap(void)
@@ -177,4 +192,5 @@ test_idmap(void)
 	test_order_independence();
 	test_dense_runs();
 	test_edges();
+	test_ids_find();
 }
