@@ -178,6 +178,14 @@ SELECT model FROM wals_train('"Odd Schema"."My ""Ratings"""', 'User Id', 'Item;I
 SELECT count(*) FROM good;
 SELECT count(*) FROM wals_recommend(1, 3, 'x"; DROP TABLE good; --');
 
+-- a factor table edited by hand into something that is not a model
+UPDATE good_user_factors SET factors = '{1,2}' WHERE user_id = 1;
+SELECT * FROM wals_recommend(1, 3, 'good');
+\echo :LAST_ERROR_SQLSTATE
+UPDATE good_item_factors SET factors = '{1,NULL,3,4}' WHERE item_id = 2;
+SELECT wals_predict(2, 2, 'good');
+\echo :LAST_ERROR_SQLSTATE
+
 SELECT count(*) AS dropped FROM (SELECT wals_drop_model(name) FROM wals_models) d;
 DROP SCHEMA "Odd Schema" CASCADE;
 DROP TABLE good, with_nulls, empty;

@@ -19,6 +19,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "nodes/makefuncs.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -272,6 +273,25 @@ wals_model_get(text *model)
 		}
 		info = locked;
 	}
+}
+
+/*
+ * Copy one stored factor vector into out, refusing a value that is not a
+ * real[] of f elements without nulls: the tables are ordinary tables, and
+ * a hand edit must not become a crash or a silently wrong score.
+ */
+void
+wals_read_factors(Datum value, int f, float *out, const char *table)
+{
+	ArrayType  *array = DatumGetArrayTypeP(value);
+
+	if (ARR_NDIM(array) != 1 || ARR_DIMS(array)[0] != f || ARR_HASNULL(array) ||
+		ARR_ELEMTYPE(array) != FLOAT4OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("factor table %s holds a row that is not a real[] of %d elements", table, f),
+				 errhint("Train the model again with wals_train() and warm_start => false.")));
+	memcpy(out, ARR_DATA_PTR(array), sizeof(float) * f);
 }
 
 /* Drop the factor tables of a model, those that still exist. */

@@ -43,21 +43,6 @@ typedef struct ItemCache
 
 static ItemCache cache;
 
-/* Copy a stored real[] into out, checking it has f elements and no null. */
-static void
-read_factors(Datum value, int f, float *out, const char *table)
-{
-	ArrayType  *array = DatumGetArrayTypeP(value);
-
-	if (ARR_NDIM(array) != 1 || ARR_DIMS(array)[0] != f || ARR_HASNULL(array) ||
-		ARR_ELEMTYPE(array) != FLOAT4OID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("factor table \"%s\" holds a row that is not a real[] of %d elements", table, f),
-				 errhint("Train the model again with wals_train().")));
-	memcpy(out, ARR_DATA_PTR(array), sizeof(float) * f);
-}
-
 static int64
 find_item(int64 id)
 {
@@ -96,7 +81,7 @@ load_items(const WalsModelInfo *info)
 		HeapTuple	tuple = SPI_tuptable->vals[i];
 
 		cache.ids[i] = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
-		read_factors(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull), f,
+		wals_read_factors(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull), f,
 					 cache.Y + i * f, info->item_table);
 		if ((i & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
@@ -119,7 +104,7 @@ user_factors(const WalsModelInfo *info, int64 user_id, float *x)
 				  1, &type, &arg, SPI_OK_SELECT);
 	if (SPI_processed == 0)
 		return false;
-	read_factors(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
+	wals_read_factors(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
 				 info->factors, x, info->user_table);
 	return true;
 }

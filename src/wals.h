@@ -144,6 +144,7 @@ extern WalsModelInfo *wals_model_get(text *model);
 extern char *wals_model_list(void);
 extern void wals_lock_model(const char *name);
 extern void wals_drop_factor_tables(const WalsModelInfo *info);
+extern void wals_read_factors(Datum value, int f, float *out, const char *table);
 extern void wals_spi_exec(const char *query, int nargs, const Oid *types,
 						  const Datum *values, int expected);
 

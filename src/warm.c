@@ -41,17 +41,11 @@ load_side(const char *table, const char *id_col, const int64 *ids, int64 n,
 			bool		isnull;
 			HeapTuple	tuple = SPI_tuptable->vals[r];
 			int64		row = wals_ids_find(ids, n, DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull)));
-			ArrayType  *array;
 
 			if (row < 0)
 				continue;
-			array = DatumGetArrayTypeP(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull));
-			if (ARR_NDIM(array) != 1 || ARR_DIMS(array)[0] != f || ARR_HASNULL(array))
-				ereport(ERROR,
-						(errcode(ERRCODE_DATA_CORRUPTED),
-						 errmsg("factor table %s holds a row that is not a real[] of %d elements", table, f),
-						 errhint("Pass warm_start => false to train from fresh factors.")));
-			memcpy(F + row * f, ARR_DATA_PTR(array), sizeof(float) * f);
+			wals_read_factors(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull),
+							  f, F + row * f, table);
 			reused++;
 		}
 		SPI_freetuptable(SPI_tuptable);
