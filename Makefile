@@ -39,6 +39,10 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 endif
 
+# PGXS tracks no header dependencies: rebuild every object when a shared
+# header changes, or a stale object would read structs of the old layout.
+$(OBJS): $(wildcard src/*.h src/core/*.h)
+
 CORE_SRCS = $(CORE_OBJS:.o=.c)
 UNIT_SRCS = $(sort $(wildcard test/unit/*.c))
 
