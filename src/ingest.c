@@ -235,7 +235,6 @@ wals_ingest(const WalsTrainArgs *args, WalsData *data)
 
 	memset(data, 0, sizeof(*data));
 	read_source(args, &raw, &data->null_ids);
-	data->rows_read = raw.n;
 
 	if (data->null_ids > 0)
 		ereport(NOTICE,

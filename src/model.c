@@ -129,8 +129,8 @@ wals_model_lookup(const char *name, WalsModelInfo *info)
 }
 
 /* The names of all models, comma-separated, for hints. */
-char *
-wals_model_list(void)
+static char *
+model_list(void)
 {
 	StringInfoData list;
 
@@ -145,7 +145,7 @@ wals_model_list(void)
 static void
 no_such_model(const char *name)
 {
-	char	   *models = wals_model_list();
+	char	   *models = model_list();
 
 	if (models[0] == '\0')
 		ereport(ERROR,
@@ -162,8 +162,8 @@ no_such_model(const char *name)
  * The model a serving call means: the one given; else the only model; else
  * the wals.default_model setting; else an error listing the models.
  */
-char *
-wals_resolve_model_name(text *model)
+static char *
+resolve_model_name(text *model)
 {
 	char	   *models;
 
@@ -177,7 +177,7 @@ wals_resolve_model_name(text *model)
 	if (wals_default_model != NULL && wals_default_model[0] != '\0')
 		return pstrdup(wals_default_model);
 
-	models = wals_model_list();
+	models = model_list();
 	if (models[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -250,7 +250,7 @@ check_snapshot_sees(const WalsModelInfo *info, Oid relid)
 WalsModelInfo *
 wals_model_get(text *model)
 {
-	char	   *name = wals_resolve_model_name(model);
+	char	   *name = resolve_model_name(model);
 	WalsModelInfo *info = palloc0(sizeof(WalsModelInfo));
 
 	if (!wals_model_lookup(name, info))

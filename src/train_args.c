@@ -13,7 +13,6 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
-#include "optimizer/paths.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
@@ -272,8 +271,7 @@ wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 	args->params.regularization = real_arg(fcinfo, ARG_REGULARIZATION);
 	args->params.alpha = real_arg(fcinfo, ARG_ALPHA);
 
-	args->explicit_w0 = !PG_ARGISNULL(ARG_UNOBSERVED_WEIGHT);
-	if (args->explicit_w0)
+	if (!PG_ARGISNULL(ARG_UNOBSERVED_WEIGHT))
 		args->params.w0 = real_arg(fcinfo, ARG_UNOBSERVED_WEIGHT);
 	else
 		args->params.w0 = args->params.feedback == WALS_IMPLICIT ? 1.0f : 0.0f;

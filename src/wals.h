@@ -60,7 +60,6 @@ typedef struct WalsTrainArgs
 	char	   *model;
 	WalsParams	params;
 	int			iterations;
-	bool		explicit_w0;	/* unobserved_weight was given */
 	WalsDevice	device;
 	int			workers;
 	int			seed;
@@ -74,7 +73,6 @@ typedef struct WalsData
 	int64		nusers;
 	int64		nitems;
 	int64		nratings;		/* distinct (user, item) cells */
-	int64		rows_read;		/* rows of the source used */
 	int64		null_ids;		/* rows skipped for a NULL id */
 	int64	   *user_ids;		/* nusers, increasing */
 	int64	   *item_ids;		/* nitems, increasing */
@@ -138,10 +136,8 @@ extern void wals_warm_start(const WalsTrainArgs *args, const WalsData *data,
 
 /* model.c */
 extern char *wals_catalog_table(const char *table);
-extern char *wals_resolve_model_name(text *model);
 extern bool wals_model_lookup(const char *name, WalsModelInfo *info);
 extern WalsModelInfo *wals_model_get(text *model);
-extern char *wals_model_list(void);
 extern void wals_lock_model(const char *name);
 extern void wals_drop_factor_tables(const WalsModelInfo *info);
 extern void wals_read_factors(Datum value, int f, float *out, const char *table);
