@@ -250,7 +250,18 @@ wals_train(PG_FUNCTION_ARGS)
 	wals_lock_model(args.model);
 	wals_check_factor_tables_free(&args);
 
-	wals_ingest(&args, &data);
+	{
+		WalsRatings raw;
+
+		wals_ingest(&args, &raw);
+		data.by_user.indptr = MemoryContextAllocHuge(cxt, (raw.nusers + 1) * sizeof(int64));
+		data.by_user.indices = MemoryContextAllocHuge(cxt, Max(raw.n, 1) * sizeof(int32));
+		data.by_user.values = MemoryContextAllocHuge(cxt, Max(raw.n, 1) * sizeof(float));
+		data.by_item.indptr = MemoryContextAllocHuge(cxt, (raw.nitems + 1) * sizeof(int64));
+		data.by_item.indices = MemoryContextAllocHuge(cxt, Max(raw.n, 1) * sizeof(int32));
+		data.by_item.values = MemoryContextAllocHuge(cxt, Max(raw.n, 1) * sizeof(float));
+		wals_build_matrices(&args, &raw, &data);
+	}
 	result.load_s = seconds_since(start);
 
 	INSTR_TIME_SET_CURRENT(phase);

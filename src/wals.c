@@ -16,6 +16,7 @@ PG_MODULE_MAGIC;
 
 char	   *wals_default_model = NULL;
 int			wals_device = WALS_DEVICE_AUTO;
+int			wals_max_memory = 0;
 
 static const struct config_enum_entry wals_device_options[] = {
 	{"auto", WALS_DEVICE_AUTO, false},
@@ -47,6 +48,17 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("wals.max_memory",
+							gettext_noop("Largest memory a training may use, leader and workers together."),
+							gettext_noop("A training whose estimate exceeds it is refused before it allocates anything; 0 means no limit."),
+							&wals_max_memory,
+							0,
+							0,
+							INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("wals");
 }

@@ -46,6 +46,7 @@ typedef enum WalsDevice
 /* Settings (wals.c). */
 extern char *wals_default_model;
 extern int	wals_device;
+extern int	wals_max_memory;	/* kB; 0 means no limit */
 
 /* Everything wals_train was asked, checked and resolved (train_args.c). */
 typedef struct WalsTrainArgs
@@ -66,6 +67,24 @@ typedef struct WalsTrainArgs
 	bool		warm_start;
 	double		tolerance;		/* negative: no early stop */
 } WalsTrainArgs;
+
+/*
+ * The ratings as read (ingest.c): ids already dense and numbered in id
+ * order, cells not yet merged.  The three arrays are palloc'd and consumed by
+ * wals_build_matrices.
+ */
+typedef struct WalsRatings
+{
+	int64		n;				/* rows read */
+	int32	   *users;			/* n dense user indices */
+	int32	   *items;			/* n dense item indices */
+	float	   *ratings;		/* n ratings (1 when there is no rating_col) */
+	int64		nusers;
+	int64		nitems;
+	int64	   *user_ids;		/* nusers, increasing */
+	int64	   *item_ids;		/* nitems, increasing */
+	int64		null_ids;		/* rows skipped for a NULL id */
+} WalsRatings;
 
 /* The ratings of one training, dense and merged (ingest.c). */
 typedef struct WalsData
@@ -122,7 +141,20 @@ extern const char *wals_feedback_name(WalsFeedback feedback);
 extern const char *wals_solver_name(WalsSolver solver);
 
 /* ingest.c */
-extern void wals_ingest(const WalsTrainArgs *args, WalsData *data);
+extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw);
+
+/*
+ * Build both matrices of data from raw into buffers the caller has already
+ * set in data->by_user and data->by_item: indptr of nusers + 1 and
+ * nitems + 1 entries, indices and values of raw->n entries each.  Frees
+ * raw's three arrays as soon as they are consumed and moves its ids and
+ * counts into data.
+ */
+extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
+								WalsData *data);
+
+/* memory.c */
+extern void wals_memory_check(double bytes, const char *what);
 
 /* store.c */
 extern void wals_store_model(const WalsTrainArgs *args, const WalsData *data,

@@ -1,0 +1,29 @@
+/*
+ * memory.c
+ *	  The wals.max_memory limit.
+ *
+ * A training's memory is known from the ratings before the matrices and
+ * factors are allocated, so a training that would not fit is refused up
+ * front, with the figures, instead of failing (or swapping) halfway.
+ */
+#include "postgres.h"
+
+#include "wals.h"
+
+/*
+ * Error out when bytes, the estimate of what the training needs at its peak
+ * (or of what has been read so far), exceeds wals.max_memory.
+ */
+void
+wals_memory_check(double bytes, const char *what)
+{
+	double		limit = (double) wals_max_memory * 1024.0;
+
+	if (wals_max_memory <= 0 || bytes <= limit)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("training needs about %.0f MB for %s, more than wals.max_memory (%.0f MB)",
+					bytes / (1024.0 * 1024.0), what, limit / (1024.0 * 1024.0)),
+			 errhint("Raise wals.max_memory, or train on fewer ratings or fewer factors.")));
+}
