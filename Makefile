@@ -11,7 +11,7 @@ MODULE_big = wals
 CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
 	src/core/gram.o src/core/solve.o src/core/loss.o src/core/topk.o
 OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o \
-	src/train.o src/memory.o src/warm.o src/store.o src/model.o src/recommend.o
+	src/train.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/recommend.o
 HEADERS_wals =
 
 DATA = sql/wals--$(EXTVERSION).sql
@@ -50,7 +50,15 @@ test/unit/wals_unit: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test/unit
 	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
 		-Isrc/core -Itest/unit -I$(BLAS_INC) -o $@ $(CORE_SRCS) $(UNIT_SRCS) $(BLAS_LDFLAGS)
 
-.PHONY: unit deps demo test tap regress bench
+# Seconds per iteration of the core solvers on synthetic data, no server:
+# ./test/bench/solver_bench [users items nnz f cg|cholesky cg_steps iterations]
+test/bench/solver_bench: $(CORE_SRCS) test/bench/solver_bench.c $(wildcard src/core/*.h)
+	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
+		-Isrc/core -I$(BLAS_INC) -o $@ $(CORE_SRCS) test/bench/solver_bench.c $(BLAS_LDFLAGS)
+
+solver-bench: test/bench/solver_bench
+
+.PHONY: unit deps demo test tap regress bench solver-bench
 unit: test/unit/wals_unit
 	./test/unit/wals_unit
 

@@ -153,6 +153,16 @@ extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw);
 extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
 								WalsData *data);
 
+/* parallel.c: the sweeps, in the leader and parallel workers */
+typedef struct WalsSweeps WalsSweeps;
+extern WalsSweeps *wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
+									 WalsData *data);
+extern float *wals_sweeps_user_factors(WalsSweeps *s);
+extern float *wals_sweeps_item_factors(WalsSweeps *s);
+extern void wals_sweeps_run(WalsSweeps *s, const WalsTrainArgs *args,
+							WalsTrainResult *result);
+extern void wals_sweeps_end(WalsSweeps *s);
+
 /* memory.c */
 extern void wals_memory_check(double bytes, const char *what);
 
