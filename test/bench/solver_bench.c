@@ -1,0 +1,491 @@
+/*
+ * solver_bench.c
+ *	  Seconds per ALS iteration of the core solvers, single-threaded, on
+ *	  synthetic ratings of a given shape, without a server.
+ *
+ *	  solver_bench [users items nnz f solver cg_steps iterations]
+ *	  (defaults: 138000 27000 20000000 64 cg 3 3, MovieLens-20M's shape)
+ *
+ * The degrees follow gen_ratings.py, the reference workload of DESIGN
+ * section 4: log-normal user activity and Zipf(0.9) item popularity, so a
+ * few items hold a large share of the ratings and their rows are the long
+ * ones a solver must not choke on.  Latent structure does not matter to
+ * speed and is left out.  Duplicate cells merge, so the merged nnz is a
+ * little below the requested one, as with gen_ratings.py.
+ *
+ * Each iteration is timed in the parts that training runs, in its order:
+ * user half-sweep, Gram of X, item half-sweep, Gram of Y, loss.  The loss
+ * is printed as a sanity check that the solvers still minimise it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wals_core.h"
+
+/* Rows per call, as training hands them out between cancel checks. */
+#define BENCH_CHUNK 4096
+
+#define BENCH_PARTS 5
+
+/* Genres of gen_ratings.py's default: users draw from a few of them. */
+#define BENCH_GENRES 40
+
+static const char *const part_names[BENCH_PARTS] = {
+	"user sweep", "gram X", "item sweep", "gram Y", "loss"
+};
+
+static uint64_t rng_state = 42;
+
+static uint64_t
+rng_next(void)
+{
+	uint64_t	z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
+
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+static double
+rng_uniform(void)
+{
+	return (double) (rng_next() >> 11) / 9007199254740992.0;
+}
+
+/* Box-Muller; the offset keeps log away from 0. */
+static double
+rng_normal(void)
+{
+	double		u1 = rng_uniform() + 1e-300;
+	double		u2 = rng_uniform();
+
+	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static void *
+xalloc(size_t n, size_t size)
+{
+	void	   *p = calloc(n ? n : 1, size);
+
+	if (p == NULL)
+	{
+		fprintf(stderr, "solver_bench: out of memory\n");
+		exit(2);
+	}
+	return p;
+}
+
+static double
+now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Index of the first cdf entry above u: inverse-transform sampling. */
+static int32_t
+draw(const double *cdf, int32_t n, double u)
+{
+	int32_t		lo = 0;
+	int32_t		hi = n - 1;
+
+	while (lo < hi)
+	{
+		int32_t		mid = lo + (hi - lo) / 2;
+
+		if (cdf[mid] > u)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+/* Marsaglia and Tsang's method, boosted for shapes below 1. */
+static double
+rng_gamma(double shape)
+{
+	double		d;
+	double		c;
+
+	if (shape < 1.0)
+		return rng_gamma(shape + 1.0) * pow(rng_uniform() + 1e-300, 1.0 / shape);
+	d = shape - 1.0 / 3.0;
+	c = 1.0 / sqrt(9.0 * d);
+	for (;;)
+	{
+		double		x = rng_normal();
+		double		v = 1.0 + c * x;
+		double		u = rng_uniform();
+
+		if (v <= 0.0)
+			continue;
+		v = v * v * v;
+		if (log(u + 1e-300) < 0.5 * x * x + d - d * v + d * log(v))
+			return d * v;
+	}
+}
+
+/*
+ * Items of each genre in a row of order[], with the cumulative popularity
+ * of the genre's items in the matching row of cdf[], normalised per genre.
+ */
+static void
+make_items(int64_t items, int32_t *order, double *cdf, int64_t *gstart)
+{
+	int32_t    *genre = xalloc(items, sizeof(int32_t));
+	double	   *pop = xalloc(items, sizeof(double));
+	int64_t		i;
+	int			g;
+
+	for (i = 0; i < items; i++)
+	{
+		int64_t		j = (int64_t) (rng_next() % (uint64_t) (i + 1));
+
+		/* An inside-out shuffle of the Zipf popularities. */
+		pop[i] = pop[j];
+		pop[j] = pow((double) i + 1.0, -0.9);
+		genre[i] = (int32_t) (rng_next() % BENCH_GENRES);
+	}
+	gstart[0] = 0;
+	for (g = 0; g < BENCH_GENRES; g++)
+	{
+		double		total = 0.0;
+		int64_t		k;
+
+		gstart[g + 1] = gstart[g];
+		for (i = 0; i < items; i++)
+			if (genre[i] == g)
+			{
+				total += pop[i];
+				order[gstart[g + 1]] = (int32_t) i;
+				cdf[gstart[g + 1]++] = total;
+			}
+		for (k = gstart[g]; k < gstart[g + 1]; k++)
+			cdf[k] /= total;
+	}
+	free(genre);
+	free(pop);
+}
+
+/*
+ * The CSR by user of nnz synthetic draws, built with the core's merge.
+ * Each draw picks a genre from the user's Dirichlet(0.3) taste, then an item
+ * by popularity inside the genre, as gen_ratings.py does.
+ */
+static void
+draw_ratings(int64_t users, int64_t items, int64_t nnz, WalsCsr *R)
+{
+	double	   *activity = xalloc(users, sizeof(double));
+	int32_t    *order = xalloc(items, sizeof(int32_t));
+	double	   *cdf = xalloc(items, sizeof(double));
+	int64_t		gstart[BENCH_GENRES + 1];
+	double		taste[BENCH_GENRES];
+	double		total = 0.0;
+	size_t		cap = 0;
+	size_t		n = 0;
+	int32_t    *row;
+	int32_t    *col;
+	float	   *val;
+	int64_t    *tmp_indptr;
+	int32_t    *tmp_idx;
+	float	   *tmp_val;
+	int32_t    *counts;
+	int64_t		u;
+	WalsStatus	st;
+
+	for (u = 0; u < users; u++)
+	{
+		activity[u] = exp(rng_normal());
+		total += activity[u];
+	}
+	for (u = 0; u < users; u++)
+	{
+		double		want = round(activity[u] / total * (double) nnz);
+
+		activity[u] = fmin(fmax(want, 1.0), (double) (items / 2 > 0 ? items / 2 : 1));
+		cap += (size_t) activity[u];
+	}
+	make_items(items, order, cdf, gstart);
+
+	row = xalloc(cap, sizeof(int32_t));
+	col = xalloc(cap, sizeof(int32_t));
+	val = xalloc(cap, sizeof(float));
+	for (u = 0; u < users; u++)
+	{
+		double		sum = 0.0;
+		int64_t		k;
+		int			g;
+
+		for (g = 0; g < BENCH_GENRES; g++)
+			taste[g] = sum += rng_gamma(0.3);
+		for (k = 0; k < (int64_t) activity[u]; k++)
+		{
+			double		t = rng_uniform() * sum;
+
+			g = 0;
+			while (g < BENCH_GENRES - 1 &&
+				   (taste[g] <= t || gstart[g + 1] == gstart[g]))
+				g++;
+			while (gstart[g + 1] == gstart[g])
+				g--;
+			row[n] = (int32_t) u;
+			col[n] = order[gstart[g] + draw(cdf + gstart[g],
+											(int32_t) (gstart[g + 1] - gstart[g]),
+											rng_uniform())];
+			val[n] = (float) (1 + rng_next() % 3);
+			n++;
+		}
+	}
+
+	tmp_indptr = xalloc(items + 1, sizeof(int64_t));
+	tmp_idx = xalloc(n, sizeof(int32_t));
+	tmp_val = xalloc(n, sizeof(float));
+	counts = xalloc(n, sizeof(int32_t));
+	R->indptr = xalloc(users + 1, sizeof(int64_t));
+	R->indices = xalloc(n, sizeof(int32_t));
+	R->values = xalloc(n, sizeof(float));
+	st = wals_csr_from_coo(WALS_IMPLICIT, users, items, n, row, col, val, R,
+						   tmp_indptr, tmp_idx, tmp_val, counts);
+	if (st != WALS_OK)
+	{
+		fprintf(stderr, "solver_bench: %s\n", wals_status_string(st));
+		exit(2);
+	}
+	R->values = realloc(R->values, sizeof(float) * R->indptr[users]);
+	R->indices = realloc(R->indices, sizeof(int32_t) * R->indptr[users]);
+	free(activity);
+	free(order);
+	free(cdf);
+	free(row);
+	free(col);
+	free(val);
+	free(tmp_indptr);
+	free(tmp_idx);
+	free(tmp_val);
+	free(counts);
+}
+
+/*
+ * Popular cells are drawn many times and merge, so a given number of draws
+ * gives fewer ratings; the draws are scaled up from the same seed until the
+ * merged count is within 1% of the one asked for.
+ */
+static void
+make_ratings(int64_t users, int64_t items, int64_t nnz, WalsCsr *R)
+{
+	double		draws = (double) nnz;
+	int			tries;
+
+	for (tries = 0;; tries++)
+	{
+		rng_state = 42;
+		draw_ratings(users, items, (int64_t) draws, R);
+		if (R->indptr[users] >= 0.99 * nnz || tries == 4)
+			break;
+		draws *= (double) nnz / (double) R->indptr[users];
+		free(R->indptr);
+		free(R->indices);
+		free(R->values);
+	}
+}
+
+static int64_t
+max_row(const WalsCsr *R)
+{
+	int64_t		best = 0;
+	int64_t		r;
+
+	for (r = 0; r < R->nrows; r++)
+		if (R->indptr[r + 1] - R->indptr[r] > best)
+			best = R->indptr[r + 1] - R->indptr[r];
+	return best;
+}
+
+static void
+compute_gram(const float *Y, int64_t n, int f, float *G)
+{
+	int64_t		lo;
+
+	memset(G, 0, sizeof(float) * f * f);
+	for (lo = 0; lo < n; lo += BENCH_CHUNK * 16)
+		wals_gram_rows(Y, lo, lo + BENCH_CHUNK * 16 < n ? lo + BENCH_CHUNK * 16 : n,
+					   f, G);
+}
+
+static void
+half_sweep(const WalsParams *params, const WalsCsr *R, const float *Y,
+		   const float *G, float *X, float *scratch)
+{
+	int64_t		lo;
+
+	for (lo = 0; lo < R->nrows; lo += BENCH_CHUNK)
+	{
+		int64_t		hi = lo + BENCH_CHUNK < R->nrows ? lo + BENCH_CHUNK : R->nrows;
+		int64_t		bad_row;
+		WalsStatus	st;
+
+		st = wals_solve_rows(params, R, Y, G, X, lo, hi, scratch, &bad_row);
+		if (st != WALS_OK)
+		{
+			fprintf(stderr, "solver_bench: row %lld: %s\n", (long long) bad_row,
+					wals_status_string(st));
+			exit(2);
+		}
+	}
+}
+
+static double
+compute_loss(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
+			 const float *X, const float *Y, const float *GX, const float *GY)
+{
+	double		loss = wals_loss_unobserved(params, GX, GY);
+	int64_t		lo;
+
+	for (lo = 0; lo < R->nrows; lo += BENCH_CHUNK * 16)
+		loss += wals_loss_rows(params, R, X, Y, lo,
+							   lo + BENCH_CHUNK * 16 < R->nrows ?
+							   lo + BENCH_CHUNK * 16 : R->nrows);
+	return loss + wals_reg_rows(params, Rt, Y, 0, Rt->nrows);
+}
+
+static void
+print_machine(void)
+{
+	FILE	   *fp = fopen("/proc/cpuinfo", "r");
+	char		line[256];
+
+	if (fp == NULL)
+		return;
+	while (fgets(line, sizeof(line), fp))
+		if (strncmp(line, "model name", 10) == 0)
+		{
+			printf("cpu:%s", strchr(line, ':') + 1);
+			break;
+		}
+	fclose(fp);
+}
+
+int
+main(int argc, char **argv)
+{
+	int64_t		users = argc > 1 ? atoll(argv[1]) : 138000;
+	int64_t		items = argc > 2 ? atoll(argv[2]) : 27000;
+	int64_t		nnz = argc > 3 ? atoll(argv[3]) : 20000000;
+	int			f = argc > 4 ? atoi(argv[4]) : 64;
+	const char *solver = argc > 5 ? argv[5] : "cg";
+	int			cg_steps = argc > 6 ? atoi(argv[6]) : 3;
+	int			iterations = argc > 7 ? atoi(argv[7]) : 3;
+	WalsParams	params;
+	WalsCsr		R;
+	WalsCsr		Rt;
+	int64_t    *ids;
+	float	   *X;
+	float	   *Y;
+	float	   *GX;
+	float	   *GY;
+	float	   *scratch;
+	size_t		scratch_floats;
+	double		best[BENCH_PARTS];
+	double		best_total = INFINITY;
+	double		t0;
+	int64_t		merged;
+	int64_t		r;
+	int			it;
+	int			p;
+
+	if (users < 1 || items < 1 || nnz < 1 || f < 1 || iterations < 1 ||
+		cg_steps < 0 || (strcmp(solver, "cg") != 0 && strcmp(solver, "cholesky") != 0))
+	{
+		fprintf(stderr, "usage: solver_bench [users items nnz f cg|cholesky cg_steps iterations]\n");
+		return 2;
+	}
+	memset(&params, 0, sizeof(params));
+	params.feedback = WALS_IMPLICIT;
+	params.solver = strcmp(solver, "cg") == 0 ? WALS_CG : WALS_CHOLESKY;
+	params.factors = f;
+	params.cg_steps = cg_steps;
+	params.regularization = 0.1f;
+	params.alpha = 1.0f;
+	params.w0 = 1.0f;
+
+	t0 = now();
+	make_ratings(users, items, nnz, &R);
+	merged = R.indptr[users];
+	Rt.indptr = xalloc(items + 1, sizeof(int64_t));
+	Rt.indices = xalloc(merged, sizeof(int32_t));
+	Rt.values = xalloc(merged, sizeof(float));
+	wals_csr_transpose(&R, &Rt);
+
+	print_machine();
+	printf("data: %lld users x %lld items, %lld ratings (merged), longest user row %lld, longest item row %lld, built in %.1f s\n",
+		   (long long) users, (long long) items, (long long) merged,
+		   (long long) max_row(&R), (long long) max_row(&Rt), now() - t0);
+	printf("model: implicit, alpha 1, lambda 0.1, f %d, %s", f, solver);
+	if (params.solver == WALS_CG)
+		printf(" %d steps", cg_steps);
+	printf(", 1 thread\n");
+
+	ids = xalloc(users > items ? users : items, sizeof(int64_t));
+	for (r = 0; r < (users > items ? users : items); r++)
+		ids[r] = r + 1;
+	X = xalloc((size_t) users * f, sizeof(float));
+	Y = xalloc((size_t) items * f, sizeof(float));
+	GX = xalloc((size_t) f * f, sizeof(float));
+	GY = xalloc((size_t) f * f, sizeof(float));
+	wals_init_rows(X, ids, 0, users, f, 42, 0.01f);
+	wals_init_rows(Y, ids, 0, items, f, 43, 0.01f);
+	scratch_floats = wals_solve_scratch(&params,
+										max_row(&R) > max_row(&Rt) ? max_row(&R) : max_row(&Rt));
+	scratch = xalloc(scratch_floats, sizeof(float));
+	printf("scratch: %.2f MiB\n", scratch_floats * sizeof(float) / 1048576.0);
+
+	for (p = 0; p < BENCH_PARTS; p++)
+		best[p] = INFINITY;
+	compute_gram(Y, items, f, GY);
+	for (it = 0; it < iterations; it++)
+	{
+		double		t[BENCH_PARTS + 1];
+		double		loss;
+
+		t[0] = now();
+		half_sweep(&params, &R, Y, GY, X, scratch);
+		t[1] = now();
+		compute_gram(X, users, f, GX);
+		t[2] = now();
+		half_sweep(&params, &Rt, X, GX, Y, scratch);
+		t[3] = now();
+		compute_gram(Y, items, f, GY);
+		t[4] = now();
+		loss = compute_loss(&params, &R, &Rt, X, Y, GX, GY);
+		t[5] = now();
+
+		printf("iteration %d: %.3f s (", it + 1, t[5] - t[0]);
+		for (p = 0; p < BENCH_PARTS; p++)
+		{
+			printf("%s%s %.3f", p ? ", " : "", part_names[p], t[p + 1] - t[p]);
+			if (t[p + 1] - t[p] < best[p])
+				best[p] = t[p + 1] - t[p];
+		}
+		printf("), loss %.6g\n", loss);
+		if (t[5] - t[0] < best_total)
+			best_total = t[5] - t[0];
+	}
+	printf("best: %.3f s per iteration (", best_total);
+	for (p = 0; p < BENCH_PARTS; p++)
+		printf("%s%s %.3f", p ? ", " : "", part_names[p], best[p]);
+	printf(")\n");
+
+	free(ids);
+	free(X);
+	free(Y);
+	free(GX);
+	free(GY);
+	free(scratch);
+	return 0;
+}
