@@ -246,6 +246,8 @@ wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
 
 	s->model = args->model;
 	s->shared = sh;
+	ConditionVariableInit(&sh->task_cv);
+	ConditionVariableInit(&sh->done_cv);
 	sh->params = args->params;
 	sh->nusers = raw->nusers;
 	sh->nitems = raw->nitems;

@@ -1,11 +1,16 @@
 /*
  * csr.c
- *	  Building the user-side CSR from coordinates, and its transpose.
+ *	  Building both sparse matrices from coordinates, in little memory.
  *
- * Ratings arrive in scan order.  Two stable counting sorts (by column, then
- * by row) cost O(nnz + rows + columns) and leave every row sorted by column,
- * so duplicate cells become neighbours and merge in one pass, with no
- * comparison sort and no hash of cells.
+ * Ratings arrive in scan order, as coordinates.  A counting sort by item
+ * (wals_csr_scatter) turns them into a CSR by item whose rows are not yet
+ * sorted; transposing that (wals_csr_transpose_merge) walks the items in
+ * order, so every user row comes out sorted by item with duplicate cells
+ * side by side, and they merge in the same pass over the row.  A plain
+ * transpose back gives the final CSR by item.  Each step reads one buffer
+ * and writes another of the same size, so no more than two copies of the
+ * ratings ever exist, and nothing costs more than O(nnz + rows + columns):
+ * no comparison sort, no hash of cells, no count per cell.
  */
 #include <math.h>
 
@@ -40,63 +45,13 @@ cursors_to_starts(int64_t *ptr, int64_t n)
 }
 
 /*
- * Compact each row in place, folding runs of equal columns into one cell.
- * The write position never passes the read position, so no second buffer is
- * needed.  Sums are divided by their counts afterwards for explicit feedback,
- * where a repeated rating is a re-rating, not more evidence.
- */
-static WalsStatus
-merge_duplicates(WalsFeedback feedback, WalsCsr *out, int32_t *counts)
-{
-	int64_t		w = 0;
-	int64_t		old_start = 0;
-	int64_t		u;
-
-	for (u = 0; u < out->nrows; u++)
-	{
-		int64_t		old_end = out->indptr[u + 1];
-		int64_t		row_start = w;
-		int64_t		k;
-
-		for (k = old_start; k < old_end; k++)
-		{
-			if (w > row_start && out->indices[w - 1] == out->indices[k])
-			{
-				out->values[w - 1] += out->values[k];
-				counts[w - 1]++;
-				continue;
-			}
-			out->indices[w] = out->indices[k];
-			out->values[w] = out->values[k];
-			counts[w] = 1;
-			w++;
-		}
-		old_start = old_end;
-		out->indptr[u + 1] = w;
-	}
-
-	for (u = 0; u < w; u++)
-	{
-		if (feedback == WALS_EXPLICIT)
-			out->values[u] /= (float) counts[u];
-		if (!isfinite(out->values[u]))
-			return WALS_ENONFINITE;
-	}
-	return WALS_OK;
-}
-
-/*
- * Everything is checked in the first pass, before the scatters trust the
- * indices.  A sum of finite duplicates can still overflow, hence the second
- * finiteness check at the merge.
+ * Everything is checked in the counting pass, before the scatter trusts the
+ * indices.
  */
 WalsStatus
-wals_csr_from_coo(WalsFeedback feedback,
-				  int64_t nrows, int64_t ncols, size_t n,
-				  const int32_t *row, const int32_t *col,
-				  const float *val, WalsCsr *out,
-				  int64_t *tmp_indptr, int32_t *tmp_idx,
-				  float *tmp_val, int32_t *counts)
+wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
+				 const int32_t *row, const int32_t *col, const float *val,
+				 WalsCsr *out)
 {
 	int64_t		j;
 	size_t		k;
@@ -106,8 +61,6 @@ wals_csr_from_coo(WalsFeedback feedback,
 	out->nrows = nrows;
 	out->ncols = ncols;
 
-	for (j = 0; j <= ncols; j++)
-		tmp_indptr[j] = 0;
 	for (j = 0; j <= nrows; j++)
 		out->indptr[j] = 0;
 	for (k = 0; k < n; k++)
@@ -116,36 +69,101 @@ wals_csr_from_coo(WalsFeedback feedback,
 			return WALS_EINVAL;
 		if (!isfinite(val[k]))
 			return WALS_ENONFINITE;
-		tmp_indptr[col[k] + 1]++;
 		out->indptr[row[k] + 1]++;
 	}
-	counts_to_starts(tmp_indptr, ncols);
 	counts_to_starts(out->indptr, nrows);
 
 	for (k = 0; k < n; k++)
 	{
-		int64_t		pos = tmp_indptr[col[k]]++;
+		int64_t		pos = out->indptr[row[k]]++;
 
-		tmp_idx[pos] = row[k];
-		tmp_val[pos] = val[k];
-	}
-	cursors_to_starts(tmp_indptr, ncols);
-
-	for (j = 0; j < ncols; j++)
-	{
-		int64_t		pos;
-
-		for (pos = tmp_indptr[j]; pos < tmp_indptr[j + 1]; pos++)
-		{
-			int64_t		dst = out->indptr[tmp_idx[pos]]++;
-
-			out->indices[dst] = (int32_t) j;
-			out->values[dst] = tmp_val[pos];
-		}
+		out->indices[pos] = col[k];
+		out->values[pos] = val[k];
 	}
 	cursors_to_starts(out->indptr, nrows);
+	return WALS_OK;
+}
 
-	return merge_duplicates(feedback, out, counts);
+/*
+ * One cell from the run of duplicates values[0..len).  The values are
+ * sorted first and summed in double, so the result does not depend on the
+ * order the rows were read in, which float addition alone would not give
+ * for three or more.  Explicit ratings are averaged: a repeated rating is a
+ * re-rating, not more evidence.  Runs are short and rare, so an insertion
+ * sort is enough.
+ */
+static float
+merge_run(WalsFeedback feedback, float *values, int64_t len)
+{
+	double		sum = 0.0;
+	int64_t		a;
+
+	for (a = 1; a < len; a++)
+	{
+		float		v = values[a];
+		int64_t		b = a;
+
+		for (; b > 0 && values[b - 1] > v; b--)
+			values[b] = values[b - 1];
+		values[b] = v;
+	}
+	for (a = 0; a < len; a++)
+		sum += values[a];
+	if (feedback == WALS_EXPLICIT)
+		sum /= (double) len;
+	return (float) sum;
+}
+
+/*
+ * Compact each row in place, folding runs of equal columns into one cell.
+ * The write position never passes the read position, so no second buffer is
+ * needed, and a run's length is known when it ends, so no count per cell
+ * unless the caller asks for them (counts not NULL).  A sum of finite
+ * duplicates can still overflow a float, hence the check.
+ */
+static WalsStatus
+merge_duplicates(WalsFeedback feedback, WalsCsr *csr, int32_t *counts)
+{
+	int64_t		w = 0;
+	int64_t		start = 0;
+	int64_t		r;
+
+	for (r = 0; r < csr->nrows; r++)
+	{
+		int64_t		end = csr->indptr[r + 1];
+		int64_t		k = start;
+
+		while (k < end)
+		{
+			int64_t		run = k + 1;
+
+			while (run < end && csr->indices[run] == csr->indices[k])
+				run++;
+			csr->indices[w] = csr->indices[k];
+			csr->values[w] = run - k == 1 ? csr->values[k] :
+				merge_run(feedback, csr->values + k, run - k);
+			if (!isfinite(csr->values[w]))
+				return WALS_ENONFINITE;
+			if (counts != NULL)
+				counts[w] = (int32_t) (run - k);
+			w++;
+			k = run;
+		}
+		start = end;
+		csr->indptr[r + 1] = w;
+	}
+	return WALS_OK;
+}
+
+/*
+ * The transpose puts each out row in order of in's rows, so equal cells of
+ * one (row, column) pair meet whatever order in's rows had.
+ */
+WalsStatus
+wals_csr_transpose_merge(WalsFeedback feedback, const WalsCsr *in, WalsCsr *out)
+{
+	wals_csr_transpose(in, out);
+	return merge_duplicates(feedback, out, NULL);
 }
 
 /*
@@ -179,4 +197,29 @@ wals_csr_transpose(const WalsCsr *in, WalsCsr *out)
 		}
 	}
 	cursors_to_starts(out->indptr, in->ncols);
+}
+
+/*
+ * The scatter and the merging transpose, through the caller's scratch CSR
+ * by column, keeping the counts the merge otherwise forgets.
+ */
+WalsStatus
+wals_csr_from_coo(WalsFeedback feedback,
+				  int64_t nrows, int64_t ncols, size_t n,
+				  const int32_t *row, const int32_t *col,
+				  const float *val, WalsCsr *out,
+				  int64_t *tmp_indptr, int32_t *tmp_idx,
+				  float *tmp_val, int32_t *counts)
+{
+	WalsCsr		by_col;
+	WalsStatus	status;
+
+	by_col.indptr = tmp_indptr;
+	by_col.indices = tmp_idx;
+	by_col.values = tmp_val;
+	status = wals_csr_scatter(ncols, nrows, n, col, row, val, &by_col);
+	if (status != WALS_OK)
+		return status;
+	wals_csr_transpose(&by_col, out);
+	return merge_duplicates(feedback, out, counts);
 }

@@ -82,52 +82,101 @@ typedef struct WalsCsr
 /* ---------- id maps (idmap.c) ---------- */
 
 /*
- * Open-addressing hash from int64 ids to dense int32 indices.  The caller
- * provides the slot arrays, of wals_idmap_slots(n) entries each, for at most
- * n distinct ids.
+ * Open-addressing hash from int64 ids to int32 provisional indices, numbered
+ * from 0 in order of first insertion.  The caller owns the slots and keeps
+ * the table at most half full: whenever wals_idmap_full says so after an
+ * insert, it rehashes into a table with twice the slots.  Once every id is
+ * in, wals_idmap_rank gives the ids sorted and the rank of each provisional
+ * index, and wals_idmap_renumber turns provisional indices into ranks, so
+ * that dense index order is id order whatever the order of insertion.
  */
+typedef struct WalsIdSlot
+{
+	int64_t		id;
+	int32_t		index;			/* -1 marks an empty slot */
+} WalsIdSlot;
+
 typedef struct WalsIdMap
 {
-	int64_t	   *keys;
-	int32_t	   *vals;			/* -1 marks an empty slot */
+	WalsIdSlot *slots;
 	size_t		nslots;			/* a power of two */
 	size_t		count;			/* distinct ids inserted */
 } WalsIdMap;
 
-extern size_t wals_idmap_slots(size_t max_distinct);
-extern void wals_idmap_init(WalsIdMap *map, int64_t *keys, int32_t *vals, size_t nslots);
+/*
+ * An empty map over slots[0..nslots); WALS_EINVAL unless nslots is a power
+ * of two, at least 4.
+ */
+extern WalsStatus wals_idmap_init(WalsIdMap *map, WalsIdSlot *slots, size_t nslots);
 
-/* Index of id, or -1 when absent. */
+/* Non-zero once more than half the slots are taken: time to rehash. */
+extern int	wals_idmap_full(const WalsIdMap *map);
+
+/* Provisional index of id, or -1 when absent. */
 extern int32_t wals_idmap_find(const WalsIdMap *map, int64_t id);
 
 /*
- * Map ids[0..n) to dense indices in out[0..n), numbering the distinct ids in
- * increasing id order, so that index order is id order and the result does
- * not depend on the order of the input.  uniq receives the distinct ids
- * sorted (capacity n, also used as scratch); *nuniq their count.  map must
- * be freshly initialised with more than n slots, else WALS_EINVAL.
- * Returns WALS_ETOOBIG past INT32_MAX distinct ids.
+ * The provisional index of id in *index, inserting id with the next one if
+ * it is new.  WALS_ETOOBIG past INT32_MAX distinct ids; WALS_EINVAL when the
+ * caller let the table fill up.
  */
-extern WalsStatus wals_idmap_build(WalsIdMap *map, const int64_t *ids, size_t n,
-								   int32_t *out, int64_t *uniq, size_t *nuniq);
+extern WalsStatus wals_idmap_insert(WalsIdMap *map, int64_t id, int32_t *index);
 
 /*
- * Index of id in ids[0..n), which must be strictly increasing (as the
- * distinct ids from wals_idmap_build are), or -1 when absent.  For lookups
- * against a stored model, where keeping the hash table would cost memory.
+ * Copy every entry of from, with its index, into to, which must be freshly
+ * initialised and would not be full afterwards, else WALS_EINVAL.
+ */
+extern WalsStatus wals_idmap_rehash(const WalsIdMap *from, WalsIdMap *to);
+
+/*
+ * ids[0..count) receives the distinct ids in increasing order and
+ * rank[p] the position in ids of the id with provisional index p.
+ */
+extern void wals_idmap_rank(const WalsIdMap *map, int64_t *ids, int32_t *rank);
+
+/* index[k] = rank[index[k]] for k < n. */
+extern void wals_idmap_renumber(int32_t *index, size_t n, const int32_t *rank);
+
+/*
+ * Index of id in ids[0..n), which must be strictly increasing (as the ids
+ * from wals_idmap_rank are), or -1 when absent.  For lookups against a
+ * stored model, where keeping the hash table would cost memory.
  */
 extern int64_t wals_ids_find(const int64_t *ids, int64_t n, int64_t id);
 
 /* ---------- sparse build (csr.c) ---------- */
 
 /*
- * Build the CSR by user from coordinates (row[k], col[k], val[k]), k < n,
- * merging duplicate cells: summed for implicit, averaged for explicit.
- * out->indptr has nrows + 1 entries; out->indices and out->values have room
- * for n; on return out->indptr[nrows] is the merged nnz.  Work buffers:
- * tmp_indptr (ncols + 1 int64), tmp_idx (n int32), tmp_val (n float),
- * counts (n int32).  Returns WALS_EINVAL for an index out of range and
- * WALS_ENONFINITE for a non-finite rating or a merged sum that overflows.
+ * Counting-scatter coordinates (row[k], col[k], val[k]), k < n, into out, an
+ * nrows x ncols CSR whose indptr has nrows + 1 entries and whose indices and
+ * values have room for n.  Within a row, cells keep their input order, so
+ * columns are unsorted and may repeat: out is only fit for
+ * wals_csr_transpose_merge.  Returns WALS_EINVAL for a size or an index out
+ * of range and WALS_ENONFINITE for a non-finite value.
+ */
+extern WalsStatus wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
+								   const int32_t *row, const int32_t *col,
+								   const float *val, WalsCsr *out);
+
+/*
+ * The transpose of in (whose rows may be unsorted and repeat columns) with
+ * duplicate cells merged: summed for implicit, averaged for explicit, in an
+ * order that does not depend on the order of in's rows.  out is sized from
+ * in (ncols + 1 pointers, room for all of in's cells); on return its rows
+ * are strictly increasing and out->indptr[out->nrows] is the merged nnz.
+ * Returns WALS_ENONFINITE when a merged cell overflows a float.
+ */
+extern WalsStatus wals_csr_transpose_merge(WalsFeedback feedback,
+										   const WalsCsr *in, WalsCsr *out);
+
+/* The transpose of a CSR (its CSC, as a CSR by column); rows stay sorted. */
+extern void wals_csr_transpose(const WalsCsr *in, WalsCsr *out);
+
+/*
+ * wals_csr_scatter by column into the scratch (tmp_indptr of ncols + 1,
+ * tmp_idx and tmp_val of n), then wals_csr_transpose_merge into out, for
+ * callers that can afford both copies at once.  counts (room for n, or
+ * NULL) receives the number of coordinates merged into each cell of out.
  */
 extern WalsStatus wals_csr_from_coo(WalsFeedback feedback,
 									int64_t nrows, int64_t ncols, size_t n,
@@ -135,9 +184,6 @@ extern WalsStatus wals_csr_from_coo(WalsFeedback feedback,
 									const float *val, WalsCsr *out,
 									int64_t *tmp_indptr, int32_t *tmp_idx,
 									float *tmp_val, int32_t *counts);
-
-/* The transpose of a CSR (its CSC, as a CSR by column); rows stay sorted. */
-extern void wals_csr_transpose(const WalsCsr *in, WalsCsr *out);
 
 /* ---------- factors (init.c) ---------- */
 

@@ -1,8 +1,9 @@
 /*
  * test_csr.c
- *	  Sparse build: duplicates merged (summed or averaged), empty rows and
+ *	  Sparse build: the scatter keeping input order, duplicates merged
+ *	  (summed or averaged) the same whatever the input order, empty rows and
  *	  columns, rows strictly increasing, bad input refused, and the
- *	  transpose checked cell by cell and by round trip.
+ *	  transposes checked cell by cell and by round trip.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -10,7 +11,10 @@
 
 #include "harness.h"
 
-/* A CSR with room for n cells, and the work buffers of wals_csr_from_coo. */
+/*
+ * A CSR with room for n cells, and the work buffers of wals_csr_from_coo,
+ * which runs the scatter and the merging transpose in turn.
+ */
 typedef struct CsrBuild
 {
 	WalsCsr		csr;
@@ -152,6 +156,7 @@ test_random(WalsFeedback fb, uint64_t seed)
 				(fb == WALS_EXPLICIT ? num[u * n + c] : 1);
 
 			bad += num[u * n + c] == 0 || c % 4 == 0 ||
+				b.counts[j] != num[u * n + c] ||
 				fabs(b.csr.values[j] - want) > 1e-5 * fabs(want);
 		}
 	}
@@ -207,6 +212,80 @@ test_random(WalsFeedback fb, uint64_t seed)
 	free(num);
 }
 
+/* The scatter groups by row and keeps the input order within a row. */
+static void
+test_scatter(void)
+{
+	int32_t		row[] = {1, 0, 1, 1, 0};
+	int32_t		col[] = {4, 2, 0, 4, 3};
+	float		val[] = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f};
+	int64_t		indptr[4];
+	int32_t		indices[5];
+	float		values[5];
+	WalsCsr		c = {0, 0, indptr, indices, values};
+
+	CHECK(wals_csr_scatter(3, 5, 5, row, col, val, &c) == WALS_OK, "scatter");
+	CHECK(c.nrows == 3 && c.ncols == 5, "scatter shape");
+	CHECK(indptr[0] == 0 && indptr[1] == 2 && indptr[2] == 5 && indptr[3] == 5,
+		  "scatter indptr");
+	CHECK(indices[0] == 2 && values[0] == 2.0f && indices[1] == 3 && values[1] == 5.0f,
+		  "row 0 in input order");
+	CHECK(indices[2] == 4 && values[2] == 1.0f && indices[3] == 0 && values[3] == 3.0f &&
+		  indices[4] == 4 && values[4] == 4.0f, "row 1 in input order, repeats kept");
+	CHECK(wals_csr_scatter(2, 5, 5, row, col, val, &c) == WALS_OK, "two rows");
+	CHECK(wals_csr_scatter(3, 4, 5, row, col, val, &c) == WALS_EINVAL,
+		  "column past the end");
+	CHECK(wals_csr_scatter(1, 5, 5, row, col, val, &c) == WALS_EINVAL,
+		  "row past the end");
+	CHECK(wals_csr_scatter(3, (int64_t) INT32_MAX + 1, 0, row, col, val, &c) == WALS_EINVAL,
+		  "more columns than int32 indices");
+}
+
+/*
+ * Three or more duplicates whose float sum depends on the order of
+ * addition: 2^24 + 1 + 1 is 2^24 one way and 2^24 + 2 the other; merged
+ * cells must not depend on the order the coordinates came in.
+ */
+static void
+test_merge_order(WalsFeedback fb)
+{
+	int32_t		row[] = {0, 0, 0, 1, 0, 1, 1};
+	int32_t		col[] = {1, 1, 1, 0, 0, 0, 0};
+	float		val[] = {16777216.0f, 1.0f, 1.0f, 1e8f, 7.0f, 1.0f, 1e8f};
+	int32_t		row2[7];
+	int32_t		col2[7];
+	float		val2[7];
+	int			order[] = {6, 2, 4, 0, 5, 1, 3};
+	CsrBuild	a;
+	CsrBuild	b;
+	int			k;
+
+	if (fb == WALS_EXPLICIT)
+		val[6] = -1e8f;
+	for (k = 0; k < 7; k++)
+	{
+		row2[k] = row[order[k]];
+		col2[k] = col[order[k]];
+		val2[k] = val[order[k]];
+	}
+	CHECK(build(&a, fb, 2, 2, 7, row, col, val) == WALS_OK, "build in order");
+	CHECK(build(&b, fb, 2, 2, 7, row2, col2, val2) == WALS_OK, "build shuffled");
+	CHECK(a.csr.indptr[2] == 3 && b.csr.indptr[2] == 3, "three cells");
+	CHECK(memcmp(a.csr.indptr, b.csr.indptr, 3 * sizeof(int64_t)) == 0 &&
+		  memcmp(a.csr.indices, b.csr.indices, 3 * sizeof(int32_t)) == 0 &&
+		  memcmp(a.csr.values, b.csr.values, 3 * sizeof(float)) == 0,
+		  "merged cells depend on the input order");
+	if (fb == WALS_IMPLICIT)
+		CHECK(a.csr.values[1] == 16777218.0f && a.csr.values[2] == 200000001.0f,
+			  "sums %g %g", a.csr.values[1], a.csr.values[2]);
+	else
+		CHECK(a.csr.values[0] == 7.0f && fabsf(a.csr.values[1] - 16777218.0f / 3) < 1.0f &&
+			  a.csr.values[2] == 1.0f / 3, "averages %g %g %g",
+			  a.csr.values[0], a.csr.values[1], a.csr.values[2]);
+	build_free(&a);
+	build_free(&b);
+}
+
 static void
 test_bad_input(void)
 {
@@ -236,8 +315,8 @@ test_bad_input(void)
 	CHECK(build(&b, WALS_IMPLICIT, 2, 2, 2, same, same, huge) == WALS_ENONFINITE,
 		  "duplicates summing past float");
 	build_free(&b);
-	CHECK(build(&b, WALS_EXPLICIT, 2, 2, 2, same, same, huge) == WALS_ENONFINITE,
-		  "explicit duplicates overflow before averaging");
+	CHECK(build(&b, WALS_EXPLICIT, 2, 2, 2, same, same, huge) == WALS_OK &&
+		  b.csr.values[0] == 3e38f, "explicit duplicates averaged without overflow");
 	build_free(&b);
 	CHECK(build(&b, WALS_IMPLICIT, -1, 2, 0, row, col, val) == WALS_EINVAL,
 		  "negative row count");
@@ -251,7 +330,10 @@ test_bad_input(void)
 void
 test_csr(void)
 {
+	test_scatter();
 	test_small_by_hand();
+	test_merge_order(WALS_IMPLICIT);
+	test_merge_order(WALS_EXPLICIT);
 	test_random(WALS_IMPLICIT, 11);
 	test_random(WALS_EXPLICIT, 12);
 	test_bad_input();
