@@ -1,5 +1,8 @@
 -- Bad input: every case gets an error with the right SQLSTATE (echoed after
 -- it), a message naming the argument, and changes nothing.
+-- Trainings report each iteration in a NOTICE with timings; those are
+-- shown only where a test is about them.
+SET client_min_messages = warning;
 CREATE TABLE good AS
 SELECT u AS user_id, (u * 3 + g) % 20 + 1 AS item_id, g::real AS rating, 'x'::text AS label,
        (u * 0.5)::real AS fractional
@@ -61,6 +64,11 @@ SELECT * FROM wals_train('good', 'user_id', 'item_id', workers => -1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM wals_train('good', 'user_id', 'item_id', tolerance => -1);
 \echo :LAST_ERROR_SQLSTATE
+-- a training larger than wals.max_memory is refused before it allocates
+SET wals.max_memory = '1kB';
+SELECT * FROM wals_train('good', 'user_id', 'item_id', 'rating');
+\echo :LAST_ERROR_SQLSTATE
+RESET wals.max_memory;
 SELECT * FROM wals_train('good', 'user_id', 'item_id', seed => NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM wals_train('good', 'user_id', 'item_id', 'rating', factors => 8, warm_start => true);
@@ -95,8 +103,13 @@ DROP TABLE taken_user_factors;
 -- the ratings themselves
 CREATE TABLE with_nulls AS SELECT * FROM good;
 INSERT INTO with_nulls VALUES (NULL, 1, 1), (1, NULL, 1), (NULL, NULL, 1);
+-- progress and skipped rows are NOTICEs, their figures in DETAIL
+SET client_min_messages = notice;
+\set VERBOSITY terse
 SELECT model, ratings FROM wals_train('with_nulls', 'user_id', 'item_id', 'rating',
     factors => 4, iterations => 1);
+\set VERBOSITY default
+SET client_min_messages = warning;
 INSERT INTO with_nulls VALUES (1, 1, NULL);
 SELECT * FROM wals_train('with_nulls', 'user_id', 'item_id', 'rating');
 \echo :LAST_ERROR_SQLSTATE
@@ -121,8 +134,10 @@ CREATE TABLE empty (user_id int, item_id int, rating real);
 SELECT * FROM wals_train('empty', 'user_id', 'item_id', 'rating');
 \echo :LAST_ERROR_SQLSTATE
 INSERT INTO empty VALUES (NULL, 1, 1);
+SET client_min_messages = notice;
 SELECT * FROM wals_train('empty', 'user_id', 'item_id', 'rating');
 \echo :LAST_ERROR_SQLSTATE
+SET client_min_messages = warning;
 
 -- none of the failures above touched the model
 SELECT version = :v1 AS unchanged FROM wals_models WHERE name = 'good';

@@ -1,4 +1,7 @@
 -- Serving: wals_recommend, wals_predict, model resolution and drops.
+-- Trainings report each iteration in a NOTICE with timings; those are
+-- shown only where a test is about them.
+SET client_min_messages = warning;
 CREATE TABLE plays AS
 SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, (1 + (u + g) % 3) AS n
 FROM generate_series(1, 200) u, generate_series(1, 6) g;
@@ -75,7 +78,9 @@ DROP TABLE plays_item_factors;
 SELECT count(*) FROM wals_recommend(42, 3);
 SELECT wals_predict(42, 3);
 -- ... can still be dropped
+SET client_min_messages = notice;
 SELECT wals_drop_model('plays');
+SET client_min_messages = warning;
 SELECT count(*) FROM wals_recommend(42, 3);
 SELECT wals_drop_model('plays');
 

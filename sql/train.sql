@@ -1,5 +1,8 @@
 -- Training: the summary row, the catalog, the factor tables, the three
 -- feedback variants, both solvers, and the properties of the data path.
+-- Trainings report each iteration in a NOTICE with timings; those are
+-- shown only where a test is about them.
+SET client_min_messages = warning;
 
 CREATE TABLE ratings AS
 SELECT u AS user_id, (u * 7 + g * 13) % 60 + 1 AS item_id,
@@ -60,8 +63,12 @@ FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'cg_many', f
     iterations => 1, solver => 'cholesky', warm_start => true);
 SELECT warm_start FROM wals_models WHERE name = 'cg_many';
 -- a model that does not exist yet starts fresh
+SET client_min_messages = notice;
+\set VERBOSITY terse
 SELECT loss = :cold AS same_as_cold FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
     model => 'new_warm', factors => 8, iterations => 1, solver => 'cholesky', warm_start => true);
+\set VERBOSITY default
+SET client_min_messages = warning;
 
 -- explicit feedback (ALS-WR): predictions approach the ratings
 SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating',

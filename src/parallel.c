@@ -258,9 +258,11 @@ wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
 	scratch = wals_solve_scratch(&args->params, sh->widest);
 	estimate = estimate_bytes(&sh->layout, raw->n, scratch, args->workers + 1);
 	ereport(NOTICE,
-			(errmsg("training model \"%s\" on %lld ratings (%lld users, %lld items): about %.0f MB",
+			(errmsg("training model \"%s\" on %lld ratings (%lld users, %lld items)",
 					args->model, (long long) raw->n, (long long) raw->nusers,
-					(long long) raw->nitems, estimate / (1024.0 * 1024.0))));
+					(long long) raw->nitems),
+			 errdetail("The training needs about %.0f MB, leader and workers together.",
+					   estimate / (1024.0 * 1024.0))));
 	wals_memory_check(estimate, "the matrices, factors and scratch");
 
 	if (args->workers > 0)
@@ -511,9 +513,9 @@ iterate(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *result)
 		result->iteration_seconds[it] = seconds_since(start);
 		result->iterations = it + 1;
 		ereport(NOTICE,
-				(errmsg("model \"%s\" iteration %d of %d: loss %.6g, %.3f s",
-						args->model, it + 1, args->iterations, result->loss,
-						result->iteration_seconds[it])));
+				(errmsg("model \"%s\" iteration %d of %d", args->model, it + 1, args->iterations),
+				 errdetail("Loss %.6g after %.3f s.", result->loss,
+						   result->iteration_seconds[it])));
 
 		if (it > 0 && converged(args, result->iteration_loss[it - 1], result->loss))
 			break;

@@ -1,0 +1,166 @@
+
+# Parallel training: the number of workers changes nothing in the model,
+# a training without workers to be had runs in the leader, another session
+# sees how far a training got, a cancel stops leader and workers, and a
+# worker killed with SIGKILL leaves the previous model serving after the
+# server's crash recovery.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $node = PostgreSQL::Test::Cluster->new('main');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', q{
+max_worker_processes = 8
+max_parallel_workers = 8
+max_parallel_maintenance_workers = 2
+restart_after_crash = on
+});
+$node->start;
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION wals;
+CREATE TABLE ratings AS
+  SELECT u AS user_id, (u * 7 + g * 13) % 500 + 1 AS item_id, 1 + (u + g) % 5 AS rating
+  FROM generate_series(1, 3000) u, generate_series(1, 20) g;
+CREATE TABLE big AS
+  SELECT u AS user_id, (u * 7 + g * 13) % 2000 + 1 AS item_id, 1 + (u + g) % 5 AS rating
+  FROM generate_series(1, 20000) u, generate_series(1, 50) g;
+ANALYZE ratings, big;
+});
+
+sub factors_md5
+{
+	my ($model) = @_;
+	return $node->safe_psql(
+		'postgres', qq{
+SELECT md5(string_agg(user_id || ':' || factors::text, ',' ORDER BY user_id)) FROM ${model}_user_factors;
+SELECT md5(string_agg(item_id || ':' || factors::text, ',' ORDER BY item_id)) FROM ${model}_item_factors;
+});
+}
+
+# ---------------------------------------------------------------------------
+# The same model whatever the number of workers, both solvers.
+for my $solver ('cg', 'cholesky')
+{
+	my %seen;
+	for my $workers (0, 1, 2)
+	{
+		my $model = "w${workers}_$solver";
+		my ($ret, $stdout, $stderr) = $node->psql(
+			'postgres',
+			qq{SELECT loss FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+			  model => '$model', factors => 16, iterations => 4, solver => '$solver',
+			  workers => $workers);
+			  SELECT workers FROM wals_models WHERE name = '$model'});
+		is($ret, 0, "$solver, workers => $workers: trains");
+		my ($loss, $launched) = split /\n/, $stdout;
+		is($launched, $workers, "$solver: wals_models records $workers workers");
+		like($stderr, qr/NOTICE:  model "$model" iteration 4 of 4\nDETAIL:  Loss [-0-9.e+]+ after [0-9.]+ s\./,
+			"$solver, workers => $workers: each iteration is reported in a NOTICE");
+		$seen{loss}{$loss}++;
+		$seen{factors}{ factors_md5($model) }++;
+	}
+	is(scalar keys %{ $seen{loss} }, 1, "$solver: the same loss with 0, 1 and 2 workers");
+	is(scalar keys %{ $seen{factors} }, 1,
+		"$solver: the same factors, bit for bit, with 0, 1 and 2 workers");
+}
+
+# With no worker to be had, the leader trains alone and says so.
+{
+	my ($ret, $stdout, $stderr) = $node->psql(
+		'postgres',
+		q{SET max_parallel_workers = 0;
+		  SELECT FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+		    model => 'alone', factors => 16, iterations => 4, workers => 2);
+		  SELECT workers FROM wals_models WHERE name = 'alone'});
+	is($ret, 0, 'a training without workers to be had succeeds');
+	like($stderr, qr/no parallel worker could be launched; model "alone" trains in the leader alone/,
+		'and says it trains in the leader alone');
+	is($stdout, 0, 'wals_models records 0 workers');
+	is(factors_md5('alone'), factors_md5('w0_cg'), 'and trains the same model');
+}
+
+# ---------------------------------------------------------------------------
+# A long training: another session sees its progress and its workers; a
+# cancel ends the leader and the workers.
+my $long_training = q{SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating',
+  model => 'k', factors => 64, iterations => 10000, workers => 2)};
+
+$node->safe_psql('postgres',
+	q{SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+	  model => 'k', factors => 16, iterations => 5)});
+my $recs_sql = q{SELECT u, r.ord, r.item_id, r.score
+  FROM generate_series(1, 10) u,
+       LATERAL wals_recommend(u, 5, 'k') WITH ORDINALITY r(item_id, score, ord)
+  ORDER BY u, r.ord};
+my $recs = $node->safe_psql('postgres', $recs_sql);
+my $version = $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE name = 'k'});
+
+my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 180);
+my $pid = $bg->query_safe('SELECT pg_backend_pid()');
+$bg->query_until(qr/starting/, "\\echo starting\n$long_training;\n");
+
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT query ~ '^wals_train: model "k", iteration [2-9][0-9]* of 10000, '
+		  FROM pg_stat_activity WHERE pid = $pid}),
+	'pg_stat_activity shows the iteration the training is at');
+like(
+	$node->safe_psql('postgres', "SELECT query FROM pg_stat_activity WHERE pid = $pid"),
+	qr/loss [-0-9.e+]+ after iteration \d+ \([0-9.]+ s\)/,
+	'and the loss and seconds of the last iteration');
+is( $node->safe_psql(
+		'postgres', qq{SELECT count(*) FROM pg_stat_activity
+		  WHERE leader_pid = $pid AND backend_type = 'parallel worker'}),
+	2,
+	'two parallel workers run beside the leader');
+
+my $start = time;
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+my $seen = eval {
+	pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+		qr/canceling statement due to user request/);
+};
+ok($seen, 'a cancel ends the parallel training') or diag("stderr: $bg->{stderr}; $@");
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT count(*) = 0 FROM pg_stat_activity WHERE leader_pid = $pid}),
+	'and its workers');
+note(sprintf('leader and workers ended %.2f s after the cancel', time - $start));
+$bg->{stderr} = '';
+is($node->safe_psql('postgres', $recs_sql), $recs, 'the previous model still serves');
+
+# ---------------------------------------------------------------------------
+# A worker killed with SIGKILL: the postmaster restarts the cluster, as after
+# any backend crash, and the previous model serves afterwards.
+$bg->query_until(qr/starting/, "\\echo starting\n$long_training;\n");
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT count(*) = 2 FROM pg_stat_activity
+		  WHERE leader_pid = $pid AND backend_type = 'parallel worker'
+		    AND (SELECT query FROM pg_stat_activity WHERE pid = $pid) ~ 'iteration [2-9]'}),
+	'a second long training runs with its workers');
+my $worker = $node->safe_psql(
+	'postgres', qq{SELECT pid FROM pg_stat_activity
+	  WHERE leader_pid = $pid AND backend_type = 'parallel worker' LIMIT 1});
+my $log_offset = -s $node->logfile;
+ok(kill('KILL', $worker), "SIGKILL to parallel worker $worker");
+eval { pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr}, qr/server closed the connection|terminating connection|connection to server was lost/); };
+eval { $bg->quit; };
+ok($node->poll_query_until('postgres', 'SELECT 1', '1'), 'the server accepts connections again');
+ok( $node->log_contains(qr/terminated by signal 9: Killed/, $log_offset),
+	'the server log records the killed worker');
+is($node->safe_psql('postgres', $recs_sql), $recs,
+	'after recovery the previous model serves the same recommendations');
+is($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE name = 'k'}),
+	$version, 'and its version is unchanged');
+is( $node->safe_psql(
+		'postgres', q{SELECT count(*) FROM pg_class WHERE relname LIKE 'k\_%' AND relkind = 'r'}),
+	2, 'no half-written factor table is left');
+
+$node->stop;
+done_testing();
