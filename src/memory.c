@@ -8,7 +8,17 @@
  */
 #include "postgres.h"
 
+#include "utils/builtins.h"
+
 #include "wals.h"
+
+/* bytes as pg_size_pretty writes them: "412 MB", "96 kB". */
+char *
+wals_pretty_bytes(double bytes)
+{
+	return TextDatumGetCString(DirectFunctionCall1(pg_size_pretty,
+												   Int64GetDatum((int64) bytes)));
+}
 
 /*
  * Error out when bytes, the estimate of what the training needs at its peak
@@ -23,7 +33,7 @@ wals_memory_check(double bytes, const char *what)
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("training needs about %.0f MB for %s, more than wals.max_memory (%.0f MB)",
-					bytes / (1024.0 * 1024.0), what, limit / (1024.0 * 1024.0)),
+			 errmsg("training needs about %s for %s, more than wals.max_memory (%s)",
+					wals_pretty_bytes(bytes), what, wals_pretty_bytes(limit)),
 			 errhint("Raise wals.max_memory, or train on fewer ratings or fewer factors.")));
 }

@@ -261,8 +261,8 @@ wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
 			(errmsg("training model \"%s\" on %lld ratings (%lld users, %lld items)",
 					args->model, (long long) raw->n, (long long) raw->nusers,
 					(long long) raw->nitems),
-			 errdetail("The training needs about %.0f MB, leader and workers together.",
-					   estimate / (1024.0 * 1024.0))));
+			 errdetail("The training needs about %s, leader and workers together.",
+					   wals_pretty_bytes(estimate))));
 	wals_memory_check(estimate, "the matrices, factors and scratch");
 
 	if (args->workers > 0)

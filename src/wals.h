@@ -164,6 +164,7 @@ extern void wals_sweeps_run(WalsSweeps *s, const WalsTrainArgs *args,
 extern void wals_sweeps_end(WalsSweeps *s);
 
 /* memory.c */
+extern char *wals_pretty_bytes(double bytes);
 extern void wals_memory_check(double bytes, const char *what);
 
 /* store.c */
