@@ -23,6 +23,46 @@ sqnorm(const float *x, int f)
 }
 
 /*
+ * Cells whose predictions are taken at a time: the dot products go through
+ * the vector kernels, the squares and the sum stay in double.
+ */
+#define LOSS_BLOCK 256
+
+/*
+ * Part of the observed term of one row: c (p - x.y)^2 - w0 (x.y)^2 over its
+ * cells, in four partial sums, which breaks the chain of dependent
+ * additions in a fixed order.
+ */
+static double
+row_loss(const WalsParams *params, const WalsKernels *kern, const float *x,
+		 const float *Y, const int32_t *idx, const float *val, int64_t nnz)
+{
+	double		w0 = params->w0;
+	double		acc[4] = {0.0, 0.0, 0.0, 0.0};
+	float		pred[LOSS_BLOCK];
+	int64_t		j0;
+
+	for (j0 = 0; j0 < nnz; j0 += LOSS_BLOCK)
+	{
+		int			m = nnz - j0 < LOSS_BLOCK ? (int) (nnz - j0) : LOSS_BLOCK;
+		int			j;
+
+		kern->dots(Y, idx + j0, m, params->factors, x, pred);
+		for (j = 0; j < m; j++)
+		{
+			double		e;
+			float		c;
+			float		p;
+
+			wals_cell_weights(params, val[j0 + j], &c, &p);
+			e = (double) p - pred[j];
+			acc[j & 3] += (double) c * e * e - w0 * pred[j] * pred[j];
+		}
+	}
+	return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+/*
  * s_u follows the solver: 1 for implicit, the row's count for explicit, so
  * an explicit row without ratings adds nothing.
  */
@@ -31,29 +71,20 @@ wals_loss_rows(const WalsParams *params, const WalsCsr *R,
 			   const float *X, const float *Y,
 			   int64_t lo, int64_t hi)
 {
+	const WalsKernels *kern = wals_kernels();
 	int			f = params->factors;
-	double		w0 = params->w0;
 	double		total = 0.0;
 	int64_t		u;
 
 	for (u = lo; u < hi; u++)
 	{
 		const float *x = X + u * f;
-		int64_t		nnz = R->indptr[u + 1] - R->indptr[u];
+		int64_t		start = R->indptr[u];
+		int64_t		nnz = R->indptr[u + 1] - start;
 		double		s = params->feedback == WALS_EXPLICIT ? (double) nnz : 1.0;
-		int64_t		j;
 
-		for (j = R->indptr[u]; j < R->indptr[u + 1]; j++)
-		{
-			const float *y = Y + (size_t) R->indices[j] * f;
-			float		pred = wals_dot(x, y, f);
-			float		c;
-			float		p;
-
-			wals_cell_weights(params, R->values[j], &c, &p);
-			total += (double) c * ((double) p - pred) * ((double) p - pred) -
-				w0 * pred * pred;
-		}
+		total += row_loss(params, kern, x, Y, R->indices + start,
+						  R->values + start, nnz);
 		total += params->regularization * s * sqnorm(x, f);
 	}
 	return total;

@@ -13,21 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "wals_internal.h"
-
-/*
- * LAPACK's Fortran entry points, which the serial OpenBLAS exports; there is
- * no LAPACKE there, and linking liblapacke would pull in a second, threaded
- * OpenBLAS.  They read matrices column-major: our row-major upper triangle is
- * their lower one.
- */
-extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda,
-					int *info);
-extern void spotrs_(const char *uplo, const int *n, const int *nrhs,
-					const float *a, const int *lda, float *b, const int *ldb,
-					int *info);
 
 /*
  * The implicit library's threshold: a squared residual below it is float
@@ -35,14 +21,44 @@ extern void spotrs_(const char *uplo, const int *n, const int *nrhs,
  */
 #define WALS_CG_TINY 1e-20f
 
-/* b += t a on f-vectors: O(f) per CG step, small beside the sgemv passes. */
-static inline void
-axpy(float t, const float *restrict a, float *restrict b, int n)
-{
-	int			k;
+/*
+ * Cells per block of the Cholesky system: their weighted rows (16 KiB at
+ * f = 64) and the factor rows they came from stay in L1 while the Gram
+ * kernel sweeps them once per tile of A.  A row of any length needs only
+ * one block of scratch, which matters when every worker holds its own and
+ * popular items have 100k ratings.
+ */
+#define WALS_CHOL_BLOCK 64
 
-	for (k = 0; k < n; k++)
-		b[k] += t * a[k];
+/* The linear cell weights of WalsPassCoef: c - w0 = cw0 + cw1 r, c p = cp0 + cp1 r. */
+typedef struct CellLinear
+{
+	float		cw0;
+	float		cw1;
+	float		cp0;
+	float		cp1;
+} CellLinear;
+
+static CellLinear
+cell_linear(const WalsParams *params)
+{
+	CellLinear	w;
+
+	if (params->feedback == WALS_IMPLICIT)
+	{
+		w.cw0 = 1.0f - params->w0;
+		w.cw1 = params->alpha;
+		w.cp0 = 1.0f;
+		w.cp1 = params->alpha;
+	}
+	else
+	{
+		w.cw0 = 1.0f - params->w0;
+		w.cw1 = 0.0f;
+		w.cp0 = 0.0f;
+		w.cp1 = 1.0f;
+	}
+	return w;
 }
 
 static int
@@ -56,165 +72,119 @@ all_finite(const float *x, int n)
 	return 1;
 }
 
-/*
- * Copy the row's y_i into Yu, contiguous for BLAS, with each cell's c p and
- * c - w0; returns whether every c - w0 is non-negative.
- */
-static int
-gather_row(const WalsParams *params, const float *Y, const int32_t *idx,
-		   const float *val, int nnz, float *Yu, float *cp, float *cw)
+/* Round a scratch pointer up to WALS_ALIGN; wals_solve_scratch leaves room. */
+static float *
+align_floats(float *p)
 {
-	int			f = params->factors;
-	int			nonneg = 1;
-	int			i;
+	uintptr_t	a = ((uintptr_t) p + WALS_ALIGN - 1) & ~(uintptr_t) (WALS_ALIGN - 1);
 
-	for (i = 0; i < nnz; i++)
-	{
-		float		c;
-		float		p;
-
-		wals_cell_weights(params, val[i], &c, &p);
-		cp[i] = c * p;
-		cw[i] = c - params->w0;
-		if (cw[i] < 0.0f)
-			nonneg = 0;
-		memcpy(Yu + (size_t) i * f, Y + (size_t) idx[i] * f, sizeof(float) * f);
-	}
-	return nonneg;
+	return (float *) a;
 }
 
 /*
- * Exact solve.  The row's y_i are gathered so that the weighted sum of outer
- * products is one BLAS-3 call: ssyrk on rows scaled by sqrt(c - w0) when all
- * weights allow it (half the flops), else a general product with a weighted
- * copy, since w0 > c is legal and makes some weights negative.  Scratch:
- * gathered rows and weighted rows (nnz x f each), A (f x f), b (f), and the
- * weights c p and c - w0 (nnz each).
- */
-static WalsStatus
-solve_row_cholesky(const WalsParams *params, const float *Y, const float *G,
-				   const int32_t *idx, const float *val, int nnz, float s,
-				   float *x, float *scratch)
-{
-	int			f = params->factors;
-	float		w0 = params->w0;
-	float	   *Yu = scratch;
-	float	   *W = Yu + (size_t) nnz * f;
-	float	   *A = W + (size_t) nnz * f;
-	float	   *b = A + (size_t) f * f;
-	float	   *cp = b + f;
-	float	   *cw = cp + nnz;
-	int			nonneg;
-	int			one = 1;
-	int			info = 0;
-	int			i;
-	int			k;
-
-	nonneg = gather_row(params, Y, idx, val, nnz, Yu, cp, cw);
-
-	if (w0 != 0.0f)
-		for (k = 0; k < f * f; k++)
-			A[k] = w0 * G[k];
-	else
-		memset(A, 0, sizeof(float) * f * f);
-	for (i = 0; i < nnz; i++)
-	{
-		float		t = nonneg ? sqrtf(cw[i]) : cw[i];
-
-		for (k = 0; k < f; k++)
-			W[(size_t) i * f + k] = t * Yu[(size_t) i * f + k];
-	}
-	if (nonneg)
-		cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, f, nnz,
-					1.0f, W, f, 1.0f, A, f);
-	else
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, f, f, nnz,
-					1.0f, Yu, f, W, f, 1.0f, A, f);
-	for (k = 0; k < f; k++)
-		A[k * f + k] += params->regularization * s;
-	cblas_sgemv(CblasRowMajor, CblasTrans, nnz, f, 1.0f, Yu, f, cp, 1,
-				0.0f, b, 1);
-
-	spotrf_("L", &f, A, &f, &info);
-	if (info != 0)
-		return WALS_ESINGULAR;
-	spotrs_("L", &f, &one, A, &f, b, &f, &info);
-	if (info != 0 || !all_finite(b, f))
-		return WALS_ENONFINITE;
-	memcpy(x, b, sizeof(float) * f);
-	return WALS_OK;
-}
-
-/*
- * A v without forming A: O(nnz f) instead of O(nnz f^2), which is the whole
- * point of CG.  The row's y_i are gathered once so that both passes over
- * them, Yu v and Yu^T (cw .* Yu v), are sgemv calls: OpenBLAS picks the
- * widest vector unit at run time, where our own loops are built for the
- * baseline ISA.  G v is skipped when w0 is 0.
+ * w0 G with rows padded to wals_pad(f), once per call: each row's system
+ * starts as a copy of it.
  */
 static void
-apply_a(const WalsParams *params, const float *G, const float *Yu,
-		const float *cw, int nnz, float s, const float *v, float *t,
-		float *out)
+scaled_gram(const WalsParams *params, const float *G, float *wG)
 {
 	int			f = params->factors;
-	int			i;
+	int			fp = wals_pad(f);
+	int			a;
+	int			c;
 
-	cblas_sgemv(CblasRowMajor, CblasNoTrans, nnz, f, 1.0f, Yu, f, v, 1,
-				0.0f, t, 1);
-	for (i = 0; i < nnz; i++)
-		t[i] *= cw[i];
-	cblas_sgemv(CblasRowMajor, CblasTrans, nnz, f, 1.0f, Yu, f, t, 1,
-				0.0f, out, 1);
+	memset(wG, 0, sizeof(float) * f * fp);
+	if (params->w0 == 0.0f)
+		return;
+	for (a = 0; a < f; a++)
+		for (c = 0; c < f; c++)
+			wG[a * fp + c] = params->w0 * G[a * f + c];
+}
+
+/*
+ * Exact solve.  The system is w0 G plus the weighted outer products of the
+ * row's cells, added a block of cells at a time: the kernel takes any sign
+ * of c - w0 (w0 > c is legal), so no square roots and no second path.
+ * Scratch: A and b (padded), then one block of weighted rows.
+ */
+static WalsStatus
+solve_row_cholesky(const WalsParams *params, const WalsKernels *kern,
+				   const CellLinear *cl, const float *Y, const float *wG,
+				   const int32_t *idx, const float *val, int nnz, float s,
+				   float *x, float *work)
+{
+	int			f = params->factors;
+	int			fp = wals_pad(f);
+	float	   *A = work;
+	float	   *b = A + (size_t) f * fp;
+	float	   *W = b + fp;
+	WalsPassCoef coef = {cl->cw0, cl->cw1, cl->cp0, cl->cp1};
+	int			lo;
+	int			k;
+
+	memcpy(A, wG, sizeof(float) * f * fp);
+	memset(b, 0, sizeof(float) * fp);
+	for (lo = 0; lo < nnz; lo += WALS_CHOL_BLOCK)
+	{
+		int			m = nnz - lo < WALS_CHOL_BLOCK ? nnz - lo : WALS_CHOL_BLOCK;
+
+		kern->chol_gather(Y, idx + lo, val + lo, m, f, &coef, W, b);
+		kern->gram_acc(A, f, W, Y, idx + lo, m);
+	}
+	for (k = 0; k < f; k++)
+		A[k * fp + k] += params->regularization * s;
+	if (!kern->chol_solve(A, f, b, x))
+		return WALS_ESINGULAR;
+	return all_finite(x, f) ? WALS_OK : WALS_ENONFINITE;
+}
+
+/* A v = w0 G v + sum_i (c_i - w0) (y_i.v) y_i + lambda s v, never forming A. */
+static void
+apply_a(const WalsParams *params, const WalsKernels *kern,
+		const WalsPassCoef *apply, const float *Y, const float *G,
+		const int32_t *idx, const float *val, int nnz, float s,
+		const float *v, float *out)
+{
+	kern->row_pass(Y, idx, val, nnz, params->factors, apply, v, out);
 	if (params->w0 != 0.0f)
-		cblas_ssymv(CblasRowMajor, CblasUpper, f, params->w0, G, f, v, 1,
-					1.0f, out, 1);
-	axpy(params->regularization * s, v, out, f);
+		kern->symv(G, params->factors, params->w0, v, out);
+	kern->axpy(params->regularization * s, v, out, params->factors);
 }
 
 /*
  * Conjugate gradient warm started from the current x, as the implicit
  * library's _least_squares_cg: a few steps from last sweep's answer get most
  * of the way, since factors move little between sweeps.  b is folded into
- * the first residual, r = Yu^T (cp - cw .* Yu x) - w0 G x - lambda s x, to
- * save a pass.  A step whose curvature p.Ap is not positive (A not positive
- * definite, or nothing left to gain in float) ends the loop rather than
- * dividing by it.  A NaN residual is reported at once: the loop's tests
- * would read it as converged and keep the old x.  Scratch: gathered rows
- * (nnz x f), c p, c - w0 and Yu v (nnz each), r, p and Ap (f each).
+ * the first residual, r = sum_i (c_i p_i - (c_i - w0) y_i.x) y_i - w0 G x -
+ * lambda s x, one pass over the cells like each product with A.  A step
+ * whose curvature p.Ap is not positive (A not positive definite, or nothing
+ * left to gain in float) ends the loop rather than dividing by it.  A NaN
+ * residual is reported at once: the loop's tests would read it as converged
+ * and keep the old x.  The cells are read in place, so the scratch is r, p
+ * and Ap whatever the row's length.
  */
 static WalsStatus
-solve_row_cg(const WalsParams *params, const float *Y, const float *G,
+solve_row_cg(const WalsParams *params, const WalsKernels *kern,
+			 const CellLinear *cl, const float *Y, const float *G,
 			 const int32_t *idx, const float *val, int nnz, float s,
-			 float *x, float *scratch)
+			 float *x, float *work)
 {
 	int			f = params->factors;
-	float	   *Yu = scratch;
-	float	   *cp = Yu + (size_t) nnz * f;
-	float	   *cw = cp + nnz;
-	float	   *t = cw + nnz;
-	float	   *r = t + nnz;
-	float	   *p = r + f;
-	float	   *Ap = p + f;
+	int			fp = wals_pad(f);
+	float	   *r = work;
+	float	   *p = r + fp;
+	float	   *Ap = p + fp;
+	WalsPassCoef resid = {cl->cp0, cl->cp1, -cl->cw0, -cl->cw1};
+	WalsPassCoef apply = {0.0f, 0.0f, cl->cw0, cl->cw1};
 	float		rsold;
 	int			step;
-	int			i;
-	int			k;
 
-	gather_row(params, Y, idx, val, nnz, Yu, cp, cw);
-
-	cblas_sgemv(CblasRowMajor, CblasNoTrans, nnz, f, 1.0f, Yu, f, x, 1,
-				0.0f, t, 1);
-	for (i = 0; i < nnz; i++)
-		t[i] = cp[i] - cw[i] * t[i];
-	cblas_sgemv(CblasRowMajor, CblasTrans, nnz, f, 1.0f, Yu, f, t, 1,
-				0.0f, r, 1);
+	kern->row_pass(Y, idx, val, nnz, f, &resid, x, r);
 	if (params->w0 != 0.0f)
-		cblas_ssymv(CblasRowMajor, CblasUpper, f, -params->w0, G, f, x, 1,
-					1.0f, r, 1);
-	axpy(-params->regularization * s, x, r, f);
+		kern->symv(G, f, -params->w0, x, r);
+	kern->axpy(-params->regularization * s, x, r, f);
 	memcpy(p, r, sizeof(float) * f);
-	rsold = wals_dot(r, r, f);
+	rsold = kern->dot(r, r, f);
 	if (!isfinite(rsold))
 		return WALS_ENONFINITE;
 
@@ -224,37 +194,41 @@ solve_row_cg(const WalsParams *params, const float *Y, const float *G,
 		float		a;
 		float		rsnew;
 
-		apply_a(params, G, Yu, cw, nnz, s, p, t, Ap);
-		pap = wals_dot(p, Ap, f);
+		apply_a(params, kern, &apply, Y, G, idx, val, nnz, s, p, Ap);
+		pap = kern->dot(p, Ap, f);
 		if (!isfinite(pap))
 			return WALS_ENONFINITE;
 		if (pap <= 0.0f)
 			break;
 		a = rsold / pap;
-		axpy(a, p, x, f);
-		axpy(-a, Ap, r, f);
-		rsnew = wals_dot(r, r, f);
-		for (k = 0; k < f; k++)
-			p[k] = r[k] + (rsnew / rsold) * p[k];
+		kern->axpy(a, p, x, f);
+		kern->axpy(-a, Ap, r, f);
+		rsnew = kern->dot(r, r, f);
+		kern->xpay(r, rsnew / rsold, p, f);
 		rsold = rsnew;
 	}
 	return all_finite(x, f) ? WALS_OK : WALS_ENONFINITE;
 }
 
 /*
- * Exactly what the row solvers below lay out for the longest row.  The
- * caller passes the longest row of the matrix it will solve (or of both
+ * Exactly what the row solvers below lay out: CG needs three f-vectors,
+ * Cholesky w0 G and A (f x f), b and one block of weighted rows, never more
+ * than the longest row needs; both round the scratch up to a cache line.
+ * The caller passes the longest row of the matrix it will solve (or of both
  * sides, to size one buffer for a whole sweep), or rows past it overrun.
  */
 size_t
 wals_solve_scratch(const WalsParams *params, int64_t max_row_nnz)
 {
+	size_t		fp = params->factors > 0 ? (size_t) wals_pad(params->factors) : 0;
 	size_t		f = params->factors > 0 ? (size_t) params->factors : 0;
-	size_t		m = max_row_nnz > 0 ? (size_t) max_row_nnz : 0;
+	size_t		block = max_row_nnz < WALS_CHOL_BLOCK ?
+		(size_t) (max_row_nnz > 0 ? max_row_nnz : 0) : WALS_CHOL_BLOCK;
+	size_t		slack = WALS_ALIGN / sizeof(float);
 
 	if (params->solver == WALS_CG)
-		return m * f + 3 * m + 3 * f;
-	return 2 * m * f + f * f + f + 2 * m;
+		return slack + 3 * fp;
+	return slack + 2 * f * fp + fp + block * fp;
 }
 
 /*
@@ -271,6 +245,10 @@ wals_solve_rows(const WalsParams *params, const WalsCsr *R,
 				int64_t *bad_row)
 {
 	int			f = params->factors;
+	const WalsKernels *kern = wals_kernels();
+	CellLinear	cl = cell_linear(params);
+	float	   *work = align_floats(scratch);
+	float	   *wG = NULL;
 	int64_t		u;
 
 	if (bad_row)
@@ -279,6 +257,13 @@ wals_solve_rows(const WalsParams *params, const WalsCsr *R,
 		(params->solver != WALS_CHOLESKY && params->solver != WALS_CG) ||
 		(params->solver == WALS_CG && params->cg_steps < 0))
 		return WALS_EINVAL;
+
+	if (params->solver == WALS_CHOLESKY)
+	{
+		wG = work;
+		work += (size_t) f * wals_pad(f);
+		scaled_gram(params, G, wG);
+	}
 
 	for (u = lo; u < hi; u++)
 	{
@@ -294,11 +279,12 @@ wals_solve_rows(const WalsParams *params, const WalsCsr *R,
 			continue;
 		}
 		if (params->solver == WALS_CHOLESKY)
-			st = solve_row_cholesky(params, Y, G, R->indices + start,
-									R->values + start, nnz, s, x, scratch);
+			st = solve_row_cholesky(params, kern, &cl, Y, wG,
+									R->indices + start, R->values + start,
+									nnz, s, x, work);
 		else
-			st = solve_row_cg(params, Y, G, R->indices + start,
-							  R->values + start, nnz, s, x, scratch);
+			st = solve_row_cg(params, kern, &cl, Y, G, R->indices + start,
+							  R->values + start, nnz, s, x, work);
 		if (st != WALS_OK)
 		{
 			if (bad_row)

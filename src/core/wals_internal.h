@@ -62,4 +62,117 @@ wals_dot(const float *restrict a, const float *restrict b, int n)
 	return s;
 }
 
+/* ---------- vector kernels (kernels.c, kernels_avx512.c) ---------- */
+
+/*
+ * Floats per vector register of the widest instruction set a kernel may use.
+ * Row buffers that kernels write (the Cholesky system, its weighted rows)
+ * have rows of wals_pad(f) floats, whole vectors with zero tails, so that
+ * the kernels need no masked tail there; factor matrices keep stride f.
+ */
+#define WALS_VEC 16
+
+/* Scratch buffers start on a cache line, so that whole vectors never split. */
+#define WALS_ALIGN 64
+
+static inline int
+wals_pad(int f)
+{
+	return (f + WALS_VEC - 1) / WALS_VEC * WALS_VEC;
+}
+
+/*
+ * The factor a row pass gives cell i, t_i = (a0 + a1 r_i) + (b0 + b1 r_i) d_i
+ * with d_i = y_i.v: the cell weights c p and c - w0 are linear in the merged
+ * rating r for both feedback kinds, so a kernel needs only the row's
+ * ratings, not per-cell weights computed beforehand.
+ */
+typedef struct WalsPassCoef
+{
+	float		a0;
+	float		a1;
+	float		b0;
+	float		b1;
+} WalsPassCoef;
+
+/*
+ * One instruction set's kernels.  Y is a factor matrix of stride f read in
+ * place at rows idx[0..n); val holds the n ratings of those cells.
+ */
+typedef struct WalsKernels
+{
+	const char *name;
+
+	/* out[0..f) = sum_i t_i y_i, t_i as in WalsPassCoef with d_i = y_i.v */
+	void		(*row_pass) (const float *Y, const int32_t *idx, const float *val,
+							 int n, int f, const WalsPassCoef *coef,
+							 const float *v, float *out);
+
+	/* out[0..f) += alpha G v, G full symmetric f x f of stride f */
+	void		(*symv) (const float *G, int f, float alpha, const float *v,
+						 float *out);
+
+	/* out[i] = x.y_i for the n cells */
+	void		(*dots) (const float *Y, const int32_t *idx, int n, int f,
+						 const float *x, float *out);
+
+	/* a.b, b += t a and b = a + t b, on f-vectors: CG's own steps */
+	float		(*dot) (const float *a, const float *b, int f);
+	void		(*axpy) (float t, const float *a, float *b, int f);
+	void		(*xpay) (const float *a, float t, float *b, int f);
+
+	/*
+	 * Gather n cells for the Cholesky system: row j of W (stride wals_pad(f),
+	 * zero tail) = (a0 + a1 r_j) y_j, and b += (b0 + b1 r_j) y_j, b of
+	 * wals_pad(f) floats with a zero padding that stays zero; W and b
+	 * aligned to WALS_ALIGN.
+	 */
+	void		(*chol_gather) (const float *Y, const int32_t *idx,
+								const float *val, int n, int f,
+								const WalsPassCoef *coef, float *W, float *b);
+
+	/*
+	 * A += sum_j y_j W_j^T over the n gathered cells, on the upper triangle
+	 * of A (f rows of stride wals_pad(f), aligned to WALS_ALIGN); entries
+	 * below the diagonal may be overwritten with anything.
+	 */
+	void		(*gram_acc) (float *A, int f, const float *W, const float *Y,
+							 const int32_t *idx, int n);
+
+	/*
+	 * Solve A x = b for symmetric positive definite A given by its upper
+	 * triangle, destroying A and b; x has f floats.  A has f rows of stride
+	 * wals_pad(f) whose padding columns are zero, b has wals_pad(f) floats
+	 * with a zero padding, and both are aligned to WALS_ALIGN.  Returns 0
+	 * when A is not positive definite to working precision (a pivot is not
+	 * above zero), else 1, x then possibly holding non-finite values (a NaN
+	 * in A may show as either).
+	 */
+	int			(*chol_solve) (float *A, int f, float *b, float *x);
+} WalsKernels;
+
+/* Instruction sets with kernels, widest first. */
+typedef enum WalsIsa
+{
+	WALS_ISA_AVX512 = 0,
+	WALS_ISA_AVX2,
+	WALS_ISA_GENERIC,
+	WALS_ISA_COUNT
+} WalsIsa;
+
+/* The widest kernels this CPU runs, chosen once. */
+extern const WalsKernels *wals_kernels(void);
+
+/* The kernels of one instruction set, or NULL where this CPU lacks it. */
+extern const WalsKernels *wals_kernels_isa(WalsIsa isa);
+
+/*
+ * Make wals_kernels() return these from now on (NULL: choose again), so
+ * that tests and benchmarks can run every variant through the solvers.
+ */
+extern void wals_kernels_force(const WalsKernels *kernels);
+
+/* Each file's table, NULL where it was not built (kernels_avx512.c). */
+extern const WalsKernels *wals_kernels_avx512(void);
+
 #endif							/* WALS_INTERNAL_H */

@@ -1,0 +1,490 @@
+/*
+ * kernels.c
+ *	  The solvers' inner loops in portable C, and the choice of kernels for
+ *	  the CPU at hand.
+ *
+ * PGXS compiles for the baseline instruction set (SSE2 on x86-64), while
+ * nearly all of a sweep's time goes to a few loops over the cells of a row.
+ * Those loops exist once per instruction set: hand-written AVX-512 in
+ * kernels_avx512.c, and here a portable version, compiled twice on x86 (for
+ * the baseline and for AVX2 with FMA) by inlining one body into two
+ * functions with different targets.  The portable bodies use the
+ * compiler's vector types where it has them, and keep partial sums in a
+ * fixed order, so that results are reproducible.
+ *
+ * The choice is made once per process from what the CPU and the operating
+ * system support; every row of a sweep uses the same kernels, so rows stay
+ * independent of how they are split between workers.
+ */
+#include <string.h>
+
+#include "wals_internal.h"
+
+/* LAPACK's Fortran entry points, exported by the serial OpenBLAS. */
+extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda,
+					int *info);
+extern void spotrs_(const char *uplo, const int *n, const int *nrhs,
+					const float *a, const int *lda, float *b, const int *ldb,
+					int *info);
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define WALS_X86 1
+#define WALS_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define WALS_ALWAYS_INLINE inline
+#endif
+
+#ifdef __GNUC__
+
+/*
+ * Eight floats as one value: the compiler maps its arithmetic onto the
+ * vector unit of the function being compiled (two SSE registers, or one
+ * AVX register), with no reliance on its loop vectorizer, which at -O2
+ * leaves loops of unknown length scalar.  aligned(4) admits any float
+ * address, may_alias reading float arrays through it.
+ */
+typedef float WalsV8 __attribute__((vector_size(32), aligned(4), may_alias));
+
+#define V8(p) (*(const WalsV8 *) (p))
+#define V8W(p) (*(WalsV8 *) (p))
+
+/* x.y in two vector partial sums, reduced pairwise in a fixed order. */
+static WALS_ALWAYS_INLINE float
+dot_body(const float *x, const float *y, int f)
+{
+	WalsV8		a0 = {0.0f};
+	WalsV8		a1 = {0.0f};
+	float		s;
+	int			k = 0;
+
+	for (; k + 16 <= f; k += 16)
+	{
+		a0 += V8(x + k) * V8(y + k);
+		a1 += V8(x + k + 8) * V8(y + k + 8);
+	}
+	if (k + 8 <= f)
+	{
+		a0 += V8(x + k) * V8(y + k);
+		k += 8;
+	}
+	a0 += a1;
+	s = ((a0[0] + a0[4]) + (a0[2] + a0[6])) + ((a0[1] + a0[5]) + (a0[3] + a0[7]));
+	for (; k < f; k++)
+		s += x[k] * y[k];
+	return s;
+}
+
+/* out[0..f) += t y */
+static WALS_ALWAYS_INLINE void
+axpy_body(float t, const float *y, float *out, int f)
+{
+	int			k = 0;
+
+	for (; k + 8 <= f; k += 8)
+		V8W(out + k) += t * V8(y + k);
+	for (; k < f; k++)
+		out[k] += t * y[k];
+}
+
+/* b = a + t b */
+static WALS_ALWAYS_INLINE void
+xpay_body(const float *a, float t, float *b, int f)
+{
+	int			k = 0;
+
+	for (; k + 8 <= f; k += 8)
+		V8W(b + k) = V8(a + k) + t * V8(b + k);
+	for (; k < f; k++)
+		b[k] = a[k] + t * b[k];
+}
+
+/* row[c0..fp) += t0 w0 + t1 w1 + t2 w2 + t3 w3, fp - c0 a multiple of 8 */
+static WALS_ALWAYS_INLINE void
+axpy4_body(float t0, float t1, float t2, float t3, const float *w0,
+		   const float *w1, const float *w2, const float *w3, float *row,
+		   int c0, int fp)
+{
+	int			c;
+
+	for (c = c0; c < fp; c += 8)
+		V8W(row + c) += t0 * V8(w0 + c) + t1 * V8(w1 + c) +
+			t2 * V8(w2 + c) + t3 * V8(w3 + c);
+}
+
+#else
+
+/* Plain loops for compilers without vector extensions. */
+static WALS_ALWAYS_INLINE float
+dot_body(const float *x, const float *y, int f)
+{
+	float		s = 0.0f;
+	int			k;
+
+	for (k = 0; k < f; k++)
+		s += x[k] * y[k];
+	return s;
+}
+
+static WALS_ALWAYS_INLINE void
+axpy_body(float t, const float *y, float *out, int f)
+{
+	int			k;
+
+	for (k = 0; k < f; k++)
+		out[k] += t * y[k];
+}
+
+static WALS_ALWAYS_INLINE void
+xpay_body(const float *a, float t, float *b, int f)
+{
+	int			k;
+
+	for (k = 0; k < f; k++)
+		b[k] = a[k] + t * b[k];
+}
+
+static WALS_ALWAYS_INLINE void
+axpy4_body(float t0, float t1, float t2, float t3, const float *w0,
+		   const float *w1, const float *w2, const float *w3, float *row,
+		   int c0, int fp)
+{
+	int			c;
+
+	for (c = c0; c < fp; c++)
+		row[c] += t0 * w0[c] + t1 * w1[c] + t2 * w2[c] + t3 * w3[c];
+}
+
+#endif
+
+static WALS_ALWAYS_INLINE void
+row_pass_body(const float *Y, const int32_t *idx, const float *val, int n,
+			  int f, const WalsPassCoef *coef, const float *v, float *out)
+{
+	int			i;
+
+	memset(out, 0, sizeof(float) * f);
+	for (i = 0; i < n; i++)
+	{
+		const float *y = Y + (size_t) idx[i] * f;
+		float		r = val[i];
+		float		t = (coef->a0 + coef->a1 * r) +
+			(coef->b0 + coef->b1 * r) * dot_body(y, v, f);
+
+		axpy_body(t, y, out, f);
+	}
+}
+
+/* G is symmetric, so G v is a combination of its rows: no reductions. */
+static WALS_ALWAYS_INLINE void
+symv_body(const float *G, int f, float alpha, const float *v, float *out)
+{
+	int			k;
+
+	for (k = 0; k < f; k++)
+		axpy_body(alpha * v[k], G + (size_t) k * f, out, f);
+}
+
+static WALS_ALWAYS_INLINE void
+dots_body(const float *Y, const int32_t *idx, int n, int f, const float *x,
+		  float *out)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		out[i] = dot_body(x, Y + (size_t) idx[i] * f, f);
+}
+
+static WALS_ALWAYS_INLINE void
+chol_gather_body(const float *Y, const int32_t *idx, const float *val, int n,
+				 int f, const WalsPassCoef *coef, float *W, float *b)
+{
+	int			fp = wals_pad(f);
+	int			j;
+
+	for (j = 0; j < n; j++)
+	{
+		const float *y = Y + (size_t) idx[j] * f;
+		float	   *w = W + (size_t) j * fp;
+		float		r = val[j];
+		float		s = coef->a0 + coef->a1 * r;
+
+		memset(w, 0, sizeof(float) * fp);
+		axpy_body(s, y, w, f);
+		axpy_body(coef->b0 + coef->b1 * r, y, b, f);
+	}
+}
+
+/*
+ * Four cells per sweep over A: each row of A is read and written once for
+ * four rank-one terms, which A's loads and stores, not the arithmetic,
+ * would otherwise limit.  Row a is updated from the block holding its
+ * diagonal to the padded end, whole blocks only: the entries left of the
+ * diagonal may take anything, and the weighted rows' padding is zero.
+ */
+static WALS_ALWAYS_INLINE void
+gram_acc_body(float *A, int f, const float *W, const float *Y,
+			  const int32_t *idx, int n)
+{
+	int			fp = wals_pad(f);
+	int			j = 0;
+	int			a;
+
+	for (; j + 4 <= n; j += 4)
+	{
+		const float *y0 = Y + (size_t) idx[j] * f;
+		const float *y1 = Y + (size_t) idx[j + 1] * f;
+		const float *y2 = Y + (size_t) idx[j + 2] * f;
+		const float *y3 = Y + (size_t) idx[j + 3] * f;
+		const float *w0 = W + (size_t) j * fp;
+		const float *w1 = w0 + fp;
+		const float *w2 = w1 + fp;
+		const float *w3 = w2 + fp;
+
+		for (a = 0; a < f; a++)
+			axpy4_body(y0[a], y1[a], y2[a], y3[a], w0, w1, w2, w3,
+					   A + (size_t) a * fp, a / WALS_VEC * WALS_VEC, fp);
+	}
+	for (; j < n; j++)
+	{
+		const float *y = Y + (size_t) idx[j] * f;
+		const float *w = W + (size_t) j * fp;
+
+		for (a = 0; a < f; a++)
+		{
+			int			c0 = a / WALS_VEC * WALS_VEC;
+
+			axpy_body(y[a], w + c0, A + (size_t) a * fp + c0, fp - c0);
+		}
+	}
+}
+
+/*
+ * LAPACK reads column-major, so our row-major upper triangle is its lower
+ * one, with the padded stride as leading dimension.  spotrf's blocked code
+ * only pays off well above the usual f, but the portable kernels are the
+ * fallback, where a well-tested factorisation matters more than speed.
+ */
+static int
+chol_solve_lapack(float *A, int f, float *b, float *x)
+{
+	int			fp = wals_pad(f);
+	int			one = 1;
+	int			info = 0;
+
+	spotrf_("L", &f, A, &fp, &info);
+	if (info != 0)
+		return 0;
+	spotrs_("L", &f, &one, A, &fp, b, &f, &info);
+	memcpy(x, b, sizeof(float) * f);
+	return 1;
+}
+
+static void
+row_pass_generic(const float *Y, const int32_t *idx, const float *val, int n,
+				 int f, const WalsPassCoef *coef, const float *v, float *out)
+{
+	row_pass_body(Y, idx, val, n, f, coef, v, out);
+}
+
+static void
+symv_generic(const float *G, int f, float alpha, const float *v, float *out)
+{
+	symv_body(G, f, alpha, v, out);
+}
+
+static void
+dots_generic(const float *Y, const int32_t *idx, int n, int f, const float *x,
+			 float *out)
+{
+	dots_body(Y, idx, n, f, x, out);
+}
+
+static float
+dot_generic(const float *a, const float *b, int f)
+{
+	return dot_body(a, b, f);
+}
+
+static void
+axpy_generic(float t, const float *a, float *b, int f)
+{
+	axpy_body(t, a, b, f);
+}
+
+static void
+xpay_generic(const float *a, float t, float *b, int f)
+{
+	xpay_body(a, t, b, f);
+}
+
+static void
+chol_gather_generic(const float *Y, const int32_t *idx, const float *val,
+					int n, int f, const WalsPassCoef *coef, float *W, float *b)
+{
+	chol_gather_body(Y, idx, val, n, f, coef, W, b);
+}
+
+static void
+gram_acc_generic(float *A, int f, const float *W, const float *Y,
+				 const int32_t *idx, int n)
+{
+	gram_acc_body(A, f, W, Y, idx, n);
+}
+
+static const WalsKernels generic_kernels = {
+	"generic",
+	row_pass_generic,
+	symv_generic,
+	dots_generic,
+	dot_generic,
+	axpy_generic,
+	xpay_generic,
+	chol_gather_generic,
+	gram_acc_generic,
+	chol_solve_lapack
+};
+
+#ifdef WALS_X86
+
+/*
+ * The same bodies for AVX2 with FMA (x86-64-v3): inlined into functions of
+ * that target, they are vectorized for it.
+ */
+#define WALS_AVX2 __attribute__((target("avx2,fma")))
+
+WALS_AVX2 static void
+row_pass_avx2(const float *Y, const int32_t *idx, const float *val, int n,
+			  int f, const WalsPassCoef *coef, const float *v, float *out)
+{
+	row_pass_body(Y, idx, val, n, f, coef, v, out);
+}
+
+WALS_AVX2 static void
+symv_avx2(const float *G, int f, float alpha, const float *v, float *out)
+{
+	symv_body(G, f, alpha, v, out);
+}
+
+WALS_AVX2 static void
+dots_avx2(const float *Y, const int32_t *idx, int n, int f, const float *x,
+		  float *out)
+{
+	dots_body(Y, idx, n, f, x, out);
+}
+
+WALS_AVX2 static float
+dot_avx2(const float *a, const float *b, int f)
+{
+	return dot_body(a, b, f);
+}
+
+WALS_AVX2 static void
+axpy_avx2(float t, const float *a, float *b, int f)
+{
+	axpy_body(t, a, b, f);
+}
+
+WALS_AVX2 static void
+xpay_avx2(const float *a, float t, float *b, int f)
+{
+	xpay_body(a, t, b, f);
+}
+
+WALS_AVX2 static void
+chol_gather_avx2(const float *Y, const int32_t *idx, const float *val,
+				 int n, int f, const WalsPassCoef *coef, float *W, float *b)
+{
+	chol_gather_body(Y, idx, val, n, f, coef, W, b);
+}
+
+WALS_AVX2 static void
+gram_acc_avx2(float *A, int f, const float *W, const float *Y,
+			  const int32_t *idx, int n)
+{
+	gram_acc_body(A, f, W, Y, idx, n);
+}
+
+static const WalsKernels avx2_kernels = {
+	"avx2",
+	row_pass_avx2,
+	symv_avx2,
+	dots_avx2,
+	dot_avx2,
+	axpy_avx2,
+	xpay_avx2,
+	chol_gather_avx2,
+	gram_acc_avx2,
+	chol_solve_lapack
+};
+
+/*
+ * __builtin_cpu_supports also checks that the operating system saves the
+ * wide registers, not only that the CPU has them.
+ */
+static int
+cpu_has(WalsIsa isa)
+{
+	__builtin_cpu_init();
+	switch (isa)
+	{
+		case WALS_ISA_AVX512:
+			return __builtin_cpu_supports("avx512f") &&
+				__builtin_cpu_supports("avx512dq") &&
+				__builtin_cpu_supports("avx512vl") &&
+				__builtin_cpu_supports("avx512bw");
+		case WALS_ISA_AVX2:
+			return __builtin_cpu_supports("avx2") &&
+				__builtin_cpu_supports("fma");
+		default:
+			return 1;
+	}
+}
+#else
+static int
+cpu_has(WalsIsa isa)
+{
+	return isa == WALS_ISA_GENERIC;
+}
+#endif
+
+const WalsKernels *
+wals_kernels_isa(WalsIsa isa)
+{
+	if (!cpu_has(isa))
+		return NULL;
+	switch (isa)
+	{
+		case WALS_ISA_AVX512:
+			return wals_kernels_avx512();
+#ifdef WALS_X86
+		case WALS_ISA_AVX2:
+			return &avx2_kernels;
+#endif
+		case WALS_ISA_GENERIC:
+			return &generic_kernels;
+		default:
+			return NULL;
+	}
+}
+
+static const WalsKernels *chosen;
+
+/*
+ * A race between threads on the first call is benign: each stores the same
+ * pointer.  Backends are single-threaded anyway.
+ */
+const WalsKernels *
+wals_kernels(void)
+{
+	int			isa;
+
+	for (isa = 0; chosen == NULL && isa < WALS_ISA_COUNT; isa++)
+		chosen = wals_kernels_isa((WalsIsa) isa);
+	return chosen;
+}
+
+void
+wals_kernels_force(const WalsKernels *kernels)
+{
+	chosen = kernels;
+}
