@@ -11,7 +11,7 @@ MODULE_big = wals
 CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
 	src/core/gram.o src/core/solve.o src/core/loss.o src/core/topk.o \
 	src/core/kernels.o src/core/kernels_avx512.o
-OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o src/matrices.o \
+OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o \
 	src/train.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/recommend.o
 HEADERS_wals =
 

@@ -1,6 +1,6 @@
 /*
  * ingest.c
- *	  Reading the ratings of a training.
+ *	  Reading the ratings of a training and building its two matrices.
  *
  * A training must see exactly the rows "SELECT user_col, item_col,
  * rating_col FROM source" would show the caller, and nothing more.  When
@@ -15,21 +15,35 @@
  * executor as they are produced rather than materialized in batches.
  *
  * Either way each row costs 12 bytes: ids become int32 provisional indices
- * from two growable hash maps as they arrive, and only once everything is
- * read are the few distinct ids sorted and the rows renumbered in place, so
- * that dense indices follow id order (src/core/idmap.c).
+ * from two growable hash maps as they arrive, a batch at a time so that the
+ * maps' cache misses overlap, and only once everything is read are the few
+ * distinct ids sorted and the rows renumbered in place, so that dense
+ * indices follow id order (src/core/idmap.c).
+ *
+ * Each matrix takes 8 bytes a cell.  Building by user first would need the
+ * rows and both matrices at once; instead the rows are scattered by item
+ * into the buffers of the item matrix and freed at once, and every later
+ * step only reads one matrix's buffers to write the other's
+ * (src/core/csr.c).  Large buffers are mapped lazily, so the peak is about
+ * 20 bytes a rating while the rows still exist, and 16 afterwards.
+ *
+ * Fresh memory is faulted in ahead of use, a few megabytes per system call:
+ * page by page, first touches of the half gigabyte a large training writes
+ * cost more than the reading itself in some virtual machines.
  */
 #include "postgres.h"
 
 #include <float.h>
 #include <math.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "access/heapam.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "tcop/dest.h"
 #include "utils/acl.h"
@@ -48,9 +62,17 @@
  */
 #define WALS_INGEST_CHECK_ROWS		8192
 
-/* Starting sizes; both grow by doubling. */
+/*
+ * Rows whose ids are mapped together: enough for the prefetching of the id
+ * maps to hide most of their cache misses, few enough to stay in cache.
+ */
+#define WALS_INGEST_BATCH			512
+
+/* Rows whose pages are faulted in at a time, ahead of the rows read. */
+#define WALS_INGEST_PREFAULT_ROWS	(1 << 20)
+
+/* The rows start with room for this many and grow by doubling. */
 #define WALS_INGEST_INITIAL_ROWS	65536
-#define WALS_IDMAP_INITIAL_SLOTS	1024
 
 /* How a column's datums become numbers. */
 typedef enum ValueKind
@@ -63,27 +85,27 @@ typedef enum ValueKind
 	VALUE_NUMERIC
 } ValueKind;
 
-/* Where the three values of a row are, as attribute numbers from 1. */
+/* The values of a row, in this order, wherever they come from. */
+#define ROW_USER	0
+#define ROW_ITEM	1
+#define ROW_RATING	2
+#define ROW_VALUES	3
+
+/* How to read a row's values. */
 typedef struct RowLayout
 {
-	AttrNumber	user_att;
-	AttrNumber	item_att;
-	AttrNumber	rating_att;		/* 0: no rating column, every pair counts 1 */
-	AttrNumber	last_att;		/* the highest of the three */
-	ValueKind	user_kind;
-	ValueKind	item_kind;
-	ValueKind	rating_kind;
+	bool		has_rating;		/* false: every pair counts 1 */
+	ValueKind	kind[ROW_VALUES];
+	AttrNumber	attnum[ROW_VALUES]; /* in the table, for a direct scan */
 } RowLayout;
 
-/*
- * One side's id map.  The last id is remembered because tables are often
- * loaded or clustered by user, and a repeated id then costs no probe.
- */
+/* One side's id map, its memory, and the ids of the batch not yet mapped. */
 typedef struct IdSide
 {
 	WalsIdMap	map;
-	int64		last_id;
-	int32		last_index;		/* -1 until the first id */
+	void	   *buffer;
+	size_t		bytes;
+	int64		pending[WALS_INGEST_BATCH];
 	const char *what;			/* for errors */
 } IdSide;
 
@@ -98,9 +120,11 @@ typedef struct Ingest
 	IdSide		items;
 	int32	   *user_idx;		/* provisional indices until renumbered */
 	int32	   *item_idx;
-	float	   *ratings;
-	int64		n;
-	int64		capacity;
+	float	   *ratings;		/* also holds the ratings of the batch */
+	int64		n;				/* rows mapped */
+	int64		capacity;		/* always room for n plus a batch */
+	int64		prefaulted;		/* rows whose pages are faulted in */
+	int			nbatch;			/* rows in the batch */
 	int64		null_ids;
 	int			countdown;		/* rows until the next check */
 } Ingest;
@@ -118,48 +142,61 @@ alloc_huge(MemoryContext cxt, size_t bytes)
 	return MemoryContextAllocHuge(cxt, Max(bytes, 1));
 }
 
+/*
+ * Fault in the whole pages of [p, p + bytes) for writing, in one call; the
+ * contents are unchanged.  Only a hint: where the kernel cannot, pages fault
+ * in on first touch as usual.
+ */
 static void
-side_init(Ingest *in, IdSide *side, const char *what)
+prefault(void *p, size_t bytes)
 {
-	WalsIdSlot *slots = alloc_huge(in->cxt, WALS_IDMAP_INITIAL_SLOTS * sizeof(WalsIdSlot));
+#ifdef MADV_POPULATE_WRITE
+	uintptr_t	page = (uintptr_t) sysconf(_SC_PAGESIZE);
+	uintptr_t	start = TYPEALIGN(page, (uintptr_t) p);
+	uintptr_t	end = TYPEALIGN_DOWN(page, (uintptr_t) p + bytes);
 
-	wals_report_core_status(wals_idmap_init(&side->map, slots, WALS_IDMAP_INITIAL_SLOTS),
-							what, -1);
-	side->last_index = -1;
-	side->last_id = 0;
+	if (end > start)
+		(void) madvise((void *) start, end - start, MADV_POPULATE_WRITE);
+#endif
+}
+
+static void
+side_init(IdSide *side, const char *what)
+{
+	wals_idmap_init(&side->map);
+	side->buffer = NULL;
+	side->bytes = 0;
 	side->what = what;
 }
 
-/* Rehash into twice the slots; the old table is freed at once. */
+/*
+ * Map the pending ids of the batch to provisional indices at out, first
+ * moving the map to the bigger buffer it asks for, if it does.
+ */
 static void
-side_grow(Ingest *in, IdSide *side)
+side_map(Ingest *in, IdSide *side, int32 *out)
 {
-	size_t		nslots = side->map.nslots * 2;
-	WalsIdMap	bigger;
-	WalsIdSlot *slots;
+	size_t		bytes = wals_idmap_need(&side->map, side->pending, in->nbatch);
 
-	if (nslots > MaxAllocHugeSize / sizeof(WalsIdSlot))
-		wals_report_core_status(WALS_ETOOBIG, side->what, -1);
-	slots = alloc_huge(in->cxt, nslots * sizeof(WalsIdSlot));
-	wals_report_core_status(wals_idmap_init(&bigger, slots, nslots), side->what, -1);
-	wals_report_core_status(wals_idmap_rehash(&side->map, &bigger), side->what, -1);
-	pfree(side->map.slots);
-	side->map = bigger;
-}
+	if (bytes > 0)
+	{
+		void	   *buffer;
 
-static inline int32
-side_index(Ingest *in, IdSide *side, int64 id)
-{
-	int32		index;
-
-	if (id == side->last_id && side->last_index >= 0)
-		return side->last_index;
-	wals_report_core_status(wals_idmap_insert(&side->map, id, &index), side->what, -1);
-	if (wals_idmap_full(&side->map))
-		side_grow(in, side);
-	side->last_id = id;
-	side->last_index = index;
-	return index;
+		if (bytes > MaxAllocHugeSize)
+			wals_report_core_status(WALS_ETOOBIG, side->what, -1);
+		buffer = alloc_huge(in->cxt, bytes);
+		prefault(buffer, bytes);
+		wals_report_core_status(wals_idmap_move(&side->map, buffer, bytes,
+												side->pending, in->nbatch),
+								side->what, -1);
+		if (side->buffer != NULL)
+			pfree(side->buffer);
+		side->buffer = buffer;
+		side->bytes = bytes;
+	}
+	wals_report_core_status(wals_idmap_insert_many(&side->map, side->pending,
+												   in->nbatch, out),
+							side->what, -1);
 }
 
 /*
@@ -184,12 +221,41 @@ grow_rows(Ingest *in)
 	in->capacity = capacity;
 }
 
+/* Make sure the pages of the next batch are faulted in. */
+static void
+prefault_rows(Ingest *in)
+{
+	int64		from = in->prefaulted;
+	int64		to;
+
+	if (in->n + WALS_INGEST_BATCH <= from)
+		return;
+	to = Min(in->capacity, from + WALS_INGEST_PREFAULT_ROWS);
+	prefault(in->user_idx + from, (to - from) * sizeof(int32));
+	prefault(in->item_idx + from, (to - from) * sizeof(int32));
+	prefault(in->ratings + from, (to - from) * sizeof(float));
+	in->prefaulted = to;
+}
+
+/* Move the batch into the rows. */
+static void
+flush_batch(Ingest *in)
+{
+	side_map(in, &in->users, in->user_idx + in->n);
+	side_map(in, &in->items, in->item_idx + in->n);
+	in->n += in->nbatch;
+	in->nbatch = 0;
+	if (in->n + WALS_INGEST_BATCH > in->capacity)
+		grow_rows(in);
+	prefault_rows(in);
+}
+
 /* Memory held by the rows read and the id maps. */
 static double
 ingest_bytes(const Ingest *in)
 {
 	return (double) in->n * (2 * sizeof(int32) + sizeof(float)) +
-		(double) (in->users.map.nslots + in->items.map.nslots) * sizeof(WalsIdSlot);
+		(double) (in->users.bytes + in->items.bytes);
 }
 
 static void
@@ -234,7 +300,7 @@ rating_value(Ingest *in, Datum value)
 	MemoryContext old;
 	double		r;
 
-	switch (in->layout.rating_kind)
+	switch (in->layout.kind[ROW_RATING])
 	{
 		case VALUE_INT2:
 			return DatumGetInt16(value);
@@ -278,29 +344,29 @@ check_rating(Ingest *in, Datum value, bool isnull)
 	return (float) r;
 }
 
-/* Add one row whose values are at the layout's attributes of values/nulls. */
+/*
+ * Add one row, its values in ROW_* order, to the batch; its ids are mapped
+ * when the batch is full.
+ */
 static inline void
 ingest_row(Ingest *in, const Datum *values, const bool *nulls)
 {
 	const RowLayout *lay = &in->layout;
-	int64		n = in->n;
+	int			k = in->nbatch;
 
 	if (--in->countdown <= 0)
 		ingest_check(in);
-	if (nulls[lay->user_att - 1] || nulls[lay->item_att - 1])
+	if (nulls[ROW_USER] || nulls[ROW_ITEM])
 	{
 		in->null_ids++;
 		return;
 	}
-	if (n == in->capacity)
-		grow_rows(in);
-	in->ratings[n] = lay->rating_att == 0 ? 1.0f :
-		check_rating(in, values[lay->rating_att - 1], nulls[lay->rating_att - 1]);
-	in->user_idx[n] = side_index(in, &in->users,
-								 id_value(lay->user_kind, values[lay->user_att - 1]));
-	in->item_idx[n] = side_index(in, &in->items,
-								 id_value(lay->item_kind, values[lay->item_att - 1]));
-	in->n = n + 1;
+	in->ratings[in->n + k] = !lay->has_rating ? 1.0f :
+		check_rating(in, values[ROW_RATING], nulls[ROW_RATING]);
+	in->users.pending[k] = id_value(lay->kind[ROW_USER], values[ROW_USER]);
+	in->items.pending[k] = id_value(lay->kind[ROW_ITEM], values[ROW_ITEM]);
+	if (++in->nbatch == WALS_INGEST_BATCH)
+		flush_batch(in);
 }
 
 /*
@@ -357,9 +423,9 @@ readable_column(Relation rel, const char *name, bool rel_granted,
 }
 
 /*
- * Whether the SELECT of the SPI path would be a plain sequential scan of rel
- * showing every row the snapshot sees, with no error: then the layout is
- * filled in for a direct scan.  Every condition errs toward SPI.
+ * Whether the SELECT of the SPI path would be a plain sequential scan of
+ * heap rel showing every row the snapshot sees, with no error: then the
+ * layout is filled in for a direct scan.  Every condition errs toward SPI.
  */
 static bool
 can_scan_directly(const WalsTrainArgs *args, Relation rel, RowLayout *lay)
@@ -371,42 +437,50 @@ can_scan_directly(const WalsTrainArgs *args, Relation rel, RowLayout *lay)
 	if (relkind != RELKIND_RELATION &&
 		!(relkind == RELKIND_MATVIEW && RelationIsPopulated(rel)))
 		return false;
-	if (RELATION_IS_OTHER_TEMP(rel) || has_subclass(relid) || !ActiveSnapshotSet())
+	if (rel->rd_tableam != GetHeapamTableAmRoutine() || RELATION_IS_OTHER_TEMP(rel) ||
+		has_subclass(relid) || !ActiveSnapshotSet())
 		return false;
 	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
 		return false;
 
 	rel_granted = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
 	if (!readable_column(rel, args->user_col, rel_granted, true,
-						 &lay->user_att, &lay->user_kind) ||
+						 &lay->attnum[ROW_USER], &lay->kind[ROW_USER]) ||
 		!readable_column(rel, args->item_col, rel_granted, true,
-						 &lay->item_att, &lay->item_kind))
+						 &lay->attnum[ROW_ITEM], &lay->kind[ROW_ITEM]))
 		return false;
-	lay->rating_att = 0;
-	if (args->rating_col != NULL &&
+	lay->has_rating = args->rating_col != NULL;
+	if (lay->has_rating &&
 		!readable_column(rel, args->rating_col, rel_granted, false,
-						 &lay->rating_att, &lay->rating_kind))
+						 &lay->attnum[ROW_RATING], &lay->kind[ROW_RATING]))
 		return false;
-	lay->last_att = Max(Max(lay->user_att, lay->item_att), lay->rating_att);
 	return true;
 }
 
 /*
- * The scan asks the table for only the leading attributes it needs, so
- * later columns are never deformed.
+ * Tuples are read in place in the pinned page, and only the columns used
+ * are fetched from them, at offsets cached in the descriptor when the
+ * columns before are of fixed width: no copy, no slot, no other column.
  */
 static void
 scan_directly(Ingest *in, Relation rel)
 {
+	const RowLayout *lay = &in->layout;
+	TupleDesc	desc = RelationGetDescr(rel);
 	TableScanDesc scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	HeapTuple	tuple;
+	Datum		values[ROW_VALUES] = {0};
+	bool		nulls[ROW_VALUES] = {false};
 
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
-		slot_getsomeattrs(slot, in->layout.last_att);
-		ingest_row(in, slot->tts_values, slot->tts_isnull);
+		values[ROW_USER] = heap_getattr(tuple, lay->attnum[ROW_USER], desc, &nulls[ROW_USER]);
+		values[ROW_ITEM] = heap_getattr(tuple, lay->attnum[ROW_ITEM], desc, &nulls[ROW_ITEM]);
+		if (lay->has_rating)
+			values[ROW_RATING] = heap_getattr(tuple, lay->attnum[ROW_RATING], desc,
+											  &nulls[ROW_RATING]);
+		ingest_row(in, values, nulls);
 	}
-	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);
 }
 
@@ -455,12 +529,10 @@ scan_with_spi(Ingest *in)
 		appendStringInfo(&query, ", (%s)::pg_catalog.float8", quote_identifier(args->rating_col));
 	appendStringInfo(&query, " FROM %s", args->source_name);
 
-	in->layout.user_att = 1;
-	in->layout.item_att = 2;
-	in->layout.rating_att = args->rating_col != NULL ? 3 : 0;
-	in->layout.user_kind = VALUE_INT8;
-	in->layout.item_kind = VALUE_INT8;
-	in->layout.rating_kind = VALUE_FLOAT8;
+	in->layout.has_rating = args->rating_col != NULL;
+	in->layout.kind[ROW_USER] = VALUE_INT8;
+	in->layout.kind[ROW_ITEM] = VALUE_INT8;
+	in->layout.kind[ROW_RATING] = VALUE_FLOAT8;
 
 	receiver.pub.receiveSlot = receive_row;
 	receiver.pub.rStartup = receive_startup;
@@ -493,11 +565,13 @@ read_source(Ingest *in)
 		{
 			scan_directly(in, rel);
 			table_close(rel, NoLock);
+			flush_batch(in);
 			return;
 		}
 		table_close(rel, NoLock);
 	}
 	scan_with_spi(in);
+	flush_batch(in);
 }
 
 /*
@@ -512,7 +586,7 @@ side_finish(Ingest *in, IdSide *side, int32 *index, int64 *count)
 	int32	   *rank = alloc_huge(in->cxt, nids * sizeof(int32));
 
 	wals_idmap_rank(&side->map, ids, rank);
-	pfree(side->map.slots);
+	pfree(side->buffer);
 	CHECK_FOR_INTERRUPTS();
 	wals_idmap_renumber(index, in->n, rank);
 	pfree(rank);
@@ -530,7 +604,6 @@ void
 wals_ingest(const WalsTrainArgs *args, WalsRatings *raw)
 {
 	Ingest		in = {0};
-
 	in.args = args;
 	in.cxt = CurrentMemoryContext;
 	in.scratch = AllocSetContextCreate(in.cxt, "wals ingest scratch", ALLOCSET_SMALL_SIZES);
@@ -538,9 +611,10 @@ wals_ingest(const WalsTrainArgs *args, WalsRatings *raw)
 	in.user_idx = alloc_huge(in.cxt, in.capacity * sizeof(int32));
 	in.item_idx = alloc_huge(in.cxt, in.capacity * sizeof(int32));
 	in.ratings = alloc_huge(in.cxt, in.capacity * sizeof(float));
+	prefault_rows(&in);
 	in.countdown = WALS_INGEST_CHECK_ROWS;
-	side_init(&in, &in.users, "mapping user ids");
-	side_init(&in, &in.items, "mapping item ids");
+	side_init(&in.users, "mapping user ids");
+	side_init(&in.items, "mapping item ids");
 
 	read_source(&in);
 	MemoryContextDelete(in.scratch);
@@ -563,4 +637,61 @@ wals_ingest(const WalsTrainArgs *args, WalsRatings *raw)
 	raw->users = in.user_idx;
 	raw->items = in.item_idx;
 	raw->ratings = in.ratings;
+}
+
+/*
+ * Summing duplicates is the one way finite ratings can become a rating the
+ * model cannot hold; say so in terms of the column.
+ */
+static void
+check_merge(const WalsTrainArgs *args, WalsStatus status)
+{
+	if (status == WALS_ENONFINITE && args->rating_col != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("column \"%s\" given as \"rating_col\" has repeated (user, item) pairs whose ratings sum past the range of real",
+						args->rating_col),
+				 errhint("Implicit feedback sums the ratings of a repeated pair; aggregate or scale them in a view.")));
+	wals_report_core_status(status, "building the rating matrix", -1);
+}
+
+/* Fault in the buffers of a matrix about to be written, up to nnz cells. */
+static void
+prefault_csr(const WalsCsr *csr, int64 nrows, int64 nnz)
+{
+	prefault(csr->indptr, (nrows + 1) * sizeof(int64));
+	prefault(csr->indices, nnz * sizeof(int32));
+	prefault(csr->values, nnz * sizeof(float));
+}
+
+/* See wals.h. */
+void
+wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
+{
+	data->nusers = raw->nusers;
+	data->nitems = raw->nitems;
+	data->user_ids = raw->user_ids;
+	data->item_ids = raw->item_ids;
+	data->null_ids = raw->null_ids;
+
+	prefault_csr(&data->by_item, raw->nitems, raw->n);
+	wals_report_core_status(wals_csr_scatter(raw->nitems, raw->nusers, raw->n,
+											 raw->items, raw->users, raw->ratings,
+											 &data->by_item),
+							"building the rating matrix", -1);
+	pfree(raw->users);
+	pfree(raw->items);
+	pfree(raw->ratings);
+	raw->users = NULL;
+	raw->items = NULL;
+	raw->ratings = NULL;
+	CHECK_FOR_INTERRUPTS();
+
+	prefault_csr(&data->by_user, raw->nusers, raw->n);
+	check_merge(args, wals_csr_transpose_merge(args->params.feedback,
+											   &data->by_item, &data->by_user));
+	data->nratings = data->by_user.indptr[data->nusers];
+	CHECK_FOR_INTERRUPTS();
+
+	wals_csr_transpose(&data->by_user, &data->by_item);
 }

@@ -1,23 +1,55 @@
 /*
  * idmap.c
- *	  Dense numbering of sparse int64 ids with an open-addressing hash.
+ *	  Dense numbering of sparse int64 ids.
  *
  * User and item ids are arbitrary bigints (negative, huge, gappy), while the
  * solvers index factor rows densely.  Ids are numbered in two steps so that
  * reading never has to keep an int64 per row: while rows arrive, each new id
  * gets the next provisional index, in order of first sight, and rows keep
- * only that int32; once everything is read, the few distinct ids are sorted
- * and each provisional index is mapped to the id's rank.  Numbering by rank
+ * only that int32; once everything is read, the distinct ids are sorted and
+ * each provisional index is mapped to the id's rank.  Numbering by rank
  * makes a model independent of the scan order, which a parallel or repeated
  * scan does not guarantee.
  *
- * A slot holds its id and index side by side, so a lookup touches one cache
- * line, and linear probing over a table at most half full keeps chains short
- * even for the clustered ids real tables have.
+ * Every row looks its two ids up, so the lookup is most of the cost of
+ * reading, and it is bound by memory: a map of a few hundred thousand ids
+ * outgrows the cache.  Two layouts keep it small.  While the ids lie in a
+ * range not much wider than their number, as serial keys do, the map is an
+ * array over that range: one load of 4 bytes per id, and the ids come out
+ * sorted for free.  Otherwise it is an open-addressing hash kept at most
+ * half full, a slot holding id and index side by side so that a probe
+ * touches one cache line, with linear probing for short chains; the slots
+ * of ids a few rows ahead are prefetched, so that the misses overlap.
+ *
+ * The caller owns the memory: wals_idmap_need says when a batch of ids does
+ * not fit and how many bytes the map needs instead, and wals_idmap_move
+ * carries the map over into a buffer of that size.
  */
 #include <stdlib.h>
 
 #include "wals_internal.h"
+
+/* How many ids ahead of the one being inserted have their slot prefetched. */
+#define WALS_IDMAP_PREFETCH		16
+
+/*
+ * A dense array may span this many ids per distinct id, or WALS_IDMAP_DENSE_MIN
+ * ids, whichever is more: at 4 bytes an entry, never much more memory than
+ * a hash table, which takes at least 32 bytes per id.
+ */
+#define WALS_IDMAP_DENSE_RATIO	8
+#define WALS_IDMAP_DENSE_MIN	((uint64_t) 1 << 20)
+
+/* The smallest arrays and tables worth a move. */
+#define WALS_IDMAP_MIN_ENTRIES	1024
+
+/* The layout a map moves to: what wals_idmap_need and wals_idmap_move agree on. */
+typedef struct Layout
+{
+	int			dense;
+	int64_t		lo;
+	size_t		nslots;
+} Layout;
 
 /* The slot holding id, or the empty slot where it would go. */
 static inline size_t
@@ -31,6 +63,41 @@ probe(const WalsIdMap *map, int64_t id)
 	return slot;
 }
 
+/* Record index for id, which must be absent and fit. */
+static inline void
+store(WalsIdMap *map, int64_t id, int32_t index)
+{
+	if (map->dense != NULL)
+		map->dense[(uint64_t) id - (uint64_t) map->lo] = index;
+	else
+	{
+		WalsIdSlot *slot = &map->slots[probe(map, id)];
+
+		slot->id = id;
+		slot->index = index;
+	}
+}
+
+/* Ask the cache for the entry of id; only a hint, so a no-op elsewhere. */
+static inline void
+prefetch_entry(const WalsIdMap *map, int64_t id)
+{
+#ifdef __GNUC__
+	if (map->dense != NULL)
+	{
+		uint64_t	off = (uint64_t) id - (uint64_t) map->lo;
+
+		if (off < map->nslots)
+			__builtin_prefetch(&map->dense[off]);
+	}
+	else
+		__builtin_prefetch(&map->slots[(size_t) wals_mix64((uint64_t) id) & (map->nslots - 1)]);
+#else
+	(void) map;
+	(void) id;
+#endif
+}
+
 /* qsort's comparator written without subtraction, which overflows on int64. */
 static int
 cmp_int64(const void *a, const void *b)
@@ -41,90 +108,247 @@ cmp_int64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/*
- * A power of two, so that a mask replaces the modulo, and at least 4, so
- * that a table just past half full still has the free slot insert keeps.
- * Only the indices need clearing: an id is never read unless its slot is
- * taken.
- */
-WalsStatus
-wals_idmap_init(WalsIdMap *map, WalsIdSlot *slots, size_t nslots)
+static size_t
+layout_bytes(const Layout *l)
 {
+	return l->nslots * (l->dense ? sizeof(int32_t) : sizeof(WalsIdSlot));
+}
+
+/* Slots for a hash table at most half full with count ids. */
+static size_t
+hash_slots(size_t at_least, size_t count)
+{
+	size_t		nslots = at_least < WALS_IDMAP_MIN_ENTRIES ? WALS_IDMAP_MIN_ENTRIES : at_least;
+
+	while (nslots / 2 < count)
+		nslots *= 2;
+	return nslots;
+}
+
+/*
+ * Whether ids[0..n) fit as the map is; if not, the layout to move to.  A
+ * dense map stays dense while the range of its ids and the batch's stays
+ * within the ratio, and then grows by at least doubling, with the room on
+ * the side the ids grew towards, so that ids arriving in increasing or
+ * decreasing order cost few moves; a map that outgrows the ratio becomes a
+ * hash table for good, and a hash table doubles until half of it holds
+ * count + n ids.
+ */
+static int
+plan(const WalsIdMap *map, const int64_t *ids, size_t n, Layout *out)
+{
+	int64_t		bmin;
+	int64_t		bmax;
+	int64_t		lo;
+	int64_t		hi;
+	uint64_t	width;
+	uint64_t	limit;
+	uint64_t	want;
 	size_t		i;
 
-	if (nslots < 4 || (nslots & (nslots - 1)) != 0)
-		return WALS_EINVAL;
-	map->slots = slots;
-	map->nslots = nslots;
+	if (n == 0)
+		return 0;
+	if (map->dense == NULL && map->slots != NULL)
+	{
+		if (map->count + n <= map->nslots / 2)
+			return 0;
+		out->dense = 0;
+		out->lo = 0;
+		out->nslots = hash_slots(map->nslots * 2, map->count + n);
+		return 1;
+	}
+
+	bmin = bmax = ids[0];
+	for (i = 1; i < n; i++)
+	{
+		bmin = ids[i] < bmin ? ids[i] : bmin;
+		bmax = ids[i] > bmax ? ids[i] : bmax;
+	}
+	if (map->dense != NULL &&
+		(uint64_t) bmin - (uint64_t) map->lo < map->nslots &&
+		(uint64_t) bmax - (uint64_t) map->lo < map->nslots)
+		return 0;
+
+	lo = map->count > 0 && map->min_id < bmin ? map->min_id : bmin;
+	hi = map->count > 0 && map->max_id > bmax ? map->max_id : bmax;
+	width = (uint64_t) hi - (uint64_t) lo;
+	limit = (uint64_t) (map->count + n) * WALS_IDMAP_DENSE_RATIO;
+	limit = limit < WALS_IDMAP_DENSE_MIN ? WALS_IDMAP_DENSE_MIN : limit;
+	if (width >= limit)
+	{
+		out->dense = 0;
+		out->lo = 0;
+		out->nslots = hash_slots(0, map->count + n);
+		return 1;
+	}
+
+	want = (uint64_t) map->nslots * 2;
+	want = want < width + 1 ? width + 1 : want;
+	want = want < WALS_IDMAP_MIN_ENTRIES ? WALS_IDMAP_MIN_ENTRIES : want;
+	want = want > limit ? limit : want;
+	out->dense = 1;
+	out->nslots = (size_t) want;
+	if (map->count > 0 && bmin < map->min_id)
+	{
+		/* growing downwards: the room goes below, as far as int64 allows */
+		out->lo = (uint64_t) hi - (uint64_t) INT64_MIN >= want - 1 ?
+			(int64_t) ((uint64_t) hi - (want - 1)) : INT64_MIN;
+	}
+	else
+		out->lo = (uint64_t) INT64_MAX - (uint64_t) lo >= want - 1 ?
+			lo : (int64_t) ((uint64_t) INT64_MAX - (want - 1));
+	return 1;
+}
+
+/*
+ * An empty map holds no memory; the first batch sizes it.
+ */
+void
+wals_idmap_init(WalsIdMap *map)
+{
+	map->dense = NULL;
+	map->slots = NULL;
+	map->lo = 0;
+	map->nslots = 0;
 	map->count = 0;
-	for (i = 0; i < nslots; i++)
-		slots[i].index = -1;
+	map->min_id = 0;
+	map->max_id = 0;
+}
+
+/* See plan() for the policy. */
+size_t
+wals_idmap_need(const WalsIdMap *map, const int64_t *ids, size_t n)
+{
+	Layout		l;
+
+	return plan(map, ids, n, &l) ? layout_bytes(&l) : 0;
+}
+
+/*
+ * Entries keep their index, so the rows read so far stay valid.  A hash
+ * table is refilled in the order of its old slots or of the ids, which is as
+ * good as any for probing.
+ */
+WalsStatus
+wals_idmap_move(WalsIdMap *map, void *buffer, size_t bytes,
+				const int64_t *ids, size_t n)
+{
+	WalsIdMap	to = *map;
+	Layout		l;
+	size_t		i;
+
+	if (!plan(map, ids, n, &l) || bytes < layout_bytes(&l))
+		return WALS_EINVAL;
+	to.nslots = l.nslots;
+	to.lo = l.lo;
+	if (l.dense)
+	{
+		to.dense = buffer;
+		to.slots = NULL;
+		for (i = 0; i < l.nslots; i++)
+			to.dense[i] = -1;
+	}
+	else
+	{
+		to.dense = NULL;
+		to.slots = buffer;
+		for (i = 0; i < l.nslots; i++)
+			to.slots[i].index = -1;
+	}
+
+	if (map->dense != NULL)
+	{
+		for (i = 0; i < map->nslots; i++)
+			if (map->dense[i] >= 0)
+				store(&to, (int64_t) ((uint64_t) map->lo + i), map->dense[i]);
+	}
+	else if (map->slots != NULL)
+	{
+		for (i = 0; i < map->nslots; i++)
+			if (map->slots[i].index >= 0)
+				store(&to, map->slots[i].id, map->slots[i].index);
+	}
+	*map = to;
 	return WALS_OK;
 }
 
-/* Callers test this after each insert and rehash into twice the slots. */
-int
-wals_idmap_full(const WalsIdMap *map)
-{
-	return map->count > map->nslots / 2;
-}
-
-/* A lookup stops at the first empty slot, so an absent id costs one chain. */
+/* Provisional index of id, or -1 when absent. */
 int32_t
 wals_idmap_find(const WalsIdMap *map, int64_t id)
 {
+	if (map->dense != NULL)
+	{
+		uint64_t	off = (uint64_t) id - (uint64_t) map->lo;
+
+		return off < map->nslots ? map->dense[off] : -1;
+	}
+	if (map->slots == NULL)
+		return -1;
 	return map->slots[probe(map, id)].index;
 }
 
 /*
- * One slot must stay empty whatever the caller does, or a probe for an
- * absent id would never end.
+ * An id equal to the one before it, common in tables clustered by user,
+ * costs no lookup at all.  A hash table is checked for room up front, so a
+ * probe always ends; an array, id by id, as the range check is one compare.
  */
 WalsStatus
-wals_idmap_insert(WalsIdMap *map, int64_t id, int32_t *index)
-{
-	size_t		slot = probe(map, id);
-
-	if (map->slots[slot].index < 0)
-	{
-		if (map->count >= (size_t) INT32_MAX)
-			return WALS_ETOOBIG;
-		if (map->count + 2 > map->nslots)
-			return WALS_EINVAL;
-		map->slots[slot].id = id;
-		map->slots[slot].index = (int32_t) map->count++;
-	}
-	*index = map->slots[slot].index;
-	return WALS_OK;
-}
-
-/*
- * Reinserting keeps every index, so the rows read so far stay valid; slots
- * are visited in table order, which is as good as any for the new table.
- */
-WalsStatus
-wals_idmap_rehash(const WalsIdMap *from, WalsIdMap *to)
+wals_idmap_insert_many(WalsIdMap *map, const int64_t *ids, size_t n, int32_t *index)
 {
 	size_t		i;
 
-	if (to->count != 0 || 2 * from->count > to->nslots)
+	if (n == 0)
+		return WALS_OK;
+	if (map->dense == NULL && (map->slots == NULL || map->count + n > map->nslots / 2))
 		return WALS_EINVAL;
-	for (i = 0; i < from->nslots; i++)
+	for (i = 0; i < n && i < WALS_IDMAP_PREFETCH; i++)
+		prefetch_entry(map, ids[i]);
+	for (i = 0; i < n; i++)
 	{
-		if (from->slots[i].index >= 0)
-		{
-			size_t		slot = probe(to, from->slots[i].id);
+		int64_t		id = ids[i];
+		int32_t    *e;
 
-			to->slots[slot] = from->slots[i];
+		if (i + WALS_IDMAP_PREFETCH < n)
+			prefetch_entry(map, ids[i + WALS_IDMAP_PREFETCH]);
+		if (i > 0 && id == ids[i - 1])
+		{
+			index[i] = index[i - 1];
+			continue;
 		}
+		if (map->dense != NULL)
+		{
+			uint64_t	off = (uint64_t) id - (uint64_t) map->lo;
+
+			if (off >= map->nslots)
+				return WALS_EINVAL;
+			e = &map->dense[off];
+		}
+		else
+		{
+			WalsIdSlot *slot = &map->slots[probe(map, id)];
+
+			slot->id = id;
+			e = &slot->index;
+		}
+		if (*e < 0)
+		{
+			if (map->count >= (size_t) INT32_MAX)
+				return WALS_ETOOBIG;
+			if (map->count == 0 || id < map->min_id)
+				map->min_id = id;
+			if (map->count == 0 || id > map->max_id)
+				map->max_id = id;
+			*e = (int32_t) map->count++;
+		}
+		index[i] = *e;
 	}
-	to->count = from->count;
 	return WALS_OK;
 }
 
 /*
- * Sorting the ids themselves, then finding each one's provisional index
- * again, needs no array of pairs; both steps touch only the distinct ids.
+ * A dense array lists its ids in order already; a hash table's are sorted.
+ * Either way each id's provisional index is then found again, touching only
+ * the distinct ids.
  */
 void
 wals_idmap_rank(const WalsIdMap *map, int64_t *ids, int32_t *rank)
@@ -132,6 +356,20 @@ wals_idmap_rank(const WalsIdMap *map, int64_t *ids, int32_t *rank)
 	size_t		n = 0;
 	size_t		i;
 
+	if (map->dense != NULL)
+	{
+		for (i = 0; i < map->nslots; i++)
+		{
+			if (map->dense[i] >= 0)
+			{
+				ids[n] = (int64_t) ((uint64_t) map->lo + i);
+				rank[map->dense[i]] = (int32_t) n++;
+			}
+		}
+		return;
+	}
+	if (map->slots == NULL)
+		return;
 	for (i = 0; i < map->nslots; i++)
 		if (map->slots[i].index >= 0)
 			ids[n++] = map->slots[i].id;

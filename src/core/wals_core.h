@@ -82,13 +82,16 @@ typedef struct WalsCsr
 /* ---------- id maps (idmap.c) ---------- */
 
 /*
- * Open-addressing hash from int64 ids to int32 provisional indices, numbered
- * from 0 in order of first insertion.  The caller owns the slots and keeps
- * the table at most half full: whenever wals_idmap_full says so after an
- * insert, it rehashes into a table with twice the slots.  Once every id is
- * in, wals_idmap_rank gives the ids sorted and the rank of each provisional
- * index, and wals_idmap_renumber turns provisional indices into ranks, so
- * that dense index order is id order whatever the order of insertion.
+ * A map from int64 ids to int32 provisional indices, numbered from 0 in
+ * order of first insertion: an array over the range of the ids while it is
+ * not much wider than their number, else an open-addressing hash kept at
+ * most half full.  The caller owns the memory: before inserting a batch it
+ * asks wals_idmap_need and, when that is not 0, moves the map into a buffer
+ * of that many bytes with wals_idmap_move and frees the old one.  Once every
+ * id is in, wals_idmap_rank gives the ids sorted and the rank of each
+ * provisional index, and wals_idmap_renumber turns provisional indices into
+ * ranks, so that dense index order is id order whatever the order of
+ * insertion.
  */
 typedef struct WalsIdSlot
 {
@@ -98,35 +101,44 @@ typedef struct WalsIdSlot
 
 typedef struct WalsIdMap
 {
-	WalsIdSlot *slots;
-	size_t		nslots;			/* a power of two */
+	int32_t    *dense;			/* array layout: index of id lo + k at
+								 * dense[k], -1 when absent; else NULL */
+	WalsIdSlot *slots;			/* hash layout, else NULL */
+	int64_t		lo;
+	size_t		nslots;			/* entries of dense, or slots (a power of 2) */
 	size_t		count;			/* distinct ids inserted */
+	int64_t		min_id;			/* the least and greatest of them */
+	int64_t		max_id;
 } WalsIdMap;
 
-/*
- * An empty map over slots[0..nslots); WALS_EINVAL unless nslots is a power
- * of two, at least 4.
- */
-extern WalsStatus wals_idmap_init(WalsIdMap *map, WalsIdSlot *slots, size_t nslots);
+/* An empty map, holding no memory yet. */
+extern void wals_idmap_init(WalsIdMap *map);
 
-/* Non-zero once more than half the slots are taken: time to rehash. */
-extern int	wals_idmap_full(const WalsIdMap *map);
+/*
+ * 0 when ids[0..n) can be inserted as the map is; else the size in bytes of
+ * the buffer the map must move to first.
+ */
+extern size_t wals_idmap_need(const WalsIdMap *map, const int64_t *ids, size_t n);
+
+/*
+ * Move the map into buffer, of the size wals_idmap_need gave for the same
+ * ids (WALS_EINVAL if smaller, or if no move was needed), keeping every
+ * index.  The old buffer is the caller's to free.
+ */
+extern WalsStatus wals_idmap_move(WalsIdMap *map, void *buffer, size_t bytes,
+								  const int64_t *ids, size_t n);
 
 /* Provisional index of id, or -1 when absent. */
 extern int32_t wals_idmap_find(const WalsIdMap *map, int64_t id);
 
 /*
- * The provisional index of id in *index, inserting id with the next one if
- * it is new.  WALS_ETOOBIG past INT32_MAX distinct ids; WALS_EINVAL when the
- * caller let the table fill up.
+ * Insert ids[0..n) in order, each new id with the next provisional index,
+ * and write the index of every one to index[0..n).  WALS_EINVAL when the
+ * map had to move first, WALS_ETOOBIG past INT32_MAX distinct ids; either
+ * may leave the ids before the failing one inserted.
  */
-extern WalsStatus wals_idmap_insert(WalsIdMap *map, int64_t id, int32_t *index);
-
-/*
- * Copy every entry of from, with its index, into to, which must be freshly
- * initialised and would not be full afterwards, else WALS_EINVAL.
- */
-extern WalsStatus wals_idmap_rehash(const WalsIdMap *from, WalsIdMap *to);
+extern WalsStatus wals_idmap_insert_many(WalsIdMap *map, const int64_t *ids,
+										 size_t n, int32_t *index);
 
 /*
  * ids[0..count) receives the distinct ids in increasing order and

@@ -1,141 +1,102 @@
 /*
  * test_idmap.c
  *	  Id maps: provisional indices in order of first sight that survive
- *	  every rehash, dense numbering by id order whatever the input order,
- *	  for the full int64 range, and lookups of absent ids.
+ *	  every move, the array layout for serial ids and the hash layout for
+ *	  the others, dense numbering by id order whatever the input order, for
+ *	  the full int64 range, and lookups of absent ids.
  */
 #include <stdlib.h>
 
 #include "harness.h"
 
-/* A map grown the way ingest grows it: doubling whenever it gets full. */
+/* A map and the buffer it lives in, moved the way ingest moves it. */
 typedef struct GrowingMap
 {
 	WalsIdMap	map;
-	int			rehashes;
+	void	   *buffer;
+	int			moves;
 } GrowingMap;
 
 static void
-grow_init(GrowingMap *g, size_t nslots)
+grow_init(GrowingMap *g)
 {
-	WalsStatus	st = wals_idmap_init(&g->map, test_alloc(nslots, sizeof(WalsIdSlot)), nslots);
-
-	CHECK(st == WALS_OK, "init %zu slots: status %d", nslots, (int) st);
-	g->rehashes = 0;
+	wals_idmap_init(&g->map);
+	g->buffer = NULL;
+	g->moves = 0;
 }
 
-static int32_t
-grow_insert(GrowingMap *g, int64_t id)
+static void
+grow_insert(GrowingMap *g, const int64_t *ids, size_t n, int32_t *index)
 {
-	int32_t		index = -1;
-	WalsStatus	st = wals_idmap_insert(&g->map, id, &index);
+	size_t		bytes = wals_idmap_need(&g->map, ids, n);
+	WalsStatus	st;
 
-	CHECK(st == WALS_OK, "insert %lld: status %d", (long long) id, (int) st);
-	if (wals_idmap_full(&g->map))
+	if (bytes > 0)
 	{
-		WalsIdMap	bigger;
-		size_t		nslots = g->map.nslots * 2;
+		void	   *buffer = test_alloc(bytes, 1);
 
-		wals_idmap_init(&bigger, test_alloc(nslots, sizeof(WalsIdSlot)), nslots);
-		st = wals_idmap_rehash(&g->map, &bigger);
-		CHECK(st == WALS_OK, "rehash to %zu: status %d", nslots, (int) st);
-		free(g->map.slots);
-		g->map = bigger;
-		g->rehashes++;
+		st = wals_idmap_move(&g->map, buffer, bytes, ids, n);
+		CHECK(st == WALS_OK, "move to %zu bytes: status %d", bytes, (int) st);
+		free(g->buffer);
+		g->buffer = buffer;
+		g->moves++;
 	}
-	return index;
+	st = wals_idmap_insert_many(&g->map, ids, n, index);
+	CHECK(st == WALS_OK, "insert %zu ids: status %d", n, (int) st);
 }
 
 /*
- * Map ids[0..n) the way ingest does: provisional indices into out, then the
- * sorted distinct ids into uniq and out renumbered to ranks.
+ * Map ids[0..n) the way ingest does: provisional indices into out, batch by
+ * batch, then the sorted distinct ids into uniq and out renumbered to ranks.
+ * Returns whether the map ended as an array.
  */
-static void
-map_all(const int64_t *ids, size_t n, int32_t *out, int64_t *uniq,
-		size_t *nuniq)
+static int
+map_all(const int64_t *ids, size_t n, size_t batch, int32_t *out,
+		int64_t *uniq, size_t *nuniq)
 {
 	GrowingMap	g;
 	int32_t    *rank;
 	size_t		i;
+	int			dense;
 
-	grow_init(&g, 4);
-	for (i = 0; i < n; i++)
-		out[i] = grow_insert(&g, ids[i]);
+	grow_init(&g);
+	for (i = 0; i < n; i += batch)
+		grow_insert(&g, ids + i, n - i < batch ? n - i : batch, out + i);
 	*nuniq = g.map.count;
 	rank = test_alloc(g.map.count + 1, sizeof(int32_t));
 	wals_idmap_rank(&g.map, uniq, rank);
 	wals_idmap_renumber(out, n, rank);
+	dense = g.map.dense != NULL;
 	free(rank);
-	free(g.map.slots);
+	free(g.buffer);
+	return dense;
 }
 
+/* Fisher-Yates, seeded. */
 static void
-test_map_init(void)
+shuffle(int64_t *ids, size_t n, uint64_t seed)
 {
-	WalsIdSlot	slots[16];
-	WalsIdMap	map;
+	TestRng		rng;
+	size_t		i;
 
-	CHECK(wals_idmap_init(&map, slots, 0) == WALS_EINVAL, "0 slots refused");
-	CHECK(wals_idmap_init(&map, slots, 2) == WALS_EINVAL, "2 slots refused");
-	CHECK(wals_idmap_init(&map, slots, 12) == WALS_EINVAL, "12 slots refused");
-	CHECK(wals_idmap_init(&map, slots, 16) == WALS_OK && map.count == 0 &&
-		  map.nslots == 16, "16 slots");
-	CHECK(!wals_idmap_full(&map), "an empty map is not full");
-	CHECK(wals_idmap_find(&map, 0) == -1, "find in an empty map");
+	rng_seed(&rng, seed);
+	for (i = n - 1; i > 0; i--)
+	{
+		size_t		j = (size_t) rng_below(&rng, (int) i + 1);
+		int64_t		t = ids[i];
+
+		ids[i] = ids[j];
+		ids[j] = t;
+	}
 }
 
 /*
- * Provisional indices follow first sight and stay put through every
- * rehash; the load never passes one half once the caller has grown.
+ * Every id keeps the index of its first sight, ranks follow id order, and
+ * the same ids in another order and other batches give the same ranks.
  */
 static void
-test_growth(void)
+check_mapping(const char *what, const int64_t *ids, size_t n, int expect_dense)
 {
-	size_t		n = 50000;
-	GrowingMap	g;
-	TestRng		rng;
-	int64_t    *seen = test_alloc(n, sizeof(int64_t));
-	size_t		nseen = 0;
-	size_t		i;
-	int			bad = 0;
-
-	rng_seed(&rng, 3);
-	grow_init(&g, 4);
-	for (i = 0; i < n; i++)
-	{
-		int64_t		id;
-		int32_t		index;
-
-		if (nseen > 0 && rng_uniform(&rng) < 0.5)
-			id = seen[rng_below(&rng, (int) nseen)];
-		else
-			id = (int64_t) rng_next(&rng);
-		index = grow_insert(&g, id);
-		if (index == (int32_t) nseen)
-			seen[nseen++] = id;
-		else
-			bad += index < 0 || index > (int32_t) nseen || seen[index] != id;
-		bad += g.map.count * 2 > g.map.nslots;
-	}
-	CHECK(bad == 0, "%d inserts gave a wrong index or left the map too full", bad);
-	CHECK(g.map.count == nseen, "count %zu, seen %zu", g.map.count, nseen);
-	CHECK(g.rehashes >= 10, "only %d rehashes", g.rehashes);
-	for (i = 0; i < nseen; i++)
-		bad += wals_idmap_find(&g.map, seen[i]) != (int32_t) i;
-	CHECK(bad == 0, "%d ids lost their index in a rehash", bad);
-	free(g.map.slots);
-	free(seen);
-}
-
-/* Awkward ids, repeated, in one order and then shuffled. */
-static void
-test_order_independence(void)
-{
-	int64_t		base[] = {INT64_MAX, -1, 0, INT64_MIN, 42, 1000000000000LL,
-		-7, 3, INT64_MIN + 1, 41, 43, INT64_MAX - 1};
-	size_t		nbase = sizeof(base) / sizeof(base[0]);
-	size_t		n = nbase * 3;
-	int64_t    *ids = test_alloc(n, sizeof(int64_t));
 	int64_t    *ids2 = test_alloc(n, sizeof(int64_t));
 	int32_t    *out = test_alloc(n, sizeof(int32_t));
 	int32_t    *out2 = test_alloc(n, sizeof(int32_t));
@@ -143,42 +104,26 @@ test_order_independence(void)
 	int64_t    *uniq2 = test_alloc(n, sizeof(int64_t));
 	size_t		nuniq;
 	size_t		nuniq2;
-	TestRng		rng;
 	size_t		i;
+	int			dense;
+	int			bad = 0;
 
-	rng_seed(&rng, 7);
-	for (i = 0; i < n; i++)
-		ids[i] = base[i % nbase];
 	for (i = 0; i < n; i++)
 		ids2[i] = ids[i];
-	for (i = n - 1; i > 0; i--)
-	{
-		size_t		j = (size_t) rng_below(&rng, (int) i + 1);
-		int64_t		t = ids2[i];
+	shuffle(ids2, n, 7);
 
-		ids2[i] = ids2[j];
-		ids2[j] = t;
-	}
-
-	map_all(ids, n, out, uniq, &nuniq);
-	map_all(ids2, n, out2, uniq2, &nuniq2);
-	CHECK(nuniq == nbase && nuniq2 == nbase, "distinct %zu %zu", nuniq, nuniq2);
-	for (i = 0; i < nuniq; i++)
-	{
-		CHECK(uniq[i] == uniq2[i], "uniq[%zu] differs", i);
-		if (i > 0)
-			CHECK(uniq[i - 1] < uniq[i], "uniq not increasing at %zu", i);
-	}
-	CHECK(uniq[0] == INT64_MIN && uniq[nuniq - 1] == INT64_MAX, "extremes");
+	dense = map_all(ids, n, 256, out, uniq, &nuniq);
+	CHECK(dense == expect_dense, "%s: array layout %d, expected %d", what, dense, expect_dense);
+	map_all(ids2, n, 7, out2, uniq2, &nuniq2);
+	CHECK(nuniq == nuniq2, "%s: distinct %zu and %zu", what, nuniq, nuniq2);
+	for (i = 0; i < nuniq && i < nuniq2; i++)
+		bad += uniq[i] != uniq2[i] || (i > 0 && uniq[i - 1] >= uniq[i]);
+	CHECK(bad == 0, "%s: %d sorted ids wrong", what, bad);
 	for (i = 0; i < n; i++)
-	{
-		CHECK(uniq[out[i]] == ids[i], "out[%zu] maps to the wrong id", i);
-		CHECK(uniq2[out2[i]] == ids2[i], "out2[%zu] maps to the wrong id", i);
-		CHECK(wals_ids_find(uniq, (int64_t) nuniq, ids[i]) == out[i],
-			  "rank of ids[%zu] is not its position", i);
-	}
+		bad += uniq[out[i]] != ids[i] || uniq2[out2[i]] != ids2[i] ||
+			wals_ids_find(uniq, (int64_t) nuniq, ids[i]) != out[i];
+	CHECK(bad == 0, "%s: %d ranks wrong", what, bad);
 
-	free(ids);
 	free(ids2);
 	free(out);
 	free(out2);
@@ -186,71 +131,207 @@ test_order_independence(void)
 	free(uniq2);
 }
 
-/* Many consecutive and strided ids: long probe chains if the hash were weak. */
+/* Awkward ids, repeated: the extremes of int64 force the hash layout. */
 static void
-test_dense_runs(void)
+test_extremes(void)
 {
-	size_t		n = 20000;
-	int64_t    *ids = test_alloc(n, sizeof(int64_t));
-	int32_t    *out = test_alloc(n, sizeof(int32_t));
-	int64_t    *uniq = test_alloc(n, sizeof(int64_t));
-	size_t		nuniq;
+	int64_t		base[] = {INT64_MAX, -1, 0, INT64_MIN, 42, 1000000000000LL,
+		-7, 3, INT64_MIN + 1, 41, 43, INT64_MAX - 1};
+	size_t		nbase = sizeof(base) / sizeof(base[0]);
+	int64_t		ids[36];
 	size_t		i;
-	int			bad = 0;
 
-	for (i = 0; i < n; i++)
-		ids[i] = (i % 2) ? (int64_t) (n - i) * 4096 : -(int64_t) i;
-	map_all(ids, n, out, uniq, &nuniq);
-	CHECK(nuniq == n, "distinct %zu", nuniq);
-	for (i = 0; i < n; i++)
-		bad += uniq[out[i]] != ids[i];
-	for (i = 1; i < nuniq; i++)
-		bad += uniq[i - 1] >= uniq[i];
-	CHECK(bad == 0, "%d bad entries among runs", bad);
-	free(ids);
-	free(out);
-	free(uniq);
+	for (i = 0; i < 36; i++)
+		ids[i] = base[i % nbase];
+	check_mapping("extremes", ids, 36, 0);
 }
 
-/* The map protects itself from a caller that forgets to grow it. */
+/* Serial ids, negative ones, and ids at either end of int64 stay arrays. */
+static void
+test_serial(void)
+{
+	size_t		n = 60000;
+	int64_t    *ids = test_alloc(n, sizeof(int64_t));
+	size_t		i;
+
+	for (i = 0; i < n; i++)
+		ids[i] = (int64_t) (i % 20000) + 1;
+	check_mapping("serial", ids, n, 1);
+	for (i = 0; i < n; i++)
+		ids[i] = -(int64_t) (i * 7 % 30011);
+	check_mapping("negative", ids, n, 1);
+	for (i = 0; i < n; i++)
+		ids[i] = INT64_MAX - (int64_t) (i % 5000);
+	check_mapping("top of int64", ids, n, 1);
+	for (i = 0; i < n; i++)
+		ids[i] = INT64_MIN + (int64_t) (i % 5000);
+	check_mapping("bottom of int64", ids, n, 1);
+	free(ids);
+}
+
+/* Random 64-bit ids and strided ones take the hash layout. */
+static void
+test_sparse(void)
+{
+	size_t		n = 50000;
+	int64_t    *ids = test_alloc(n, sizeof(int64_t));
+	TestRng		rng;
+	size_t		i;
+
+	rng_seed(&rng, 5);
+	for (i = 0; i < n; i++)
+		ids[i] = i > 0 && rng_uniform(&rng) < 0.5 ?
+			ids[rng_below(&rng, (int) i)] : (int64_t) rng_next(&rng);
+	check_mapping("random", ids, n, 0);
+	for (i = 0; i < n; i++)
+		ids[i] = (i % 2) ? (int64_t) (n - i) * 4096 : -(int64_t) i;
+	check_mapping("strided", ids, n, 0);
+	free(ids);
+}
+
+/*
+ * Provisional indices follow first sight and stay put through every move;
+ * a hash table never gets more than half full.  Batches of every size from
+ * 1 to 300 mix new ids, known ids and runs of the same id, and the ids
+ * start serial and then turn sparse, so the map changes layout on the way.
+ */
+static void
+test_growth(void)
+{
+	size_t		n = 50000;
+	GrowingMap	g;
+	TestRng		rng;
+	int64_t    *ids = test_alloc(n, sizeof(int64_t));
+	int32_t    *index = test_alloc(n, sizeof(int32_t));
+	int64_t    *seen = test_alloc(n, sizeof(int64_t));
+	size_t		nseen = 0;
+	size_t		i;
+	size_t		k;
+	int			bad = 0;
+	int			was_dense = 0;
+
+	rng_seed(&rng, 3);
+	for (i = 0; i < n; i++)
+	{
+		double		u = rng_uniform(&rng);
+
+		if (i > 0 && u < 0.2)
+			ids[i] = ids[i - 1];
+		else if (i > 0 && u < 0.6)
+			ids[i] = ids[rng_below(&rng, (int) i)];
+		else if (i < n / 2)
+			ids[i] = rng_below(&rng, 100000);
+		else
+			ids[i] = (int64_t) rng_next(&rng);
+	}
+	grow_init(&g);
+	for (i = 0; i < n; i += k)
+	{
+		size_t		j;
+
+		k = 1 + (size_t) rng_below(&rng, 300);
+		if (k > n - i)
+			k = n - i;
+		grow_insert(&g, ids + i, k, index + i);
+		for (j = i; j < i + k; j++)
+		{
+			if (index[j] == (int32_t) nseen)
+				seen[nseen++] = ids[j];
+			else
+				bad += index[j] < 0 || index[j] > (int32_t) nseen ||
+					seen[index[j]] != ids[j];
+		}
+		if (g.map.dense != NULL)
+			was_dense = 1;
+		else
+			bad += g.map.count * 2 > g.map.nslots;
+	}
+	CHECK(bad == 0, "%d inserts gave a wrong index or left the table too full", bad);
+	CHECK(was_dense && g.map.dense == NULL, "serial then sparse: array, then hash");
+	CHECK(g.map.count == nseen, "count %zu, seen %zu", g.map.count, nseen);
+	for (i = 0; i < nseen; i++)
+		bad += wals_idmap_find(&g.map, seen[i]) != (int32_t) i;
+	CHECK(bad == 0, "%d ids lost their index in a move", bad);
+	free(g.buffer);
+	free(ids);
+	free(index);
+	free(seen);
+}
+
+/* Ids arriving in increasing or decreasing order cost few moves. */
+static void
+test_monotone(void)
+{
+	size_t		n = 200000;
+	int64_t    *ids = test_alloc(n, sizeof(int64_t));
+	int32_t    *index = test_alloc(n, sizeof(int32_t));
+	GrowingMap	g;
+	int			dir;
+	size_t		i;
+
+	for (dir = 0; dir < 2; dir++)
+	{
+		int			bad = 0;
+
+		for (i = 0; i < n; i++)
+			ids[i] = dir == 0 ? (int64_t) i : -(int64_t) i;
+		grow_init(&g);
+		for (i = 0; i < n; i += 256)
+			grow_insert(&g, ids + i, n - i < 256 ? n - i : 256, index + i);
+		for (i = 0; i < n; i++)
+			bad += index[i] != (int32_t) i;
+		CHECK(bad == 0, "direction %d: %d indices not in order of sight", dir, bad);
+		CHECK(g.map.dense != NULL && g.moves <= 12,
+			  "direction %d: %d moves, array %d", dir, g.moves, g.map.dense != NULL);
+		free(g.buffer);
+	}
+	free(ids);
+	free(index);
+}
+
+/* The map refuses to be misused rather than overrun its memory. */
 static void
 test_edges(void)
 {
-	WalsIdSlot	slots[4];
-	WalsIdSlot	small[4];
-	WalsIdSlot	big[8];
-	WalsIdMap	map;
-	WalsIdMap	other;
-	int32_t		index = -5;
-	int64_t		ids[4];
-	int32_t		rank[4];
+	GrowingMap	g;
+	WalsIdMap	fresh;
+	int64_t		first[] = {9, -9, -9, 9};
+	int64_t		far[] = {(int64_t) 1 << 40};
+	int32_t		index[4] = {-5, -5, -5, -5};
+	int64_t		ids[8];
+	int32_t		rank[8];
+	char		small[8];
+	size_t		bytes;
 
-	wals_idmap_init(&map, slots, 4);
-	wals_idmap_rank(&map, ids, rank);
-	CHECK(map.count == 0, "ranking an empty map");
+	wals_idmap_init(&fresh);
+	CHECK(wals_idmap_find(&fresh, 0) == -1, "find in an empty map");
+	CHECK(wals_idmap_need(&fresh, first, 0) == 0, "an empty batch needs nothing");
+	CHECK(wals_idmap_insert_many(&fresh, first, 0, index) == WALS_OK, "an empty batch");
+	wals_idmap_rank(&fresh, ids, rank);
+	CHECK(wals_idmap_insert_many(&fresh, first, 4, index) == WALS_EINVAL && fresh.count == 0,
+		  "an insert into a map with no memory is refused");
+	bytes = wals_idmap_need(&fresh, first, 4);
+	CHECK(bytes > sizeof(small) &&
+		  wals_idmap_move(&fresh, small, sizeof(small), first, 4) == WALS_EINVAL,
+		  "a buffer smaller than needed is refused");
 
-	CHECK(wals_idmap_insert(&map, 9, &index) == WALS_OK && index == 0, "first id");
-	CHECK(wals_idmap_insert(&map, -9, &index) == WALS_OK && index == 1, "second id");
-	CHECK(!wals_idmap_full(&map), "two of four slots is not full");
-	CHECK(wals_idmap_insert(&map, 5, &index) == WALS_OK && index == 2, "third id");
-	CHECK(wals_idmap_full(&map), "three of four slots is full");
-	CHECK(wals_idmap_insert(&map, 6, &index) == WALS_EINVAL,
-		  "the last free slot is kept free");
-	CHECK(wals_idmap_insert(&map, -9, &index) == WALS_OK && index == 1,
-		  "a known id is still found in a full map");
-	CHECK(wals_idmap_find(&map, 6) == -1, "absent id in a full map");
-
-	wals_idmap_init(&other, small, 4);
-	CHECK(wals_idmap_rehash(&map, &other) == WALS_EINVAL, "rehash into too few slots");
-	wals_idmap_init(&other, big, 8);
-	CHECK(wals_idmap_rehash(&map, &other) == WALS_OK && other.count == 3 &&
-		  wals_idmap_find(&other, 9) == 0 && wals_idmap_find(&other, -9) == 1 &&
-		  wals_idmap_find(&other, 5) == 2, "rehash keeps the indices");
-	CHECK(wals_idmap_rehash(&map, &other) == WALS_EINVAL, "rehash into a used map");
-
-	wals_idmap_rank(&other, ids, rank);
-	CHECK(ids[0] == -9 && ids[1] == 5 && ids[2] == 9, "ranked ids sorted");
-	CHECK(rank[0] == 2 && rank[1] == 0 && rank[2] == 1, "ranks by id");
+	grow_init(&g);
+	grow_insert(&g, first, 4, index);
+	CHECK(g.map.count == 2 && index[0] == 0 && index[1] == 1 && index[2] == 1 &&
+		  index[3] == 0, "repeats keep their index");
+	CHECK(wals_idmap_need(&g.map, first, 4) == 0 &&
+		  wals_idmap_move(&g.map, small, sizeof(small), first, 4) == WALS_EINVAL,
+		  "a move that is not needed is refused");
+	CHECK(wals_idmap_insert_many(&g.map, far, 1, index) == WALS_EINVAL,
+		  "an id outside the array is refused");
+	grow_insert(&g, far, 1, index);
+	CHECK(g.map.dense == NULL && index[0] == 2 && wals_idmap_find(&g.map, 9) == 0 &&
+		  wals_idmap_find(&g.map, -9) == 1, "array to hash keeps the indices");
+	CHECK(wals_idmap_find(&g.map, 10) == -1, "absent id in a hash");
+	wals_idmap_rank(&g.map, ids, rank);
+	CHECK(ids[0] == -9 && ids[1] == 9 && ids[2] == far[0], "ranked ids sorted");
+	CHECK(rank[0] == 1 && rank[1] == 0 && rank[2] == 2, "ranks by id");
+	free(g.buffer);
 }
 
 /* The sorted-id search finds every present id and no absent one. */
@@ -272,10 +353,11 @@ test_ids_find(void)
 void
 test_idmap(void)
 {
-	test_map_init();
+	test_extremes();
+	test_serial();
+	test_sparse();
 	test_growth();
-	test_order_independence();
-	test_dense_runs();
+	test_monotone();
 	test_edges();
 	test_ids_find();
 }
