@@ -129,11 +129,10 @@ lane(__m128 t, int k)
 	return _mm512_permutexvar_ps(_mm512_set1_epi32(k), _mm512_castps128_ps512(t));
 }
 
-/* t_i of four cells from their ratings and dot products. */
+/* t_i of four cells from their ratings r and dot products d. */
 static WALS_AVX512_INLINE __m128
-pass_factor4(const WalsPassCoef *coef, const float *val, __m128 d)
+pass_factor4(const WalsPassCoef *coef, __m128 r, __m128 d)
 {
-	__m128		r = _mm_loadu_ps(val);
 	__m128		a = _mm_fmadd_ps(_mm_set1_ps(coef->a1), r, _mm_set1_ps(coef->a0));
 	__m128		b = _mm_fmadd_ps(_mm_set1_ps(coef->b1), r, _mm_set1_ps(coef->b0));
 
@@ -147,7 +146,72 @@ pass_factor1(const WalsPassCoef *coef, float r, float d)
 	return fmaf(fmaf(coef->b1, r, coef->b0), d, fmaf(coef->a1, r, coef->a0));
 }
 
-/* Row pass with v and out in registers, nv vectors (a constant). */
+/*
+ * The last one to three cells of a row as a group of four: the missing
+ * cells repeat the first one's row, with a factor of zero, so short rows
+ * take no slower path.
+ */
+static WALS_AVX512_INLINE __mmask8
+short_group(const float *Y, const int32_t *idx, int i, int n, int f,
+			const float **y)
+{
+	int			k;
+
+	for (k = 0; k < 4; k++)
+		y[k] = Y + (size_t) idx[i + (i + k < n ? k : 0)] * f;
+	return (__mmask8) ((1u << (n - i < 4 ? n - i : 4)) - 1);
+}
+
+/*
+ * One group of four cells of a row pass: their dot products with v, their
+ * factors from the ratings r (zero where live is clear), and their terms
+ * added to o.
+ */
+static WALS_AVX512_INLINE void
+row_group(const float *const *y, __m128 r, __mmask8 live,
+		  const WalsPassCoef *coef, const __m512 *vv, __m512 *o,
+		  const int nv, __mmask16 tail)
+{
+	__m512		d0 = _mm512_setzero_ps();
+	__m512		d1 = _mm512_setzero_ps();
+	__m512		d2 = _mm512_setzero_ps();
+	__m512		d3 = _mm512_setzero_ps();
+	__m128		t;
+	__m512		t0;
+	__m512		t1;
+	__m512		t2;
+	__m512		t3;
+	int			c;
+
+	WALS_UNROLL
+	for (c = 0; c < nv; c++)
+	{
+		d0 = _mm512_fmadd_ps(ldv(y[0], c, nv, tail), vv[c], d0);
+		d1 = _mm512_fmadd_ps(ldv(y[1], c, nv, tail), vv[c], d1);
+		d2 = _mm512_fmadd_ps(ldv(y[2], c, nv, tail), vv[c], d2);
+		d3 = _mm512_fmadd_ps(ldv(y[3], c, nv, tail), vv[c], d3);
+	}
+	t = _mm_maskz_mov_ps(live, pass_factor4(coef, r, sum4(d0, d1, d2, d3)));
+	t0 = lane(t, 0);
+	t1 = lane(t, 1);
+	t2 = lane(t, 2);
+	t3 = lane(t, 3);
+	WALS_UNROLL
+	for (c = 0; c < nv; c++)
+	{
+		o[c] = _mm512_fmadd_ps(t0, ldv(y[0], c, nv, tail), o[c]);
+		o[c] = _mm512_fmadd_ps(t1, ldv(y[1], c, nv, tail), o[c]);
+		o[c] = _mm512_fmadd_ps(t2, ldv(y[2], c, nv, tail), o[c]);
+		o[c] = _mm512_fmadd_ps(t3, ldv(y[3], c, nv, tail), o[c]);
+	}
+}
+
+/*
+ * Row pass with v and out in registers, nv vectors (a constant).  One set
+ * of accumulators: their chains of four dependent FMAs per group take as
+ * long as the group's arithmetic, and a second set would push vectors out
+ * of the 32 registers.
+ */
 static WALS_AVX512_INLINE void
 row_pass_reg(const float *Y, const int32_t *idx, const float *val, int n,
 			 int f, const WalsPassCoef *coef, const float *v, float *out,
@@ -155,8 +219,8 @@ row_pass_reg(const float *Y, const int32_t *idx, const float *val, int n,
 {
 	__mmask16	tail = tail_lanes(f);
 	__m512		vv[REG_VECS];
-	__m512		o0[REG_VECS];
-	__m512		o1[REG_VECS];
+	__m512		o[REG_VECS];
+	const float *y[4];
 	int			i = 0;
 	int			c;
 
@@ -164,65 +228,27 @@ row_pass_reg(const float *Y, const int32_t *idx, const float *val, int n,
 	for (c = 0; c < nv; c++)
 	{
 		vv[c] = ldv(v, c, nv, tail);
-		o0[c] = _mm512_setzero_ps();
-		o1[c] = _mm512_setzero_ps();
+		o[c] = _mm512_setzero_ps();
 	}
 	for (; i + 4 <= n; i += 4)
 	{
-		const float *y0 = Y + (size_t) idx[i] * f;
-		const float *y1 = Y + (size_t) idx[i + 1] * f;
-		const float *y2 = Y + (size_t) idx[i + 2] * f;
-		const float *y3 = Y + (size_t) idx[i + 3] * f;
-		__m512		d0 = _mm512_setzero_ps();
-		__m512		d1 = _mm512_setzero_ps();
-		__m512		d2 = _mm512_setzero_ps();
-		__m512		d3 = _mm512_setzero_ps();
-		__m128		t;
-		__m512		t0;
-		__m512		t1;
-		__m512		t2;
-		__m512		t3;
-
+		y[0] = Y + (size_t) idx[i] * f;
+		y[1] = Y + (size_t) idx[i + 1] * f;
+		y[2] = Y + (size_t) idx[i + 2] * f;
+		y[3] = Y + (size_t) idx[i + 3] * f;
 		prefetch_ahead(Y, idx, i, n, f, nv);
-		WALS_UNROLL
-		for (c = 0; c < nv; c++)
-		{
-			d0 = _mm512_fmadd_ps(ldv(y0, c, nv, tail), vv[c], d0);
-			d1 = _mm512_fmadd_ps(ldv(y1, c, nv, tail), vv[c], d1);
-			d2 = _mm512_fmadd_ps(ldv(y2, c, nv, tail), vv[c], d2);
-			d3 = _mm512_fmadd_ps(ldv(y3, c, nv, tail), vv[c], d3);
-		}
-		t = pass_factor4(coef, val + i, sum4(d0, d1, d2, d3));
-		t0 = lane(t, 0);
-		t1 = lane(t, 1);
-		t2 = lane(t, 2);
-		t3 = lane(t, 3);
-		WALS_UNROLL
-		for (c = 0; c < nv; c++)
-		{
-			o0[c] = _mm512_fmadd_ps(t0, ldv(y0, c, nv, tail), o0[c]);
-			o1[c] = _mm512_fmadd_ps(t1, ldv(y1, c, nv, tail), o1[c]);
-			o0[c] = _mm512_fmadd_ps(t2, ldv(y2, c, nv, tail), o0[c]);
-			o1[c] = _mm512_fmadd_ps(t3, ldv(y3, c, nv, tail), o1[c]);
-		}
+		row_group(y, _mm_loadu_ps(val + i), 0x0f, coef, vv, o, nv, tail);
 	}
-	for (; i < n; i++)
+	if (i < n)
 	{
-		const float *y = Y + (size_t) idx[i] * f;
-		__m512		d = _mm512_setzero_ps();
-		__m512		t;
+		__mmask8	live = short_group(Y, idx, i, n, f, y);
 
-		WALS_UNROLL
-		for (c = 0; c < nv; c++)
-			d = _mm512_fmadd_ps(ldv(y, c, nv, tail), vv[c], d);
-		t = _mm512_set1_ps(pass_factor1(coef, val[i], _mm512_reduce_add_ps(d)));
-		WALS_UNROLL
-		for (c = 0; c < nv; c++)
-			o0[c] = _mm512_fmadd_ps(t, ldv(y, c, nv, tail), o0[c]);
+		row_group(y, _mm_maskz_loadu_ps(live, val + i), live, coef, vv, o,
+				  nv, tail);
 	}
 	WALS_UNROLL
 	for (c = 0; c < nv; c++)
-		stv(out, c, nv, tail, _mm512_add_ps(o0[c], o1[c]));
+		stv(out, c, nv, tail, o[c]);
 }
 
 /*
@@ -265,7 +291,7 @@ row_pass_mem(const float *Y, const int32_t *idx, const float *val, int n,
 			d2 = _mm512_fmadd_ps(ldv(y2, c, nv, tail), vc, d2);
 			d3 = _mm512_fmadd_ps(ldv(y3, c, nv, tail), vc, d3);
 		}
-		t = pass_factor4(coef, val + i, sum4(d0, d1, d2, d3));
+		t = pass_factor4(coef, _mm_loadu_ps(val + i), sum4(d0, d1, d2, d3));
 		t0 = lane(t, 0);
 		t1 = lane(t, 1);
 		t2 = lane(t, 2);
@@ -411,43 +437,40 @@ dots_reg(const float *Y, const int32_t *idx, int n, int f, const float *x,
 {
 	__mmask16	tail = tail_lanes(f);
 	__m512		xv[REG_VECS];
-	int			i = 0;
+	int			i;
 	int			c;
 
 	WALS_UNROLL
 	for (c = 0; c < nv; c++)
 		xv[c] = ldv(x, c, nv, tail);
-	for (; i + 4 <= n; i += 4)
+	for (i = 0; i < n; i += 4)
 	{
-		const float *y0 = Y + (size_t) idx[i] * f;
-		const float *y1 = Y + (size_t) idx[i + 1] * f;
-		const float *y2 = Y + (size_t) idx[i + 2] * f;
-		const float *y3 = Y + (size_t) idx[i + 3] * f;
+		const float *y[4];
+		__mmask8	live = 0x0f;
 		__m512		d0 = _mm512_setzero_ps();
 		__m512		d1 = _mm512_setzero_ps();
 		__m512		d2 = _mm512_setzero_ps();
 		__m512		d3 = _mm512_setzero_ps();
 
-		prefetch_ahead(Y, idx, i, n, f, nv);
+		if (i + 4 <= n)
+		{
+			y[0] = Y + (size_t) idx[i] * f;
+			y[1] = Y + (size_t) idx[i + 1] * f;
+			y[2] = Y + (size_t) idx[i + 2] * f;
+			y[3] = Y + (size_t) idx[i + 3] * f;
+			prefetch_ahead(Y, idx, i, n, f, nv);
+		}
+		else
+			live = short_group(Y, idx, i, n, f, y);
 		WALS_UNROLL
 		for (c = 0; c < nv; c++)
 		{
-			d0 = _mm512_fmadd_ps(ldv(y0, c, nv, tail), xv[c], d0);
-			d1 = _mm512_fmadd_ps(ldv(y1, c, nv, tail), xv[c], d1);
-			d2 = _mm512_fmadd_ps(ldv(y2, c, nv, tail), xv[c], d2);
-			d3 = _mm512_fmadd_ps(ldv(y3, c, nv, tail), xv[c], d3);
+			d0 = _mm512_fmadd_ps(ldv(y[0], c, nv, tail), xv[c], d0);
+			d1 = _mm512_fmadd_ps(ldv(y[1], c, nv, tail), xv[c], d1);
+			d2 = _mm512_fmadd_ps(ldv(y[2], c, nv, tail), xv[c], d2);
+			d3 = _mm512_fmadd_ps(ldv(y[3], c, nv, tail), xv[c], d3);
 		}
-		_mm_storeu_ps(out + i, sum4(d0, d1, d2, d3));
-	}
-	for (; i < n; i++)
-	{
-		const float *y = Y + (size_t) idx[i] * f;
-		__m512		d = _mm512_setzero_ps();
-
-		WALS_UNROLL
-		for (c = 0; c < nv; c++)
-			d = _mm512_fmadd_ps(ldv(y, c, nv, tail), xv[c], d);
-		out[i] = _mm512_reduce_add_ps(d);
+		_mm_mask_storeu_ps(out + i, live, sum4(d0, d1, d2, d3));
 	}
 }
 
@@ -712,18 +735,35 @@ gram_acc_avx512(float *A, int f, const float *W, const float *Y,
 	}
 }
 
-/* Lane k of x as a scalar. */
-static WALS_AVX512_INLINE float
-lane_of(__m512 x, int k)
+/* Lane k of x in every lane. */
+static WALS_AVX512_INLINE __m512
+lane_all(__m512 x, int k)
 {
-	return _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(k), x));
+	return _mm512_permutexvar_ps(_mm512_set1_epi32(k), x);
+}
+
+/*
+ * 1 / sqrt(d) in every lane, from the 14-bit estimate and one Newton step
+ * (float precision, within an ulp or two): the pivots form the one chain
+ * of dependent steps through the factorisation, and this is about half
+ * as long as a square root and a division.
+ */
+static WALS_AVX512_INLINE __m512
+inv_sqrt(__m512 d)
+{
+	__m512		y = _mm512_rsqrt14_ps(d);
+	__m512		e = _mm512_fnmadd_ps(_mm512_mul_ps(d, y), y, _mm512_set1_ps(3.0f));
+
+	return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), y), e);
 }
 
 /*
  * Rows kb..kb+3 of U, over the w vectors from column 16 cs: A's rows less
  * the contributions of the finished rows above, accumulated in registers
  * (left-looking: each entry of U is stored once), then the four rows
- * finished one after the other.  The chunk that holds the diagonal comes
+ * finished one after the other.  Narrow chunks split the accumulation over
+ * rows m into 4 / w sets of partial sums: their chains of kb dependent FMAs
+ * would otherwise set the pace.  The chunk that holds the diagonal comes
  * first and records the four pivots' inverses and the couplings between the
  * four rows, which the chunks right of it apply in the same order.  A
  * pivot's inverse replaces it on the diagonal, since the substitutions
@@ -736,37 +776,54 @@ chol_chunk(float *A, int f, int kb, int cs, int first, float *inv,
 {
 	int			fp = wals_pad(f);
 	int			nr = f - kb < 4 ? f - kb : 4;
-	__m512		acc[4][REG_VECS];
+	const int	sets = w == 1 ? 4 : w == 2 ? 2 : 1;
+	__m512		part[4][4][REG_VECS];
+	__m512		(*acc)[REG_VECS] = part[0];
 	int			m;
+	int			g;
 	int			r;
 	int			q;
 	int			c;
 
 	WALS_UNROLL
-	for (r = 0; r < 4; r++)
+	for (g = 0; g < sets; g++)
 		WALS_UNROLL
-		for (c = 0; c < w; c++)
-			acc[r][c] = _mm512_load_ps(A + (size_t) (kb + (r < nr ? r : 0)) * fp +
-									   16 * (cs + c));
-	for (m = 0; m < kb; m++)
+		for (r = 0; r < 4; r++)
+			WALS_UNROLL
+			for (c = 0; c < w; c++)
+				part[g][r][c] = g > 0 ? _mm512_setzero_ps() :
+					_mm512_load_ps(A + (size_t) (kb + (r < nr ? r : 0)) * fp +
+								   16 * (cs + c));
+	for (m = 0; m < kb; m += sets)
 	{
-		const float *um = A + (size_t) m * fp;
-		__m512		b0 = _mm512_set1_ps(um[kb]);
-		__m512		b1 = _mm512_set1_ps(um[kb + 1]);
-		__m512		b2 = _mm512_set1_ps(um[kb + 2]);
-		__m512		b3 = _mm512_set1_ps(um[kb + 3]);
-
 		WALS_UNROLL
-		for (c = 0; c < w; c++)
+		for (g = 0; g < sets; g++)
 		{
-			__m512		u = _mm512_load_ps(um + 16 * (cs + c));
+			const float *um = A + (size_t) (m + g) * fp;
+			__m512		b0 = _mm512_set1_ps(um[kb]);
+			__m512		b1 = _mm512_set1_ps(um[kb + 1]);
+			__m512		b2 = _mm512_set1_ps(um[kb + 2]);
+			__m512		b3 = _mm512_set1_ps(um[kb + 3]);
 
-			acc[0][c] = _mm512_fnmadd_ps(b0, u, acc[0][c]);
-			acc[1][c] = _mm512_fnmadd_ps(b1, u, acc[1][c]);
-			acc[2][c] = _mm512_fnmadd_ps(b2, u, acc[2][c]);
-			acc[3][c] = _mm512_fnmadd_ps(b3, u, acc[3][c]);
+			WALS_UNROLL
+			for (c = 0; c < w; c++)
+			{
+				__m512		u = _mm512_load_ps(um + 16 * (cs + c));
+
+				part[g][0][c] = _mm512_fnmadd_ps(b0, u, part[g][0][c]);
+				part[g][1][c] = _mm512_fnmadd_ps(b1, u, part[g][1][c]);
+				part[g][2][c] = _mm512_fnmadd_ps(b2, u, part[g][2][c]);
+				part[g][3][c] = _mm512_fnmadd_ps(b3, u, part[g][3][c]);
+			}
 		}
 	}
+	WALS_UNROLL
+	for (g = 1; g < sets; g++)
+		WALS_UNROLL
+		for (r = 0; r < 4; r++)
+			WALS_UNROLL
+			for (c = 0; c < w; c++)
+				acc[r][c] = _mm512_add_ps(acc[r][c], part[g][r][c]);
 	WALS_UNROLL
 	for (r = 0; r < 4; r++)
 	{
@@ -777,13 +834,15 @@ chol_chunk(float *A, int f, int kb, int cs, int first, float *inv,
 			break;
 		if (first)
 		{
-			float		d = lane_of(acc[r][k / 16 - cs], k % 16);
+			__m512		d = lane_all(acc[r][k / 16 - cs], k % 16);
 
-			if (!(d > 0.0f))
+			if (!(_mm512_cvtss_f32(d) > 0.0f))
 				return 0;
-			inv[r] = 1.0f / sqrtf(d);
+			s = inv_sqrt(d);
+			inv[r] = _mm512_cvtss_f32(s);
 		}
-		s = _mm512_set1_ps(inv[r]);
+		else
+			s = _mm512_set1_ps(inv[r]);
 		WALS_UNROLL
 		for (c = 0; c < w; c++)
 			acc[r][c] = _mm512_mul_ps(s, acc[r][c]);
@@ -793,8 +852,12 @@ chol_chunk(float *A, int f, int kb, int cs, int first, float *inv,
 			if (q >= nr)
 				break;
 			if (first)
-				coup[r][q] = lane_of(acc[r][(kb + q) / 16 - cs], (kb + q) % 16);
-			s = _mm512_set1_ps(coup[r][q]);
+			{
+				s = lane_all(acc[r][(kb + q) / 16 - cs], (kb + q) % 16);
+				coup[r][q] = _mm512_cvtss_f32(s);
+			}
+			else
+				s = _mm512_set1_ps(coup[r][q]);
 			WALS_UNROLL
 			for (c = 0; c < w; c++)
 				acc[q][c] = _mm512_fnmadd_ps(s, acc[r][c], acc[q][c]);
@@ -869,20 +932,132 @@ right_of(int k, int c)
 }
 
 /*
- * U^T z = b forward, as row operations on b (whole vectors: the lanes at
- * or left of k are spent, and z goes to x), then U x = z backward, as dot
- * products with the finished part of x, kept aligned in b.
+ * U^T z = b forward with b and z in registers (nv a constant): each step
+ * takes z_k from its lane of b and subtracts z_k times row k from what is
+ * left, so the steps' chain is a lane broadcast, a multiply and an FMA.
+ * z replaces b.
  */
-static WALS_AVX512 int
-chol_solve_avx512(float *A, int f, float *b, float *x)
+static WALS_AVX512_INLINE void
+forward_reg(const float *A, int f, float *b, const int nv)
+{
+	int			fp = 16 * nv;
+	__m512		bv[REG_VECS];
+	__m512		zv[REG_VECS];
+	int			q;
+	int			c;
+
+	WALS_UNROLL
+	for (c = 0; c < nv; c++)
+	{
+		bv[c] = _mm512_load_ps(b + 16 * c);
+		zv[c] = _mm512_setzero_ps();
+	}
+	WALS_UNROLL
+	for (q = 0; q < nv; q++)
+	{
+		int			last = f - 16 * q < 16 ? f - 16 * q : 16;
+		int			kk;
+
+		for (kk = 0; kk < last; kk++)
+		{
+			const float *rk = A + (size_t) (16 * q + kk) * fp;
+			__m512		t = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(kk), bv[q]),
+										  _mm512_set1_ps(rk[16 * q + kk]));
+
+			zv[q] = _mm512_mask_mov_ps(zv[q], (__mmask16) (1u << kk), t);
+			WALS_UNROLL
+			for (c = q; c < nv; c++)
+				bv[c] = _mm512_fnmadd_ps(t, _mm512_load_ps(rk + 16 * c), bv[c]);
+		}
+	}
+	WALS_UNROLL
+	for (c = 0; c < nv; c++)
+		_mm512_store_ps(b + 16 * c, zv[c]);
+}
+
+/*
+ * U x = z backward with x in registers (nv a constant), four rows at a
+ * time: their dot products with the finished part of x share one set of
+ * horizontal sums, and only the 4 x 4 triangle between them is solved one
+ * row after the other.  The lanes up to the group's last row are masked
+ * off: they hold no x yet, and U's lower triangle holds garbage.
+ */
+static WALS_AVX512_INLINE void
+backward_reg(const float *A, int f, const float *z, float *x, const int nv)
+{
+	int			fp = 16 * nv;
+	__m512		xv[REG_VECS];
+	int			q;
+	int			c;
+
+	WALS_UNROLL
+	for (c = 0; c < nv; c++)
+		xv[c] = _mm512_setzero_ps();
+	WALS_UNROLL
+	for (q = nv - 1; q >= 0; q--)
+	{
+		int			k0;
+
+		for (k0 = 16 * q + 12; k0 >= 16 * q; k0 -= 4)
+		{
+			__mmask16	right = (__mmask16) (0xffffu << (k0 % 16 + 4));
+			const float *u[4];
+			__m512		d[4];
+			float		sv[4];
+			float		xs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+			int			nr;
+			int			r;
+			int			j;
+
+			if (k0 >= f)
+				continue;
+			nr = f - k0 < 4 ? f - k0 : 4;
+			WALS_UNROLL
+			for (r = 0; r < 4; r++)
+			{
+				u[r] = A + (size_t) (k0 + (r < nr ? r : 0)) * fp;
+				d[r] = _mm512_maskz_mul_ps(right, _mm512_load_ps(u[r] + 16 * q), xv[q]);
+				WALS_UNROLL
+				for (c = q + 1; c < nv; c++)
+					d[r] = _mm512_fmadd_ps(_mm512_load_ps(u[r] + 16 * c), xv[c], d[r]);
+			}
+			_mm_storeu_ps(sv, sum4(d[0], d[1], d[2], d[3]));
+			WALS_UNROLL
+			for (r = 3; r >= 0; r--)
+			{
+				float		acc;
+
+				if (r >= nr)
+					continue;
+				acc = z[k0 + r] - sv[r];
+				WALS_UNROLL
+				for (j = r + 1; j < 4; j++)
+					if (j < nr)
+						acc -= u[r][k0 + j] * xs[j];
+				xs[r] = acc * u[r][k0 + r];
+				x[k0 + r] = xs[r];
+			}
+			xv[q] = _mm512_mask_broadcast_f32x4(xv[q],
+												(__mmask16) (((1u << nr) - 1) << (k0 % 16)),
+												_mm_loadu_ps(xs));
+		}
+	}
+}
+
+/*
+ * The same substitutions for wider systems, on b in memory: forward as row
+ * operations on b (whole vectors: the lanes at or left of k are spent, and
+ * z goes to x), backward as dot products with the finished part of x, kept
+ * aligned in b.
+ */
+static WALS_AVX512 void
+substitute_mem(const float *A, int f, float *b, float *x)
 {
 	int			fp = wals_pad(f);
 	int			nv = fp / 16;
 	int			k;
 	int			c;
 
-	if (!chol_factor(A, f))
-		return 0;
 	for (k = 0; k < f; k++)
 	{
 		const float *rk = A + (size_t) k * fp;
@@ -905,6 +1080,35 @@ chol_solve_avx512(float *A, int f, float *b, float *x)
 									  _mm512_load_ps(b + 16 * c), s,
 									  right_of(k, c));
 		b[k] = x[k] = (x[k] - _mm512_reduce_add_ps(s)) * rk[k];
+	}
+}
+
+static WALS_AVX512 int
+chol_solve_avx512(float *A, int f, float *b, float *x)
+{
+	if (!chol_factor(A, f))
+		return 0;
+	switch (wals_pad(f) / 16)
+	{
+		case 1:
+			forward_reg(A, f, b, 1);
+			backward_reg(A, f, b, x, 1);
+			break;
+		case 2:
+			forward_reg(A, f, b, 2);
+			backward_reg(A, f, b, x, 2);
+			break;
+		case 3:
+			forward_reg(A, f, b, 3);
+			backward_reg(A, f, b, x, 3);
+			break;
+		case 4:
+			forward_reg(A, f, b, 4);
+			backward_reg(A, f, b, x, 4);
+			break;
+		default:
+			substitute_mem(A, f, b, x);
+			break;
 	}
 	return 1;
 }
