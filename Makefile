@@ -82,3 +82,4 @@ bench: deps
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/quality.sh
+	./test/bench/train.sh

@@ -33,22 +33,15 @@ BENCH=$ROOT/test/bench
 CACHE=$BENCH/cache
 OUTDIR=$BENCH/out
 TOOLS=${WALS_TOOLS:-$ROOT/../shared/tools}
-PY=/usr/bin/python3
 SEED=42
 
 say() { echo "quality.sh: $*" >&2; }
 
+# shellcheck source=test/bench/lib.sh
+. "$BENCH/lib.sh"
+
 # --- dependencies -----------------------------------------------------------
-if ! $PY -c 'import numpy, scipy' 2>/dev/null; then
-	if [ "$(id -u)" -ne 0 ]; then
-		say "python3-numpy and python3-scipy are missing (run as root to install them)"
-		exit 1
-	fi
-	say "installing python3-numpy python3-scipy"
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		python3-numpy python3-scipy
-fi
+need_python
 for tool in gen_ratings.py ref_wals.py; do
 	if [ ! -f "$TOOLS/$tool" ]; then
 		say "$TOOLS/$tool not found (set WALS_TOOLS)"
@@ -59,19 +52,6 @@ command -v pg_virtualenv >/dev/null || { say "pg_virtualenv not found (postgresq
 mkdir -p "$CACHE" "$OUTDIR"
 
 # --- data -------------------------------------------------------------------
-# gen NAME ARGS...: CACHE/NAME.csv (and NAME.test.csv with --test-fraction),
-# generated once; written under a temporary name and renamed when complete.
-gen() {
-	name=$1
-	shift
-	[ -f "$CACHE/$name.csv" ] && return 0
-	say "generating $name"
-	tmp=$CACHE/tmp-$$-$name
-	$PY "$TOOLS/gen_ratings.py" "$@" --seed $SEED --out "$tmp.csv"
-	[ -f "$tmp.test.csv" ] && mv "$tmp.test.csv" "$CACHE/$name.test.csv"
-	mv "$tmp.csv" "$CACHE/$name.csv"
-}
-
 QUALITY_ARGS="--users 10000 --items 5000 --nnz 500000 --test-fraction 0.1"
 SPEED_ARGS="--users 20000 --items 8000 --nnz 1250000"
 IMP=implicit-u10000-i5000-n500000-s$SEED

@@ -12,16 +12,14 @@
 #
 # Metrics are computed in SQL, with the definitions of ref_wals.py:
 #   - test rows count only when their user and their item both occur in the
-#     training table; a test user is one with at least one such row;
-#   - recommendations: wals_recommend(user, 10, model, exclude_rated => true),
-#     ranked in the order the function returns them (WITH ORDINALITY);
-#   - precision@10 = hits / min(10, |relevant|);
-#   - ndcg@10 = sum over hits of 1/log2(rank + 1), divided by the same sum
-#     over ranks 1 .. min(10, |relevant|);
-#   - both averaged over the test users;
+#     training table (known, lib.sh);
+#   - precision@10 and ndcg@10 as ranking_json in lib.sh computes them;
 #   - RMSE (explicit) over all such test rows, of wals_predict(user, item)
 #     against the held-out rating.
 set -eu
+
+# shellcheck source=test/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 CACHE=$1
 RES=$2
@@ -34,34 +32,7 @@ REG=$8
 ALPHA=$9
 SEEDS=${10}
 
-PSQL="psql -X -q -v ON_ERROR_STOP=1"
-
 now() { date +%s.%N; }
-
-sql() { $PSQL -At -c "$1"; }
-
-# load TABLE FILE: a headerless user_id,item_id,rating CSV, indexed by user.
-load() {
-	$PSQL <<EOF
-CREATE TABLE $1 (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL);
-\copy $1 FROM '$2' WITH (FORMAT csv)
-CREATE INDEX ON $1 (user_id);
-ANALYZE $1;
-EOF
-}
-
-# known PREFIX: the test rows of PREFIX_test whose user and item occur in
-# PREFIX_ratings, as PREFIX_known; and the ideal DCG for 1..10 relevant items.
-known() {
-	$PSQL <<EOF
-CREATE TABLE $1_known AS
-	SELECT t.user_id, t.item_id, t.rating FROM $1_test t
-	WHERE t.user_id IN (SELECT user_id FROM $1_ratings)
-	  AND t.item_id IN (SELECT item_id FROM $1_ratings);
-CREATE INDEX ON $1_known (user_id, item_id);
-ANALYZE $1_known;
-EOF
-}
 
 # train MODEL TABLE ARGS...: one wals_train call, its summary row and log.
 train() {
@@ -82,26 +53,7 @@ train() {
 # ranking MODEL PREFIX: precision@10 and ndcg@10 on PREFIX_known.
 ranking() {
 	t0=$(now)
-	sql "WITH rel AS (
-			SELECT user_id, count(DISTINCT item_id) AS n FROM $2_known GROUP BY user_id),
-		ideal AS (
-			SELECT n, sum(1.0 / log(2.0, j + 1.0))::float8 AS idcg
-			FROM generate_series(1, 10) n, generate_series(1, n) j GROUP BY n),
-		per_user AS (
-			SELECT rel.user_id, least(rel.n, 10) AS m,
-				count(k.item_id) AS hits,
-				coalesce(sum(1.0 / log(2.0, r.rank + 1.0)) FILTER (WHERE k.item_id IS NOT NULL), 0)::float8 AS dcg
-			FROM rel
-			LEFT JOIN LATERAL wals_recommend(rel.user_id, 10, '$1', exclude_rated => true)
-				WITH ORDINALITY AS r(item_id, score, rank) ON true
-			LEFT JOIN (SELECT DISTINCT user_id, item_id FROM $2_known) k
-				ON k.user_id = rel.user_id AND k.item_id = r.item_id
-			GROUP BY rel.user_id, rel.n)
-		SELECT json_build_object(
-			'precision@10', avg(p.hits::float8 / p.m),
-			'ndcg@10', avg(p.dcg / i.idcg),
-			'test_users', count(*))
-		FROM per_user p JOIN ideal i ON i.n = p.m" >> "$RES/$1.json"
+	ranking_json "$1" "$2" >> "$RES/$1.json"
 	t1=$(now)
 	echo "{\"ranking_s\": $(awk "BEGIN { print $t1 - $t0 }")}" >> "$RES/$1.json"
 }

@@ -1,0 +1,103 @@
+# shellcheck shell=sh
+# Sourced by the benchmarks (quality.sh, train.sh and their in-database
+# halves), so that they generate their data and score their models in one
+# way.  POSIX sh: quality_db.sh runs under sh.
+
+PY=/usr/bin/python3
+PSQL="psql -X -q -v ON_ERROR_STOP=1"
+
+# --- host side: needs CACHE, TOOLS, SEED and a say function ------------------
+
+# need_python: numpy and scipy for the tools, installed when missing (root).
+need_python() {
+	$PY -c 'import numpy, scipy' 2>/dev/null && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		say "python3-numpy and python3-scipy are missing (run as root to install them)"
+		exit 1
+	fi
+	say "installing python3-numpy python3-scipy"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		python3-numpy python3-scipy
+}
+
+# gen NAME ARGS...: CACHE/NAME.csv (and NAME.test.csv with --test-fraction),
+# generated once; written under a temporary name and renamed when complete,
+# so that an interrupted run never leaves a truncated file to be reused.
+gen() {
+	name=$1
+	shift
+	[ -f "$CACHE/$name.csv" ] && return 0
+	say "generating $name"
+	tmp=$CACHE/tmp-$$-$name
+	$PY "$TOOLS/gen_ratings.py" "$@" --seed "$SEED" --out "$tmp.csv"
+	if [ -f "$tmp.test.csv" ]; then
+		mv "$tmp.test.csv" "$CACHE/$name.test.csv"
+	fi
+	mv "$tmp.csv" "$CACHE/$name.csv"
+}
+
+# --- database side: inside pg_virtualenv (PGHOST, PGPORT, ...) ---------------
+
+sql() { $PSQL -At -c "$1"; }
+
+# load TABLE FILE: a headerless user_id,item_id,rating CSV, indexed by user
+# (serving with exclude_rated looks up the user's rows).
+load() {
+	$PSQL <<EOF
+CREATE TABLE $1 (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL);
+\copy $1 FROM '$2' WITH (FORMAT csv)
+CREATE INDEX ON $1 (user_id);
+ANALYZE $1;
+EOF
+}
+
+# known PREFIX: the test rows of PREFIX_test whose user and item occur in
+# PREFIX_ratings, as PREFIX_known.
+known() {
+	$PSQL <<EOF
+CREATE TABLE $1_known AS
+	SELECT t.user_id, t.item_id, t.rating FROM $1_test t
+	WHERE t.user_id IN (SELECT user_id FROM $1_ratings)
+	  AND t.item_id IN (SELECT item_id FROM $1_ratings);
+CREATE INDEX ON $1_known (user_id, item_id);
+ANALYZE $1_known;
+EOF
+}
+
+# ranking_json MODEL PREFIX [USER_CONDITION]: one JSON line with
+# precision@10, ndcg@10 and test_users of MODEL on PREFIX_known, over the
+# test users that satisfy USER_CONDITION (on user_id; default all), so that
+# a caller can score disjoint sets of users in concurrent sessions.
+#
+# The definitions of ref_wals.py:
+#   - a test user is one with at least one row in PREFIX_known;
+#   - recommendations: wals_recommend(user, 10, model, exclude_rated => true),
+#     ranked in the order the function returns them (WITH ORDINALITY);
+#   - precision@10 = hits / min(10, |relevant|);
+#   - ndcg@10 = sum over hits of 1/log2(rank + 1), divided by the same sum
+#     over ranks 1 .. min(10, |relevant|);
+#   - both averaged over the test users.
+ranking_json() {
+	sql "WITH rel AS (
+			SELECT user_id, count(DISTINCT item_id) AS n FROM $2_known
+			WHERE ${3:-true} GROUP BY user_id),
+		ideal AS (
+			SELECT n, sum(1.0 / log(2.0, j + 1.0))::float8 AS idcg
+			FROM generate_series(1, 10) n, generate_series(1, n) j GROUP BY n),
+		per_user AS (
+			SELECT rel.user_id, least(rel.n, 10) AS m,
+				count(k.item_id) AS hits,
+				coalesce(sum(1.0 / log(2.0, r.rank + 1.0)) FILTER (WHERE k.item_id IS NOT NULL), 0)::float8 AS dcg
+			FROM rel
+			LEFT JOIN LATERAL wals_recommend(rel.user_id, 10, '$1', exclude_rated => true)
+				WITH ORDINALITY AS r(item_id, score, rank) ON true
+			LEFT JOIN (SELECT DISTINCT user_id, item_id FROM $2_known) k
+				ON k.user_id = rel.user_id AND k.item_id = r.item_id
+			GROUP BY rel.user_id, rel.n)
+		SELECT json_build_object(
+			'precision@10', avg(p.hits::float8 / p.m),
+			'ndcg@10', avg(p.dcg / i.idcg),
+			'test_users', count(*))
+		FROM per_user p JOIN ideal i ON i.n = p.m"
+}
