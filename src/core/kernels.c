@@ -98,17 +98,59 @@ xpay_body(const float *a, float t, float *b, int f)
 		b[k] = a[k] + t * b[k];
 }
 
-/* row[c0..fp) += t0 w0 + t1 w1 + t2 w2 + t3 w3, fp - c0 a multiple of 8 */
+/* The eight lanes of a added pairwise, in a fixed order. */
+static WALS_ALWAYS_INLINE float
+hsum8(WalsV8 a)
+{
+	return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+/* d[j] = y_j.v for four rows at once, which interleaves their chains. */
+static WALS_ALWAYS_INLINE void
+dot4_body(const float *y0, const float *y1, const float *y2, const float *y3,
+		  const float *v, int f, float *d)
+{
+	WalsV8		a0 = {0.0f};
+	WalsV8		a1 = {0.0f};
+	WalsV8		a2 = {0.0f};
+	WalsV8		a3 = {0.0f};
+	int			k = 0;
+
+	for (; k + 8 <= f; k += 8)
+	{
+		WalsV8		vk = V8(v + k);
+
+		a0 += V8(y0 + k) * vk;
+		a1 += V8(y1 + k) * vk;
+		a2 += V8(y2 + k) * vk;
+		a3 += V8(y3 + k) * vk;
+	}
+	d[0] = hsum8(a0);
+	d[1] = hsum8(a1);
+	d[2] = hsum8(a2);
+	d[3] = hsum8(a3);
+	for (; k < f; k++)
+	{
+		d[0] += y0[k] * v[k];
+		d[1] += y1[k] * v[k];
+		d[2] += y2[k] * v[k];
+		d[3] += y3[k] * v[k];
+	}
+}
+
+/* row[from..to) += t0 w0 + t1 w1 + t2 w2 + t3 w3 */
 static WALS_ALWAYS_INLINE void
 axpy4_body(float t0, float t1, float t2, float t3, const float *w0,
 		   const float *w1, const float *w2, const float *w3, float *row,
-		   int c0, int fp)
+		   int from, int to)
 {
-	int			c;
+	int			c = from;
 
-	for (c = c0; c < fp; c += 8)
+	for (; c + 8 <= to; c += 8)
 		V8W(row + c) += t0 * V8(w0 + c) + t1 * V8(w1 + c) +
 			t2 * V8(w2 + c) + t3 * V8(w3 + c);
+	for (; c < to; c++)
+		row[c] += t0 * w0[c] + t1 * w1[c] + t2 * w2[c] + t3 * w3[c];
 }
 
 #else
@@ -144,26 +186,56 @@ xpay_body(const float *a, float t, float *b, int f)
 }
 
 static WALS_ALWAYS_INLINE void
+dot4_body(const float *y0, const float *y1, const float *y2, const float *y3,
+		  const float *v, int f, float *d)
+{
+	d[0] = dot_body(y0, v, f);
+	d[1] = dot_body(y1, v, f);
+	d[2] = dot_body(y2, v, f);
+	d[3] = dot_body(y3, v, f);
+}
+
+static WALS_ALWAYS_INLINE void
 axpy4_body(float t0, float t1, float t2, float t3, const float *w0,
 		   const float *w1, const float *w2, const float *w3, float *row,
-		   int c0, int fp)
+		   int from, int to)
 {
 	int			c;
 
-	for (c = c0; c < fp; c++)
+	for (c = from; c < to; c++)
 		row[c] += t0 * w0[c] + t1 * w1[c] + t2 * w2[c] + t3 * w3[c];
 }
 
 #endif
 
+/*
+ * Four cells per trip: their dot products interleave, and out is read and
+ * written once for the four of them.
+ */
 static WALS_ALWAYS_INLINE void
 row_pass_body(const float *Y, const int32_t *idx, const float *val, int n,
 			  int f, const WalsPassCoef *coef, const float *v, float *out)
 {
-	int			i;
+	int			i = 0;
 
 	memset(out, 0, sizeof(float) * f);
-	for (i = 0; i < n; i++)
+	for (; i + 4 <= n; i += 4)
+	{
+		const float *y0 = Y + (size_t) idx[i] * f;
+		const float *y1 = Y + (size_t) idx[i + 1] * f;
+		const float *y2 = Y + (size_t) idx[i + 2] * f;
+		const float *y3 = Y + (size_t) idx[i + 3] * f;
+		float		d[4];
+		float		t[4];
+		int			j;
+
+		dot4_body(y0, y1, y2, y3, v, f, d);
+		for (j = 0; j < 4; j++)
+			t[j] = (coef->a0 + coef->a1 * val[i + j]) +
+				(coef->b0 + coef->b1 * val[i + j]) * d[j];
+		axpy4_body(t[0], t[1], t[2], t[3], y0, y1, y2, y3, out, 0, f);
+	}
+	for (; i < n; i++)
 	{
 		const float *y = Y + (size_t) idx[i] * f;
 		float		r = val[i];
@@ -188,9 +260,13 @@ static WALS_ALWAYS_INLINE void
 dots_body(const float *Y, const int32_t *idx, int n, int f, const float *x,
 		  float *out)
 {
-	int			i;
+	int			i = 0;
 
-	for (i = 0; i < n; i++)
+	for (; i + 4 <= n; i += 4)
+		dot4_body(Y + (size_t) idx[i] * f, Y + (size_t) idx[i + 1] * f,
+				  Y + (size_t) idx[i + 2] * f, Y + (size_t) idx[i + 3] * f,
+				  x, f, out + i);
+	for (; i < n; i++)
 		out[i] = dot_body(x, Y + (size_t) idx[i] * f, f);
 }
 

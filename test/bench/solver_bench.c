@@ -3,15 +3,16 @@
  *	  Seconds per ALS iteration of the core solvers, single-threaded, on
  *	  synthetic ratings of a given shape, without a server.
  *
- *	  solver_bench [users items nnz f solver cg_steps iterations]
- *	  (defaults: 138000 27000 20000000 64 cg 3 3, MovieLens-20M's shape)
+ *	  solver_bench [users items nnz f solver cg_steps iterations kernels]
+ *	  (defaults: 138000 27000 20000000 64 cg 3 3, MovieLens-20M's shape,
+ *	  and the widest kernels the CPU runs; kernels: avx512, avx2, generic)
  *
  * The degrees follow gen_ratings.py, the reference workload of DESIGN
  * section 4: log-normal user activity and Zipf(0.9) item popularity, so a
  * few items hold a large share of the ratings and their rows are the long
  * ones a solver must not choke on.  Latent structure does not matter to
- * speed and is left out.  Duplicate cells merge, so the merged nnz is a
- * little below the requested one, as with gen_ratings.py.
+ * speed and is left out.  Duplicate cells merge; the draws are scaled so
+ * that nnz ratings remain.
  *
  * Each iteration is timed in the parts that training runs, in its order:
  * user half-sweep, Gram of X, item half-sweep, Gram of Y, loss.  The loss
@@ -23,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "wals_core.h"
+#include "wals_internal.h"
 
 /* Rows per call, as training hands them out between cancel checks. */
 #define BENCH_CHUNK 4096
@@ -404,6 +405,8 @@ main(int argc, char **argv)
 	const char *solver = argc > 5 ? argv[5] : "cg";
 	int			cg_steps = argc > 6 ? atoi(argv[6]) : 3;
 	int			iterations = argc > 7 ? atoi(argv[7]) : 3;
+	const char *isa = argc > 8 ? argv[8] : NULL;
+	const WalsKernels *kernels = wals_kernels();
 	WalsParams	params;
 	WalsCsr		R;
 	WalsCsr		Rt;
@@ -422,12 +425,20 @@ main(int argc, char **argv)
 	int			it;
 	int			p;
 
+	if (isa != NULL)
+		kernels = wals_kernels_isa(strcmp(isa, "avx512") == 0 ? WALS_ISA_AVX512 :
+								   strcmp(isa, "avx2") == 0 ? WALS_ISA_AVX2 :
+								   strcmp(isa, "generic") == 0 ? WALS_ISA_GENERIC :
+								   WALS_ISA_COUNT);
 	if (users < 1 || items < 1 || nnz < 1 || f < 1 || iterations < 1 ||
-		cg_steps < 0 || (strcmp(solver, "cg") != 0 && strcmp(solver, "cholesky") != 0))
+		cg_steps < 0 || (strcmp(solver, "cg") != 0 && strcmp(solver, "cholesky") != 0) ||
+		kernels == NULL)
 	{
-		fprintf(stderr, "usage: solver_bench [users items nnz f cg|cholesky cg_steps iterations]\n");
+		fprintf(stderr, "usage: solver_bench [users items nnz f cg|cholesky cg_steps iterations avx512|avx2|generic]\n"
+				"(kernels this CPU runs)\n");
 		return 2;
 	}
+	wals_kernels_force(kernels);
 	memset(&params, 0, sizeof(params));
 	params.feedback = WALS_IMPLICIT;
 	params.solver = strcmp(solver, "cg") == 0 ? WALS_CG : WALS_CHOLESKY;
@@ -452,7 +463,7 @@ main(int argc, char **argv)
 	printf("model: implicit, alpha 1, lambda 0.1, f %d, %s", f, solver);
 	if (params.solver == WALS_CG)
 		printf(" %d steps", cg_steps);
-	printf(", 1 thread, CPU seconds\n");
+	printf(", %s kernels, 1 thread, CPU seconds\n", wals_kernels()->name);
 
 	ids = xalloc(users > items ? users : items, sizeof(int64_t));
 	for (r = 0; r < (users > items ? users : items); r++)
