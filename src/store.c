@@ -33,6 +33,13 @@
 
 #define WALS_STORE_BATCH	1000
 
+/*
+ * The arrays and tuples of one batch fit in the context's first block, which
+ * a reset keeps: growing blocks would be freed and faulted in again for
+ * every batch.
+ */
+#define WALS_STORE_BATCH_BYTES	(4 * 1024 * 1024)
+
 /* A one-dimensional real[] holding v[0..n), built without a Datum per element. */
 static ArrayType *
 float_array(const float *v, int n)
@@ -50,7 +57,10 @@ float_array(const float *v, int n)
 	return array;
 }
 
-/* Append rows (ids[r], F[r]) to the new, unindexed relation relid. */
+/*
+ * Append rows (ids[r], F[r]) to the new, unindexed relation relid.  The
+ * relation is new, so its free space map has nothing to offer.
+ */
 static void
 insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f)
 {
@@ -59,21 +69,21 @@ insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f)
 	CommandId	cid = GetCurrentCommandId(true);
 	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 													"wals store batch",
-													ALLOCSET_DEFAULT_SIZES);
+													0, WALS_STORE_BATCH_BYTES,
+													WALS_STORE_BATCH_BYTES);
+	MemoryContext old;
 	TupleTableSlot *slots[WALS_STORE_BATCH];
 	int			nslots = 0;
 
 	for (int i = 0; i < WALS_STORE_BATCH; i++)
 		slots[i] = table_slot_create(rel, NULL);
+	old = MemoryContextSwitchTo(batch_cxt);
 
 	for (int64 r = 0; r <= n; r++)
 	{
 		if (nslots == WALS_STORE_BATCH || (r == n && nslots > 0))
 		{
-			MemoryContext old = MemoryContextSwitchTo(batch_cxt);
-
-			table_multi_insert(rel, slots, nslots, cid, 0, bistate);
-			MemoryContextSwitchTo(old);
+			table_multi_insert(rel, slots, nslots, cid, TABLE_INSERT_SKIP_FSM, bistate);
 			for (int i = 0; i < nslots; i++)
 				ExecClearTuple(slots[i]);
 			MemoryContextReset(batch_cxt);
@@ -95,6 +105,7 @@ insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f)
 			CHECK_FOR_INTERRUPTS();
 	}
 
+	MemoryContextSwitchTo(old);
 	for (int i = 0; i < WALS_STORE_BATCH; i++)
 		ExecDropSingleTupleTableSlot(slots[i]);
 	FreeBulkInsertState(bistate);
