@@ -515,6 +515,12 @@ main(int argc, char **argv)
 		printf("%s%s %.3f", p ? ", " : "", part_names[p], best[p]);
 	printf(")\n");
 
+	free(R.indptr);
+	free(R.indices);
+	free(R.values);
+	free(Rt.indptr);
+	free(Rt.indices);
+	free(Rt.values);
 	free(ids);
 	free(X);
 	free(Y);
