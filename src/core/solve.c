@@ -30,37 +30,6 @@
  */
 #define WALS_CHOL_BLOCK 64
 
-/* The linear cell weights of WalsPassCoef: c - w0 = cw0 + cw1 r, c p = cp0 + cp1 r. */
-typedef struct CellLinear
-{
-	float		cw0;
-	float		cw1;
-	float		cp0;
-	float		cp1;
-} CellLinear;
-
-static CellLinear
-cell_linear(const WalsParams *params)
-{
-	CellLinear	w;
-
-	if (params->feedback == WALS_IMPLICIT)
-	{
-		w.cw0 = 1.0f - params->w0;
-		w.cw1 = params->alpha;
-		w.cp0 = 1.0f;
-		w.cp1 = params->alpha;
-	}
-	else
-	{
-		w.cw0 = 1.0f - params->w0;
-		w.cw1 = 0.0f;
-		w.cp0 = 0.0f;
-		w.cp1 = 1.0f;
-	}
-	return w;
-}
-
 static int
 all_finite(const float *x, int n)
 {
@@ -109,7 +78,7 @@ scaled_gram(const WalsParams *params, const float *G, float *wG)
  */
 static WalsStatus
 solve_row_cholesky(const WalsParams *params, const WalsKernels *kern,
-				   const CellLinear *cl, const float *Y, const float *wG,
+				   const WalsCellLinear *cl, const float *Y, const float *wG,
 				   const int32_t *idx, const float *val, int nnz, float s,
 				   float *x, float *work)
 {
@@ -165,7 +134,7 @@ apply_a(const WalsParams *params, const WalsKernels *kern,
  */
 static WalsStatus
 solve_row_cg(const WalsParams *params, const WalsKernels *kern,
-			 const CellLinear *cl, const float *Y, const float *G,
+			 const WalsCellLinear *cl, const float *Y, const float *G,
 			 const int32_t *idx, const float *val, int nnz, float s,
 			 float *x, float *work)
 {
@@ -246,7 +215,7 @@ wals_solve_rows(const WalsParams *params, const WalsCsr *R,
 {
 	int			f = params->factors;
 	const WalsKernels *kern = wals_kernels();
-	CellLinear	cl = cell_linear(params);
+	WalsCellLinear cl = wals_cell_linear(params);
 	float	   *work = align_floats(scratch);
 	float	   *wG = NULL;
 	int64_t		u;

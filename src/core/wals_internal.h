@@ -1,8 +1,8 @@
 /*
  * wals_internal.h
- *	  Small inline helpers shared by the files of src/core, and by nothing
- *	  outside it: the solvers and the loss must weigh a cell and take a dot
- *	  product the same way, or the loss would not be the one being minimised.
+ *	  What the files of src/core share, and nothing outside it uses: the
+ *	  weights of a cell, which the solvers and the loss must agree on, or the
+ *	  loss would not be the one being minimised; and the vector kernels.
  */
 #ifndef WALS_INTERNAL_H
 #define WALS_INTERNAL_H
@@ -39,27 +39,37 @@ wals_cell_weights(const WalsParams *params, float r, float *c, float *p)
 }
 
 /*
- * Eight partial sums break the chain of dependent additions, which the
- * compiler may not reorder on its own (float addition is not associative),
- * and fill vector registers; the order is fixed, so results stay
- * reproducible.
+ * The same weights as linear functions of r, the form the kernels take:
+ * c - w0 = cw0 + cw1 r and c p = cp0 + cp1 r, for both feedback kinds.
+ * test_kernels.c checks that the two definitions agree.
  */
-static inline float
-wals_dot(const float *restrict a, const float *restrict b, int n)
+typedef struct WalsCellLinear
 {
-	float		acc[8] = {0.0f};
-	float		s = 0.0f;
-	int			k = 0;
-	int			j;
+	float		cw0;
+	float		cw1;
+	float		cp0;
+	float		cp1;
+} WalsCellLinear;
 
-	for (; k + 8 <= n; k += 8)
-		for (j = 0; j < 8; j++)
-			acc[j] += a[k + j] * b[k + j];
-	for (j = 0; j < 8; j++)
-		s += acc[j];
-	for (; k < n; k++)
-		s += a[k] * b[k];
-	return s;
+static inline WalsCellLinear
+wals_cell_linear(const WalsParams *params)
+{
+	WalsCellLinear w;
+
+	w.cw0 = 1.0f - params->w0;
+	if (params->feedback == WALS_IMPLICIT)
+	{
+		w.cw1 = params->alpha;
+		w.cp0 = 1.0f;
+		w.cp1 = params->alpha;
+	}
+	else
+	{
+		w.cw1 = 0.0f;
+		w.cp0 = 0.0f;
+		w.cp1 = 1.0f;
+	}
+	return w;
 }
 
 /* ---------- vector kernels (kernels.c, kernels_avx512.c) ---------- */

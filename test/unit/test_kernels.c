@@ -510,6 +510,40 @@ check_solvers(const WalsKernels *k)
 	}
 }
 
+/* The kernels' linear weights are the loss's cell weights. */
+static void
+check_cell_linear(void)
+{
+	static const float ratings[] = {0.0f, 1.0f, 2.5f, 17.0f};
+	int			v;
+
+	for (v = 0; v < n_test_variants; v++)
+	{
+		WalsParams	params;
+		WalsCellLinear w;
+		int			bad = 0;
+		int			i;
+
+		memset(&params, 0, sizeof(params));
+		params.feedback = test_variants[v].feedback;
+		params.w0 = test_variants[v].w0;
+		params.alpha = 0.7f;
+		w = wals_cell_linear(&params);
+		for (i = 0; i < (int) (sizeof(ratings) / sizeof(ratings[0])); i++)
+		{
+			float		c;
+			float		p;
+			double		r = ratings[i];
+
+			wals_cell_weights(&params, ratings[i], &c, &p);
+			bad += fabs((double) c - params.w0 - (w.cw0 + w.cw1 * r)) > 1e-5 * (1.0 + fabs(c));
+			bad += fabs((double) c * p - (w.cp0 + w.cp1 * r)) > 1e-5 * (1.0 + fabs(c * p));
+		}
+		CHECK(bad == 0, "%s: linear cell weights disagree %d times",
+			  test_variants[v].name, bad);
+	}
+}
+
 /* Cholesky's scratch no longer grows with the longest row. */
 static void
 check_scratch(void)
@@ -548,5 +582,6 @@ test_kernels(void)
 	}
 	wals_kernels_force(NULL);
 	CHECK(ran > 0 && wals_kernels() != NULL, "no kernels for this CPU");
+	check_cell_linear();
 	check_scratch();
 }
