@@ -15,7 +15,7 @@
  * executor as they are produced rather than materialized in batches.
  *
  * Either way each row costs 12 bytes: ids become int32 provisional indices
- * from two growable hash maps as they arrive, a batch at a time so that the
+ * from two growable id maps as they arrive, a batch at a time so that the
  * maps' cache misses overlap, and only once everything is read are the few
  * distinct ids sorted and the rows renumbered in place, so that dense
  * indices follow id order (src/core/idmap.c).
@@ -27,9 +27,13 @@
  * (src/core/csr.c).  Large buffers are mapped lazily, so the peak is about
  * 20 bytes a rating while the rows still exist, and 16 afterwards.
  *
- * Fresh memory is faulted in ahead of use, a few megabytes per system call:
- * page by page, first touches of the half gigabyte a large training writes
- * cost more than the reading itself in some virtual machines.
+ * A large training writes half a gigabyte of fresh memory, and faulting it
+ * in page by page, then missing the TLB on most random writes, can cost
+ * more than the reading itself, in virtual machines above all.  So large
+ * buffers ask for transparent huge pages and are faulted in ahead of use, a
+ * few megabytes per system call, and the rows of a table are sized from the
+ * planner's estimate up front: moving a growing array would break its huge
+ * pages.
  */
 #include "postgres.h"
 
@@ -45,6 +49,8 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "optimizer/plancat.h"
+#include "storage/bufmgr.h"
 #include "tcop/dest.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -71,8 +77,14 @@
 /* Rows whose pages are faulted in at a time, ahead of the rows read. */
 #define WALS_INGEST_PREFAULT_ROWS	(1 << 20)
 
-/* The rows start with room for this many and grow by doubling. */
+/*
+ * Without an estimate the rows start with room for this many; they grow by
+ * doubling.
+ */
 #define WALS_INGEST_INITIAL_ROWS	65536
+
+/* Huge pages are 2 MB where there are any, and only whole ones count. */
+#define WALS_HUGE_PAGE				(2 * 1024 * 1024)
 
 /* How a column's datums become numbers. */
 typedef enum ValueKind
@@ -136,10 +148,26 @@ typedef struct IngestReceiver
 	Ingest	   *ingest;
 } IngestReceiver;
 
+/* Ask for huge pages for [p, p + bytes); only a hint. */
+static void
+advise_huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+	uintptr_t	start = TYPEALIGN(WALS_HUGE_PAGE, (uintptr_t) p);
+	uintptr_t	end = TYPEALIGN_DOWN(WALS_HUGE_PAGE, (uintptr_t) p + bytes);
+
+	if (end > start)
+		(void) madvise((void *) start, end - start, MADV_HUGEPAGE);
+#endif
+}
+
 static void *
 alloc_huge(MemoryContext cxt, size_t bytes)
 {
-	return MemoryContextAllocHuge(cxt, Max(bytes, 1));
+	void	   *p = MemoryContextAllocHuge(cxt, Max(bytes, 1));
+
+	advise_huge_pages(p, bytes);
+	return p;
 }
 
 /*
@@ -200,8 +228,8 @@ side_map(Ingest *in, IdSide *side, int32 *out)
 }
 
 /*
- * The arrays grow by doubling with repalloc, which for blocks this large is
- * a realloc the C library serves by remapping pages, not by copying them;
+ * The rows grow by doubling with repalloc, which for blocks this large is a
+ * realloc the C library serves by remapping pages, not by copying them;
  * pages past the last row are never touched, so they cost no memory.
  */
 static void
@@ -218,6 +246,9 @@ grow_rows(Ingest *in)
 	in->user_idx = repalloc_huge(in->user_idx, capacity * sizeof(int32));
 	in->item_idx = repalloc_huge(in->item_idx, capacity * sizeof(int32));
 	in->ratings = repalloc_huge(in->ratings, capacity * sizeof(float));
+	advise_huge_pages(in->user_idx, capacity * sizeof(int32));
+	advise_huge_pages(in->item_idx, capacity * sizeof(int32));
+	advise_huge_pages(in->ratings, capacity * sizeof(float));
 	in->capacity = capacity;
 }
 
@@ -235,6 +266,19 @@ prefault_rows(Ingest *in)
 	prefault(in->item_idx + from, (to - from) * sizeof(int32));
 	prefault(in->ratings + from, (to - from) * sizeof(float));
 	in->prefaulted = to;
+}
+
+/* Room for capacity rows, a batch at least. */
+static void
+alloc_rows(Ingest *in, double capacity)
+{
+	in->capacity = (int64) Min(Max(capacity, WALS_INGEST_BATCH),
+							   (double) (MaxAllocHugeSize / sizeof(int32)));
+	in->user_idx = alloc_huge(in->cxt, in->capacity * sizeof(int32));
+	in->item_idx = alloc_huge(in->cxt, in->capacity * sizeof(int32));
+	in->ratings = alloc_huge(in->cxt, in->capacity * sizeof(float));
+	in->prefaulted = 0;
+	prefault_rows(in);
 }
 
 /* Move the batch into the rows. */
@@ -267,9 +311,24 @@ ingest_check(Ingest *in)
 	in->countdown = WALS_INGEST_CHECK_ROWS;
 }
 
-static void
-bad_rating(const WalsTrainArgs *args, double value, const char *why)
+/* Raise the error of a rating that check_rating refuses. */
+static pg_noinline void
+reject_rating(const WalsTrainArgs *args, double value, bool isnull)
 {
+	const char *why;
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("column \"%s\" given as \"rating_col\" contains a null rating",
+						args->rating_col),
+				 errhint("Filter null ratings out with a view, or pass rating_col => NULL to count every pair as 1.")));
+	if (!isfinite(value))
+		why = "the non-finite";
+	else if (fabs(value) > FLT_MAX)
+		why = "the out-of-range";
+	else
+		why = "the negative";
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("column \"%s\" given as \"rating_col\" contains %s rating %g",
@@ -293,13 +352,21 @@ id_value(ValueKind kind, Datum value)
 	}
 }
 
+/* numeric_float8 allocates, so it runs in the scratch context. */
+static pg_noinline double
+numeric_rating(Ingest *in, Datum value)
+{
+	MemoryContext old = MemoryContextSwitchTo(in->scratch);
+	double		r = DatumGetFloat8(DirectFunctionCall1(numeric_float8, value));
+
+	MemoryContextSwitchTo(old);
+	return r;
+}
+
 /* The rating as the ::float8 cast of the SPI path would give it. */
-static double
+static inline double
 rating_value(Ingest *in, Datum value)
 {
-	MemoryContext old;
-	double		r;
-
 	switch (in->layout.kind[ROW_RATING])
 	{
 		case VALUE_INT2:
@@ -315,32 +382,25 @@ rating_value(Ingest *in, Datum value)
 		case VALUE_NUMERIC:
 			break;
 	}
-	old = MemoryContextSwitchTo(in->scratch);
-	r = DatumGetFloat8(DirectFunctionCall1(numeric_float8, value));
-	MemoryContextSwitchTo(old);
-	return r;
+	return numeric_rating(in, value);
 }
 
-/* Check one rating and return it as the float the model uses. */
-static float
+/*
+ * Check one rating and return it as the float the model uses.  One test
+ * passes every good rating: comparisons with NaN are false, so a NaN fails
+ * the range check as well.
+ */
+static inline float
 check_rating(Ingest *in, Datum value, bool isnull)
 {
-	const WalsTrainArgs *args = in->args;
 	double		r;
 
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("column \"%s\" given as \"rating_col\" contains a null rating",
-						args->rating_col),
-				 errhint("Filter null ratings out with a view, or pass rating_col => NULL to count every pair as 1.")));
+	if (unlikely(isnull))
+		reject_rating(in->args, 0, true);
 	r = rating_value(in, value);
-	if (!isfinite(r))
-		bad_rating(args, r, "the non-finite");
-	if (fabs(r) > FLT_MAX)
-		bad_rating(args, r, "the out-of-range");
-	if (r < 0 && args->params.feedback == WALS_IMPLICIT)
-		bad_rating(args, r, "the negative");
+	if (unlikely(!(fabs(r) <= FLT_MAX) ||
+				 (r < 0 && in->args->params.feedback == WALS_IMPLICIT)))
+		reject_rating(in->args, r, false);
 	return (float) r;
 }
 
@@ -458,6 +518,23 @@ can_scan_directly(const WalsTrainArgs *args, Relation rel, RowLayout *lay)
 }
 
 /*
+ * The planner's estimate of the rows, with a margin for those added since
+ * it was made, but never more than the pages of rel can hold: an estimate
+ * too low only costs a move of the rows, one too high only address space.
+ */
+static double
+estimate_rows(Relation rel)
+{
+	BlockNumber pages;
+	double		tuples;
+	double		allvisfrac;
+
+	estimate_rel_size(rel, NULL, &pages, &tuples, &allvisfrac);
+	return Min(tuples * 1.1 + WALS_INGEST_BATCH,
+			   (double) RelationGetNumberOfBlocks(rel) * MaxHeapTuplesPerPage);
+}
+
+/*
  * Tuples are read in place in the pinned page, and only the columns used
  * are fetched from them, at offsets cached in the descriptor when the
  * columns before are of fixed width: no copy, no slot, no other column.
@@ -563,6 +640,7 @@ read_source(Ingest *in)
 
 		if (can_scan_directly(args, rel, &in->layout))
 		{
+			alloc_rows(in, estimate_rows(rel));
 			scan_directly(in, rel);
 			table_close(rel, NoLock);
 			flush_batch(in);
@@ -570,6 +648,7 @@ read_source(Ingest *in)
 		}
 		table_close(rel, NoLock);
 	}
+	alloc_rows(in, WALS_INGEST_INITIAL_ROWS);
 	scan_with_spi(in);
 	flush_batch(in);
 }
@@ -604,14 +683,10 @@ void
 wals_ingest(const WalsTrainArgs *args, WalsRatings *raw)
 {
 	Ingest		in = {0};
+
 	in.args = args;
 	in.cxt = CurrentMemoryContext;
 	in.scratch = AllocSetContextCreate(in.cxt, "wals ingest scratch", ALLOCSET_SMALL_SIZES);
-	in.capacity = WALS_INGEST_INITIAL_ROWS;
-	in.user_idx = alloc_huge(in.cxt, in.capacity * sizeof(int32));
-	in.item_idx = alloc_huge(in.cxt, in.capacity * sizeof(int32));
-	in.ratings = alloc_huge(in.cxt, in.capacity * sizeof(float));
-	prefault_rows(&in);
 	in.countdown = WALS_INGEST_CHECK_ROWS;
 	side_init(&in.users, "mapping user ids");
 	side_init(&in.items, "mapping item ids");
@@ -655,10 +730,16 @@ check_merge(const WalsTrainArgs *args, WalsStatus status)
 	wals_report_core_status(status, "building the rating matrix", -1);
 }
 
-/* Fault in the buffers of a matrix about to be written, up to nnz cells. */
+/*
+ * Ready the buffers of a matrix about to be written, up to nnz cells: they
+ * are the caller's, but asking for huge pages is only a hint.
+ */
 static void
 prefault_csr(const WalsCsr *csr, int64 nrows, int64 nnz)
 {
+	advise_huge_pages(csr->indptr, (nrows + 1) * sizeof(int64));
+	advise_huge_pages(csr->indices, nnz * sizeof(int32));
+	advise_huge_pages(csr->values, nnz * sizeof(float));
 	prefault(csr->indptr, (nrows + 1) * sizeof(int64));
 	prefault(csr->indices, nnz * sizeof(int32));
 	prefault(csr->values, nnz * sizeof(float));
