@@ -213,15 +213,19 @@ widest_row(const WalsRatings *raw)
 }
 
 /*
- * The peak of a training: while the matrices are built the unmerged
- * coordinates (12 bytes a rating) live beside the column-sorted copy
- * (8 bytes); while the sweeps run, both matrices, the factors and every
- * process's scratch.
+ * The peak of a training.  While the matrices are built, the rows read
+ * (12 bytes each) live beside the item matrix they are scattered into
+ * (8 bytes a rating), or beside the whole shared segment, which is backed
+ * in full when it is created; while the sweeps run, the matrices, the
+ * factors and every process's scratch.
  */
 static double
-estimate_bytes(const WalsLayout *l, int64 cells, int64 scratch_floats, int procs)
+estimate_bytes(const WalsLayout *l, int64 cells, int64 scratch_floats, int procs,
+			   bool shared)
 {
-	double		build = (double) cells * (sizeof(int32) * 3 + sizeof(float) * 2);
+	double		rows = (double) cells * (sizeof(int32) * 2 + sizeof(float));
+	double		build = rows + (shared ? (double) l->total :
+								(double) cells * (sizeof(int32) + sizeof(float)));
 	double		sweeps = (double) l->total +
 		(double) procs * scratch_floats * sizeof(float);
 
@@ -229,13 +233,14 @@ estimate_bytes(const WalsLayout *l, int64 cells, int64 scratch_floats, int procs
 }
 
 /*
- * Plan and allocate the memory of a training of raw, refusing it when it
- * exceeds wals.max_memory, and point data's matrices at it; the caller then
- * builds them with wals_build_matrices.
+ * Plan and allocate the memory of a training of raw (read in read_s
+ * seconds, for the NOTICE), refusing it when it exceeds wals.max_memory, and
+ * point data's matrices at it; the caller then builds them with
+ * wals_build_matrices.
  */
 WalsSweeps *
 wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
-				  WalsData *data)
+				  double read_s, WalsData *data)
 {
 	WalsSweeps *s = palloc0(sizeof(WalsSweeps));
 	WalsShared *sh = palloc0(sizeof(WalsShared));
@@ -256,13 +261,14 @@ wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
 	plan_layout(&sh->layout, raw->nusers, raw->nitems, raw->n, f);
 
 	scratch = wals_solve_scratch(&args->params, sh->widest);
-	estimate = estimate_bytes(&sh->layout, raw->n, scratch, args->workers + 1);
+	estimate = estimate_bytes(&sh->layout, raw->n, scratch, args->workers + 1,
+							  args->workers > 0);
 	ereport(NOTICE,
 			(errmsg("training model \"%s\" on %lld ratings (%lld users, %lld items)",
 					args->model, (long long) raw->n, (long long) raw->nusers,
 					(long long) raw->nitems),
-			 errdetail("The training needs about %s, leader and workers together.",
-					   wals_pretty_bytes(estimate))));
+			 errdetail("Read in %.3f s. The training needs about %s, leader and workers together.",
+					   read_s, wals_pretty_bytes(estimate))));
 	wals_memory_check(estimate, "the matrices, factors and scratch");
 
 	if (args->workers > 0)

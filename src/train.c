@@ -110,7 +110,7 @@ wals_train(PG_FUNCTION_ARGS)
 	wals_check_factor_tables_free(&args);
 
 	wals_ingest(&args, &raw);
-	sweeps = wals_sweeps_begin(&args, &raw, &data);
+	sweeps = wals_sweeps_begin(&args, &raw, seconds_since(start), &data);
 	wals_build_matrices(&args, &raw, &data);
 	result.load_s = seconds_since(start);
 

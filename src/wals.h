@@ -156,7 +156,7 @@ extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
 /* parallel.c: the sweeps, in the leader and parallel workers */
 typedef struct WalsSweeps WalsSweeps;
 extern WalsSweeps *wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
-									 WalsData *data);
+									 double read_s, WalsData *data);
 extern float *wals_sweeps_user_factors(WalsSweeps *s);
 extern float *wals_sweeps_item_factors(WalsSweeps *s);
 extern void wals_sweeps_run(WalsSweeps *s, const WalsTrainArgs *args,
