@@ -65,23 +65,47 @@ ANALYZE $1_known;
 EOF
 }
 
-# ranking_json MODEL PREFIX [USER_CONDITION]: one JSON line with
-# precision@10, ndcg@10 and test_users of MODEL on PREFIX_known, over the
-# test users that satisfy USER_CONDITION (on user_id; default all), so that
-# a caller can score disjoint sets of users in concurrent sessions.
+# ranking_json MODEL PREFIX DEFINITION [USER_CONDITION]: one JSON line with
+# precision@10, ndcg@10, test_users, hits and relevant (the sums behind
+# precision@10, so that the parts of a split run add up) of MODEL on the
+# held-out split of PREFIX, over the test users that satisfy USER_CONDITION
+# (on user_id; default all), so that a caller can score disjoint sets of
+# users in concurrent sessions.  DEFINITION is printed back in the line.
 #
-# The definitions of ref_wals.py:
-#   - a test user is one with at least one row in PREFIX_known;
+# Common to both definitions:
 #   - recommendations: wals_recommend(user, 10, model, exclude_rated => true),
-#     ranked in the order the function returns them (WITH ORDINALITY);
-#   - precision@10 = hits / min(10, |relevant|);
+#     ranked in the order the function returns them (WITH ORDINALITY), so a
+#     held-out item the user also has in training counts as relevant but can
+#     never be a hit;
+#   - relevant items: the user's distinct held-out items, duplicate test
+#     rows counting once; m = min(10, |relevant|);
 #   - ndcg@10 = sum over hits of 1/log2(rank + 1), divided by the same sum
-#     over ranks 1 .. min(10, |relevant|);
-#   - both averaged over the test users.
+#     over ranks 1 .. m, averaged over the test users.
+#
+# DEFINITION ref_wals, that of ref_wals.py, which quality.sh compares with:
+#   - test rows: PREFIX_known (ref_wals.py drops the rows whose user or item
+#     is not in training); a test user is one with at least one such row;
+#   - precision@10 = hits / m, averaged over the test users (macro).
+#
+# DEFINITION implicit, that of implicit.evaluation.ranking_metrics_at_k
+# (implicit 0.7.3), behind the peer figures of DESIGN.md section 4:
+#   - test rows: all of PREFIX_test, a test user being one with at least one
+#     (implicit's test matrix spans the ids of the whole data set, so a user
+#     or item that training lacks stays in the denominators: wals recommends
+#     nothing to an unknown user, implicit ranks items by its zero factors,
+#     a hit by chance at most);
+#   - precision@10 = sum of hits over the test users / sum of m (micro: a
+#     user with more held-out items weighs more), whereas its ndcg@10 is the
+#     mean over users above.
 ranking_json() {
+	case $3 in
+	ref_wals) test_rows=$2_known precision="avg(p.hits::float8 / p.m)" ;;
+	implicit) test_rows=$2_test precision="sum(p.hits)::float8 / sum(p.m)" ;;
+	*) echo "ranking_json: unknown definition $3" >&2; return 1 ;;
+	esac
 	sql "WITH rel AS (
-			SELECT user_id, count(DISTINCT item_id) AS n FROM $2_known
-			WHERE ${3:-true} GROUP BY user_id),
+			SELECT user_id, count(DISTINCT item_id) AS n FROM $test_rows
+			WHERE ${4:-true} GROUP BY user_id),
 		ideal AS (
 			SELECT n, sum(1.0 / log(2.0, j + 1.0))::float8 AS idcg
 			FROM generate_series(1, 10) n, generate_series(1, n) j GROUP BY n),
@@ -92,12 +116,15 @@ ranking_json() {
 			FROM rel
 			LEFT JOIN LATERAL wals_recommend(rel.user_id, 10, '$1', exclude_rated => true)
 				WITH ORDINALITY AS r(item_id, score, rank) ON true
-			LEFT JOIN (SELECT DISTINCT user_id, item_id FROM $2_known) k
+			LEFT JOIN (SELECT DISTINCT user_id, item_id FROM $test_rows) k
 				ON k.user_id = rel.user_id AND k.item_id = r.item_id
 			GROUP BY rel.user_id, rel.n)
 		SELECT json_build_object(
-			'precision@10', avg(p.hits::float8 / p.m),
+			'definition', '$3',
+			'precision@10', $precision,
 			'ndcg@10', avg(p.dcg / i.idcg),
-			'test_users', count(*))
+			'test_users', count(*),
+			'hits', sum(p.hits),
+			'relevant', sum(p.m))
 		FROM per_user p JOIN ideal i ON i.n = p.m"
 }

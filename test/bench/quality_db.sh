@@ -13,7 +13,8 @@
 # Metrics are computed in SQL, with the definitions of ref_wals.py:
 #   - test rows count only when their user and their item both occur in the
 #     training table (known, lib.sh);
-#   - precision@10 and ndcg@10 as ranking_json in lib.sh computes them;
+#   - precision@10 and ndcg@10 as ranking_json in lib.sh computes them with
+#     its definition ref_wals (macro precision);
 #   - RMSE (explicit) over all such test rows, of wals_predict(user, item)
 #     against the held-out rating.
 set -eu
@@ -50,10 +51,11 @@ train() {
 		WHERE m.name = '$model'" >> "$RES/$model.json"
 }
 
-# ranking MODEL PREFIX: precision@10 and ndcg@10 on PREFIX_known.
+# ranking MODEL PREFIX: precision@10 and ndcg@10 on PREFIX_known, defined as
+# ref_wals.py defines them.
 ranking() {
 	t0=$(now)
-	ranking_json "$1" "$2" >> "$RES/$1.json"
+	ranking_json "$1" "$2" ref_wals >> "$RES/$1.json"
 	t1=$(now)
 	echo "{\"ranking_s\": $(awk "BEGIN { print $t1 - $t0 }")}" >> "$RES/$1.json"
 }
