@@ -472,16 +472,6 @@ report_progress(WalsSweeps *s, int it, int iterations, const char *phase,
 	pgstat_report_activity(STATE_RUNNING, buf);
 }
 
-static double
-seconds_since(instr_time start)
-{
-	instr_time	now;
-
-	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, start);
-	return INSTR_TIME_GET_DOUBLE(now);
-}
-
 static bool
 converged(const WalsTrainArgs *args, double previous, double loss)
 {
@@ -516,7 +506,7 @@ iterate(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *result)
 
 		result->loss = compute_loss(s);
 		result->iteration_loss[it] = result->loss;
-		result->iteration_seconds[it] = seconds_since(start);
+		result->iteration_seconds[it] = wals_seconds_since(start);
 		result->iterations = it + 1;
 		ereport(NOTICE,
 				(errmsg("model \"%s\" iteration %d of %d", args->model, it + 1, args->iterations),

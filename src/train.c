@@ -22,8 +22,9 @@
 
 PG_FUNCTION_INFO_V1(wals_train);
 
-static double
-seconds_since(instr_time start)
+/* Seconds elapsed since start, for the timings of a training. */
+double
+wals_seconds_since(instr_time start)
 {
 	instr_time	now;
 
@@ -110,9 +111,9 @@ wals_train(PG_FUNCTION_ARGS)
 	wals_check_factor_tables_free(&args);
 
 	wals_ingest(&args, &raw);
-	sweeps = wals_sweeps_begin(&args, &raw, seconds_since(start), &data);
+	sweeps = wals_sweeps_begin(&args, &raw, wals_seconds_since(start), &data);
 	wals_build_matrices(&args, &raw, &data);
-	result.load_s = seconds_since(start);
+	result.load_s = wals_seconds_since(start);
 
 	INSTR_TIME_SET_CURRENT(phase);
 	result.device = "cpu";
@@ -120,7 +121,7 @@ wals_train(PG_FUNCTION_ARGS)
 	Y = wals_sweeps_item_factors(sweeps);
 	init_factors(&args, &data, X, Y);
 	wals_sweeps_run(sweeps, &args, &result);
-	result.train_s = seconds_since(phase);
+	result.train_s = wals_seconds_since(phase);
 
 	wals_store_model(&args, &data, X, Y, &result);
 	wals_sweeps_end(sweeps);

@@ -9,6 +9,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "portability/instr_time.h"
 #include "wals_core.h"
 
 /* Limits of the arguments of wals_train, as DEFAULT/MIN/MAX triples. */
@@ -139,6 +140,9 @@ extern void wals_report_core_status(WalsStatus status, const char *what, int64 r
 extern void wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args);
 extern const char *wals_feedback_name(WalsFeedback feedback);
 extern const char *wals_solver_name(WalsSolver solver);
+
+/* train.c */
+extern double wals_seconds_since(instr_time start);
 
 /* ingest.c */
 extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw);

@@ -21,6 +21,31 @@ need_python() {
 		python3-numpy python3-scipy
 }
 
+# bench_prepare TOOL...: what every benchmark checks before its data: numpy
+# and scipy, the TOOLs (gen_ratings.py, ...) in TOOLS, pg_virtualenv, and the
+# cache and output folders.
+bench_prepare() {
+	need_python
+	for tool in "$@"; do
+		if [ ! -f "$TOOLS/$tool" ]; then
+			say "$TOOLS/$tool not found (set WALS_TOOLS)"
+			exit 1
+		fi
+	done
+	command -v pg_virtualenv >/dev/null || { say "pg_virtualenv not found (postgresql-common)"; exit 1; }
+	mkdir -p "$CACHE" "$OUTDIR"
+}
+
+# gen_20m: the data set of the training benchmarks, at MovieLens-20M size,
+# generated once into the cache; sets DATA to its name and
+# DATA_ARGS to the arguments that made it.
+gen_20m() {
+	DATA_ARGS="--users 138000 --items 27000 --nnz 20000000 --test-fraction 0.02"
+	DATA=implicit-u138000-i27000-n20000000-s$SEED
+	# shellcheck disable=SC2086  # DATA_ARGS is a list of arguments
+	gen "$DATA" $DATA_ARGS
+}
+
 # gen NAME ARGS...: CACHE/NAME.csv (and NAME.test.csv with --test-fraction),
 # generated once; written under a temporary name and renamed when complete,
 # so that an interrupted run never leaves a truncated file to be reused.

@@ -41,15 +41,7 @@ say() { echo "quality.sh: $*" >&2; }
 . "$BENCH/lib.sh"
 
 # --- dependencies -----------------------------------------------------------
-need_python
-for tool in gen_ratings.py ref_wals.py; do
-	if [ ! -f "$TOOLS/$tool" ]; then
-		say "$TOOLS/$tool not found (set WALS_TOOLS)"
-		exit 1
-	fi
-done
-command -v pg_virtualenv >/dev/null || { say "pg_virtualenv not found (postgresql-common)"; exit 1; }
-mkdir -p "$CACHE" "$OUTDIR"
+bench_prepare gen_ratings.py ref_wals.py
 
 # --- data -------------------------------------------------------------------
 QUALITY_ARGS="--users 10000 --items 5000 --nnz 500000 --test-fraction 0.1"

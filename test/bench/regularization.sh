@@ -32,19 +32,9 @@ say() { echo "regularization.sh: $*" >&2; }
 # shellcheck source=test/bench/lib.sh
 . "$BENCH/lib.sh"
 
-need_python
-if [ ! -f "$TOOLS/gen_ratings.py" ]; then
-	say "$TOOLS/gen_ratings.py not found (set WALS_TOOLS)"
-	exit 1
-fi
-command -v pg_virtualenv >/dev/null || { say "pg_virtualenv not found (postgresql-common)"; exit 1; }
-mkdir -p "$CACHE" "$OUTDIR"
+bench_prepare gen_ratings.py
 
-# The data set of train.sh, shared through the cache.
-DATA_ARGS="--users 138000 --items 27000 --nnz 20000000 --test-fraction 0.02"
-DATA=implicit-u138000-i27000-n20000000-s$SEED
-# shellcheck disable=SC2086  # DATA_ARGS is a list of arguments
-gen $DATA $DATA_ARGS
+gen_20m
 
 RES=$(mktemp -d -t wals-regularization.XXXXXX)
 trap 'rm -rf "$RES"' EXIT
