@@ -12,13 +12,13 @@ CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
 	src/core/gram.o src/core/solve.o src/core/loss.o src/core/topk.o \
 	src/core/kernels.o src/core/kernels_avx512.o
 OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o \
-	src/train.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/recommend.o
+	src/train.o src/gpu.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/recommend.o
 HEADERS_wals =
 
 DATA = sql/wals--$(EXTVERSION).sql
 REGRESS = $(sort $(filter-out wals--%,$(basename $(notdir $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --inputdir=. --load-extension=wals
-EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench results regression.diffs regression.out tmp_check
+EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench gpu/wals_cuda.so results regression.diffs regression.out tmp_check
 
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 # The serial OpenBLAS: one thread per process, so parallel workers never
@@ -30,7 +30,7 @@ BLAS_LDFLAGS = -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -lm
 WARNFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers
 OPTFLAGS = -O2
-PG_CPPFLAGS = -I$(srcdir)/src/core -I$(BLAS_INC)
+PG_CPPFLAGS = -I$(srcdir)/src/core -I$(srcdir)/gpu -I$(BLAS_INC)
 PG_CFLAGS = $(WARNFLAGS) $(OPTFLAGS)
 SHLIB_LINK = $(BLAS_LDFLAGS)
 
@@ -38,6 +38,27 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+endif
+
+# The CUDA engine, gpu/wals_cuda.so, is built and installed beside wals.so
+# when nvcc is found; wals.so opens it at run time and never links CUDA.
+# The runtime is linked statically, so the library needs only the driver.
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+GPU_SRCS = gpu/device.cu
+ifneq ($(NVCC),)
+GPU_LIB = gpu/wals_cuda$(DLSUFFIX)
+all: $(GPU_LIB)
+$(GPU_LIB): $(GPU_SRCS) gpu/wals_cuda.h
+	$(NVCC) -O2 -Xcompiler -fPIC,-fvisibility=hidden -shared -Igpu -o $@ $(GPU_SRCS)
+install: install-gpu
+.PHONY: install-gpu
+install-gpu: $(GPU_LIB)
+	$(INSTALL_SHLIB) $(GPU_LIB) '$(DESTDIR)$(pkglibdir)/wals_cuda$(DLSUFFIX)'
+else
+all: no-gpu
+.PHONY: no-gpu
+no-gpu:
+	@echo "wals: nvcc not found: building without the CUDA engine (gpu/wals_cuda$(DLSUFFIX))"
 endif
 
 # The portable kernels pass 32-byte vectors between functions compiled for

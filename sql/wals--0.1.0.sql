@@ -137,3 +137,22 @@ CREATE FUNCTION wals_drop_model(model text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'wals_drop_model'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+-- The devices wals can train on: the CPU with its BLAS and vector kernels,
+-- then each GPU, or one row saying why no GPU is usable.
+CREATE FUNCTION wals_devices(
+	OUT device text,
+	OUT usable bool,
+	OUT name text,
+	OUT memory_total bigint,
+	OUT memory_free bigint,
+	OUT compute_capability text,
+	OUT driver_version text,
+	OUT runtime_version text,
+	OUT blas text,
+	OUT threads int,
+	OUT kernels text,
+	OUT reason text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'wals_devices'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;

@@ -110,13 +110,14 @@ wals_train(PG_FUNCTION_ARGS)
 	wals_lock_model(args.model);
 	wals_check_factor_tables_free(&args);
 
+	wals_device_check(&args);
 	wals_ingest(&args, &raw);
+	result.device = wals_device_choose(&args, raw.n);
 	sweeps = wals_sweeps_begin(&args, &raw, wals_seconds_since(start), &data);
 	wals_build_matrices(&args, &raw, &data);
 	result.load_s = wals_seconds_since(start);
 
 	INSTR_TIME_SET_CURRENT(phase);
-	result.device = "cpu";
 	X = wals_sweeps_user_factors(sweeps);
 	Y = wals_sweeps_item_factors(sweeps);
 	init_factors(&args, &data, X, Y);

@@ -229,12 +229,6 @@ choice_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 					 errmsg("unrecognized value for \"device\": \"%s\"", value),
 					 errhint("Valid values are \"auto\", \"cpu\" and \"gpu\".")));
 	}
-	if (args->device == WALS_DEVICE_GPU)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("no GPU is available for training"),
-				 errdetail("This build of wals has no GPU engine."),
-				 errhint("Pass device => 'cpu' or 'auto', or set wals.device to auto.")));
 }
 
 /*

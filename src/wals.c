@@ -62,5 +62,25 @@ _PG_init(void)
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("wals.gpu_min_ratings",
+							gettext_noop("Fewest ratings for which device auto trains on a GPU."),
+							gettext_noop("Smaller trainings run faster on the CPU than the copies to a GPU take."),
+							&wals_gpu_min_ratings,
+							WALS_DEFAULT_GPU_MIN_RATINGS,
+							0,
+							INT_MAX,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("wals.cuda_library",
+							   gettext_noop("The CUDA engine wals loads when a GPU is considered."),
+							   gettext_noop("A name in the package library directory, or an absolute path."),
+							   &wals_cuda_library,
+							   "wals_cuda",
+							   PGC_SUSET,
+							   0,
+							   NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("wals");
 }

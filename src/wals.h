@@ -26,6 +26,9 @@
 #define WALS_MAX_WORKERS			1024
 #define WALS_MAX_K					1000000
 
+/* Below this many ratings, device => 'auto' trains on the CPU. */
+#define WALS_DEFAULT_GPU_MIN_RATINGS	1000000
+
 /* Factor tables are named <model>_user_factors and <model>_item_factors. */
 #define WALS_USER_SUFFIX			"_user_factors"
 #define WALS_ITEM_SUFFIX			"_item_factors"
@@ -48,6 +51,8 @@ typedef enum WalsDevice
 extern char *wals_default_model;
 extern int	wals_device;
 extern int	wals_max_memory;	/* kB; 0 means no limit */
+extern char *wals_cuda_library;
+extern int	wals_gpu_min_ratings;
 
 /* Everything wals_train was asked, checked and resolved (train_args.c). */
 typedef struct WalsTrainArgs
@@ -166,6 +171,10 @@ extern float *wals_sweeps_item_factors(WalsSweeps *s);
 extern void wals_sweeps_run(WalsSweeps *s, const WalsTrainArgs *args,
 							WalsTrainResult *result);
 extern void wals_sweeps_end(WalsSweeps *s);
+
+/* gpu.c */
+extern void wals_device_check(const WalsTrainArgs *args);
+extern const char *wals_device_choose(const WalsTrainArgs *args, int64 nratings);
 
 /* memory.c */
 extern char *wals_pretty_bytes(double bytes);

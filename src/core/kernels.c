@@ -564,3 +564,9 @@ wals_kernels_force(const WalsKernels *kernels)
 {
 	chosen = kernels;
 }
+
+const char *
+wals_kernels_name(void)
+{
+	return wals_kernels()->name;
+}

@@ -208,7 +208,10 @@ extern WalsStatus wals_csr_from_coo(WalsFeedback feedback,
 extern void wals_init_rows(float *X, const int64_t *ids, int64_t lo, int64_t hi,
 						   int f, uint64_t seed, float scale);
 
-/* ---------- solvers (gram.c, solve.c) ---------- */
+/* ---------- solvers (gram.c, solve.c, kernels*.c) ---------- */
+
+/* The instruction set of the vector kernels this CPU runs, e.g. "avx512". */
+extern const char *wals_kernels_name(void);
 
 /*
  * G += sum over rows [lo, hi) of Y of y y^T (f x f, full symmetric, row-major).

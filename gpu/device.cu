@@ -1,0 +1,85 @@
+/*
+ * device.cu
+ *	  Finding and describing CUDA devices for wals.so.
+ *
+ * The runtime is linked statically, so the library needs only the driver
+ * (libcuda.so) on the machine that runs it, and a machine without one gets
+ * an error message from device_count rather than a failure to load.
+ */
+#include <cstdio>
+#include <cstring>
+
+#include <cuda_runtime.h>
+
+#include "wals_cuda.h"
+
+static void
+set_msg(char *msg, size_t msglen, const char *what, cudaError_t err)
+{
+	if (msg != NULL && msglen > 0)
+		snprintf(msg, msglen, "%s: %s", what, cudaGetErrorString(err));
+}
+
+static int
+device_count(char *msg, size_t msglen)
+{
+	int			n = 0;
+	cudaError_t err = cudaGetDeviceCount(&n);
+
+	if (err == cudaErrorNoDevice)
+		return 0;
+	if (err != cudaSuccess)
+	{
+		set_msg(msg, msglen, "CUDA cannot be used", err);
+		return -1;
+	}
+	return n;
+}
+
+static int
+device_info(int index, WalsCudaDevice *out, char *msg, size_t msglen)
+{
+	cudaDeviceProp prop;
+	cudaError_t err;
+	size_t		free_bytes = 0;
+	size_t		total_bytes = 0;
+
+	memset(out, 0, sizeof(*out));
+	err = cudaGetDeviceProperties(&prop, index);
+	if (err != cudaSuccess)
+	{
+		set_msg(msg, msglen, "cannot describe the device", err);
+		return -1;
+	}
+	snprintf(out->name, sizeof(out->name), "%s", prop.name);
+	out->cc_major = prop.major;
+	out->cc_minor = prop.minor;
+	out->memory_total = prop.totalGlobalMem;
+	cudaDriverGetVersion(&out->driver_version);
+	cudaRuntimeGetVersion(&out->runtime_version);
+
+	err = cudaSetDevice(index);
+	if (err == cudaSuccess)
+		err = cudaMemGetInfo(&free_bytes, &total_bytes);
+	if (err != cudaSuccess)
+	{
+		set_msg(msg, msglen, "cannot query the device's memory", err);
+		return -1;
+	}
+	out->memory_free = free_bytes;
+	out->memory_total = total_bytes;
+	return 0;
+}
+
+/* The library's one exported symbol; everything else is hidden. */
+extern "C" __attribute__((visibility("default"))) int
+wals_cuda_init(WalsCudaApi *api)
+{
+	if (api == NULL)
+		return -1;
+	memset(api, 0, sizeof(*api));
+	api->abi_version = WALS_CUDA_ABI_VERSION;
+	api->device_count = device_count;
+	api->device_info = device_info;
+	return 0;
+}
