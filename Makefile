@@ -18,7 +18,7 @@ HEADERS_wals =
 DATA = sql/wals--$(EXTVERSION).sql
 REGRESS = $(sort $(filter-out wals--%,$(basename $(notdir $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --inputdir=. --load-extension=wals
-EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench gpu/wals_cuda.so results regression.diffs regression.out tmp_check
+EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/gpu/check_train gpu/wals_cuda.so results regression.diffs regression.out tmp_check
 
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 # The serial OpenBLAS: one thread per process, so parallel workers never
@@ -42,14 +42,19 @@ endif
 
 # The CUDA engine, gpu/wals_cuda.so, is built and installed beside wals.so
 # when nvcc is found; wals.so opens it at run time and never links CUDA.
-# The runtime is linked statically, so the library needs only the driver.
+# The runtime is linked statically; cuBLAS, which CUDA ships only as a
+# shared library, is found through the library's run path.
 NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
-GPU_SRCS = gpu/device.cu
+CUDA_LIB = $(abspath $(dir $(NVCC))../lib64)
+# Native code for Hopper, and PTX that newer devices compile at load.
+NVCC_ARCH = -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+GPU_SRCS = gpu/device.cu gpu/train.cu
 ifneq ($(NVCC),)
 GPU_LIB = gpu/wals_cuda$(DLSUFFIX)
 all: $(GPU_LIB)
 $(GPU_LIB): $(GPU_SRCS) gpu/wals_cuda.h
-	$(NVCC) -O2 -Xcompiler -fPIC,-fvisibility=hidden -shared -Igpu -o $@ $(GPU_SRCS)
+	$(NVCC) -O2 $(NVCC_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -shared -Igpu -o $@ $(GPU_SRCS) \
+		-L$(CUDA_LIB) -Xlinker -rpath,$(CUDA_LIB) -lcublas
 install: install-gpu
 .PHONY: install-gpu
 install-gpu: $(GPU_LIB)
@@ -85,7 +90,17 @@ test/bench/solver_bench: $(CORE_SRCS) test/bench/solver_bench.c $(wildcard src/c
 
 solver-bench: test/bench/solver_bench
 
-.PHONY: unit deps demo test tap regress bench solver-bench
+# The GPU engine against src/core; it skips, saying why, where no GPU is
+# usable or the engine was not built.
+test/gpu/check_train: test/gpu/check_train.c $(CORE_SRCS) $(wildcard src/core/*.h) gpu/wals_cuda.h
+	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
+		-Isrc/core -Igpu -I$(BLAS_INC) -o $@ test/gpu/check_train.c $(CORE_SRCS) \
+		$(BLAS_LDFLAGS) -ldl
+
+.PHONY: unit gpu-check deps demo test tap regress bench solver-bench
+gpu-check: test/gpu/check_train
+	./test/gpu/check_train $(abspath gpu/wals_cuda$(DLSUFFIX))
+
 unit: test/unit/wals_unit
 	./test/unit/wals_unit
 
@@ -101,6 +116,7 @@ test: deps
 	$(MAKE) all
 	$(MAKE) install
 	$(MAKE) unit
+	$(MAKE) gpu-check
 	./test/run_regress.sh
 	./test/run_tap.sh
 

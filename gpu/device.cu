@@ -13,6 +13,9 @@
 
 #include "wals_cuda.h"
 
+/* train.cu */
+void		wals_cuda_train_api(WalsCudaApi *api);
+
 static void
 set_msg(char *msg, size_t msglen, const char *what, cudaError_t err)
 {
@@ -81,5 +84,6 @@ wals_cuda_init(WalsCudaApi *api)
 	api->abi_version = WALS_CUDA_ABI_VERSION;
 	api->device_count = device_count;
 	api->device_info = device_info;
+	wals_cuda_train_api(api);
 	return 0;
 }

@@ -11,6 +11,7 @@
 #define WALS_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C"
@@ -18,7 +19,7 @@ extern "C"
 #endif
 
 /* Bumped whenever the table below changes, so a stale library is refused. */
-#define WALS_CUDA_ABI_VERSION	1
+#define WALS_CUDA_ABI_VERSION	2
 
 /* What the CUDA runtime says of one device. */
 typedef struct WalsCudaDevice
@@ -31,6 +32,36 @@ typedef struct WalsCudaDevice
 	int			driver_version; /* as CUDA encodes it: 1000 major + 10 minor */
 	int			runtime_version;
 } WalsCudaDevice;
+
+/* The solvers, numbered as src/core's WalsSolver. */
+#define WALS_CUDA_CHOLESKY	0
+#define WALS_CUDA_CG		1
+
+/*
+ * A training as src/core describes one: feedback 0 implicit, 1 explicit;
+ * both matrices as CSR (by user, by item) and the starting factors, all in
+ * host memory that the caller keeps until train_begin returns.
+ */
+typedef struct WalsCudaProblem
+{
+	int			feedback;
+	int			solver;
+	int			factors;
+	int			cg_steps;
+	float		regularization;
+	float		alpha;
+	float		w0;
+	int64_t		nusers;
+	int64_t		nitems;
+	const int64_t *user_indptr;
+	const int32_t *user_indices;
+	const float *user_values;
+	const int64_t *item_indptr;
+	const int32_t *item_indices;
+	const float *item_values;
+	const float *X;				/* nusers x factors */
+	const float *Y;				/* nitems x factors */
+} WalsCudaProblem;
 
 typedef struct WalsCudaApi
 {
@@ -45,6 +76,20 @@ typedef struct WalsCudaApi
 	/* Describe device index; 0 on success, -1 with msg set. */
 	int			(*device_info) (int index, WalsCudaDevice *out,
 								char *msg, size_t msglen);
+
+	/*
+	 * Upload a problem to the current device (*state receives the
+	 * training), run one iteration (Y^T Y, the user half-sweep, X^T X, the
+	 * item half-sweep and the exact loss), and end it, downloading the
+	 * factors when X and Y are not NULL and freeing the device memory in
+	 * every case.  Each returns 0, or -1 with msg set; after a failure of
+	 * train_iterate the caller still calls train_end.  Only the CG solver
+	 * is on the device so far.
+	 */
+	int			(*train_begin) (const WalsCudaProblem *problem, void **state,
+								char *msg, size_t msglen);
+	int			(*train_iterate) (void *state, double *loss, char *msg, size_t msglen);
+	int			(*train_end) (void *state, float *X, float *Y, char *msg, size_t msglen);
 } WalsCudaApi;
 
 /* Fill api; returns 0, or -1 when api is NULL. */
