@@ -73,7 +73,7 @@ src/core/kernels.bc: BITCODE_CFLAGS += -Wno-psabi
 
 # PGXS tracks no header dependencies: rebuild every object when a shared
 # header changes, or a stale object would read structs of the old layout.
-$(OBJS): $(wildcard src/*.h src/core/*.h)
+$(OBJS): $(wildcard src/*.h src/core/*.h gpu/*.h)
 
 CORE_SRCS = $(CORE_OBJS:.o=.c)
 UNIT_SRCS = $(sort $(wildcard test/unit/*.c))
