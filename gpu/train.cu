@@ -53,6 +53,19 @@ cell_weights(const Weights &w, float r, float *c, float *p)
 	}
 }
 
+/* a.b over f floats by one warp; lane 0 gets the result. */
+__device__ inline float
+warp_dot(const float *a, const float *b, int f, int lane)
+{
+	float		d = 0.0f;
+
+	for (int k = lane; k < f; k += 32)
+		d += a[k] * b[k];
+	for (int off = 16; off > 0; off >>= 1)
+		d += __shfl_down_sync(0xffffffffu, d, off);
+	return d;
+}
+
 /* Sum of v over the block; every thread gets the result. */
 __device__ float
 block_sum(float v, float *red)
@@ -96,13 +109,8 @@ row_pass(const Weights &w, const float *__restrict__ Y, const int *__restrict__ 
 		__syncthreads();
 		for (int i = warp; i < n; i += WALS_CUDA_WARPS)
 		{
-			const float *y = Y + (size_t) idx[start + i] * f;
-			float		d = 0.0f;
+			float		d = warp_dot(Y + (size_t) idx[start + i] * f, v, f, lane);
 
-			for (int k = lane; k < f; k += 32)
-				d += y[k] * v[k];
-			for (int off = 16; off > 0; off >>= 1)
-				d += __shfl_down_sync(0xffffffffu, d, off);
 			if (lane == 0)
 			{
 				float		c;
@@ -264,13 +272,8 @@ loss_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict
 	if (cells)
 		for (int i = warp; i < nnz; i += WALS_CUDA_WARPS)
 		{
-			const float *y = Y + (size_t) indices[start + i] * f;
-			float		d = 0.0f;
+			float		d = warp_dot(x, Y + (size_t) indices[start + i] * f, f, lane);
 
-			for (int k = lane; k < f; k += 32)
-				d += x[k] * y[k];
-			for (int off = 16; off > 0; off >>= 1)
-				d += __shfl_down_sync(0xffffffffu, d, off);
 			if (lane == 0)
 			{
 				float		c;
