@@ -473,6 +473,23 @@ unobserved(Training *t, double *total, char *msg, size_t msglen)
 	return 0;
 }
 
+/*
+ * Device memory of a training: both matrices, both factor matrices, the two
+ * Grams and the per-row loss, checked against what is free before anything
+ * is uploaded.
+ */
+static size_t
+needed_bytes(const WalsCudaProblem *p)
+{
+	size_t		nnz = (size_t) p->user_indptr[p->nusers];
+	size_t		rows = (size_t) (p->nusers + p->nitems);
+	size_t		most = (size_t) (p->nusers > p->nitems ? p->nusers : p->nitems);
+	size_t		f = (size_t) p->factors;
+
+	return 2 * nnz * (sizeof(int) + sizeof(float)) + (rows + 2) * sizeof(long long) +
+		rows * f * sizeof(float) + 2 * f * f * sizeof(float) + most * sizeof(double);
+}
+
 static int
 train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
 {
@@ -490,6 +507,21 @@ train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
 	{
 		delete t;
 		return fail(msg, msglen, "starting a GPU training", "unsupported factors or solver");
+	}
+	{
+		size_t		free_bytes = 0;
+		size_t		total_bytes = 0;
+		size_t		need = needed_bytes(p);
+
+		if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess || need > free_bytes)
+		{
+			char		why[128];
+
+			snprintf(why, sizeof(why), "it needs %zu bytes of device memory, %zu are free",
+					 need, free_bytes);
+			delete t;
+			return fail(msg, msglen, "starting a GPU training", why);
+		}
 	}
 	t->prob = *p;
 	t->weights.implicit = p->feedback == 0;
