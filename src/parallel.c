@@ -88,8 +88,7 @@ typedef struct WalsShared
 	WalsLayout	layout;
 	int64		nusers;
 	int64		nitems;
-	int64		capacity;		/* cells the matrices have room for */
-	int64		widest;			/* ratings in the longest row, either side */
+	int64		scratch_floats; /* each process's solver scratch */
 	int64		user_nchunks;
 	int64		item_nchunks;
 	WalsTask	task;
@@ -196,20 +195,12 @@ map_sections(WalsSweeps *s, char *base)
 	s->loss_parts = (double *) (base + l->loss_parts);
 }
 
-/* Ratings in the longest user and the longest item row, before merging. */
-static int64
-widest_row(const WalsRatings *raw)
+/* Each process's solver scratch, in the memory of the current context. */
+static float *
+alloc_scratch(const WalsShared *sh)
 {
-	int32	   *count = palloc0(sizeof(int32) * (Max(raw->nusers, raw->nitems) + 1));
-	int64		widest = 0;
-
-	for (int64 k = 0; k < raw->n; k++)
-		widest = Max(widest, ++count[raw->users[k]]);
-	memset(count, 0, sizeof(int32) * (Max(raw->nusers, raw->nitems) + 1));
-	for (int64 k = 0; k < raw->n; k++)
-		widest = Max(widest, ++count[raw->items[k]]);
-	pfree(count);
-	return widest;
+	return MemoryContextAllocHuge(CurrentMemoryContext,
+								  Max(sh->scratch_floats, 1) * sizeof(float));
 }
 
 /*
@@ -245,7 +236,6 @@ wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
 	WalsSweeps *s = palloc0(sizeof(WalsSweeps));
 	WalsShared *sh = palloc0(sizeof(WalsShared));
 	int			f = args->params.factors;
-	int64		scratch;
 	double		estimate;
 	char	   *base;
 
@@ -256,12 +246,15 @@ wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
 	sh->params = args->params;
 	sh->nusers = raw->nusers;
 	sh->nitems = raw->nitems;
-	sh->capacity = raw->n;
-	sh->widest = widest_row(raw);
+	/*
+	 * The scratch grows with the longest row only up to one Cholesky block,
+	 * so the number of ratings, a bound on any row, sizes it without a pass
+	 * over them to find the longest.
+	 */
+	sh->scratch_floats = wals_solve_scratch(&args->params, raw->n);
 	plan_layout(&sh->layout, raw->nusers, raw->nitems, raw->n, f);
 
-	scratch = wals_solve_scratch(&args->params, sh->widest);
-	estimate = estimate_bytes(&sh->layout, raw->n, scratch, args->workers + 1,
+	estimate = estimate_bytes(&sh->layout, raw->n, sh->scratch_floats, args->workers + 1,
 							  args->workers > 0);
 	ereport(NOTICE,
 			(errmsg("training model \"%s\" on %lld ratings (%lld users, %lld items)",
@@ -597,8 +590,7 @@ wals_sweeps_run(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *resul
 	pg_atomic_init_u32(&sh->finished, 0);
 	sh->user_nchunks = cut_chunks(&s->by_user, f, s->user_chunks);
 	sh->item_nchunks = cut_chunks(&s->by_item, f, s->item_chunks);
-	s->scratch = MemoryContextAllocHuge(CurrentMemoryContext,
-										Max(wals_solve_scratch(&sh->params, sh->widest), 1) * sizeof(float));
+	s->scratch = alloc_scratch(sh);
 
 	launch_workers(s, args, result);
 	iterate(s, args, result);
@@ -635,8 +627,7 @@ wals_parallel_main(dsm_segment *seg, shm_toc *toc)
 				 errmsg("could not map the shared memory of the training")));
 	s.shared = sh;
 	map_sections(&s, (char *) TYPEALIGN(WALS_ALIGN, dsm_segment_address(data_seg)));
-	s.scratch = MemoryContextAllocHuge(CurrentMemoryContext,
-									   Max(wals_solve_scratch(&sh->params, sh->widest), 1) * sizeof(float));
+	s.scratch = alloc_scratch(sh);
 
 	for (;;)
 	{

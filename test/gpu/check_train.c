@@ -116,17 +116,11 @@ check_shape(const Shape *shape)
 	WalsCudaProblem problem;
 	void	   *state = NULL;
 	char		msg[512] = "";
-	int64_t		widest = 0;
 	int			ok = 1;
 
 	make_data(shape, &R, &Rt);
-	for (int64_t r = 0; r < R.nrows; r++)
-		if (R.indptr[r + 1] - R.indptr[r] > widest)
-			widest = R.indptr[r + 1] - R.indptr[r];
-	for (int64_t r = 0; r < Rt.nrows; r++)
-		if (Rt.indptr[r + 1] - Rt.indptr[r] > widest)
-			widest = Rt.indptr[r + 1] - Rt.indptr[r];
-	scratch = malloc(sizeof(float) * (wals_solve_scratch(&params, widest) + 1));
+	/* Every cell bounds the longest row, which is all the scratch needs. */
+	scratch = malloc(sizeof(float) * (wals_solve_scratch(&params, R.indptr[R.nrows]) + 1));
 	for (int64_t r = 0; r < shape->users * f; r++)
 		X[r] = 0.01f * (float) ((r * 7919) % 201 - 100) / 100.0f;
 	for (int64_t r = 0; r < shape->items * f; r++)
