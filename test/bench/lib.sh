@@ -21,10 +21,18 @@ need_python() {
 		python3-numpy python3-scipy
 }
 
-# bench_prepare TOOL...: what every benchmark checks before its data: numpy
-# and scipy, the TOOLs (gen_ratings.py, ...) in TOOLS, pg_virtualenv, and the
+# bench_prepare TOOL...: run from the repository's root, sets the paths every
+# benchmark uses (ROOT, BENCH, CACHE, OUTDIR, TOOLS: WALS_TOOLS or
+# ../shared/tools) and SEED, then checks what they need before their data:
+# numpy and scipy, the TOOLs (gen_ratings.py, ...), pg_virtualenv, and the
 # cache and output folders.
 bench_prepare() {
+	ROOT=$(pwd)
+	BENCH=$ROOT/test/bench
+	CACHE=$BENCH/cache
+	OUTDIR=$BENCH/out
+	TOOLS=${WALS_TOOLS:-$ROOT/../shared/tools}
+	SEED=42
 	need_python
 	for tool in "$@"; do
 		if [ ! -f "$TOOLS/$tool" ]; then

@@ -28,17 +28,11 @@ set -eu
 set -o pipefail
 
 cd "$(dirname "$0")/../.."
-ROOT=$(pwd)
-BENCH=$ROOT/test/bench
-CACHE=$BENCH/cache
-OUTDIR=$BENCH/out
-TOOLS=${WALS_TOOLS:-$ROOT/../shared/tools}
-SEED=42
 
 say() { echo "quality.sh: $*" >&2; }
 
 # shellcheck source=test/bench/lib.sh
-. "$BENCH/lib.sh"
+. test/bench/lib.sh
 
 # --- dependencies -----------------------------------------------------------
 bench_prepare gen_ratings.py ref_wals.py

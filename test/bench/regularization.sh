@@ -19,18 +19,12 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
-ROOT=$(pwd)
-BENCH=$ROOT/test/bench
-CACHE=$BENCH/cache
-OUTDIR=$BENCH/out
-TOOLS=${WALS_TOOLS:-$ROOT/../shared/tools}
-SEED=42
 VALUES=${*:-0.1 30 100 200 300 500 1000}
 
 say() { echo "regularization.sh: $*" >&2; }
 
 # shellcheck source=test/bench/lib.sh
-. "$BENCH/lib.sh"
+. test/bench/lib.sh
 
 bench_prepare gen_ratings.py
 

@@ -25,18 +25,12 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
-ROOT=$(pwd)
-BENCH=$ROOT/test/bench
-CACHE=$BENCH/cache
-OUTDIR=$BENCH/out
-TOOLS=${WALS_TOOLS:-$ROOT/../shared/tools}
-SEED=42
 START=$(date +%s)
 
 say() { echo "train.sh: $*" >&2; }
 
 # shellcheck source=test/bench/lib.sh
-. "$BENCH/lib.sh"
+. test/bench/lib.sh
 
 bench_prepare gen_ratings.py
 
