@@ -116,49 +116,51 @@ usable_gpus(const char **why)
 }
 
 /*
- * Settle args->device before the ratings are read: a GPU asked for where
- * none is usable, or any GPU while this release trains on CPUs only, is an
- * error naming the reason.
+ * Settle a training asked for device 'gpu' before the ratings are read: an
+ * error naming the reason where no GPU is usable.
  */
 void
 wals_device_check(const WalsTrainArgs *args)
 {
 	const char *why = NULL;
 
-	if (args->device != WALS_DEVICE_GPU)
-		return;
-	if (usable_gpus(&why) == 0)
+	if (args->device == WALS_DEVICE_GPU && usable_gpus(&why) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("\"device\" is 'gpu' but no GPU is usable: %s", why),
 				 errhint("Install the NVIDIA driver and build wals where nvcc is found (make install puts wals_cuda.so beside wals.so), or pass device => 'cpu' or 'auto'.")));
-	ereport(ERROR,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("\"device\" is 'gpu' but this release of wals trains on CPUs only"),
-			 errhint("Pass device => 'cpu' or 'auto'.")));
 }
 
 /*
- * The device of an 'auto' or 'cpu' training of nratings ratings.  Below
- * wals.gpu_min_ratings the CPU is faster; above it, auto says in a NOTICE
- * why it still trains on the CPU.
+ * The device of a training of nratings ratings: 'auto' takes a usable GPU
+ * from wals.gpu_min_ratings ratings up, below which the CPU is faster, and
+ * says in a NOTICE why it trains on the CPU when it has none.
  */
 const char *
 wals_device_choose(const WalsTrainArgs *args, int64 nratings)
 {
 	const char *why = NULL;
 
-	if (args->device != WALS_DEVICE_AUTO || nratings < wals_gpu_min_ratings)
+	if (args->device == WALS_DEVICE_GPU)
+		return "gpu";
+	if (args->device == WALS_DEVICE_CPU || nratings < wals_gpu_min_ratings)
 		return "cpu";
 	if (usable_gpus(&why) == 0)
+	{
 		ereport(NOTICE,
 				(errmsg("model \"%s\" trains on the CPU: no GPU is usable: %s",
 						args->model, why)));
-	else
-		ereport(NOTICE,
-				(errmsg("model \"%s\" trains on the CPU: this release of wals has no GPU engine",
-						args->model)));
-	return "cpu";
+		return "cpu";
+	}
+	return "gpu";
+}
+
+/* The engine's functions, once wals_device_check or _choose picked a GPU. */
+const WalsCudaApi *
+wals_cuda_api(void)
+{
+	Assert(loaded);
+	return &cuda;
 }
 
 /* The first "model name" of /proc/cpuinfo, or NULL. */

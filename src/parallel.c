@@ -22,8 +22,6 @@
  */
 #include "postgres.h"
 
-#include <math.h>
-
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "miscadmin.h"
@@ -33,8 +31,6 @@
 #include "storage/condition_variable.h"
 #include "storage/dsm.h"
 #include "storage/shm_toc.h"
-#include "tcop/tcopprot.h"
-#include "utils/backend_status.h"
 #include "utils/memutils.h"
 
 #include "wals.h"
@@ -116,7 +112,6 @@ struct WalsSweeps
 	int64	   *item_chunks;
 	double	   *loss_parts;		/* one per user chunk */
 	float	   *scratch;
-	const char *model;
 };
 
 PGDLLEXPORT void wals_parallel_main(dsm_segment *seg, shm_toc *toc);
@@ -239,7 +234,6 @@ wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
 	double		estimate;
 	char	   *base;
 
-	s->model = args->model;
 	s->shared = sh;
 	ConditionVariableInit(&sh->task_cv);
 	ConditionVariableInit(&sh->done_cv);
@@ -444,35 +438,6 @@ compute_loss(WalsSweeps *s)
 	return loss + wals_reg_rows(params, &s->by_item, s->Y, 0, sh->nitems);
 }
 
-/*
- * Tell other sessions how far the training got: pg_stat_activity shows it
- * in the query column while the training runs.
- */
-static void
-report_progress(WalsSweeps *s, int it, int iterations, const char *phase,
-				const WalsTrainResult *result)
-{
-	char		buf[512];
-
-	if (it == 0)
-		snprintf(buf, sizeof(buf), "wals_train: model \"%s\", iteration 1 of %d, %s",
-				 s->model, iterations, phase);
-	else
-		snprintf(buf, sizeof(buf),
-				 "wals_train: model \"%s\", iteration %d of %d, %s; loss %.6g after iteration %d (%.3f s)",
-				 s->model, it + 1, iterations, phase, result->iteration_loss[it - 1],
-				 it, result->iteration_seconds[it - 1]);
-	pgstat_report_activity(STATE_RUNNING, buf);
-}
-
-static bool
-converged(const WalsTrainArgs *args, double previous, double loss)
-{
-	if (args->tolerance < 0)
-		return false;
-	return (previous - loss) < args->tolerance * fabs(previous);
-}
-
 /* Alternate the half-sweeps until the iterations run out or the loss settles. */
 static void
 iterate(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *result)
@@ -480,33 +445,21 @@ iterate(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *result)
 	WalsShared *sh = s->shared;
 	int			f = args->params.factors;
 
-	result->iteration_loss = palloc(sizeof(double) * args->iterations);
-	result->iteration_seconds = palloc(sizeof(double) * args->iterations);
-
+	wals_iterations_begin(args, result);
 	compute_gram(s->Y, sh->nitems, f, s->GY);
 	for (int it = 0; it < args->iterations; it++)
 	{
 		instr_time	start;
 
 		INSTR_TIME_SET_CURRENT(start);
-		report_progress(s, it, args->iterations, "solving user factors", result);
+		wals_report_progress(args, it, "solving user factors", result);
 		run_task(s, WALS_TASK_SOLVE_USERS, (uint32) sh->user_nchunks);
 		compute_gram(s->X, sh->nusers, f, s->GX);
-		report_progress(s, it, args->iterations, "solving item factors", result);
+		wals_report_progress(args, it, "solving item factors", result);
 		run_task(s, WALS_TASK_SOLVE_ITEMS, (uint32) sh->item_nchunks);
 		compute_gram(s->Y, sh->nitems, f, s->GY);
-		report_progress(s, it, args->iterations, "computing the loss", result);
-
-		result->loss = compute_loss(s);
-		result->iteration_loss[it] = result->loss;
-		result->iteration_seconds[it] = wals_seconds_since(start);
-		result->iterations = it + 1;
-		ereport(NOTICE,
-				(errmsg("model \"%s\" iteration %d of %d", args->model, it + 1, args->iterations),
-				 errdetail("Loss %.6g after %.3f s.", result->loss,
-						   result->iteration_seconds[it])));
-
-		if (it > 0 && converged(args, result->iteration_loss[it - 1], result->loss))
+		wals_report_progress(args, it, "computing the loss", result);
+		if (wals_iteration_done(args, result, it, compute_loss(s), wals_seconds_since(start)))
 			break;
 	}
 }
@@ -595,9 +548,7 @@ wals_sweeps_run(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *resul
 	launch_workers(s, args, result);
 	iterate(s, args, result);
 	stop_workers(s);
-
-	if (debug_query_string != NULL)
-		pgstat_report_activity(STATE_RUNNING, debug_query_string);
+	wals_report_progress_end();
 }
 
 /* Release the training's memory; the factors must have been stored. */

@@ -121,7 +121,11 @@ wals_train(PG_FUNCTION_ARGS)
 	X = wals_sweeps_user_factors(sweeps);
 	Y = wals_sweeps_item_factors(sweeps);
 	init_factors(&args, &data, X, Y);
-	wals_sweeps_run(sweeps, &args, &result);
+	if (strcmp(result.device, "gpu") != 0 || !wals_gpu_train(&args, &data, X, Y, &result))
+	{
+		result.device = "cpu";
+		wals_sweeps_run(sweeps, &args, &result);
+	}
 	result.train_s = wals_seconds_since(phase);
 
 	wals_store_model(&args, &data, X, Y, &result);

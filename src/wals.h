@@ -173,8 +173,26 @@ extern void wals_sweeps_run(WalsSweeps *s, const WalsTrainArgs *args,
 extern void wals_sweeps_end(WalsSweeps *s);
 
 /* gpu.c */
+struct WalsCudaApi;
 extern void wals_device_check(const WalsTrainArgs *args);
 extern const char *wals_device_choose(const WalsTrainArgs *args, int64 nratings);
+extern const struct WalsCudaApi *wals_cuda_api(void);
+
+/*
+ * gpu_train.c: train on the CUDA engine from the initialised X and Y, which
+ * receive the result.  False when device 'auto' could not start the engine
+ * (a NOTICE says why) and the CPU should train instead.
+ */
+extern bool wals_gpu_train(const WalsTrainArgs *args, const WalsData *data,
+						   float *X, float *Y, WalsTrainResult *result);
+
+/* progress.c */
+extern void wals_report_progress(const WalsTrainArgs *args, int it, const char *phase,
+								 const WalsTrainResult *result);
+extern void wals_report_progress_end(void);
+extern void wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result);
+extern bool wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result,
+								int it, double loss, double seconds);
 
 /* memory.c */
 extern char *wals_pretty_bytes(double bytes);

@@ -43,6 +43,13 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/wals_tap.XXXXXX")
 cp -R "$here/t" "$tmp/t"
+# The host stand-in for the CUDA engine (make gpu-check builds it), copied
+# where the server's user can read it.
+engine=""
+if [ -f "$here/gpu/host_engine.so" ]; then
+	cp "$here/gpu/host_engine.so" "$tmp/host_engine.so"
+	engine="$tmp/host_engine.so"
+fi
 if [ "$(id -u)" -eq 0 ]; then
 	if ! id "$run_user" >/dev/null 2>&1; then
 		echo "run_tap.sh: user \"$run_user\" does not exist; set WALS_TAP_USER to an unprivileged user" >&2
@@ -67,6 +74,7 @@ cd "$tmp"
 set +e
 # shellcheck disable=SC2086  # $as_user and $tests are word lists
 $as_user env PATH="$bindir:$PATH" HOME="$tmp" TESTDIR="$tmp" PG_REGRESS="$pg_regress" \
+	WALS_HOST_ENGINE="$engine" \
 	prove -I "$perl_lib" $tests 2>&1 | tee "$tmp/prove.out"
 status=$(sed -n 's/^Result: //p' "$tmp/prove.out")
 set -e

@@ -1,0 +1,76 @@
+/*
+ * progress.c
+ *	  What a training says as it goes, on any device: the per-iteration
+ *	  NOTICE and log, the early stop, and the progress text that other
+ *	  sessions see in pg_stat_activity.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "pgstat.h"
+#include "tcop/tcopprot.h"
+#include "utils/backend_status.h"
+
+#include "wals.h"
+
+/*
+ * Tell other sessions how far the training got: pg_stat_activity shows it
+ * in the query column while the training runs.
+ */
+void
+wals_report_progress(const WalsTrainArgs *args, int it, const char *phase,
+					 const WalsTrainResult *result)
+{
+	char		buf[512];
+
+	if (it == 0)
+		snprintf(buf, sizeof(buf), "wals_train: model \"%s\", iteration 1 of %d, %s",
+				 args->model, args->iterations, phase);
+	else
+		snprintf(buf, sizeof(buf),
+				 "wals_train: model \"%s\", iteration %d of %d, %s; loss %.6g after iteration %d (%.3f s)",
+				 args->model, it + 1, args->iterations, phase, result->iteration_loss[it - 1],
+				 it, result->iteration_seconds[it - 1]);
+	pgstat_report_activity(STATE_RUNNING, buf);
+}
+
+/* Put the statement back in pg_stat_activity once the sweeps are over. */
+void
+wals_report_progress_end(void)
+{
+	if (debug_query_string != NULL)
+		pgstat_report_activity(STATE_RUNNING, debug_query_string);
+}
+
+/* Room for the per-iteration log of result. */
+void
+wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result)
+{
+	result->iterations = 0;
+	result->iteration_loss = palloc(sizeof(double) * args->iterations);
+	result->iteration_seconds = palloc(sizeof(double) * args->iterations);
+}
+
+/*
+ * Record iteration it (from 0) with its loss and duration, say so in a
+ * NOTICE, and return true when the training should stop early: the loss
+ * improved by less than the tolerance, relative to the previous one.
+ */
+bool
+wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
+					double loss, double seconds)
+{
+	result->loss = loss;
+	result->iteration_loss[it] = loss;
+	result->iteration_seconds[it] = seconds;
+	result->iterations = it + 1;
+	ereport(NOTICE,
+			(errmsg("model \"%s\" iteration %d of %d", args->model, it + 1, args->iterations),
+			 errdetail("Loss %.6g after %.3f s.", loss, seconds)));
+
+	if (it == 0 || args->tolerance < 0)
+		return false;
+	return (result->iteration_loss[it - 1] - loss) <
+		args->tolerance * fabs(result->iteration_loss[it - 1]);
+}

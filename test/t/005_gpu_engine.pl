@@ -1,0 +1,183 @@
+
+# The server's side of GPU training, driven through test/gpu/host_engine.so,
+# a stand-in for wals_cuda.so that fills the same table of functions with
+# the solvers of src/core on the host: the device is chosen as the settings
+# say, the model equals the CPU's, the summary and catalog record the device,
+# an engine that fails or runs out of memory leaves the previous model and
+# frees its memory, and a cancel stops a training between iterations.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $engine = $ENV{WALS_HOST_ENGINE};
+plan skip_all => 'WALS_HOST_ENGINE is not set (run_tap.sh sets it after make gpu-check)'
+  unless defined $engine && -r $engine;
+
+my $node = PostgreSQL::Test::Cluster->new('main');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+client_min_messages = warning
+wals.cuda_library = '$engine'
+});
+$node->start;
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION wals;
+CREATE TABLE ratings AS
+  SELECT u AS user_id, (u * 7 + g * 13) % 300 + 1 AS item_id, 1 + (u + g) % 5 AS rating
+  FROM generate_series(1, 1500) u, generate_series(1, 12) g;
+ANALYZE ratings;
+});
+
+sub train
+{
+	my ($model, $args, %opts) = @_;
+	$args = "iterations => 4, $args" unless $args =~ /iterations/;
+	return $node->psql(
+		'postgres', qq{SET client_min_messages = notice;
+		  SELECT device, iterations, loss FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+		    model => '$model', factors => 8, $args)},
+		%opts);
+}
+
+sub gpu_memory_free
+{
+	my ($session) = @_;
+	my $sql = q{SELECT memory_free = memory_total FROM wals_devices() WHERE device = 'gpu0'};
+	return ref($session) ? $session->query_safe($sql) : $node->safe_psql('postgres', $sql);
+}
+
+like(
+	$node->safe_psql('postgres',
+		q{SELECT device, usable, name, reason IS NULL FROM wals_devices() WHERE device <> 'cpu'}),
+	qr/^gpu0\|t\|wals host engine \(test double\)\|t$/,
+	'wals_devices() lists the engine\'s device');
+
+# ---------------------------------------------------------------------------
+# The same model on both devices, both solvers.
+for my $solver ('cg', 'cholesky')
+{
+	my ($ret, $cpu, $stderr) = train("c_$solver", "solver => '$solver', device => 'cpu', workers => 0");
+	is($ret, 0, "$solver on the CPU") or diag($stderr);
+	($ret, my $gpu, $stderr) = train("g_$solver", "solver => '$solver', device => 'gpu'");
+	is($ret, 0, "$solver on the GPU engine") or diag($stderr);
+	like($gpu, qr/^gpu\|4\|/, "$solver: the summary row says gpu");
+	like($stderr, qr/NOTICE:  model "g_$solver" iteration 4 of 4/,
+		"$solver: a NOTICE for every iteration");
+	like($stderr, qr/NOTICE:  model "g_$solver" trained on the GPU\nDETAIL:  Uploaded in [0-9.]+ s, downloaded in [0-9.]+ s\./,
+		"$solver: a NOTICE with the upload and download times");
+	my ($cpu_loss) = $cpu =~ /\|([^|]+)$/;
+	my ($gpu_loss) = $gpu =~ /\|([^|]+)$/;
+	cmp_ok(abs($gpu_loss - $cpu_loss) / $cpu_loss, '<', 1e-6,
+		"$solver: the same loss on both devices ($gpu_loss, $cpu_loss)");
+	is( $node->safe_psql(
+			'postgres', qq{
+SELECT max(abs(c - g)) < 1e-4
+FROM c_${solver}_item_factors a JOIN g_${solver}_item_factors b USING (item_id),
+     unnest(a.factors, b.factors) AS t(c, g)}),
+		't', "$solver: the same item factors on both devices");
+	is( $node->safe_psql(
+			'postgres', qq{
+SELECT string_agg(device || ':' || iterations, ',' ORDER BY name) FROM wals_models
+WHERE name IN ('c_$solver', 'g_$solver')}),
+		'cpu:4,gpu:4', "$solver: wals_models records the device");
+}
+is( $node->safe_psql(
+		'postgres', q{
+SELECT count(*) FROM wals_recommend(7, 5, 'c_cg') c FULL JOIN wals_recommend(7, 5, 'g_cg') g
+  USING (item_id) WHERE c.item_id IS NULL OR g.item_id IS NULL}),
+	'0', 'the same recommendations from both devices');
+
+# ---------------------------------------------------------------------------
+# auto takes the GPU from wals.gpu_min_ratings ratings up.
+my ($ret, $stdout, $stderr) =
+  train('a', "device => 'auto'");
+like($stdout, qr/^cpu\|/, 'auto below wals.gpu_min_ratings trains on the CPU');
+unlike($stderr, qr/trains on the CPU/, 'auto below the threshold says nothing of the GPU');
+($ret, $stdout, $stderr) = $node->psql(
+	'postgres', q{SET wals.gpu_min_ratings = 1000; SET wals.device = 'auto';
+	  SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+	    model => 'a', factors => 8, iterations => 2)});
+is($stdout, 'gpu', 'auto from wals.gpu_min_ratings ratings up trains on the GPU');
+
+# The tolerance stops a GPU training as it stops a CPU one.
+($ret, $stdout, $stderr) = train('t', "device => 'gpu', tolerance => 0.5, iterations => 50");
+like($stdout, qr/^gpu\|([2-9]|[1-4][0-9])\|/, 'tolerance stops a GPU training early')
+  or diag($stderr);
+is(gpu_memory_free(), 't', 'the device memory is free after the trainings');
+
+my $before = $node->safe_psql('postgres',
+	q{SELECT version, loss FROM wals_models WHERE name = 'g_cg'});
+
+# ---------------------------------------------------------------------------
+# An engine that fails in the third iteration.
+$ENV{WALS_HOST_ENGINE_FAIL_AT} = 3;
+$node->restart;
+($ret, $stdout, $stderr) = $node->psql(
+	'postgres', q{SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+	    model => 'g_cg', factors => 8, iterations => 4, device => 'gpu');
+	  SELECT memory_free = memory_total FROM wals_devices() WHERE device = 'gpu0'},
+	on_error_stop => 0);
+like($stderr, qr/ERROR:  the GPU engine failed in iteration 3 of model "g_cg": injected failure in iteration 3/,
+	'a failing engine is an error naming the iteration and the reason');
+is($stdout, 't', 'the failed training freed the device memory');
+is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE name = 'g_cg'}),
+	$before, 'the previous model survives a failing engine');
+delete $ENV{WALS_HOST_ENGINE_FAIL_AT};
+
+# ---------------------------------------------------------------------------
+# A device too small for the training.
+$ENV{WALS_HOST_ENGINE_MEMORY} = 10000;
+$node->restart;
+($ret, $stdout, $stderr) = train('g_cg', "device => 'gpu'");
+like($stderr, qr/ERROR:  the GPU engine could not start training model "g_cg": out of device memory/,
+	'device gpu on a device too small is an error');
+like($stderr, qr/HINT:  Pass device => 'auto'/, 'with a hint');
+($ret, $stdout, $stderr) = $node->psql(
+	'postgres', q{SET client_min_messages = notice; SET wals.gpu_min_ratings = 1;
+	  SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+	    model => 'small', factors => 8, iterations => 2, device => 'auto')});
+is($stdout, 'cpu', 'auto on a device too small trains on the CPU');
+like($stderr, qr/NOTICE:  model "small" trains on the CPU: the GPU engine could not start: out of device memory/,
+	'and says why');
+is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE name = 'g_cg'}),
+	$before, 'the previous model survives a device too small');
+delete $ENV{WALS_HOST_ENGINE_MEMORY};
+
+# ---------------------------------------------------------------------------
+# A cancel between iterations frees the device memory.
+$ENV{WALS_HOST_ENGINE_DELAY_MS} = 200;
+$node->restart;
+my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 120);
+my $pid = $bg->query_safe('SELECT pg_backend_pid()');
+$bg->query_until(qr/starting/, q{\echo starting
+SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+  model => 'g_cg', factors => 8, iterations => 1000, device => 'gpu');
+});
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT query LIKE 'wals_train: model "g_cg", iteration 3 of 1000, sweeping on the GPU; loss % after iteration 2 (%'
+		  FROM pg_stat_activity WHERE pid = $pid}),
+	'pg_stat_activity shows the GPU training\'s progress');
+my $start = time;
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+my $seen = eval {
+	pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+		qr/canceling statement due to user request/);
+};
+my $elapsed = time - $start;
+ok($seen, 'the GPU training ends on a cancel') or diag("stderr: $bg->{stderr}; $@");
+note("the cancelled GPU training ended after $elapsed s");
+$bg->{stderr} = '';
+is(gpu_memory_free($bg), 't', 'the cancelled training freed the device memory');
+$bg->quit;
+is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE name = 'g_cg'}),
+	$before, 'the previous model survives a cancel');
+
+$node->stop;
+done_testing();
