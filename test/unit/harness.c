@@ -411,6 +411,7 @@ main(void)
 	test_gram();
 	test_solve();
 	test_loss();
+	test_metrics();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
 }

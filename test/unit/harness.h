@@ -101,5 +101,6 @@ extern void test_topk(void);
 extern void test_gram(void);
 extern void test_solve(void);
 extern void test_loss(void);
+extern void test_metrics(void);
 
 #endif							/* WALS_HARNESS_H */

@@ -1,0 +1,387 @@
+/*
+ * metrics.c
+ *	  Ranking metrics at k, AUC and RMSE of held-out ratings, one user at a
+ *	  time (definitions in wals_metrics.h).
+ *
+ * The top k comes from wals_topk_select, so that the evaluation ranks
+ * exactly as wals_recommend serves: same skip of training items, same ties,
+ * same treatment of NaN.
+ *
+ * AUC over all (relevant, non-relevant) pairs would cost
+ * |relevant| x nitems per user, which a user with thousands of held-out
+ * items makes quadratic.  Instead the relevant scores are sorted once, in
+ * the caller's scratch, and each non-relevant eligible item finds by two
+ * binary searches how many relevant scores lie above it and how many equal
+ * it.  The count of wins is kept doubled in an integer, so ties add exactly
+ * 1 and the fraction is rounded once, at the end.
+ */
+#include <math.h>
+
+#include "wals_metrics.h"
+
+/*
+ * The order NaN-lowest: a strict weak order, unlike < on floats, so that
+ * sorting and searching scores that may be NaN stay well defined.
+ */
+static inline int
+below(float a, float b)
+{
+	return a < b || (isnan(a) && !isnan(b));
+}
+
+static void
+sift_down(float *v, int64_t i, int64_t n)
+{
+	for (;;)
+	{
+		int64_t		l = 2 * i + 1;
+		int64_t		m = i;
+		float		t;
+
+		if (l < n && below(v[m], v[l]))
+			m = l;
+		if (l + 1 < n && below(v[m], v[l + 1]))
+			m = l + 1;
+		if (m == i)
+			return;
+		t = v[i];
+		v[i] = v[m];
+		v[m] = t;
+		i = m;
+	}
+}
+
+/*
+ * Ascending heapsort: in place and without allocation, which qsort does
+ * not promise, and O(n log n) whatever the input.
+ */
+static void
+sort_scores(float *v, int64_t n)
+{
+	int64_t		i;
+
+	for (i = n / 2; i > 0; i--)
+		sift_down(v, i - 1, n);
+	for (i = n - 1; i > 0; i--)
+	{
+		float		t = v[0];
+
+		v[0] = v[i];
+		v[i] = t;
+		sift_down(v, 0, i);
+	}
+}
+
+/* Entries of sorted v[0..n) below s. */
+static int64_t
+count_below(const float *v, int64_t n, float s)
+{
+	int64_t		lo = 0;
+	int64_t		hi = n;
+
+	while (lo < hi)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+
+		if (below(v[mid], s))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Entries of sorted v[0..n) not above s. */
+static int64_t
+count_not_above(const float *v, int64_t n, float s)
+{
+	int64_t		lo = 0;
+	int64_t		hi = n;
+
+	while (lo < hi)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+
+		if (below(s, v[mid]))
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+static int
+contains(const int32_t *sorted, int64_t n, int32_t x)
+{
+	int64_t		lo = 0;
+	int64_t		hi = n;
+
+	while (lo < hi)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+
+		if (sorted[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && sorted[lo] == x;
+}
+
+/*
+ * The number of distinct indices in idx[0..n), or -1 unless they lie in
+ * [0, nitems) in increasing order, strictly so when strict.
+ */
+static int64_t
+distinct_indices(const int32_t *idx, int64_t n, int64_t nitems, int strict)
+{
+	int64_t		distinct = 0;
+	int64_t		j;
+
+	if (n < 0 || (n > 0 && idx == NULL))
+		return -1;
+	for (j = 0; j < n; j++)
+	{
+		if (idx[j] < 0 || idx[j] >= nitems)
+			return -1;
+		if (j > 0 && (idx[j] < idx[j - 1] || (strict && idx[j] == idx[j - 1])))
+			return -1;
+		if (j == 0 || idx[j] != idx[j - 1])
+			distinct++;
+	}
+	return distinct;
+}
+
+/*
+ * The scores of the relevant items into rel, in test order; returns how
+ * many there are.  Both lists are sorted, so one walk finds the test items
+ * that are training items.
+ */
+static int64_t
+relevant_scores(const float *scores, const int32_t *train, int64_t ntrain,
+				const int32_t *test, int64_t ntest, float *rel)
+{
+	int64_t		t = 0;
+	int64_t		nrel = 0;
+	int64_t		j;
+
+	for (j = 0; j < ntest; j++)
+	{
+		while (t < ntrain && train[t] < test[j])
+			t++;
+		if (t < ntrain && train[t] == test[j])
+			continue;
+		rel[nrel++] = scores[test[j]];
+	}
+	return nrel;
+}
+
+/*
+ * Twice the number of wins of relevant over non-relevant eligible items, a
+ * tie winning half, given the relevant scores sorted by below().  An item
+ * in test but not in train is relevant, so the eligible non-relevant items
+ * are exactly those in neither list.
+ */
+static int64_t
+auc_twice_wins(const float *scores, int64_t nitems,
+			   const int32_t *train, int64_t ntrain,
+			   const int32_t *test, int64_t ntest,
+			   const float *rel, int64_t nrel)
+{
+	int64_t		t = 0;
+	int64_t		s = 0;
+	int64_t		twice = 0;
+	int64_t		j;
+
+	for (j = 0; j < nitems; j++)
+	{
+		int64_t		lower;
+		int64_t		not_above;
+
+		while (t < ntrain && train[t] < j)
+			t++;
+		while (s < ntest && test[s] < j)
+			s++;
+		if ((t < ntrain && train[t] == j) || (s < ntest && test[s] == j))
+			continue;
+		lower = count_below(rel, nrel, scores[j]);
+		not_above = count_not_above(rel, nrel, scores[j]);
+		twice += 2 * (nrel - not_above) + (not_above - lower);
+	}
+	return twice;
+}
+
+static int64_t
+min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * The top-k slots are capped at nitems: wals_topk_select never holds more
+ * entries than there are items, so a large k costs no memory.
+ */
+size_t
+wals_metrics_scratch_size(int64_t nitems, int k)
+{
+	if (k < 1 || nitems < 0)
+		return 0;
+	return (size_t) nitems * sizeof(float) +
+		(size_t) min64(k, nitems) * (sizeof(int32_t) + sizeof(float));
+}
+
+WalsStatus
+wals_metrics_init(WalsMetricsAcc *acc, int k)
+{
+	if (k < 1)
+		return WALS_EINVAL;
+	acc->k = k;
+	acc->users = 0;
+	acc->auc_users = 0;
+	acc->users_without_relevant = 0;
+	acc->test_in_train = 0;
+	acc->precision_sum = 0.0;
+	acc->recall_sum = 0.0;
+	acc->ndcg_sum = 0.0;
+	acc->map_sum = 0.0;
+	acc->auc_sum = 0.0;
+	return WALS_OK;
+}
+
+/*
+ * Scratch layout: the relevant scores (at most nitems), then the top k's
+ * indices and scores.  Every argument is checked before acc is written, so
+ * a refused user leaves the sums as they were.
+ */
+WalsStatus
+wals_metrics_user(WalsMetricsAcc *acc, const float *scores, int64_t nitems,
+				  const int32_t *train, int64_t ntrain,
+				  const int32_t *test, int64_t ntest, void *scratch)
+{
+	int64_t		ktop;
+	float	   *rel;
+	int32_t    *top_idx;
+	float	   *top_score;
+	int64_t		ntrain_distinct;
+	int64_t		nrel;
+	int64_t		nneg;
+	int64_t		m;
+	int			ntop;
+	int			hits = 0;
+	double		dcg = 0.0;
+	double		idcg = 0.0;
+	double		ap = 0.0;
+	int			r;
+
+	if (acc->k < 1 || nitems < 0 || nitems > INT32_MAX ||
+		(nitems > 0 && scores == NULL))
+		return WALS_EINVAL;
+	ntrain_distinct = distinct_indices(train, ntrain, nitems, 0);
+	if (ntrain_distinct < 0 || distinct_indices(test, ntest, nitems, 1) < 0)
+		return WALS_EINVAL;
+
+	rel = scratch;
+	nrel = relevant_scores(scores, train, ntrain, test, ntest, rel);
+	acc->test_in_train += ntest - nrel;
+	if (nrel == 0)
+	{
+		acc->users_without_relevant++;
+		return WALS_OK;
+	}
+
+	ktop = min64(acc->k, nitems);
+	top_idx = (int32_t *) (rel + nitems);
+	top_score = (float *) (top_idx + ktop);
+	ntop = wals_topk_select(scores, nitems, train, ntrain, (int) ktop,
+							top_idx, top_score);
+	m = min64(acc->k, nrel);
+	/* The top k holds no training item, so a test item there is relevant. */
+	for (r = 1; r <= ntop; r++)
+	{
+		if (!contains(test, ntest, top_idx[r - 1]))
+			continue;
+		hits++;
+		dcg += 1.0 / log2(r + 1.0);
+		ap += (double) hits / r;
+	}
+	for (r = 1; r <= m; r++)
+		idcg += 1.0 / log2(r + 1.0);
+
+	acc->users++;
+	acc->precision_sum += (double) hits / acc->k;
+	acc->recall_sum += (double) hits / m;
+	acc->ndcg_sum += dcg / idcg;
+	acc->map_sum += ap / m;
+
+	nneg = nitems - ntrain_distinct - nrel;
+	if (nneg > 0)
+	{
+		sort_scores(rel, nrel);
+		acc->auc_users++;
+		acc->auc_sum += (double) auc_twice_wins(scores, nitems, train, ntrain,
+												test, ntest, rel, nrel) /
+			(2.0 * (double) nrel * (double) nneg);
+	}
+	return WALS_OK;
+}
+
+static double
+mean(double sum, int64_t n)
+{
+	return n > 0 ? sum / (double) n : NAN;
+}
+
+void
+wals_metrics_finish(const WalsMetricsAcc *acc, WalsMetrics *out)
+{
+	out->precision = mean(acc->precision_sum, acc->users);
+	out->recall = mean(acc->recall_sum, acc->users);
+	out->ndcg = mean(acc->ndcg_sum, acc->users);
+	out->map = mean(acc->map_sum, acc->users);
+	out->auc = mean(acc->auc_sum, acc->auc_users);
+	out->users = acc->users;
+	out->auc_users = acc->auc_users;
+	out->users_without_relevant = acc->users_without_relevant;
+	out->test_in_train = acc->test_in_train;
+}
+
+void
+wals_rmse_init(WalsRmseAcc *acc)
+{
+	acc->sse = 0.0;
+	acc->cells = 0;
+}
+
+/* Two passes: the first refuses bad input before any sum is touched. */
+WalsStatus
+wals_rmse_user(WalsRmseAcc *acc, const float *scores, int64_t nitems,
+			   const int32_t *test, const float *ratings, int64_t ntest)
+{
+	double		sse = 0.0;
+	int64_t		j;
+
+	if (ntest < 0 || (ntest > 0 && (scores == NULL || test == NULL ||
+									ratings == NULL)))
+		return WALS_EINVAL;
+	for (j = 0; j < ntest; j++)
+		if (test[j] < 0 || test[j] >= nitems)
+			return WALS_EINVAL;
+	for (j = 0; j < ntest; j++)
+		if (!isfinite(ratings[j]) || !isfinite(scores[test[j]]))
+			return WALS_ENONFINITE;
+	for (j = 0; j < ntest; j++)
+	{
+		double		e = (double) ratings[j] - scores[test[j]];
+
+		sse += e * e;
+	}
+	acc->sse += sse;
+	acc->cells += ntest;
+	return WALS_OK;
+}
+
+double
+wals_rmse_finish(const WalsRmseAcc *acc)
+{
+	return acc->cells > 0 ? sqrt(acc->sse / (double) acc->cells) : NAN;
+}

@@ -1,0 +1,141 @@
+/*
+ * wals_metrics.h
+ *	  Held-out evaluation of a model, for wals_evaluate: ranking metrics at
+ *	  k, AUC and the RMSE of explicit models, without PostgreSQL.
+ *
+ * The caller scores one test user at a time over every item (scores[i] is
+ * the user's score of item i, indexed like the model's item matrix), passes
+ * the user's training items and test items as sorted item indices, and
+ * accumulates over users; the finish functions turn the sums into means.
+ * The accumulators hold plain sums and counts, so the caller may also add
+ * up the fields of accumulators filled over disjoint sets of users.
+ *
+ * Definitions, per user:
+ *
+ *	  eligible   every item except the user's training items, which can
+ *	             never be recommended.
+ *	  relevant   the test items that are eligible.  A test item that is also
+ *	             a training item is dropped: it could never be a hit, and
+ *	             keeping it would only lower recall and ndcg by an amount that
+ *	             depends on how the data were split.  Such items are counted
+ *	             in test_in_train.  (ref_wals.py keeps them in its
+ *	             denominators; its "precision@10", hits / min(10, |relevant|),
+ *	             is our recall@10 on splits where no test item is in
+ *	             training.)
+ *	  ranking    the eligible items by score, highest first, ties to the
+ *	             lower index, as wals_topk_select and wals_recommend order
+ *	             them.  A NaN score ranks below every other score, -Inf
+ *	             included; since wals_topk_select never returns a NaN score,
+ *	             an item scored NaN is never a hit, and the top k may hold
+ *	             fewer than k items.
+ *	  m          min(k, |relevant|), the most hits the user can have.
+ *	  hit        a relevant item among the first k of the ranking; rank r
+ *	             counts from 1.
+ *
+ *	  precision@k = hits / k, k even when fewer than k items are eligible
+ *	  recall@k    = hits / m (so 1 is reachable whatever |relevant| is, as in
+ *	                the iALS benchmarks of Rendle et al.)
+ *	  ndcg@k      = DCG / IDCG with binary gains: DCG = sum over hits of
+ *	                1 / log2(r + 1), IDCG = the same sum over r = 1 .. m
+ *	  map@k       = (1 / m) sum over hits of precision@r, that is
+ *	                (hits within ranks 1 .. r) / r at the hit's rank r
+ *	  auc         = over the pairs (p, q) of a relevant item p and an eligible
+ *	                item q that is not relevant, the fraction where p scores
+ *	                higher than q, a tie counting 1/2; NaN is below every
+ *	                other score and equal to NaN.  Undefined for a user whose
+ *	                eligible items are all relevant.
+ *
+ * A user with no relevant item is not evaluated (users_without_relevant
+ * counts them).  precision, recall, ndcg and map are means over the users
+ * evaluated, auc the mean over those of them with at least one eligible item
+ * that is not relevant (auc_users).
+ *
+ * rmse = sqrt(mean over every test cell of (rating - score)^2), pooled over
+ * the cells of all users rather than averaged per user, so that it is the
+ * RMSE of the whole test set as ref_wals.py and Spark compute it.  Every test
+ * cell counts, those also in training included: a rating prediction is
+ * defined wherever the model has both factors.  Meaningful for explicit
+ * models, whose scores predict ratings.
+ */
+#ifndef WALS_METRICS_H
+#define WALS_METRICS_H
+
+#include "wals_core.h"
+
+/* Sums over the users evaluated so far; wals_metrics_user writes them. */
+typedef struct WalsMetricsAcc
+{
+	int			k;
+	int64_t		users;			/* users with at least one relevant item */
+	int64_t		auc_users;		/* of them, those with an eligible item that
+								 * is not relevant */
+	int64_t		users_without_relevant;
+	int64_t		test_in_train;	/* test items dropped as training items */
+	double		precision_sum;
+	double		recall_sum;
+	double		ndcg_sum;
+	double		map_sum;
+	double		auc_sum;
+} WalsMetricsAcc;
+
+/* The means; NaN where no user counts towards one. */
+typedef struct WalsMetrics
+{
+	double		precision;
+	double		recall;
+	double		ndcg;
+	double		map;
+	double		auc;
+	int64_t		users;
+	int64_t		auc_users;
+	int64_t		users_without_relevant;
+	int64_t		test_in_train;
+} WalsMetrics;
+
+/* Sums over the test cells seen so far; wals_rmse_user writes them. */
+typedef struct WalsRmseAcc
+{
+	double		sse;			/* sum of (rating - score)^2 */
+	int64_t		cells;
+} WalsRmseAcc;
+
+/*
+ * Bytes of scratch wals_metrics_user needs for users of nitems items at
+ * this k, aligned as malloc aligns; 0 for a k below 1 or a negative nitems,
+ * which it refuses.  One buffer serves every user of an evaluation.
+ */
+extern size_t wals_metrics_scratch_size(int64_t nitems, int k);
+
+/* An empty accumulator for metrics at k; WALS_EINVAL for k < 1. */
+extern WalsStatus wals_metrics_init(WalsMetricsAcc *acc, int k);
+
+/*
+ * Add one user: scores[0..nitems), the training items train[0..ntrain)
+ * (increasing, repeats allowed) and the test items test[0..ntest) (strictly
+ * increasing).  WALS_EINVAL, with acc unchanged, for nitems outside
+ * [0, INT32_MAX], an index outside [0, nitems) or indices out of order.
+ * Costs O(nitems log k + (nitems + |relevant|) log |relevant|).
+ */
+extern WalsStatus wals_metrics_user(WalsMetricsAcc *acc, const float *scores,
+									int64_t nitems, const int32_t *train,
+									int64_t ntrain, const int32_t *test,
+									int64_t ntest, void *scratch);
+
+extern void wals_metrics_finish(const WalsMetricsAcc *acc, WalsMetrics *out);
+
+extern void wals_rmse_init(WalsRmseAcc *acc);
+
+/*
+ * Add one user's test cells: item test[j] rated ratings[j], for j < ntest,
+ * in any order.  WALS_EINVAL for an index outside [0, nitems),
+ * WALS_ENONFINITE for a rating or a score of a test item that is NaN or
+ * infinite; either leaves acc unchanged.
+ */
+extern WalsStatus wals_rmse_user(WalsRmseAcc *acc, const float *scores,
+								 int64_t nitems, const int32_t *test,
+								 const float *ratings, int64_t ntest);
+
+/* The pooled RMSE; NaN when no cell was added. */
+extern double wals_rmse_finish(const WalsRmseAcc *acc);
+
+#endif							/* WALS_METRICS_H */
