@@ -257,6 +257,24 @@ extern double wals_reg_rows(const WalsParams *params, const WalsCsr *Rt,
 extern double wals_loss_unobserved(const WalsParams *params,
 								   const float *GX, const float *GY);
 
+/* ---------- explanations (explain.c) ---------- */
+
+/* Doubles of scratch wals_explain_row needs at f factors. */
+extern size_t wals_explain_scratch(int f);
+
+/*
+ * The score of an item y_i for the user whose n rated cells are idx/val
+ * (merged ratings, as in a CSR row), split into one term per cell:
+ * contrib[j] = c_j p_j (A^-1 y_i) . y_idx[j], A being the user's exact
+ * system against Y with Gram G (see wals_solve_rows).  The terms add up to
+ * y_i . x for the x that system solves.  WALS_ESINGULAR when A is not
+ * positive definite.
+ */
+extern WalsStatus wals_explain_row(const WalsParams *params, const float *G,
+								   const float *Y, const int32_t *idx,
+								   const float *val, int64_t n, const float *yi,
+								   float *contrib, double *scratch);
+
 /* ---------- top-k (topk.c) ---------- */
 
 /*

@@ -412,6 +412,8 @@ main(void)
 	test_solve();
 	test_loss();
 	test_metrics();
+	test_explain();
+	test_explain_by_hand();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
 }

@@ -102,5 +102,7 @@ extern void test_gram(void);
 extern void test_solve(void);
 extern void test_loss(void);
 extern void test_metrics(void);
+extern void test_explain(void);
+extern void test_explain_by_hand(void);
 
 #endif							/* WALS_HARNESS_H */
