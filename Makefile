@@ -49,13 +49,13 @@ NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin
 CUDA_LIB = $(abspath $(dir $(NVCC))../lib64)
 # Native code for Hopper, and PTX that newer devices compile at load.
 NVCC_ARCH = -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-GPU_SRCS = gpu/device.cu gpu/train.cu
+GPU_SRCS = gpu/device.cu gpu/train.cu gpu/cholesky.cu
 ifneq ($(NVCC),)
 GPU_LIB = gpu/wals_cuda$(DLSUFFIX)
 all: $(GPU_LIB)
 $(GPU_LIB): $(GPU_SRCS) gpu/wals_cuda.h
 	$(NVCC) -O2 $(NVCC_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -shared -Igpu -o $@ $(GPU_SRCS) \
-		-L$(CUDA_LIB) -Xlinker -rpath,$(CUDA_LIB) -lcublas
+		-L$(CUDA_LIB) -Xlinker -rpath,$(CUDA_LIB) -lcublas -lcusolver
 install: install-gpu
 .PHONY: install-gpu
 install-gpu: $(GPU_LIB)

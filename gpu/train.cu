@@ -13,11 +13,13 @@
  * threads share the f-vectors of the row in shared memory, and each warp
  * takes cells of the row in turn for the dot products y_i.v, so that a
  * popular item with 100k ratings is one long block rather than a lane of
- * one.
+ * one.  The Cholesky solver (cholesky.cu) solves the same systems exactly,
+ * forming them a batch of rows at a time.
  */
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -28,6 +30,18 @@
 #define WALS_CUDA_THREADS	128
 #define WALS_CUDA_WARPS		(WALS_CUDA_THREADS / 32)
 #define WALS_CUDA_CG_TINY	1e-20f
+
+/* cholesky.cu */
+struct CholeskySolver;
+size_t		wals_cuda_cholesky_bytes(int f, long long rows);
+long long	wals_cuda_cholesky_rows(int f, long long most, size_t spare);
+int			wals_cuda_cholesky_begin(const WalsCudaProblem *p, long long rows,
+									 CholeskySolver **out, char *msg, size_t msglen);
+int			wals_cuda_cholesky_solve(CholeskySolver *c, long long nrows,
+									 const long long *indptr, const int *indices,
+									 const float *values, const float *Y, const float *G,
+									 float *X, const char *what, char *msg, size_t msglen);
+void		wals_cuda_cholesky_end(CholeskySolver *c);
 
 /* The per-row weights of src/core's wals_cell_weights. */
 struct Weights
@@ -331,6 +345,7 @@ struct Training
 	float	   *GY;
 	double	   *parts;
 	unsigned long long *bad;
+	CholeskySolver *cholesky;	/* with the Cholesky solver only */
 	std::vector<double> host_parts;
 };
 
@@ -390,6 +405,7 @@ release(Training *t)
 	cudaFree(t->GY);
 	cudaFree(t->parts);
 	cudaFree(t->bad);
+	wals_cuda_cholesky_end(t->cholesky);
 	if (t->blas != NULL)
 		cublasDestroy(t->blas);
 	delete t;
@@ -418,6 +434,9 @@ half_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, floa
 
 	if (R->nrows == 0)
 		return 0;
+	if (t->cholesky != NULL)
+		return wals_cuda_cholesky_solve(t->cholesky, R->nrows, R->indptr, R->indices,
+										R->values, Y, G, X, what, msg, msglen);
 	CUDA_TRY(cudaMemset(t->bad, 0, sizeof(*t->bad)), what);
 	cg_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS, shared>>>(
 		t->weights, t->prob.feedback != 0, t->prob.cg_steps, R->indptr, R->indices,
@@ -475,8 +494,9 @@ unobserved(Training *t, double *total, char *msg, size_t msglen)
 
 /*
  * Device memory of a training: both matrices, both factor matrices, the two
- * Grams and the per-row loss, checked against what is free before anything
- * is uploaded.
+ * Grams, the per-row loss and, for the Cholesky solver, one row's system
+ * (the batch grows into what is left), checked against what is free before
+ * anything is uploaded.
  */
 static size_t
 needed_bytes(const WalsCudaProblem *p)
@@ -485,9 +505,12 @@ needed_bytes(const WalsCudaProblem *p)
 	size_t		rows = (size_t) (p->nusers + p->nitems);
 	size_t		most = (size_t) (p->nusers > p->nitems ? p->nusers : p->nitems);
 	size_t		f = (size_t) p->factors;
+	size_t		cholesky = p->solver == WALS_CUDA_CHOLESKY ?
+		wals_cuda_cholesky_bytes(p->factors, 1) : 0;
 
 	return 2 * nnz * (sizeof(int) + sizeof(float)) + (rows + 2) * sizeof(long long) +
-		rows * f * sizeof(float) + 2 * f * f * sizeof(float) + most * sizeof(double);
+		rows * f * sizeof(float) + 2 * f * f * sizeof(float) + most * sizeof(double) +
+		cholesky;
 }
 
 static int
@@ -498,12 +521,14 @@ train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
 	size_t		xs = sizeof(float) * (size_t) p->nusers * f;
 	size_t		ys = sizeof(float) * (size_t) p->nitems * f;
 	long long	most = p->nusers > p->nitems ? p->nusers : p->nitems;
+	long long	batch = 0;
 	int			rc;
 
 	*state = NULL;
 	if (t == NULL)
 		return fail(msg, msglen, "starting a GPU training", "out of host memory");
-	if (f < 1 || f > 1024 || p->solver != WALS_CUDA_CG)
+	if (f < 1 || f > 1024 ||
+		(p->solver != WALS_CUDA_CG && p->solver != WALS_CUDA_CHOLESKY))
 	{
 		delete t;
 		return fail(msg, msglen, "starting a GPU training", "unsupported factors or solver");
@@ -522,6 +547,8 @@ train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
 			delete t;
 			return fail(msg, msglen, "starting a GPU training", why);
 		}
+		if (p->solver == WALS_CUDA_CHOLESKY)
+			batch = wals_cuda_cholesky_rows(f, most, free_bytes - need);
 	}
 	t->prob = *p;
 	t->weights.implicit = p->feedback == 0;
@@ -550,6 +577,8 @@ train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
 			CUDA_TRY(cudaMemcpy(t->Y, p->Y, ys, cudaMemcpyHostToDevice), "uploading the factors");
 			return 0;
 		}();
+	if (rc == 0 && p->solver == WALS_CUDA_CHOLESKY)
+		rc = wals_cuda_cholesky_begin(p, batch, &t->cholesky, msg, msglen);
 	if (rc != 0)
 	{
 		release(t);
@@ -560,9 +589,8 @@ train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
 }
 
 static int
-train_iterate(void *state, double *loss, char *msg, size_t msglen)
+iterate(Training *t, double *loss, char *msg, size_t msglen)
 {
-	Training   *t = (Training *) state;
 	double		total = 0.0;
 
 	if (gram(t, t->Y, t->prob.nitems, t->GY, msg, msglen) != 0 ||
@@ -576,6 +604,24 @@ train_iterate(void *state, double *loss, char *msg, size_t msglen)
 		return -1;
 	*loss = total;
 	return 0;
+}
+
+/* The loss's host buffers may throw, and no exception may reach the caller. */
+static int
+train_iterate(void *state, double *loss, char *msg, size_t msglen)
+{
+	try
+	{
+		return iterate((Training *) state, loss, msg, msglen);
+	}
+	catch (const std::bad_alloc &)
+	{
+		return fail(msg, msglen, "training on the GPU", "out of host memory");
+	}
+	catch (...)
+	{
+		return fail(msg, msglen, "training on the GPU", "unexpected C++ exception");
+	}
 }
 
 static int

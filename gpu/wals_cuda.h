@@ -83,8 +83,9 @@ typedef struct WalsCudaApi
 	 * item half-sweep and the exact loss), and end it, downloading the
 	 * factors when X and Y are not NULL and freeing the device memory in
 	 * every case.  Each returns 0, or -1 with msg set; after a failure of
-	 * train_iterate the caller still calls train_end.  Only the CG solver
-	 * is on the device so far.
+	 * train_iterate the caller still calls train_end.  Both solvers run on
+	 * the device; a row whose system is not positive definite (Cholesky)
+	 * or whose solution is not finite fails train_iterate, msg naming it.
 	 */
 	int			(*train_begin) (const WalsCudaProblem *problem, void **state,
 								char *msg, size_t msglen);

@@ -2,13 +2,16 @@
  * check_train.c
  *	  The GPU engine against src/core: from the same starting factors, the
  *	  loss of every iteration must agree within 1e-4 relative, for implicit,
- *	  explicit and weighted models and odd shapes.
+ *	  explicit and weighted models and odd shapes, with each solver (CG and
+ *	  Cholesky); and a system that is not positive definite must fail the
+ *	  iteration naming the row src/core names.
  *
  *	  check_train PATH_TO_wals_cuda.so
  *
  * Where no GPU is usable it says why and skips (exit 0), so that the suite
  * passes on machines without one; the last line is "N passed, N failed".
  */
+#include <ctype.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -81,6 +84,51 @@ make_data(const Shape *shape, WalsCsr *R, WalsCsr *Rt)
 	free(val);
 }
 
+/* The seeded starting factors, the same for both engines. */
+static void
+start_factors(float *X, int64_t users, float *Y, int64_t items, int f)
+{
+	for (int64_t r = 0; r < users * f; r++)
+		X[r] = 0.01f * (float) ((r * 7919) % 201 - 100) / 100.0f;
+	for (int64_t r = 0; r < items * f; r++)
+		Y[r] = 0.01f * (float) ((r * 104729) % 201 - 100) / 100.0f;
+}
+
+/* The engine's view of the training src/core runs with params on R and Rt. */
+static void
+make_problem(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
+			 const float *X, const float *Y, WalsCudaProblem *problem)
+{
+	memset(problem, 0, sizeof(*problem));
+	problem->feedback = params->feedback == WALS_EXPLICIT;
+	problem->solver = params->solver == WALS_CG ? WALS_CUDA_CG : WALS_CUDA_CHOLESKY;
+	problem->factors = params->factors;
+	problem->cg_steps = params->cg_steps;
+	problem->regularization = params->regularization;
+	problem->alpha = params->alpha;
+	problem->w0 = params->w0;
+	problem->nusers = R->nrows;
+	problem->nitems = Rt->nrows;
+	problem->user_indptr = R->indptr;
+	problem->user_indices = R->indices;
+	problem->user_values = R->values;
+	problem->item_indptr = Rt->indptr;
+	problem->item_indices = Rt->indices;
+	problem->item_values = Rt->values;
+	problem->X = X;
+	problem->Y = Y;
+}
+
+static const char *
+solver_name(WalsSolver solver)
+{
+	return solver == WALS_CG ? "CG" : "Cholesky";
+}
+
+/*
+ * The loss after one iteration on the CPU; NaN, which no GPU loss matches,
+ * when a row fails to solve.
+ */
 static double
 cpu_iteration(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
 			  float *X, float *Y, float *GX, float *GY, float *scratch)
@@ -90,10 +138,12 @@ cpu_iteration(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
 
 	memset(GY, 0, sizeof(float) * f * f);
 	wals_gram_rows(Y, 0, Rt->nrows, f, GY);
-	wals_solve_rows(params, R, Y, GY, X, 0, R->nrows, scratch, &bad);
+	if (wals_solve_rows(params, R, Y, GY, X, 0, R->nrows, scratch, &bad) != WALS_OK)
+		return NAN;
 	memset(GX, 0, sizeof(float) * f * f);
 	wals_gram_rows(X, 0, R->nrows, f, GX);
-	wals_solve_rows(params, Rt, X, GX, Y, 0, Rt->nrows, scratch, &bad);
+	if (wals_solve_rows(params, Rt, X, GX, Y, 0, Rt->nrows, scratch, &bad) != WALS_OK)
+		return NAN;
 	memset(GY, 0, sizeof(float) * f * f);
 	wals_gram_rows(Y, 0, Rt->nrows, f, GY);
 	return wals_loss_unobserved(params, GX, GY) +
@@ -102,9 +152,9 @@ cpu_iteration(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
 }
 
 static void
-check_shape(const Shape *shape)
+check_shape(const Shape *shape, WalsSolver solver)
 {
-	WalsParams	params = {shape->feedback, WALS_CG, shape->factors, 3, 0.1f, 1.0f, shape->w0};
+	WalsParams	params = {shape->feedback, solver, shape->factors, 3, 0.1f, 1.0f, shape->w0};
 	WalsCsr		R;
 	WalsCsr		Rt;
 	int			f = shape->factors;
@@ -121,32 +171,11 @@ check_shape(const Shape *shape)
 	make_data(shape, &R, &Rt);
 	/* Every cell bounds the longest row, which is all the scratch needs. */
 	scratch = malloc(sizeof(float) * (wals_solve_scratch(&params, R.indptr[R.nrows]) + 1));
-	for (int64_t r = 0; r < shape->users * f; r++)
-		X[r] = 0.01f * (float) ((r * 7919) % 201 - 100) / 100.0f;
-	for (int64_t r = 0; r < shape->items * f; r++)
-		Y[r] = 0.01f * (float) ((r * 104729) % 201 - 100) / 100.0f;
-
-	memset(&problem, 0, sizeof(problem));
-	problem.feedback = shape->feedback == WALS_EXPLICIT;
-	problem.solver = WALS_CUDA_CG;
-	problem.factors = f;
-	problem.cg_steps = params.cg_steps;
-	problem.regularization = params.regularization;
-	problem.alpha = params.alpha;
-	problem.w0 = params.w0;
-	problem.nusers = shape->users;
-	problem.nitems = shape->items;
-	problem.user_indptr = R.indptr;
-	problem.user_indices = R.indices;
-	problem.user_values = R.values;
-	problem.item_indptr = Rt.indptr;
-	problem.item_indices = Rt.indices;
-	problem.item_values = Rt.values;
-	problem.X = X;
-	problem.Y = Y;
+	start_factors(X, shape->users, Y, shape->items, f);
+	make_problem(&params, &R, &Rt, X, Y, &problem);
 	if (cuda.train_begin(&problem, &state, msg, sizeof(msg)) != 0)
 	{
-		printf("FAIL %s: train_begin: %s\n", shape->name, msg);
+		printf("FAIL %s, %s: train_begin: %s\n", shape->name, solver_name(solver), msg);
 		n_failed++;
 		return;
 	}
@@ -158,15 +187,16 @@ check_shape(const Shape *shape)
 
 		if (cuda.train_iterate(state, &gpu, msg, sizeof(msg)) != 0)
 		{
-			printf("FAIL %s: iteration %d: %s\n", shape->name, it + 1, msg);
+			printf("FAIL %s, %s: iteration %d: %s\n", shape->name, solver_name(solver),
+				   it + 1, msg);
 			ok = 0;
 			break;
 		}
 		rel = fabs(gpu - cpu) / fmax(fabs(cpu), 1e-30);
 		if (!(rel <= 1e-4))
 		{
-			printf("FAIL %s: iteration %d: loss %.9g on the GPU, %.9g on the CPU\n",
-				   shape->name, it + 1, gpu, cpu);
+			printf("FAIL %s, %s: iteration %d: loss %.9g on the GPU, %.9g on the CPU\n",
+				   shape->name, solver_name(solver), it + 1, gpu, cpu);
 			ok = 0;
 		}
 	}
@@ -188,6 +218,104 @@ check_shape(const Shape *shape)
 		n_failed++;
 }
 
+/* Whether msg names row, as "row N" with no further digit. */
+static int
+names_row(const char *msg, int64_t row)
+{
+	char		word[32];
+	int			n = snprintf(word, sizeof(word), "row %lld", (long long) row);
+
+	for (const char *at = strstr(msg, word); at != NULL; at = strstr(at + 1, word))
+		if (!isdigit((unsigned char) at[n]))
+			return 1;
+	return 0;
+}
+
+/*
+ * A negative regularization makes every rated row's system indefinite (the
+ * starting factors are near zero, so -lambda rules the diagonal).  The users
+ * are shifted past a few without ratings, which are solved (to zero), not
+ * failed, so that the row the engine must name is not simply the first.
+ */
+static void
+check_indefinite(void)
+{
+	static const Shape shape = {"indefinite", WALS_IMPLICIT, 1.0f, 50, 20, 300, 8};
+	const int64_t skip = 3;
+	WalsParams	params = {WALS_IMPLICIT, WALS_CHOLESKY, 8, 3, -1.0f, 1.0f, 1.0f};
+	int			f = params.factors;
+	WalsCsr		R;
+	WalsCsr		Rt;
+	WalsCsr		Rs;
+	float	   *X = malloc(sizeof(float) * (shape.users + skip) * f);
+	float	   *Y = malloc(sizeof(float) * shape.items * f);
+	float	   *GY = calloc((size_t) f * f, sizeof(float));
+	float	   *scratch;
+	WalsCudaProblem problem;
+	void	   *state = NULL;
+	char		msg[512] = "";
+	int64_t		bad = -1;
+	WalsStatus	status;
+	double		loss = 0.0;
+	int			ok = 1;
+
+	make_data(&shape, &R, &Rt);
+	Rs = R;
+	Rs.nrows = R.nrows + skip;
+	Rs.indptr = malloc(sizeof(int64_t) * (Rs.nrows + 1));
+	for (int64_t r = 0; r <= Rs.nrows; r++)
+		Rs.indptr[r] = r < skip ? 0 : R.indptr[r - skip];
+	for (int64_t k = 0; k < Rt.indptr[Rt.nrows]; k++)
+		Rt.indices[k] += (int32_t) skip;
+	scratch = malloc(sizeof(float) * (wals_solve_scratch(&params, R.indptr[R.nrows]) + 1));
+	start_factors(X, Rs.nrows, Y, shape.items, f);
+	make_problem(&params, &Rs, &Rt, X, Y, &problem);
+
+	if (cuda.train_begin(&problem, &state, msg, sizeof(msg)) != 0)
+	{
+		printf("FAIL %s: train_begin: %s\n", shape.name, msg);
+		ok = 0;
+	}
+	else
+	{
+		wals_gram_rows(Y, 0, shape.items, f, GY);
+		status = wals_solve_rows(&params, &Rs, Y, GY, X, 0, Rs.nrows, scratch, &bad);
+		if (status != WALS_ESINGULAR || bad < skip)
+		{
+			printf("FAIL %s: src/core found no indefinite system past the empty rows\n",
+				   shape.name);
+			ok = 0;
+		}
+		else if (cuda.train_iterate(state, &loss, msg, sizeof(msg)) == 0)
+		{
+			printf("FAIL %s: the iteration succeeded\n", shape.name);
+			ok = 0;
+		}
+		else if (strstr(msg, "positive definite") == NULL || !names_row(msg, bad))
+		{
+			printf("FAIL %s: \"%s\" does not name row %lld as not positive definite\n",
+				   shape.name, msg, (long long) bad);
+			ok = 0;
+		}
+		cuda.train_end(state, NULL, NULL, msg, sizeof(msg));
+	}
+	free(R.indptr);
+	free(R.indices);
+	free(R.values);
+	free(Rs.indptr);
+	free(Rt.indptr);
+	free(Rt.indices);
+	free(Rt.values);
+	free(X);
+	free(Y);
+	free(GY);
+	free(scratch);
+	if (ok)
+		n_passed++;
+	else
+		n_failed++;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -198,6 +326,8 @@ main(int argc, char **argv)
 		{"one user", WALS_IMPLICIT, 1.0f, 1, 50, 30, 8},
 		{"f=1", WALS_IMPLICIT, 1.0f, 500, 100, 3000, 1},
 		{"f=256, users without ratings", WALS_IMPLICIT, 1.0f, 400, 300, 2000, 256},
+		{"explicit f=100", WALS_EXPLICIT, 0.0f, 600, 400, 12000, 100},
+		{"f=1024", WALS_IMPLICIT, 1.0f, 60, 40, 600, 1024},
 	};
 	void	   *handle;
 	WalsCudaInit init;
@@ -227,7 +357,11 @@ main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-		check_shape(&shapes[s]);
+	{
+		check_shape(&shapes[s], WALS_CG);
+		check_shape(&shapes[s], WALS_CHOLESKY);
+	}
+	check_indefinite();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed > 0;
 }
