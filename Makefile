@@ -5,18 +5,22 @@
 #   make unit    only the unit tests of src/core (no server)
 
 EXTENSION = wals
-EXTVERSION = 0.1.0
+EXTVERSION = 0.2.0
 
 MODULE_big = wals
 CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
 	src/core/gram.o src/core/solve.o src/core/loss.o src/core/topk.o \
 	src/core/kernels.o src/core/kernels_avx512.o src/core/metrics.o \
-	src/core/explain.o
+	src/core/explain.o src/core/score.o
 OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o \
-	src/train.o src/gpu.o src/gpu_train.o src/progress.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/recommend.o
+	src/train.o src/gpu.o src/gpu_train.o src/progress.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/serve_cache.o src/serve_args.o \
+	src/recommend.o src/foldin.o
 HEADERS_wals =
 
-DATA = sql/wals--$(EXTVERSION).sql
+# The base script and every update from it: a new installation runs
+# wals--0.1.0.sql and then each update script in turn, so an upgraded
+# database and a fresh one get the same objects.
+DATA = sql/wals--0.1.0.sql $(wildcard sql/wals--*--*.sql)
 REGRESS = $(sort $(filter-out wals--%,$(basename $(notdir $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --inputdir=. --load-extension=wals
 EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/gpu/check_train test/gpu/host_engine.so gpu/wals_cuda.so results regression.diffs regression.out tmp_check
@@ -91,6 +95,15 @@ test/bench/solver_bench: $(CORE_SRCS) test/bench/solver_bench.c $(wildcard src/c
 
 solver-bench: test/bench/solver_bench
 
+# Microseconds per top-k query and batch throughput of the scoring engine
+# on synthetic item factors, no server:
+# ./test/bench/score_bench [items f k queries users]
+test/bench/score_bench: $(CORE_SRCS) test/bench/score_bench.c $(wildcard src/core/*.h)
+	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
+		-Isrc/core -I$(BLAS_INC) -o $@ $(CORE_SRCS) test/bench/score_bench.c $(BLAS_LDFLAGS)
+
+score-bench: test/bench/score_bench
+
 # The GPU engine against src/core; it skips, saying why, where no GPU is
 # usable or the engine was not built.
 test/gpu/check_train: test/gpu/check_train.c $(CORE_SRCS) $(wildcard src/core/*.h) gpu/wals_cuda.h
@@ -107,7 +120,7 @@ test/gpu/host_engine$(DLSUFFIX): test/gpu/host_engine.c $(CORE_SRCS) $(wildcard 
 		-Wno-unused-parameter -fPIC -fvisibility=hidden -shared \
 		-Isrc/core -Igpu -I$(BLAS_INC) -o $@ test/gpu/host_engine.c $(CORE_SRCS) $(BLAS_LDFLAGS)
 
-.PHONY: unit gpu-check deps demo test tap regress bench solver-bench
+.PHONY: unit gpu-check deps demo test tap regress bench solver-bench score-bench
 gpu-check: test/gpu/check_train test/gpu/host_engine$(DLSUFFIX)
 	./test/gpu/check_train $(abspath test/gpu/host_engine$(DLSUFFIX))
 	./test/gpu/check_train $(abspath gpu/wals_cuda$(DLSUFFIX))

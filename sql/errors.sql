@@ -200,7 +200,10 @@ SELECT count(*) FROM wals_recommend(1, 3, 'x"; DROP TABLE good; --');
 UPDATE good_user_factors SET factors = '{1,2}' WHERE user_id = 1;
 SELECT * FROM wals_recommend(1, 3, 'good');
 \echo :LAST_ERROR_SQLSTATE
+-- (in a new session: item factors are read once per model version and session)
 UPDATE good_item_factors SET factors = '{1,NULL,3,4}' WHERE item_id = 2;
+\c -
+SET client_min_messages = warning;
 SELECT wals_predict(2, 2, 'good');
 \echo :LAST_ERROR_SQLSTATE
 

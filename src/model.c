@@ -97,23 +97,76 @@ column_text(int col)
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col);
 }
 
-/* Fill info from the catalog row of model name; false if there is none. */
-bool
-wals_model_lookup(const char *name, WalsModelInfo *info)
+static float
+column_float4(int col)
 {
-	Datum		arg = CStringGetTextDatum(name);
-	Oid			type = TEXTOID;
 	bool		isnull;
 
-	wals_spi_exec(psprintf("SELECT version, factors, feedback, source, user_col, item_col,"
-						   " factor_schema, user_factors, item_factors FROM %s"
-						   " WHERE name OPERATOR(pg_catalog.=) $1",
-						   wals_catalog_table("wals_models")),
-				  1, &type, &arg, SPI_OK_SELECT);
-	if (SPI_processed == 0)
-		return false;
+	return DatumGetFloat4(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull));
+}
 
-	info->name = pstrdup(name);
+#define MODEL_COLUMNS "version, factors, feedback, source, user_col, item_col, factor_schema," \
+	" user_factors, item_factors, rating_col, regularization, alpha, unobserved_weight," \
+	" solver, cg_steps, name"
+
+/*
+ * Serving reads the catalog on every call, so the two queries it needs are
+ * planned once per backend and per schema of the extension.
+ */
+static Oid	plans_schema = InvalidOid;
+static SPIPlanPtr by_name_plan = NULL;
+static SPIPlanPtr any_two_plan = NULL;
+
+static SPIPlanPtr
+keep_plan(const char *query, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(query, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "wals: could not prepare \"%s\": %s", query, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "wals: could not keep the plan of \"%s\"", query);
+	return plan;
+}
+
+static void
+prepare_catalog_plans(void)
+{
+	Oid			schema = extension_schema();
+	char	   *table;
+	Oid			type = TEXTOID;
+
+	if (schema == plans_schema && by_name_plan != NULL)
+		return;
+	if (by_name_plan != NULL)
+		SPI_freeplan(by_name_plan);
+	if (any_two_plan != NULL)
+		SPI_freeplan(any_two_plan);
+	by_name_plan = any_two_plan = NULL;
+	table = quote_qualified_identifier(get_namespace_name(schema), "wals_models");
+	by_name_plan = keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s WHERE name OPERATOR(pg_catalog.=) $1",
+									  table), 1, &type);
+	any_two_plan = keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s LIMIT 2", table), 0, NULL);
+	plans_schema = schema;
+}
+
+static void
+run_plan(SPIPlanPtr plan, Datum *values)
+{
+	int			rc = SPI_execute_plan(plan, values, NULL, false, 0);
+
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "wals: reading the model catalog failed: %s", SPI_result_code_string(rc));
+}
+
+/* Fill info from the first row of the last query, a MODEL_COLUMNS list. */
+static void
+fill_info(WalsModelInfo *info)
+{
+	bool		isnull;
+	char	   *solver;
+
+	info->name = column_text(16);
 	info->version = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	info->factors = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	info->feedback = column_text(3);
@@ -123,8 +176,31 @@ wals_model_lookup(const char *name, WalsModelInfo *info)
 	info->factor_schema = column_text(7);
 	info->user_factors = column_text(8);
 	info->item_factors = column_text(9);
+	info->rating_col = column_text(10);
 	info->user_table = quote_qualified_identifier(info->factor_schema, info->user_factors);
 	info->item_table = quote_qualified_identifier(info->factor_schema, info->item_factors);
+
+	solver = column_text(14);
+	info->params.feedback = strcmp(info->feedback, "explicit") == 0 ? WALS_EXPLICIT : WALS_IMPLICIT;
+	info->params.solver = strcmp(solver, "cholesky") == 0 ? WALS_CHOLESKY : WALS_CG;
+	info->params.factors = info->factors;
+	info->params.cg_steps = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 15, &isnull));
+	info->params.regularization = column_float4(11);
+	info->params.alpha = column_float4(12);
+	info->params.w0 = column_float4(13);
+}
+
+/* Fill info from the catalog row of model name; false if there is none. */
+bool
+wals_model_lookup(const char *name, WalsModelInfo *info)
+{
+	Datum		arg = CStringGetTextDatum(name);
+
+	prepare_catalog_plans();
+	run_plan(by_name_plan, &arg);
+	if (SPI_processed == 0)
+		return false;
+	fill_info(info);
 	return true;
 }
 
@@ -159,35 +235,44 @@ no_such_model(const char *name)
 }
 
 /*
- * The model a serving call means: the one given; else the only model; else
- * the wals.default_model setting; else an error listing the models.
+ * The catalog row of the model a serving call means: the one given; else
+ * the only model; else the wals.default_model setting; else an error
+ * listing the models.
  */
-static char *
-resolve_model_name(text *model)
+static void
+resolve_model(text *model, WalsModelInfo *info)
 {
+	char	   *name;
 	char	   *models;
 
 	if (model != NULL)
-		return text_to_cstring(model);
-
-	wals_spi_exec(psprintf("SELECT name FROM %s LIMIT 2", wals_catalog_table("wals_models")),
-				  0, NULL, NULL, SPI_OK_SELECT);
-	if (SPI_processed == 1)
-		return column_text(1);
-	if (wals_default_model != NULL && wals_default_model[0] != '\0')
-		return pstrdup(wals_default_model);
-
-	models = model_list();
-	if (models[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("no model exists"),
-				 errhint("Train one with wals_train().")));
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("no model was given and more than one exists"),
-			 errhint("Pass model => one of %s, or set wals.default_model.", models)));
-	return NULL;				/* keep compiler quiet */
+		name = text_to_cstring(model);
+	else
+	{
+		prepare_catalog_plans();
+		run_plan(any_two_plan, NULL);
+		if (SPI_processed == 1)
+		{
+			fill_info(info);
+			return;
+		}
+		if (wals_default_model == NULL || wals_default_model[0] == '\0')
+		{
+			models = model_list();
+			if (models[0] == '\0')
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("no model exists"),
+						 errhint("Train one with wals_train().")));
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("no model was given and more than one exists"),
+					 errhint("Pass model => one of %s, or set wals.default_model.", models)));
+		}
+		name = wals_default_model;
+	}
+	if (!wals_model_lookup(name, info))
+		no_such_model(name);
 }
 
 /*
@@ -240,35 +325,83 @@ check_snapshot_sees(const WalsModelInfo *info, Oid relid)
 }
 
 /*
+ * The factor tables a catalog row was seen to name while they were locked,
+ * per model: while the row's version and the tables under its names are
+ * still these, the row is current.  A retraining draws a new version and
+ * creates new tables, so a match cannot be stale.
+ */
+typedef struct ConfirmedModel
+{
+	char		name[NAMEDATALEN];
+	int64		version;
+	Oid			user_rel;
+	Oid			item_rel;
+} ConfirmedModel;
+
+#define WALS_CONFIRMED_MODELS 16
+static ConfirmedModel confirmed[WALS_CONFIRMED_MODELS];
+static int	next_confirmed;
+
+static bool
+is_confirmed(const WalsModelInfo *info)
+{
+	for (int i = 0; i < WALS_CONFIRMED_MODELS; i++)
+		if (confirmed[i].version == info->version && confirmed[i].user_rel == info->user_rel &&
+			confirmed[i].item_rel == info->item_rel && strcmp(confirmed[i].name, info->name) == 0)
+			return true;
+	return false;
+}
+
+static void
+confirm(const WalsModelInfo *info)
+{
+	ConfirmedModel *c = &confirmed[next_confirmed];
+
+	strlcpy(c->name, info->name, sizeof(c->name));
+	c->version = info->version;
+	c->user_rel = info->user_rel;
+	c->item_rel = info->item_rel;
+	next_confirmed = (next_confirmed + 1) % WALS_CONFIRMED_MODELS;
+}
+
+/*
  * Resolve and look up the model a serving call names, and lock its factor
- * tables for reading.  The catalog row is read again once the locks are
- * held: a reader that had to wait for a retraining to commit must take that
- * retraining's version, not the one it saw before waiting, or it would score
- * new user factors against cached item factors of the previous version.
- * Must run inside an SPI connection.
+ * tables for reading.  A reader that had to wait for a retraining to commit
+ * must take that retraining's version, not the one it read before waiting,
+ * or it would score new user factors against cached item factors of the
+ * previous version: unless the tables it locked are those this backend
+ * already saw under the row's version, the catalog row is read again once
+ * the locks are held.  Must run inside an SPI connection.
  */
 WalsModelInfo *
 wals_model_get(text *model)
 {
-	char	   *name = resolve_model_name(model);
 	WalsModelInfo *info = palloc0(sizeof(WalsModelInfo));
 
-	if (!wals_model_lookup(name, info))
-		no_such_model(name);
+	resolve_model(model, info);
 	for (;;)
 	{
 		WalsModelInfo *locked = palloc0(sizeof(WalsModelInfo));
-		Oid			user_rel = lock_table(info, info->user_factors);
-		Oid			item_rel = lock_table(info, info->item_factors);
 
-		if (!wals_model_lookup(name, locked))
-			no_such_model(name);
+		info->user_rel = lock_table(info, info->user_factors);
+		info->item_rel = lock_table(info, info->item_factors);
+		if (is_confirmed(info))
+			locked = info;
+		else if (!wals_model_lookup(info->name, locked))
+			no_such_model(info->name);
+		else
+		{
+			locked->user_rel = info->user_rel;
+			locked->item_rel = info->item_rel;
+		}
 		if (strcmp(locked->factor_schema, info->factor_schema) == 0 &&
 			strcmp(locked->user_factors, info->user_factors) == 0 &&
 			strcmp(locked->item_factors, info->item_factors) == 0)
 		{
-			check_snapshot_sees(locked, user_rel);
-			check_snapshot_sees(locked, item_rel);
+			check_snapshot_sees(locked, locked->user_rel);
+			check_snapshot_sees(locked, locked->item_rel);
+			if (locked != info)
+				confirm(locked);
 			return locked;
 		}
 		info = locked;

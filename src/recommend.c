@@ -1,112 +1,174 @@
 /*
  * recommend.c
- *	  Serving: top-k recommendations and predictions from a stored model.
+ *	  Top-k recommendations for known users, one or many, and predictions.
  *
- * The item factors of the model last used are kept in this backend as one
- * contiguous matrix with their ids, so a call costs one catalog lookup, one
- * primary-key lookup of the user's factors, a matrix-vector product and a
- * bounded heap.  The cache is keyed by the model's version, which every
- * training draws afresh from a sequence: a retraining or a drop committed by
- * any session changes what the catalog lookup returns, and the next call
- * reloads.
+ * A call resolves the model and its cached item side (serve_cache.c), reads
+ * the user's factors through a kept plan, and hands them to the exact
+ * scoring engine of src/core with the items to leave out (rated, excluded)
+ * or the only ones allowed.  Scores are those of wals_score_dot, the same
+ * for every path, so a batch, a single call and wals_predict agree to the
+ * bit.
  */
 #include "postgres.h"
 
-#include <cblas.h>
-
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
-#include "utils/regproc.h"
+#include "utils/lsyscache.h"
 
-#include "wals.h"
+#include "serve.h"
 
 PG_FUNCTION_INFO_V1(wals_recommend);
+PG_FUNCTION_INFO_V1(wals_recommend_batch);
 PG_FUNCTION_INFO_V1(wals_predict);
 
-/* The item side of one model, in TopMemoryContext. */
-typedef struct ItemCache
-{
-	MemoryContext cxt;
-	char	   *model;
-	int64		version;
-	int			factors;
-	int64		nitems;
-	int64	   *ids;			/* increasing */
-	float	   *Y;				/* nitems x factors */
-} ItemCache;
+/* Users per block of wals_recommend_batch: one query each for factors and ratings. */
+#define WALS_BATCH_USERS 8192
 
-static ItemCache cache;
+/* Rows fetched at a time from the queries of a batch. */
+#define WALS_BATCH_FETCH 65536
 
-static int64
-find_item(int64 id)
+/*
+ * wals_recommend(user_id bigint, k int, model text, exclude_rated bool,
+ *				  exclude_items bigint[], only_items bigint[])
+ *	 RETURNS TABLE(item_id bigint, score real)
+ *
+ * The k items of highest predicted score for a user, best first, ties to the
+ * lower item id.  A user the model does not know gets no rows.
+ */
+Datum
+wals_recommend(PG_FUNCTION_ARGS)
 {
-	return wals_ids_find(cache.ids, cache.nitems, id);
+	int			k = wals_arg_k(fcinfo, 1);
+	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
+	bool		exclude_rated = wals_arg_bool(fcinfo, 3, "exclude_rated");
+	WalsServeModel *m;
+	WalsScoreFilter filter;
+	float	   *x;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	SPI_connect();
+	m = wals_serve_model(model);
+	wals_filter_args(fcinfo, 4, 5, m, &filter);
+	x = palloc(sizeof(float) * m->factors);
+	if (!PG_ARGISNULL(0) && wals_serve_user(m, PG_GETARG_INT64(0), x))
+	{
+		if (exclude_rated)
+		{
+			WalsRated	rated;
+
+			wals_serve_rated(m, PG_GETARG_INT64(0), &rated);
+			filter.skip = wals_merge_items(filter.skip, filter.nskip, rated.items, rated.n,
+										   &filter.nskip);
+		}
+		wals_put_topk(fcinfo, m, &m->index, x, &filter, k);
+	}
+	SPI_finish();
+	return (Datum) 0;
 }
 
-/* Make the cache hold the item factors of this version of the model. */
-static void
-load_items(const WalsModelInfo *info)
+/* One block of a batch: its distinct users, their factors and filters. */
+typedef struct BatchBlock
 {
-	MemoryContext old;
-	int			f = info->factors;
+	int			n;
+	int64	   *ids;			/* sorted, distinct */
+	bool	   *known;
+	float	   *X;
+	int64	   *nrated;
+	int32	  **rated;
+} BatchBlock;
 
-	if (cache.model != NULL && strcmp(cache.model, info->name) == 0 &&
-		cache.version == info->version)
-		return;
+static int
+block_user(const BatchBlock *b, int64 id)
+{
+	int64		index = wals_ids_find(b->ids, b->n, id);
 
-	if (cache.cxt == NULL)
-		cache.cxt = AllocSetContextCreate(TopMemoryContext, "wals model cache",
-										  ALLOCSET_DEFAULT_SIZES);
-	MemoryContextReset(cache.cxt);
-	cache.model = NULL;
+	if (index < 0)
+		elog(ERROR, "wals: a query returned user " INT64_FORMAT ", which was not asked for", id);
+	return (int) index;
+}
 
-	wals_spi_exec(psprintf("SELECT item_id, factors FROM %s ORDER BY item_id", info->item_table),
-				  0, NULL, NULL, SPI_OK_SELECT);
+static Datum
+ids_array(const BatchBlock *b)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(b->n, 1));
 
-	old = MemoryContextSwitchTo(cache.cxt);
-	cache.nitems = SPI_processed;
-	cache.factors = f;
-	cache.ids = MemoryContextAllocHuge(cache.cxt, sizeof(int64) * Max(cache.nitems, 1));
-	cache.Y = MemoryContextAllocHuge(cache.cxt, sizeof(float) * f * Max(cache.nitems, 1));
-	MemoryContextSwitchTo(old);
-	for (int64 i = 0; i < cache.nitems; i++)
+	for (int i = 0; i < b->n; i++)
+		elems[i] = Int64GetDatum(b->ids[i]);
+	return PointerGetDatum(construct_array(elems, b->n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/* Run query with the block's ids as $1 and feed every row to each_row. */
+static void
+for_each_row(const char *query, const BatchBlock *b,
+			 void (*each_row) (const BatchBlock *b, WalsServeModel *m, HeapTuple tuple,
+							   TupleDesc desc, void *state),
+			 WalsServeModel *m, void *state)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid			type = INT8ARRAYOID;
+	Datum		arg = ids_array(b);
+	Portal		portal = SPI_cursor_open_with_args(NULL, query, 1, &type, &arg, NULL, false, 0);
+
+	for (;;)
 	{
-		bool		isnull;
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-
-		cache.ids[i] = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
-		wals_read_factors(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull), f,
-					 cache.Y + i * f, info->item_table);
-		if ((i & 1023) == 0)
-			CHECK_FOR_INTERRUPTS();
+		SPI_cursor_fetch(portal, true, WALS_BATCH_FETCH);
+		/* SPI leaves its own context current; the block's memory is cxt */
+		MemoryContextSwitchTo(cxt);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 r = 0; r < SPI_processed; r++)
+			each_row(b, m, SPI_tuptable->vals[r], SPI_tuptable->tupdesc, state);
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
 	}
 	SPI_freetuptable(SPI_tuptable);
-	cache.version = info->version;
-	cache.model = MemoryContextStrdup(cache.cxt, info->name);
+	SPI_cursor_close(portal);
+	MemoryContextSwitchTo(cxt);
 }
 
-/* The factors of user_id into x; false for a user the model does not know. */
-static bool
-user_factors(const WalsModelInfo *info, int64 user_id, float *x)
+static void
+factor_row(const BatchBlock *b, WalsServeModel *m, HeapTuple tuple, TupleDesc desc, void *state)
 {
-	Oid			type = INT8OID;
-	Datum		arg = Int64GetDatum(user_id);
 	bool		isnull;
+	int			u = block_user(b, DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull)));
 
-	wals_spi_exec(psprintf("SELECT factors FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1",
-						   info->user_table),
-				  1, &type, &arg, SPI_OK_SELECT);
-	if (SPI_processed == 0)
-		return false;
-	wals_read_factors(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
-				 info->factors, x, info->user_table);
-	return true;
+	wals_read_factors(SPI_getbinval(tuple, desc, 2, &isnull), m->factors,
+					  b->X + (size_t) u * m->factors, m->info.user_table);
+	b->known[u] = true;
+}
+
+/* The ratings of a block, gathered as (user, item) pairs before sorting. */
+typedef struct RatedPairs
+{
+	int64		n;
+	int64		cap;
+	int32	   *user;
+	int32	   *item;
+} RatedPairs;
+
+static void
+rated_row(const BatchBlock *b, WalsServeModel *m, HeapTuple tuple, TupleDesc desc, void *state)
+{
+	RatedPairs *p = state;
+	bool		unull;
+	bool		inull;
+	Datum		user = SPI_getbinval(tuple, desc, 1, &unull);
+	Datum		item = SPI_getbinval(tuple, desc, 2, &inull);
+	int64		index;
+
+	if (unull || inull || (index = wals_serve_item(m, DatumGetInt64(item))) < 0)
+		return;
+	if (p->n == p->cap)
+	{
+		p->cap *= 2;
+		p->user = repalloc_huge(p->user, sizeof(int32) * p->cap);
+		p->item = repalloc_huge(p->item, sizeof(int32) * p->cap);
+	}
+	p->user[p->n] = block_user(b, DatumGetInt64(user));
+	p->item[p->n] = (int32) index;
+	p->n++;
 }
 
 static int
@@ -118,117 +180,157 @@ compare_int32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/*
- * The cache indices of the items user_id has in the model's source now,
- * sorted; they are what "exclude_rated" leaves out.
- */
-static int32 *
-rated_items(const WalsModelInfo *info, int64 user_id, int64 *count)
+/* Each user's rated items of the block, sorted, by a counting pass. */
+static void
+block_rated(BatchBlock *b, WalsServeModel *m)
 {
-	List	   *names = stringToQualifiedNameList(info->source);
-	Oid			type = INT8OID;
-	Datum		arg = Int64GetDatum(user_id);
-	int32	   *rated;
-	int64		n = 0;
+	RatedPairs	p = {0, 1024, NULL, NULL};
+	int32	   *all;
+	int64		at = 0;
+	const WalsModelInfo *info = &m->info;
 
-	if (!OidIsValid(RangeVarGetRelid(makeRangeVarFromNameList(names), NoLock, true)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("source relation %s of model \"%s\" does not exist", info->source, info->name),
-				 errhint("Pass exclude_rated => false, or train the model again.")));
+	wals_serve_check_source(m, "Pass exclude_rated => false, or train the model again.");
+	p.user = palloc(sizeof(int32) * p.cap);
+	p.item = palloc(sizeof(int32) * p.cap);
+	for_each_row(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8 FROM %s"
+						  " WHERE %s OPERATOR(pg_catalog.=) ANY ($1)",
+						  quote_identifier(info->user_col), quote_identifier(info->item_col),
+						  info->source, quote_identifier(info->user_col)),
+				 b, rated_row, m, &p);
 
-	wals_spi_exec(psprintf("SELECT (%s)::pg_catalog.int8 FROM %s WHERE %s OPERATOR(pg_catalog.=) $1",
-						   quote_identifier(info->item_col), info->source,
-						   quote_identifier(info->user_col)),
-				  1, &type, &arg, SPI_OK_SELECT);
-	rated = palloc(sizeof(int32) * Max(SPI_processed, 1));
-	for (uint64 r = 0; r < SPI_processed; r++)
+	all = palloc(sizeof(int32) * Max(p.n, 1));
+	for (int64 r = 0; r < p.n; r++)
+		b->nrated[p.user[r]]++;
+	for (int u = 0; u < b->n; u++)
 	{
-		bool		isnull;
-		Datum		item = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
-		int64		index = isnull ? -1 : find_item(DatumGetInt64(item));
-
-		if (index >= 0)
-			rated[n++] = (int32) index;
+		b->rated[u] = all + at;
+		at += b->nrated[u];
+		b->nrated[u] = 0;
 	}
-	qsort(rated, n, sizeof(int32), compare_int32);
-	*count = n;
-	return rated;
+	for (int64 r = 0; r < p.n; r++)
+		b->rated[p.user[r]][b->nrated[p.user[r]]++] = p.item[r];
+	for (int u = 0; u < b->n; u++)
+		qsort(b->rated[u], b->nrated[u], sizeof(int32), compare_int32);
 }
 
 static int
-k_arg(FunctionCallInfo fcinfo, int arg)
+compare_int64(const void *a, const void *b)
 {
-	int			k;
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
 
-	if (PG_ARGISNULL(arg))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("\"k\" must not be null")));
-	k = PG_GETARG_INT32(arg);
-	if (k <= 0 || k > WALS_MAX_K)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid value for \"k\": %d", k),
-				 errhint("\"k\" must be between 1 and %d.", WALS_MAX_K)));
-	return k;
+	return (x > y) - (x < y);
 }
 
 /*
- * wals_recommend(user_id bigint, k int, model text, exclude_rated bool)
- *	 RETURNS TABLE(item_id bigint, score real)
- *
- * The k items of highest predicted score for a user, best first, ties to the
- * lower item id.  A user the model does not know gets no rows.
+ * Score one block of the input, users[lo, hi), and return its rows in input
+ * order.
  */
-Datum
-wals_recommend(PG_FUNCTION_ARGS)
+static void
+batch_block(FunctionCallInfo fcinfo, WalsServeModel *m, const int64 *users, int lo, int hi,
+			int k, bool exclude_rated, const WalsScoreFilter *base)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	int			k = k_arg(fcinfo, 1);
-	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
-	bool		exclude_rated;
-	WalsModelInfo *info;
-	float	   *x;
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "wals batch block",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	BatchBlock	b;
+	WalsScoreFilter *filters;
+	int32	   *idx;
+	float	   *score;
+	int		   *count;
+	int			n = 0;
+	int			f = m->factors;
 
-	if (PG_ARGISNULL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("\"exclude_rated\" must not be null")));
-	exclude_rated = PG_GETARG_BOOL(3);
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	b.ids = palloc(sizeof(int64) * (hi - lo));
+	memcpy(b.ids, users + lo, sizeof(int64) * (hi - lo));
+	qsort(b.ids, hi - lo, sizeof(int64), compare_int64);
+	for (int i = 0; i < hi - lo; i++)
+		if (i == 0 || b.ids[i] != b.ids[n - 1])
+			b.ids[n++] = b.ids[i];
+	b.n = n;
+	b.known = palloc0(sizeof(bool) * n);
+	b.X = palloc0(sizeof(float) * f * n);
+	b.nrated = palloc0(sizeof(int64) * n);
+	b.rated = palloc0(sizeof(int32 *) * n);
 
-	SPI_connect();
-	info = wals_model_get(model);
-	x = palloc(sizeof(float) * info->factors);
-	if (!PG_ARGISNULL(0) && user_factors(info, PG_GETARG_INT64(0), x))
+	for_each_row(psprintf("SELECT user_id, factors FROM %s WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
+						  m->info.user_table),
+				 &b, factor_row, m, NULL);
+	if (exclude_rated)
+		block_rated(&b, m);
+
+	filters = palloc(sizeof(WalsScoreFilter) * n);
+	for (int u = 0; u < n; u++)
 	{
-		int64		nskip = 0;
-		int32	   *skip;
-		float	   *scores;
-		int32	   *idx;
-		float	   *best;
-		int			found;
+		filters[u] = *base;
+		if (b.nrated[u] > 0)
+			filters[u].skip = wals_merge_items(base->skip, base->nskip, b.rated[u], b.nrated[u],
+											   &filters[u].nskip);
+	}
+	idx = palloc(sizeof(int32) * (size_t) n * k);
+	score = palloc(sizeof(float) * (size_t) n * k);
+	count = palloc0(sizeof(int) * n);
+	if (m->nitems > 0)
+		wals_score_topk_batch(&m->index, b.X, 0, n, filters, k, idx, score, count,
+							  palloc(wals_score_batch_scratch_size(&m->index, k)));
 
-		load_items(info);
-		skip = exclude_rated ? rated_items(info, PG_GETARG_INT64(0), &nskip) : NULL;
-		scores = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(float) * Max(cache.nitems, 1));
-		if (cache.nitems > 0)
-			cblas_sgemv(CblasRowMajor, CblasNoTrans, (int) cache.nitems, cache.factors,
-						1.0f, cache.Y, cache.factors, x, 1, 0.0f, scores, 1);
-		k = (int) Min((int64) k, cache.nitems);
-		idx = palloc(sizeof(int32) * Max(k, 1));
-		best = palloc(sizeof(float) * Max(k, 1));
-		found = wals_topk_select(scores, cache.nitems, skip, nskip, k, idx, best);
-		for (int r = 0; r < found; r++)
+	MemoryContextSwitchTo(old);
+	for (int i = lo; i < hi; i++)
+	{
+		int			u = (int) wals_ids_find(b.ids, n, users[i]);
+
+		if (!b.known[u])
+			continue;
+		for (int r = 0; r < count[u]; r++)
 		{
-			Datum		values[2];
-			bool		nulls[2] = {false, false};
+			Datum		values[4];
+			bool		nulls[4] = {false, false, false, false};
 
-			values[0] = Int64GetDatum(cache.ids[idx[r]]);
-			values[1] = Float4GetDatum(best[r]);
+			values[0] = Int64GetDatum(users[i]);
+			values[1] = Int64GetDatum(m->ids[idx[(size_t) u * k + r]]);
+			values[2] = Float4GetDatum(score[(size_t) u * k + r]);
+			values[3] = Int32GetDatum(r + 1);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
+	}
+	MemoryContextDelete(cxt);
+}
+
+/*
+ * wals_recommend_batch(user_ids bigint[], k int, model text,
+ *						exclude_rated bool, exclude_items bigint[],
+ *						only_items bigint[])
+ *	 RETURNS TABLE(user_id bigint, item_id bigint, score real, rank int)
+ *
+ * wals_recommend for many users at once, in the order given: the same rows,
+ * from one query per block of users for their factors and one for their
+ * ratings, and one matrix product per block of users and items.
+ */
+Datum
+wals_recommend_batch(PG_FUNCTION_ARGS)
+{
+	int			n;
+	int64	   *users = wals_arg_ids(fcinfo, 0, "user_ids", &n);
+	int			k = wals_arg_k(fcinfo, 1);
+	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
+	bool		exclude_rated = wals_arg_bool(fcinfo, 3, "exclude_rated");
+	WalsServeModel *m;
+	WalsScoreFilter base;
+
+	if (users == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"user_ids\" must not be null")));
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	SPI_connect();
+	m = wals_serve_model(model);
+	wals_filter_args(fcinfo, 4, 5, m, &base);
+	k = (int) Min((int64) k, Max(m->nitems, 1));
+	for (int lo = 0; lo < n; lo += WALS_BATCH_USERS)
+	{
+		CHECK_FOR_INTERRUPTS();
+		batch_block(fcinfo, m, users, lo, Min(n, lo + WALS_BATCH_USERS), k, exclude_rated, &base);
 	}
 	SPI_finish();
 	return (Datum) 0;
@@ -237,26 +339,26 @@ wals_recommend(PG_FUNCTION_ARGS)
 /*
  * wals_predict(user_id bigint, item_id bigint, model text) RETURNS real
  *
- * The model's score x_u . y_i; null when the user or the item is unknown.
+ * The model's score x_u . y_i, as wals_recommend scores it; null when the
+ * user or the item is unknown.
  */
 Datum
 wals_predict(PG_FUNCTION_ARGS)
 {
 	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
-	WalsModelInfo *info;
+	WalsServeModel *m;
 	float	   *x;
 	int64		item = -1;
 	float		score = 0.0f;
 
 	SPI_connect();
-	info = wals_model_get(model);
-	x = palloc(sizeof(float) * info->factors);
-	if (!PG_ARGISNULL(0) && !PG_ARGISNULL(1) && user_factors(info, PG_GETARG_INT64(0), x))
+	m = wals_serve_model(model);
+	x = palloc(sizeof(float) * m->factors);
+	if (!PG_ARGISNULL(0) && !PG_ARGISNULL(1) && wals_serve_user(m, PG_GETARG_INT64(0), x))
 	{
-		load_items(info);
-		item = find_item(PG_GETARG_INT64(1));
+		item = wals_serve_item(m, PG_GETARG_INT64(1));
 		if (item >= 0)
-			score = cblas_sdot(cache.factors, x, 1, cache.Y + item * cache.factors, 1);
+			score = wals_score_dot(x, m->Y + item * m->factors, m->factors);
 	}
 	SPI_finish();
 	if (item < 0)

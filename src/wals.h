@@ -136,6 +136,10 @@ typedef struct WalsModelInfo
 	char	   *item_factors;
 	char	   *user_table;		/* the same, schema-qualified and quoted */
 	char	   *item_table;
+	char	   *rating_col;		/* NULL: every pair counted 1 */
+	WalsParams	params;			/* as trained */
+	Oid			user_rel;		/* set by wals_model_get, with the tables locked */
+	Oid			item_rel;
 } WalsModelInfo;
 
 /* errors.c */

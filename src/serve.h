@@ -1,0 +1,67 @@
+/*
+ * serve.h
+ *	  The serving side: a model's item factors cached per backend, and the
+ *	  arguments every serving function shares.
+ */
+#ifndef WALS_SERVE_H
+#define WALS_SERVE_H
+
+#include "executor/spi.h"
+#include "utils/array.h"
+
+#include "wals.h"
+#include "wals_score.h"
+
+/*
+ * The item side of one version of a model, in its own memory context under
+ * TopMemoryContext, with the plans of the queries a call runs against the
+ * model's tables.
+ */
+typedef struct WalsServeModel
+{
+	MemoryContext cxt;
+	WalsModelInfo info;			/* the catalog row, copied into cxt */
+	int			factors;
+	int64		nitems;
+	int64	   *ids;			/* increasing */
+	float	   *Y;				/* nitems x factors, 64-byte aligned */
+	float	   *G;				/* Y^T Y, for fold-in and explanations */
+	WalsScoreIndex index;
+	WalsScoreIndex *cosine;		/* over the unit rows of Y, built on demand */
+	SPIPlanPtr	user_plan;		/* factors of user $1 */
+	SPIPlanPtr	rated_plan;		/* item, rating of user $1 in the source */
+	void	   *scratch;		/* of the queries, grown as k needs */
+	size_t		scratch_size;
+} WalsServeModel;
+
+/* A user's rated items, as indices into the model's items, and ratings. */
+typedef struct WalsRated
+{
+	int64		n;
+	int32	   *items;			/* sorted, may repeat */
+	float	   *ratings;
+} WalsRated;
+
+/* serve_cache.c */
+extern WalsServeModel *wals_serve_model(text *model);
+extern int64 wals_serve_item(const WalsServeModel *m, int64 id);
+extern bool wals_serve_user(WalsServeModel *m, int64 user_id, float *x);
+extern void wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated);
+extern const WalsScoreIndex *wals_serve_cosine(WalsServeModel *m);
+extern void wals_serve_check_source(const WalsServeModel *m, const char *hint);
+
+/* serve_args.c */
+extern int	wals_arg_k(FunctionCallInfo fcinfo, int arg);
+extern bool wals_arg_bool(FunctionCallInfo fcinfo, int arg, const char *name);
+extern int64 *wals_arg_ids(FunctionCallInfo fcinfo, int arg, const char *name, int *n);
+extern int32 *wals_ids_to_items(const WalsServeModel *m, const int64 *ids, int n,
+								int64 *count, int *unknown);
+extern int32 *wals_merge_items(const int32 *a, int64 na, const int32 *b, int64 nb,
+							   int64 *n);
+extern void wals_filter_args(FunctionCallInfo fcinfo, int exclude_arg, int only_arg,
+							 const WalsServeModel *m, WalsScoreFilter *filter);
+extern void *wals_serve_scratch(WalsServeModel *m, const WalsScoreIndex *ix, int k);
+extern void wals_put_topk(FunctionCallInfo fcinfo, WalsServeModel *m, const WalsScoreIndex *ix,
+						  const float *x, const WalsScoreFilter *filter, int k);
+
+#endif							/* WALS_SERVE_H */

@@ -1,0 +1,357 @@
+/*
+ * serve_cache.c
+ *	  The item factors of each model this backend serves, loaded once per
+ *	  version.
+ *
+ * A call reads the model's catalog row and locks its factor tables
+ * (wals_model_get); when the row's version and the tables are those cached,
+ * the call goes straight to scoring.  Every training draws a new version and
+ * creates new tables, and a drop removes the row, so a retraining or drop
+ * committed by any session is seen by the next call here.  The cache holds
+ * the factors in one aligned matrix with their ids, Y^T Y for fold-in, the
+ * compact index of the scoring engine, and the plans of the per-call
+ * queries, so that a call parses and plans nothing.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+
+#include "serve.h"
+
+/* Models cached at once per backend; the least recently used goes first. */
+#define WALS_SERVE_MODELS 8
+
+static WalsServeModel *models[WALS_SERVE_MODELS];
+
+static void *
+alloc_aligned(MemoryContext cxt, Size size)
+{
+	char	   *p = MemoryContextAllocHuge(cxt, size + 64);
+
+	return (void *) TYPEALIGN(64, p);
+}
+
+static char *
+copy_text(MemoryContext cxt, const char *s)
+{
+	return s == NULL ? NULL : MemoryContextStrdup(cxt, s);
+}
+
+static SPIPlanPtr
+keep_plan(const char *query, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(query, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "wals: could not prepare \"%s\": %s", query, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "wals: could not keep the plan of \"%s\"", query);
+	return plan;
+}
+
+static void
+forget(WalsServeModel *m)
+{
+	if (m->user_plan != NULL)
+		SPI_freeplan(m->user_plan);
+	if (m->rated_plan != NULL)
+		SPI_freeplan(m->rated_plan);
+	MemoryContextDelete(m->cxt);
+}
+
+/* Read the item factors of info's table into m. */
+static void
+load_items(WalsServeModel *m, const WalsModelInfo *info)
+{
+	int			f = info->factors;
+	char	   *query = psprintf("SELECT item_id, factors FROM %s ORDER BY item_id", info->item_table);
+	int			rc = SPI_execute(query, false, 0);
+	size_t		index_size;
+
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "wals: query \"%s\" failed: %s", query, SPI_result_code_string(rc));
+	m->factors = f;
+	m->nitems = (int64) SPI_processed;
+	m->ids = MemoryContextAllocHuge(m->cxt, sizeof(int64) * Max(m->nitems, 1));
+	m->Y = alloc_aligned(m->cxt, sizeof(float) * f * Max(m->nitems, 1));
+	for (int64 i = 0; i < m->nitems; i++)
+	{
+		bool		isnull;
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+
+		m->ids[i] = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
+		wals_read_factors(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull), f,
+						  m->Y + i * f, info->item_table);
+		if ((i & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	m->G = MemoryContextAllocZero(m->cxt, sizeof(float) * f * f);
+	wals_gram_rows(m->Y, 0, m->nitems, f, m->G);
+	index_size = wals_score_index_size(m->nitems, f);
+	if (wals_score_index_build(&m->index, m->Y, m->nitems, f,
+							   MemoryContextAllocHuge(m->cxt, Max(index_size, 1))) != WALS_OK)
+		elog(ERROR, "wals: could not index the item factors of model \"%s\"", info->name);
+}
+
+/*
+ * The plan of the query for one user's factors.  The plan of the query of
+ * the source comes later, when first needed: the source may be gone while
+ * the model still serves with exclude_rated => false.
+ */
+static void
+prepare_plans(WalsServeModel *m, const WalsModelInfo *info)
+{
+	Oid			int8type = INT8OID;
+
+	m->user_plan = keep_plan(psprintf("SELECT factors FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1",
+									  info->user_table), 1, &int8type);
+}
+
+static SPIPlanPtr
+rated_plan(WalsServeModel *m)
+{
+	const WalsModelInfo *info = &m->info;
+	Oid			int8type = INT8OID;
+	const char *rating = info->rating_col != NULL ?
+		psprintf("(%s)::pg_catalog.float4", quote_identifier(info->rating_col)) :
+		"NULL::pg_catalog.float4";
+
+	if (m->rated_plan == NULL)
+		m->rated_plan = keep_plan(psprintf("SELECT (%s)::pg_catalog.int8, %s FROM %s"
+										   " WHERE %s OPERATOR(pg_catalog.=) $1",
+										   quote_identifier(info->item_col), rating, info->source,
+										   quote_identifier(info->user_col)),
+								  1, &int8type);
+	return m->rated_plan;
+}
+
+static void
+copy_info(WalsServeModel *m, const WalsModelInfo *info)
+{
+	m->info = *info;
+	m->info.name = copy_text(m->cxt, info->name);
+	m->info.feedback = copy_text(m->cxt, info->feedback);
+	m->info.source = copy_text(m->cxt, info->source);
+	m->info.user_col = copy_text(m->cxt, info->user_col);
+	m->info.item_col = copy_text(m->cxt, info->item_col);
+	m->info.factor_schema = copy_text(m->cxt, info->factor_schema);
+	m->info.user_factors = copy_text(m->cxt, info->user_factors);
+	m->info.item_factors = copy_text(m->cxt, info->item_factors);
+	m->info.user_table = copy_text(m->cxt, info->user_table);
+	m->info.item_table = copy_text(m->cxt, info->item_table);
+	m->info.rating_col = copy_text(m->cxt, info->rating_col);
+}
+
+/*
+ * A fresh entry for info, built completely before it replaces anything, so
+ * that an error or a cancel while loading leaves no half-built entry.
+ */
+static WalsServeModel *
+load(const WalsModelInfo *info)
+{
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "wals served model",
+											  ALLOCSET_DEFAULT_SIZES);
+	WalsServeModel *volatile m = MemoryContextAllocZero(cxt, sizeof(WalsServeModel));
+
+	m->cxt = cxt;
+	PG_TRY();
+	{
+		copy_info(m, info);
+		load_items(m, info);
+		prepare_plans(m, info);
+	}
+	PG_CATCH();
+	{
+		forget(m);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return m;
+}
+
+/*
+ * The served state of the model a call names, loaded or reloaded when its
+ * version or tables changed.  The caller needs SELECT on both factor
+ * tables, checked on every call: the cache is shared by every role this
+ * backend runs as.  Must run inside an SPI connection.
+ */
+WalsServeModel *
+wals_serve_model(text *model)
+{
+	WalsModelInfo *info = wals_model_get(model);
+	int			slot = WALS_SERVE_MODELS - 1;
+	WalsServeModel *m;
+
+	if (pg_class_aclcheck(info->item_rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, info->item_factors);
+	if (pg_class_aclcheck(info->user_rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, info->user_factors);
+
+	for (int i = 0; i < WALS_SERVE_MODELS; i++)
+		if (models[i] != NULL && strcmp(models[i]->info.name, info->name) == 0)
+		{
+			slot = i;
+			break;
+		}
+	m = models[slot];
+	if (m == NULL || m->info.version != info->version || m->info.item_rel != info->item_rel ||
+		m->info.user_rel != info->user_rel || strcmp(m->info.name, info->name) != 0)
+	{
+		WalsServeModel *fresh = load(info);
+
+		if (m != NULL)
+			forget(m);
+		m = fresh;
+	}
+	/* Most recently used first. */
+	memmove(&models[1], &models[0], sizeof(WalsServeModel *) * slot);
+	models[0] = m;
+	return m;
+}
+
+/* Index of item id in m, or -1. */
+int64
+wals_serve_item(const WalsServeModel *m, int64 id)
+{
+	return wals_ids_find(m->ids, m->nitems, id);
+}
+
+/* The factors of user_id into x; false for a user the model does not know. */
+bool
+wals_serve_user(WalsServeModel *m, int64 user_id, float *x)
+{
+	Datum		arg = Int64GetDatum(user_id);
+	bool		isnull;
+	int			rc = SPI_execute_plan(m->user_plan, &arg, NULL, false, 1);
+
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "wals: reading user factors failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+		return false;
+	wals_read_factors(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
+					  m->factors, x, m->info.user_table);
+	return true;
+}
+
+/* The model's source must still exist for a call that reads it. */
+void
+wals_serve_check_source(const WalsServeModel *m, const char *hint)
+{
+	List	   *names = stringToQualifiedNameList(m->info.source);
+
+	if (!OidIsValid(RangeVarGetRelid(makeRangeVarFromNameList(names), NoLock, true)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("source relation %s of model \"%s\" does not exist",
+						m->info.source, m->info.name),
+				 errhint("%s", hint)));
+}
+
+static int
+compare_rated(const void *a, const void *b, void *arg)
+{
+	const int32 *items = arg;
+	int32		x = items[*(const int64 *) a];
+	int32		y = items[*(const int64 *) b];
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The items user_id rates in the model's source now, known to the model,
+ * sorted, with their ratings (1 for a model without a rating column).
+ */
+void
+wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated)
+{
+	Datum		arg = Int64GetDatum(user_id);
+	int			rc;
+	int32	   *items;
+	float	   *ratings;
+	int64	   *order;
+	int64		n = 0;
+
+	wals_serve_check_source(m, "Pass exclude_rated => false, or train the model again.");
+	rc = SPI_execute_plan(rated_plan(m), &arg, NULL, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "wals: reading the ratings of user " INT64_FORMAT " failed: %s",
+			 user_id, SPI_result_code_string(rc));
+
+	items = palloc(sizeof(int32) * Max(SPI_processed, 1));
+	ratings = palloc(sizeof(float) * Max(SPI_processed, 1));
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		bool		rnull;
+		Datum		item = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
+		Datum		rating = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &rnull);
+		int64		index = isnull ? -1 : wals_serve_item(m, DatumGetInt64(item));
+
+		if (index < 0)
+			continue;
+		items[n] = (int32) index;
+		ratings[n] = rnull ? 1.0f : DatumGetFloat4(rating);
+		n++;
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	order = palloc(sizeof(int64) * Max(n, 1));
+	for (int64 i = 0; i < n; i++)
+		order[i] = i;
+	qsort_arg(order, n, sizeof(int64), compare_rated, items);
+	rated->n = n;
+	rated->items = palloc(sizeof(int32) * Max(n, 1));
+	rated->ratings = palloc(sizeof(float) * Max(n, 1));
+	for (int64 i = 0; i < n; i++)
+	{
+		rated->items[i] = items[order[i]];
+		rated->ratings[i] = ratings[order[i]];
+	}
+}
+
+/*
+ * The index over the unit rows of Y, for cosine similarity, built the first
+ * time a call needs it.  A zero row stays zero: its similarity to anything
+ * is 0.
+ */
+const WalsScoreIndex *
+wals_serve_cosine(WalsServeModel *m)
+{
+	int			f = m->factors;
+	float	   *unit;
+	WalsScoreIndex *ix;
+	size_t		index_size;
+
+	if (m->cosine != NULL)
+		return m->cosine;
+	unit = alloc_aligned(m->cxt, sizeof(float) * f * Max(m->nitems, 1));
+	for (int64 i = 0; i < m->nitems; i++)
+	{
+		const float *y = m->Y + i * f;
+		double		norm = 0.0;
+
+		for (int a = 0; a < f; a++)
+			norm += (double) y[a] * y[a];
+		norm = sqrt(norm);
+		for (int a = 0; a < f; a++)
+			unit[i * f + a] = norm > 0.0 ? (float) (y[a] / norm) : 0.0f;
+	}
+	ix = MemoryContextAllocZero(m->cxt, sizeof(WalsScoreIndex));
+	index_size = wals_score_index_size(m->nitems, f);
+	if (wals_score_index_build(ix, unit, m->nitems, f,
+							   MemoryContextAllocHuge(m->cxt, Max(index_size, 1))) != WALS_OK)
+		elog(ERROR, "wals: could not index the item factors of model \"%s\"", m->info.name);
+	m->cosine = ix;
+	return ix;
+}
