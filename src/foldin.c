@@ -123,7 +123,8 @@ fold_in(const WalsServeModel *m, const WalsCsr *row, float *x)
  *	 RETURNS TABLE(item_id bigint, score real)
  *
  * Recommendations for a user the model has never seen, from their ratings.
- * Items the model does not know are ignored, with a NOTICE.
+ * Items the model does not know are ignored, with a NOTICE; with no known
+ * item there are no rows.
  */
 Datum
 wals_recommend_items(PG_FUNCTION_ARGS)
@@ -169,13 +170,17 @@ wals_recommend_items(PG_FUNCTION_ARGS)
 				(errmsg("%lld of the %d items given are unknown to model \"%s\" and were ignored",
 						(long long) (n - known), n, m->info.name)));
 
-	one_row(m, items, ratings, known, &row);
-	x = palloc(sizeof(float) * m->factors);
-	fold_in(m, &row, x);
-	if (exclude_rated)
-		filter.skip = wals_merge_items(filter.skip, filter.nskip, row.indices, row.indptr[1],
-									   &filter.nskip);
-	wals_put_topk(fcinfo, m, &m->index, x, &filter, k);
+	/* Without a known item there is nothing to fold in: no rows, not noise. */
+	if (known > 0)
+	{
+		one_row(m, items, ratings, known, &row);
+		x = palloc(sizeof(float) * m->factors);
+		fold_in(m, &row, x);
+		if (exclude_rated)
+			filter.skip = wals_merge_items(filter.skip, filter.nskip, row.indices, row.indptr[1],
+										   &filter.nskip);
+		wals_put_topk(fcinfo, m, &m->index, x, &filter, k);
+	}
 	SPI_finish();
 	return (Datum) 0;
 }
