@@ -55,3 +55,16 @@ CREATE FUNCTION wals_explain(
 RETURNS TABLE(rated_item_id bigint, contribution real)
 AS 'MODULE_PATHNAME', 'wals_explain'
 LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED ROWS 10;
+
+-- A model against held-out ratings: ranking metrics at k, AUC, RMSE of
+-- explicit models, and how many test users and items could not be scored.
+CREATE FUNCTION wals_evaluate(
+	model text,
+	test_source regclass,
+	user_col name,
+	item_col name,
+	rating_col name DEFAULT NULL,
+	k int DEFAULT 10)
+RETURNS TABLE(metric text, value float8)
+AS 'MODULE_PATHNAME', 'wals_evaluate'
+LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED ROWS 11;

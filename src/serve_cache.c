@@ -270,11 +270,13 @@ compare_rated(const void *a, const void *b, void *arg)
 
 /*
  * The items user_id rates in the model's source now, known to the model,
- * sorted, with their ratings (1 for a model without a rating column).
+ * sorted, with their ratings (1 for a model without a rating column), in
+ * the caller's memory context.
  */
 void
 wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	Datum		arg = Int64GetDatum(user_id);
 	int			rc;
 	int32	   *items;
@@ -284,6 +286,8 @@ wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated)
 
 	wals_serve_check_source(m, "Pass exclude_rated => false, or train the model again.");
 	rc = SPI_execute_plan(rated_plan(m), &arg, NULL, false, 0);
+	/* SPI leaves its own context current: allocate in the caller's */
+	MemoryContextSwitchTo(cxt);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "wals: reading the ratings of user " INT64_FORMAT " failed: %s",
 			 user_id, SPI_result_code_string(rc));

@@ -1,0 +1,360 @@
+/*
+ * evaluate.c
+ *	  wals_evaluate: a model against held-out ratings.
+ *
+ * The test rows are read in user order through a cursor; the test users the
+ * model knows are scored over every item a block at a time with one matrix
+ * product, each user's items in the model's source are left out of its
+ * ranking, and the metrics of src/core/metrics.c accumulate.  Test users and
+ * items the model does not know cannot be scored; they are counted and
+ * reported, so that a split that leaks cold-start users into the test set
+ * shows up in the result instead of flattering it.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include <cblas.h>
+
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "serve.h"
+#include "wals_metrics.h"
+
+PG_FUNCTION_INFO_V1(wals_evaluate);
+
+/* Test rows fetched at a time. */
+#define WALS_EVAL_FETCH 10000
+
+/* What one evaluation has counted besides the metrics. */
+typedef struct EvalCounts
+{
+	int64		users_unknown;
+	int64		cells_unknown;	/* test cells whose item the model lacks */
+	int64		null_ids;
+} EvalCounts;
+
+/* Test users scored together, with one matrix product. */
+#define WALS_EVAL_BLOCK 128
+
+/* The test cells of a block of users, gathered while the cursor moves on. */
+typedef struct EvalBlock
+{
+	int			n;				/* users */
+	int64		users[WALS_EVAL_BLOCK];
+	int			start[WALS_EVAL_BLOCK + 1]; /* user j's cells: start[j] .. start[j + 1] */
+	int			ncells;
+	int			cap;
+	int32	   *items;
+	float	   *ratings;
+	float	   *X;				/* WALS_EVAL_BLOCK x factors */
+	float	   *scores;			/* WALS_EVAL_BLOCK x items */
+} EvalBlock;
+
+/* Everything one evaluation accumulates. */
+typedef struct EvalState
+{
+	WalsServeModel *m;
+	bool		rmse;
+	WalsMetricsAcc acc;
+	WalsRmseAcc sq;
+	EvalCounts	counts;
+	void	   *scratch;
+	int32	   *items;			/* one user's merged cells */
+	float	   *ratings;
+	MemoryContext user_cxt;		/* reset after each user */
+} EvalState;
+
+static int
+compare_cells(const void *a, const void *b, void *arg)
+{
+	const int32 *items = arg;
+	int32		x = items[*(const int *) a];
+	int32		y = items[*(const int *) b];
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Cells [lo, hi) of the block sorted by item with repeated items merged,
+ * their ratings averaged, so that the metrics see each test item once.
+ */
+static int
+merge_cells(const EvalBlock *b, int lo, int hi, int32 *items, float *ratings)
+{
+	int			len = hi - lo;
+	int		   *order = palloc(sizeof(int) * Max(len, 1));
+	int			n = 0;
+	int			same = 0;
+
+	for (int i = 0; i < len; i++)
+		order[i] = i;
+	qsort_arg(order, len, sizeof(int), compare_cells, b->items + lo);
+	for (int i = 0; i < len; i++)
+	{
+		int32		item = b->items[lo + order[i]];
+		float		rating = b->ratings[lo + order[i]];
+
+		if (n > 0 && items[n - 1] == item)
+		{
+			same++;
+			ratings[n - 1] += (rating - ratings[n - 1]) / (float) (same + 1);
+			continue;
+		}
+		items[n] = item;
+		ratings[n++] = rating;
+		same = 0;
+	}
+	pfree(order);
+	return n;
+}
+
+/* Score the block's users over every item at once, then rank each. */
+static void
+evaluate_block(EvalState *e, EvalBlock *b)
+{
+	WalsServeModel *m = e->m;
+	int			f = m->factors;
+	bool		known[WALS_EVAL_BLOCK];
+
+	for (int j = 0; j < b->n; j++)
+	{
+		known[j] = wals_serve_user(m, b->users[j], b->X + (size_t) j * f);
+		if (!known[j])
+		{
+			memset(b->X + (size_t) j * f, 0, sizeof(float) * f);
+			e->counts.users_unknown++;
+		}
+	}
+	if (b->n > 0 && m->nitems > 0)
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b->n, (int) m->nitems, f,
+					1.0f, b->X, f, m->Y, f, 0.0f, b->scores, (int) m->nitems);
+	for (int j = 0; j < b->n; j++)
+	{
+		MemoryContext old;
+		WalsRated	rated;
+		WalsStatus	st;
+		const float *scores = b->scores + (size_t) j * m->nitems;
+		int			n;
+
+		if (!known[j] || b->start[j + 1] == b->start[j])
+			continue;
+		old = MemoryContextSwitchTo(e->user_cxt);
+		n = merge_cells(b, b->start[j], b->start[j + 1], e->items, e->ratings);
+		wals_serve_rated(m, b->users[j], &rated);
+		st = wals_metrics_user(&e->acc, scores, m->nitems, rated.items, rated.n, e->items, n,
+							   e->scratch);
+		if (st == WALS_OK && e->rmse)
+			st = wals_rmse_user(&e->sq, scores, m->nitems, e->items, e->ratings, n);
+		if (st != WALS_OK)
+			wals_report_core_status(st, "evaluating the model", b->users[j]);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(e->user_cxt);
+	}
+	b->n = 0;
+	b->ncells = 0;
+	b->start[0] = 0;
+	CHECK_FOR_INTERRUPTS();
+}
+
+/* Add one test cell (item index, or -1 when unknown) of user to the block. */
+static void
+add_cell(EvalState *e, EvalBlock *b, int64 user, int64 item, float rating)
+{
+	if (b->n == 0 || b->users[b->n - 1] != user)
+	{
+		if (b->n == WALS_EVAL_BLOCK)
+			evaluate_block(e, b);
+		b->users[b->n++] = user;
+		b->start[b->n] = b->ncells;
+	}
+	if (item < 0)
+	{
+		e->counts.cells_unknown++;
+		return;
+	}
+	if (b->ncells == b->cap)
+	{
+		b->cap *= 2;
+		b->items = repalloc_huge(b->items, sizeof(int32) * b->cap);
+		b->ratings = repalloc_huge(b->ratings, sizeof(float) * b->cap);
+		e->items = repalloc_huge(e->items, sizeof(int32) * b->cap);
+		e->ratings = repalloc_huge(e->ratings, sizeof(float) * b->cap);
+	}
+	b->items[b->ncells] = (int32) item;
+	b->ratings[b->ncells++] = rating;
+	b->start[b->n] = b->ncells;
+}
+
+static void
+put_metric(ReturnSetInfo *rsinfo, const char *name, double value)
+{
+	Datum		values[2];
+	bool		nulls[2] = {false, isnan(value)};
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Float8GetDatum(value);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+static const char *
+name_arg(FunctionCallInfo fcinfo, int arg, const char *what)
+{
+	if (PG_ARGISNULL(arg))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"%s\" must not be null", what)));
+	return quote_identifier(NameStr(*PG_GETARG_NAME(arg)));
+}
+
+/*
+ * wals_evaluate(model text, test_source regclass, user_col name,
+ *				 item_col name, rating_col name, k int)
+ *	 RETURNS TABLE(metric text, value float8)
+ *
+ * precision@k, recall@k, ndcg@k, map@k and auc of the model's ranking of
+ * each test user's held-out items, rmse of its scores against the held-out
+ * ratings (explicit models with a rating column), and the users evaluated,
+ * unknown or without a held-out item left to rank.
+ */
+Datum
+wals_evaluate(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *model;
+	Oid			source;
+	const char *user_col;
+	const char *item_col;
+	const char *rating_col;
+	int			k = wals_arg_k(fcinfo, 5);
+	EvalState	e = {0};
+	EvalBlock	b = {0};
+	WalsMetrics result;
+	Portal		portal;
+	char		name[64];
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"model\" must not be null"),
+				 errhint("Name the model to evaluate.")));
+	model = PG_GETARG_TEXT_PP(0);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"test_source\" must not be null")));
+	source = PG_GETARG_OID(1);
+	user_col = name_arg(fcinfo, 2, "user_col");
+	item_col = name_arg(fcinfo, 3, "item_col");
+	rating_col = PG_ARGISNULL(4) ? NULL : quote_identifier(NameStr(*PG_GETARG_NAME(4)));
+	if (get_rel_name(source) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("test source relation with OID %u does not exist", source)));
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	SPI_connect();
+	e.m = wals_serve_model(model);
+	e.user_cxt = AllocSetContextCreate(CurrentMemoryContext, "wals evaluation user",
+									   ALLOCSET_DEFAULT_SIZES);
+	e.rmse = rating_col != NULL && e.m->info.params.feedback == WALS_EXPLICIT;
+	wals_metrics_init(&e.acc, k);
+	wals_rmse_init(&e.sq);
+	e.scratch = MemoryContextAllocHuge(CurrentMemoryContext,
+									   Max(wals_metrics_scratch_size(e.m->nitems, k), 1));
+	b.cap = 1024;
+	b.items = palloc(sizeof(int32) * b.cap);
+	b.ratings = palloc(sizeof(float) * b.cap);
+	e.items = palloc(sizeof(int32) * b.cap);
+	e.ratings = palloc(sizeof(float) * b.cap);
+	b.X = palloc(sizeof(float) * WALS_EVAL_BLOCK * e.m->factors);
+	b.scores = MemoryContextAllocHuge(CurrentMemoryContext,
+									  sizeof(float) * WALS_EVAL_BLOCK * Max(e.m->nitems, 1));
+
+	portal = SPI_cursor_open_with_args(NULL,
+									   psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s ORDER BY 1",
+												user_col, item_col,
+												rating_col ? psprintf("(%s)::pg_catalog.float4", rating_col) : "NULL::pg_catalog.float4",
+												quote_qualified_identifier(get_namespace_name(get_rel_namespace(source)),
+																		   get_rel_name(source))),
+									   0, NULL, NULL, NULL, true, 0);
+	for (;;)
+	{
+		uint64		nrows;
+		int64	   *users;
+		int64	   *items;
+		float	   *ratings;
+		bool	   *skip;
+
+		SPI_cursor_fetch(portal, true, WALS_EVAL_FETCH);
+		nrows = SPI_processed;
+		if (nrows == 0)
+			break;
+		/* the per-user queries below replace SPI_tuptable: copy the rows out */
+		users = palloc(sizeof(int64) * nrows);
+		items = palloc(sizeof(int64) * nrows);
+		ratings = palloc(sizeof(float) * nrows);
+		skip = palloc(sizeof(bool) * nrows);
+		for (uint64 r = 0; r < nrows; r++)
+		{
+			bool		unull;
+			bool		inull;
+			bool		rnull;
+			HeapTuple	tuple = SPI_tuptable->vals[r];
+
+			users[r] = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &unull));
+			items[r] = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &inull));
+			ratings[r] = DatumGetFloat4(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 3, &rnull));
+			if (rnull && rating_col != NULL && !unull && !inull)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("test source has a NULL rating in column %s", rating_col),
+						 errhint("Filter the NULL ratings out with a view, or pass rating_col => NULL.")));
+			skip[r] = unull || inull;
+		}
+		SPI_freetuptable(SPI_tuptable);
+
+		for (uint64 r = 0; r < nrows; r++)
+		{
+			if (skip[r])
+				e.counts.null_ids++;
+			else
+				add_cell(&e, &b, users[r], wals_serve_item(e.m, items[r]), ratings[r]);
+		}
+		pfree(users);
+		pfree(items);
+		pfree(ratings);
+		pfree(skip);
+	}
+	evaluate_block(&e, &b);
+	SPI_cursor_close(portal);
+
+	if (e.counts.null_ids > 0)
+		ereport(NOTICE,
+				(errmsg("%lld test rows with a NULL user or item were skipped",
+						(long long) e.counts.null_ids)));
+	wals_metrics_finish(&e.acc, &result);
+	snprintf(name, sizeof(name), "precision@%d", k);
+	put_metric(rsinfo, name, result.precision);
+	snprintf(name, sizeof(name), "recall@%d", k);
+	put_metric(rsinfo, name, result.recall);
+	snprintf(name, sizeof(name), "ndcg@%d", k);
+	put_metric(rsinfo, name, result.ndcg);
+	snprintf(name, sizeof(name), "map@%d", k);
+	put_metric(rsinfo, name, result.map);
+	put_metric(rsinfo, "auc", result.auc);
+	if (e.rmse)
+		put_metric(rsinfo, "rmse", wals_rmse_finish(&e.sq));
+	put_metric(rsinfo, "users", (double) result.users);
+	put_metric(rsinfo, "users_unknown", (double) e.counts.users_unknown);
+	put_metric(rsinfo, "users_without_relevant", (double) result.users_without_relevant);
+	put_metric(rsinfo, "items_unknown", (double) e.counts.cells_unknown);
+	put_metric(rsinfo, "items_in_training", (double) result.test_in_train);
+	SPI_finish();
+	return (Datum) 0;
+}
