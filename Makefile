@@ -14,7 +14,7 @@ CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
 	src/core/explain.o src/core/score.o
 OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o \
 	src/train.o src/gpu.o src/gpu_train.o src/progress.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/serve_cache.o src/serve_args.o \
-	src/recommend.o src/foldin.o src/evaluate.o
+	src/recommend.o src/foldin.o src/evaluate.o src/refresh.o
 HEADERS_wals =
 
 # The base script and every update from it: a new installation runs
@@ -149,3 +149,12 @@ bench: deps
 	$(MAKE) install
 	./test/bench/quality.sh
 	./test/bench/train.sh
+	./test/bench/serve.sh
+
+# Serving alone: latency, throughput, the batch and the plain-SQL agreement
+# at MovieLens-20M size, with pgvector beside it where installed.
+.PHONY: bench-serve
+bench-serve: deps
+	$(MAKE) all
+	$(MAKE) install
+	./test/bench/serve.sh

@@ -68,3 +68,12 @@ CREATE FUNCTION wals_evaluate(
 RETURNS TABLE(metric text, value float8)
 AS 'MODULE_PATHNAME', 'wals_evaluate'
 LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED ROWS 11;
+
+-- Solve some users again from their current ratings, against the current
+-- item factors, and store their factors in place.
+CREATE FUNCTION wals_refresh_users(
+	user_ids bigint[],
+	model text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'wals_refresh_users'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;

@@ -336,8 +336,9 @@ wals_evaluate(PG_FUNCTION_ARGS)
 
 	if (e.counts.null_ids > 0)
 		ereport(NOTICE,
-				(errmsg("%lld test rows with a NULL user or item were skipped",
-						(long long) e.counts.null_ids)));
+				(errmsg_plural("%lld test row with a NULL user or item was skipped",
+							   "%lld test rows with a NULL user or item were skipped",
+							   e.counts.null_ids, (long long) e.counts.null_ids)));
 	wals_metrics_finish(&e.acc, &result);
 	snprintf(name, sizeof(name), "precision@%d", k);
 	put_metric(rsinfo, name, result.precision);

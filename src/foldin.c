@@ -69,8 +69,8 @@ arg_ratings(FunctionCallInfo fcinfo, int arg, int nitems)
  * feedback, averaged for explicit) into a one-row CSR, refusing ratings a
  * training would refuse.
  */
-static void
-one_row(const WalsServeModel *m, const int32 *items, const float *ratings, int64 n,
+void
+wals_one_row(const WalsServeModel *m, const int32 *items, const float *ratings, int64 n,
 		WalsCsr *row)
 {
 	int32	   *zeros = palloc0(sizeof(int32) * Max(n, 1));
@@ -100,8 +100,8 @@ one_row(const WalsServeModel *m, const int32 *items, const float *ratings, int64
 }
 
 /* The factors of a user with the ratings of row, by the exact solver. */
-static void
-fold_in(const WalsServeModel *m, const WalsCsr *row, float *x)
+void
+wals_fold_in(const WalsServeModel *m, const WalsCsr *row, float *x)
 {
 	WalsParams	params = m->info.params;
 	int64		bad = -1;
@@ -167,15 +167,16 @@ wals_recommend_items(PG_FUNCTION_ARGS)
 	}
 	if (known < n)
 		ereport(NOTICE,
-				(errmsg("%lld of the %d items given are unknown to model \"%s\" and were ignored",
-						(long long) (n - known), n, m->info.name)));
+				(errmsg_plural("%lld of the %d items given is unknown to model \"%s\" and was ignored",
+							   "%lld of the %d items given are unknown to model \"%s\" and were ignored",
+							   n - known, (long long) (n - known), n, m->info.name)));
 
 	/* Without a known item there is nothing to fold in: no rows, not noise. */
 	if (known > 0)
 	{
-		one_row(m, items, ratings, known, &row);
+		wals_one_row(m, items, ratings, known, &row);
 		x = palloc(sizeof(float) * m->factors);
-		fold_in(m, &row, x);
+		wals_fold_in(m, &row, x);
 		if (exclude_rated)
 			filter.skip = wals_merge_items(filter.skip, filter.nskip, row.indices, row.indptr[1],
 										   &filter.nskip);
@@ -255,7 +256,7 @@ wals_explain(PG_FUNCTION_ARGS)
 		WalsStatus	st;
 
 		wals_serve_rated(m, PG_GETARG_INT64(0), &rated);
-		one_row(m, rated.items, rated.ratings, rated.n, &row);
+		wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
 		n = row.indptr[1];
 		contrib = palloc(sizeof(float) * Max(n, 1));
 		st = wals_explain_row(&m->info.params, m->G, m->Y, row.indices, row.values, n,

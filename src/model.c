@@ -325,6 +325,20 @@ check_snapshot_sees(const WalsModelInfo *info, Oid relid)
 }
 
 /*
+ * The name of the model a call means, resolved as serving resolves it, with
+ * nothing locked: for callers that must take the model's training lock
+ * before its tables' locks.
+ */
+char *
+wals_model_name(text *model)
+{
+	WalsModelInfo info;
+
+	resolve_model(model, &info);
+	return info.name;
+}
+
+/*
  * The factor tables a catalog row was seen to name while they were locked,
  * per model: while the row's version and the tables under its names are
  * still these, the row is current.  A retraining draws a new version and

@@ -50,6 +50,11 @@ extern void wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated)
 extern const WalsScoreIndex *wals_serve_cosine(WalsServeModel *m);
 extern void wals_serve_check_source(const WalsServeModel *m, const char *hint);
 
+/* foldin.c: a user's factors from their ratings, as training solves them */
+extern void wals_one_row(const WalsServeModel *m, const int32 *items, const float *ratings,
+						 int64 n, WalsCsr *row);
+extern void wals_fold_in(const WalsServeModel *m, const WalsCsr *row, float *x);
+
 /* serve_args.c */
 extern int	wals_arg_k(FunctionCallInfo fcinfo, int arg);
 extern bool wals_arg_bool(FunctionCallInfo fcinfo, int arg, const char *name);
