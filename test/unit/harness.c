@@ -414,6 +414,7 @@ main(void)
 	test_metrics();
 	test_explain();
 	test_explain_by_hand();
+	test_score();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
 }

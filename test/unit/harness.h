@@ -104,5 +104,6 @@ extern void test_loss(void);
 extern void test_metrics(void);
 extern void test_explain(void);
 extern void test_explain_by_hand(void);
+extern void test_score(void);
 
 #endif							/* WALS_HARNESS_H */

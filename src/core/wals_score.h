@@ -1,0 +1,108 @@
+/*
+ * wals_score.h
+ *	  Exact top-k recommendation scores over an item matrix, fast.
+ *
+ * The reference a query must reproduce is the plain scan: score_i =
+ * wals_score_dot(x, y_i) for every eligible item i of Y (n x f, row-major),
+ * then the k best by wals_topk_select's order (higher score, then lower
+ * index; NaN never kept).  Everything here returns that result exactly:
+ * the same indices, the same float scores, the same order.  Faster paths
+ * only decide which items to score exactly; the scores returned always come
+ * from wals_score_dot.
+ *
+ * An index is built once per item matrix into one caller-owned buffer and
+ * read by any number of queries; it keeps a pointer to Y, which must stay
+ * alive and unchanged while the index is used.  Queries write only their
+ * outputs and their scratch, so concurrent queries may share an index.
+ */
+#ifndef WALS_SCORE_H
+#define WALS_SCORE_H
+
+#include "wals_core.h"
+
+/*
+ * Items a query may return: those not in skip and, when allow is not NULL,
+ * in allow.  Both lists are sorted ascending; repeats and indices outside
+ * [0, n) are harmless.  A NULL filter admits every item.
+ */
+typedef struct WalsScoreFilter
+{
+	const int32_t *skip;		/* rated and excluded items */
+	int64_t		nskip;
+	const int32_t *allow;		/* the only items wanted, or NULL for all */
+	int64_t		nallow;
+} WalsScoreFilter;
+
+/*
+ * The compact copy of Y a query scans first, plus what its bounds need.
+ * Written by wals_score_index_build, read-only afterwards.
+ */
+typedef struct WalsScoreIndex
+{
+	const float *Y;				/* the exact factors, read by rescoring */
+	int64_t		n;
+	int			f;
+	int			groups;			/* f in groups of 4 bytes, padded */
+	int			usable;			/* every factor finite, norms in range */
+	float		max_norm;		/* the largest |y_i|, rounded up */
+	const unsigned char *blocks;	/* blocks of 16 items, see score.c */
+} WalsScoreIndex;
+
+/* The dot product all scores come from: the core's own vector kernel. */
+extern float wals_score_dot(const float *x, const float *y, int f);
+
+/* Bytes of buffer an index of n items of f factors needs (any alignment). */
+extern size_t wals_score_index_size(int64_t n, int f);
+
+/*
+ * Build the index of Y (n x f) in buffer, of wals_score_index_size bytes.
+ * WALS_EINVAL when n < 0 or f is outside [1, 32768].
+ */
+extern WalsStatus wals_score_index_build(WalsScoreIndex *ix, const float *Y,
+										 int64_t n, int f, void *buffer);
+
+/* Bytes of scratch one query with this k needs (any alignment). */
+extern size_t wals_score_scratch_size(const WalsScoreIndex *ix, int k);
+
+/*
+ * The k best eligible items for the user vector x (f floats): idx and score
+ * (k entries each) receive them best first; returns how many, min(k, number
+ * of eligible items with a non-NaN score).
+ */
+extern int	wals_score_topk(const WalsScoreIndex *ix, const float *x,
+							const WalsScoreFilter *filter, int k,
+							int32_t *idx, float *score, void *scratch);
+
+/* Bytes of scratch one wals_score_topk_batch call with this k needs. */
+extern size_t wals_score_batch_scratch_size(const WalsScoreIndex *ix, int k);
+
+/*
+ * wals_score_topk for users [lo, hi) of X (rows of f floats), with user u's
+ * filter at filters[u] (filters NULL: none for anyone), its results at
+ * idx + u k and score + u k, and their count at count[u].  Several users
+ * share each read of the index (with VNNI) or each block of a matrix
+ * product (without), which costs less per user than a query each.
+ */
+extern void wals_score_topk_batch(const WalsScoreIndex *ix, const float *X,
+								  int64_t lo, int64_t hi,
+								  const WalsScoreFilter *filters, int k,
+								  int32_t *idx, float *score, int *count,
+								  void *scratch);
+
+/*
+ * For tests: lower[i] <= wals_score_dot(x, y_i) <= upper[i] for every item,
+ * as the first pass of a query bounds them, computed by the same code.
+ * Returns 0, writing nothing, where a query would scan exactly instead.
+ * scratch as for wals_score_topk with k = 1.
+ */
+extern int	wals_score_bounds(const WalsScoreIndex *ix, const float *x,
+							  float *lower, float *upper, void *scratch);
+
+/*
+ * The first pass's instruction set, "avx512vnni" or "portable"; forcing
+ * the portable one (for tests and benchmarks) applies to later queries.
+ */
+extern const char *wals_score_path(void);
+extern void wals_score_force_portable(int portable);
+
+#endif							/* WALS_SCORE_H */
