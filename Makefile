@@ -23,7 +23,7 @@ HEADERS_wals =
 DATA = sql/wals--0.1.0.sql $(wildcard sql/wals--*--*.sql)
 REGRESS = $(sort $(filter-out wals--%,$(basename $(notdir $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --inputdir=. --load-extension=wals
-EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/gpu/check_train test/gpu/host_engine.so gpu/wals_cuda.so results regression.diffs regression.out tmp_check
+EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/gpu/check_train test/gpu/host_engine.so gpu/wals_cuda.so results regression.diffs regression.out tmp_check
 
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 # The serial OpenBLAS: one thread per process, so parallel workers never

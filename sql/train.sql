@@ -70,6 +70,16 @@ SELECT loss = :cold AS same_as_cold FROM wals_train('ratings', 'user_id', 'item_
 \set VERBOSITY default
 SET client_min_messages = warning;
 
+-- a nightly retraining from the stored factors stops early at the loss a
+-- cold start reaches only after more iterations
+SELECT iterations AS cold_iterations, loss AS cold_loss
+FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'nightly', factors => 8,
+    iterations => 50, solver => 'cholesky', tolerance => 0.001) \gset
+SELECT iterations < :cold_iterations AS fewer_iterations, loss <= :cold_loss AS as_low_a_loss
+FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'nightly', factors => 8,
+    iterations => 50, solver => 'cholesky', tolerance => 0.001, warm_start => true);
+SELECT :cold_iterations > 2 AS cold_needs_several;
+
 -- explicit feedback (ALS-WR): predictions approach the ratings
 SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
     model => 'stars', feedback => 'explicit', factors => 8, iterations => 10,
