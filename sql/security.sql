@@ -1,0 +1,90 @@
+-- Privileges: every function runs as its caller; a role that trains owns
+-- its factor tables; a role that only serves needs exactly the grants
+-- README lists; names with quotes, spaces, upper case and schemas work in
+-- every function.
+SET client_min_messages = warning;
+SELECT count(*) AS security_definer
+FROM pg_proc p
+JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'wals'
+WHERE p.prosecdef;
+
+CREATE ROLE wals_trainer;
+CREATE ROLE wals_app;
+CREATE SCHEMA "Shop" AUTHORIZATION wals_trainer;
+SET ROLE wals_trainer;
+CREATE TABLE "Shop"."Item Views" ("User Id" int, "Item""Id" int, "Times" real);
+INSERT INTO "Shop"."Item Views"
+SELECT u, (u * 7 + g * 13) % 30 + 1, 1 + (u + g) % 3 FROM generate_series(1, 100) u, generate_series(1, 5) g;
+SELECT model, users, items FROM wals_train('"Shop"."Item Views"', 'User Id', 'Item"Id', 'Times',
+    model => 'Shop Model', factors => 4, iterations => 3);
+RESET ROLE;
+SELECT tablename, tableowner FROM pg_tables WHERE schemaname = 'Shop' ORDER BY tablename;
+
+-- every serving function with these names, as the trainer
+SET ROLE wals_trainer;
+SELECT count(*) AS recommend FROM wals_recommend(1, 3, 'Shop Model');
+SELECT count(*) AS batch FROM wals_recommend_batch('{1,2}', 3, 'Shop Model');
+SELECT count(*) AS fold_in FROM wals_recommend_items('{1,2}', NULL, 3, 'Shop Model');
+SELECT count(*) AS similar FROM wals_similar_items(1, 3, 'Shop Model');
+SELECT count(*) > 0 AS explain FROM wals_explain(1, (SELECT item_id FROM wals_recommend(1, 1, 'Shop Model')), 'Shop Model');
+-- (against its own training rows: every test item is a training item)
+SELECT value AS test_items_in_training FROM wals_evaluate('Shop Model', '"Shop"."Item Views"', 'User Id', 'Item"Id', 'Times', 3)
+WHERE metric = 'items_in_training';
+SELECT wals_refresh_users('{1}', 'Shop Model') AS refreshed;
+RESET ROLE;
+
+-- a serving role needs USAGE on the schema and SELECT on the factor tables
+SET ROLE wals_app;
+SELECT count(*) FROM wals_recommend(1, 3, 'Shop Model', exclude_rated => false);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT USAGE ON SCHEMA "Shop" TO wals_app;
+SET ROLE wals_app;
+SELECT count(*) FROM wals_recommend(1, 3, 'Shop Model', exclude_rated => false);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT SELECT ON "Shop"."Shop Model_user_factors", "Shop"."Shop Model_item_factors" TO wals_app;
+SET ROLE wals_app;
+SELECT count(*) AS served FROM wals_recommend(1, 3, 'Shop Model', exclude_rated => false);
+-- ... and SELECT on the source to leave out rated items
+SELECT count(*) FROM wals_recommend(1, 3, 'Shop Model');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT SELECT ON "Shop"."Item Views" TO wals_app;
+SET ROLE wals_app;
+SELECT count(*) AS served_excluding_rated FROM wals_recommend(1, 3, 'Shop Model');
+-- it cannot retrain, refresh or drop the trainer's model
+SELECT model FROM wals_train('"Shop"."Item Views"', 'User Id', 'Item"Id', 'Times',
+    model => 'Shop Model', factors => 4, iterations => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT wals_refresh_users('{1}', 'Shop Model');
+\echo :LAST_ERROR_SQLSTATE
+SELECT wals_drop_model('Shop Model');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT count(*) AS still_there FROM wals_models WHERE name = 'Shop Model';
+
+-- item factors this backend cached for one role are not served to a role
+-- that may no longer read them
+SELECT count(*) AS cached FROM wals_recommend(1, 3, 'Shop Model');
+REVOKE SELECT ON "Shop"."Shop Model_item_factors" FROM wals_app;
+SET ROLE wals_app;
+SELECT count(*) FROM wals_recommend(1, 3, 'Shop Model');
+\echo :LAST_ERROR_SQLSTATE
+SELECT wals_predict(1, 1, 'Shop Model');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- row-level security on the source: a training sees only the caller's rows
+ALTER TABLE "Shop"."Item Views" ENABLE ROW LEVEL SECURITY;
+CREATE POLICY first_fifty ON "Shop"."Item Views" FOR SELECT TO wals_app USING ("User Id" <= 50);
+GRANT CREATE ON SCHEMA "Shop" TO wals_app;
+SET ROLE wals_app;
+SELECT model, users FROM wals_train('"Shop"."Item Views"', 'User Id', 'Item"Id', 'Times',
+    model => 'App Model', factors => 4, iterations => 2);
+RESET ROLE;
+
+SELECT wals_drop_model('Shop Model'), wals_drop_model('App Model');
+DROP SCHEMA "Shop" CASCADE;
+DROP ROLE wals_trainer, wals_app;
