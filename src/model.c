@@ -117,8 +117,9 @@ static Oid	plans_schema = InvalidOid;
 static SPIPlanPtr by_name_plan = NULL;
 static SPIPlanPtr any_two_plan = NULL;
 
-static SPIPlanPtr
-keep_plan(const char *query, int nargs, Oid *types)
+/* A plan prepared and kept for the life of the backend. */
+SPIPlanPtr
+wals_keep_plan(const char *query, int nargs, Oid *types)
 {
 	SPIPlanPtr	plan = SPI_prepare(query, nargs, types);
 
@@ -144,9 +145,9 @@ prepare_catalog_plans(void)
 		SPI_freeplan(any_two_plan);
 	by_name_plan = any_two_plan = NULL;
 	table = quote_qualified_identifier(get_namespace_name(schema), "wals_models");
-	by_name_plan = keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s WHERE name OPERATOR(pg_catalog.=) $1",
+	by_name_plan = wals_keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s WHERE name OPERATOR(pg_catalog.=) $1",
 									  table), 1, &type);
-	any_two_plan = keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s LIMIT 2", table), 0, NULL);
+	any_two_plan = wals_keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s LIMIT 2", table), 0, NULL);
 	plans_schema = schema;
 }
 

@@ -171,15 +171,6 @@ rated_row(const BatchBlock *b, WalsServeModel *m, HeapTuple tuple, TupleDesc des
 	p->n++;
 }
 
-static int
-compare_int32(const void *a, const void *b)
-{
-	int32		x = *(const int32 *) a;
-	int32		y = *(const int32 *) b;
-
-	return (x > y) - (x < y);
-}
-
 /* Each user's rated items of the block, sorted, by a counting pass. */
 static void
 block_rated(BatchBlock *b, WalsServeModel *m)
@@ -210,16 +201,7 @@ block_rated(BatchBlock *b, WalsServeModel *m)
 	for (int64 r = 0; r < p.n; r++)
 		b->rated[p.user[r]][b->nrated[p.user[r]]++] = p.item[r];
 	for (int u = 0; u < b->n; u++)
-		qsort(b->rated[u], b->nrated[u], sizeof(int32), compare_int32);
-}
-
-static int
-compare_int64(const void *a, const void *b)
-{
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return (x > y) - (x < y);
+		qsort(b->rated[u], b->nrated[u], sizeof(int32), wals_compare_int32);
 }
 
 /*
@@ -244,7 +226,7 @@ batch_block(FunctionCallInfo fcinfo, WalsServeModel *m, const int64 *users, int 
 
 	b.ids = palloc(sizeof(int64) * (hi - lo));
 	memcpy(b.ids, users + lo, sizeof(int64) * (hi - lo));
-	qsort(b.ids, hi - lo, sizeof(int64), compare_int64);
+	qsort(b.ids, hi - lo, sizeof(int64), wals_compare_int64);
 	for (int i = 0; i < hi - lo; i++)
 		if (i == 0 || b.ids[i] != b.ids[n - 1])
 			b.ids[n++] = b.ids[i];

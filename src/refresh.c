@@ -21,15 +21,6 @@
 
 PG_FUNCTION_INFO_V1(wals_refresh_users);
 
-static int
-compare_int64(const void *a, const void *b)
-{
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return (x > y) - (x < y);
-}
-
 static Datum
 factors_array(const float *x, int f)
 {
@@ -76,7 +67,7 @@ wals_refresh_users(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"user_ids\" must not be null")));
-	qsort(users, n, sizeof(int64), compare_int64);
+	qsort(users, n, sizeof(int64), wals_compare_int64);
 
 	SPI_connect();
 	/* A training of the model would replace the table under us: wait for it. */

@@ -74,11 +74,21 @@ wals_arg_ids(FunctionCallInfo fcinfo, int arg, const char *name, int *n)
 	return ids;
 }
 
-static int
-compare_int32(const void *a, const void *b)
+/* qsort comparators of the id and index lists of the serving functions. */
+int
+wals_compare_int32(const void *a, const void *b)
 {
 	int32		x = *(const int32 *) a;
 	int32		y = *(const int32 *) b;
+
+	return (x > y) - (x < y);
+}
+
+int
+wals_compare_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
 
 	return (x > y) - (x < y);
 }
@@ -103,7 +113,7 @@ wals_ids_to_items(const WalsServeModel *m, const int64 *ids, int n, int64 *count
 		else
 			(*unknown)++;
 	}
-	qsort(items, c, sizeof(int32), compare_int32);
+	qsort(items, c, sizeof(int32), wals_compare_int32);
 	*count = c;
 	return items;
 }

@@ -46,18 +46,6 @@ copy_text(MemoryContext cxt, const char *s)
 	return s == NULL ? NULL : MemoryContextStrdup(cxt, s);
 }
 
-static SPIPlanPtr
-keep_plan(const char *query, int nargs, Oid *types)
-{
-	SPIPlanPtr	plan = SPI_prepare(query, nargs, types);
-
-	if (plan == NULL)
-		elog(ERROR, "wals: could not prepare \"%s\": %s", query, SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "wals: could not keep the plan of \"%s\"", query);
-	return plan;
-}
-
 static void
 forget(WalsServeModel *m)
 {
@@ -114,7 +102,7 @@ prepare_plans(WalsServeModel *m, const WalsModelInfo *info)
 {
 	Oid			int8type = INT8OID;
 
-	m->user_plan = keep_plan(psprintf("SELECT factors FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1",
+	m->user_plan = wals_keep_plan(psprintf("SELECT factors FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1",
 									  info->user_table), 1, &int8type);
 }
 
@@ -128,7 +116,7 @@ rated_plan(WalsServeModel *m)
 		"NULL::pg_catalog.float4";
 
 	if (m->rated_plan == NULL)
-		m->rated_plan = keep_plan(psprintf("SELECT (%s)::pg_catalog.int8, %s FROM %s"
+		m->rated_plan = wals_keep_plan(psprintf("SELECT (%s)::pg_catalog.int8, %s FROM %s"
 										   " WHERE %s OPERATOR(pg_catalog.=) $1",
 										   quote_identifier(info->item_col), rating, info->source,
 										   quote_identifier(info->user_col)),

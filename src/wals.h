@@ -217,6 +217,7 @@ extern char *wals_catalog_table(const char *table);
 extern bool wals_model_lookup(const char *name, WalsModelInfo *info);
 extern WalsModelInfo *wals_model_get(text *model);
 extern char *wals_model_name(text *model);
+extern struct _SPI_plan *wals_keep_plan(const char *query, int nargs, Oid *types);
 extern void wals_lock_model(const char *name);
 extern void wals_drop_factor_tables(const WalsModelInfo *info);
 extern void wals_read_factors(Datum value, int f, float *out, const char *table);
