@@ -42,3 +42,16 @@ FROM generate_series(1, 100) l, LATERAL wals_recommend(l, 10) r;
 
 \echo 'Predicted affinity of listener 1 for a song of its genre (2) and of another (3):'
 SELECT round(wals_predict(1, 2)::numeric, 4) AS in_genre, round(wals_predict(1, 3)::numeric, 4) AS other_genre;
+
+\echo 'A new listener who just played songs 1, 9 and 17 (all genre 0), folded in:'
+SELECT r.item_id AS song_id, (r.item_id - 1) % 8 AS song_genre, round(r.score::numeric, 4) AS score
+FROM wals_recommend_items('{1, 9, 17}', '{3, 2, 1}', 5) r;
+
+\echo 'Songs most similar to song 1 (cosine of their factors):'
+SELECT s.item_id AS song_id, (s.item_id - 1) % 8 AS song_genre,
+       round(s.similarity::numeric, 4) AS similarity
+FROM wals_similar_items(1, 5) s;
+
+\echo 'Why listener 1 gets its top song: the played songs that contribute most:'
+SELECT e.rated_item_id AS played_song_id, round(e.contribution::numeric, 4) AS contribution
+FROM wals_explain(1, (SELECT item_id FROM wals_recommend(1, 1))) e LIMIT 3;
