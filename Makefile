@@ -158,3 +158,11 @@ bench-serve: deps
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/serve.sh
+
+# The GPU against 2 CPU cores from 100k to 20M ratings; without a usable GPU
+# it says why and stops.
+.PHONY: bench-gpu
+bench-gpu: deps
+	$(MAKE) all
+	$(MAKE) install
+	./test/bench/gpu.sh
