@@ -76,6 +76,18 @@ SELECT wals_predict(1, 1, 'Shop Model');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
+-- row-level security on the item factors: each role is served the items it
+-- may see, even from a backend that cached them for another role
+GRANT SELECT ON "Shop"."Shop Model_item_factors" TO wals_app;
+ALTER TABLE "Shop"."Shop Model_item_factors" ENABLE ROW LEVEL SECURITY;
+CREATE POLICY few_items ON "Shop"."Shop Model_item_factors" FOR SELECT TO wals_app USING (item_id <= 5);
+SELECT count(*) AS owner_sees FROM wals_recommend(1, 30, 'Shop Model', exclude_rated => false);
+SET ROLE wals_app;
+SELECT count(*) AS app_sees, max(item_id) <= 5 AS only_its_items
+FROM wals_recommend(1, 30, 'Shop Model', exclude_rated => false);
+RESET ROLE;
+SELECT count(*) AS owner_sees_again FROM wals_recommend(1, 30, 'Shop Model', exclude_rated => false);
+
 -- row-level security on the source: a training sees only the caller's rows
 ALTER TABLE "Shop"."Item Views" ENABLE ROW LEVEL SECURITY;
 CREATE POLICY first_fifty ON "Shop"."Item Views" FOR SELECT TO wals_app USING ("User Id" <= 50);

@@ -21,6 +21,7 @@ typedef struct WalsServeModel
 {
 	MemoryContext cxt;
 	WalsModelInfo info;			/* the catalog row, copied into cxt */
+	Oid			loaded_by;		/* the role the item factors were read as */
 	int			factors;
 	int64		nitems;
 	int64	   *ids;			/* increasing */

@@ -16,7 +16,9 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -24,6 +26,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/syscache.h"
 
 #include "serve.h"
 
@@ -153,6 +156,7 @@ load(const WalsModelInfo *info)
 	WalsServeModel *volatile m = MemoryContextAllocZero(cxt, sizeof(WalsServeModel));
 
 	m->cxt = cxt;
+	m->loaded_by = GetUserId();
 	PG_TRY();
 	{
 		copy_info(m, info);
@@ -168,11 +172,27 @@ load(const WalsModelInfo *info)
 	return m;
 }
 
+/* Whether row-level security is enabled on a table, for any role. */
+static bool
+has_row_security(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		rls;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "wals: cache lookup failed for relation %u", relid);
+	rls = ((Form_pg_class) GETSTRUCT(tuple))->relrowsecurity;
+	ReleaseSysCache(tuple);
+	return rls;
+}
+
 /*
  * The served state of the model a call names, loaded or reloaded when its
  * version or tables changed.  The caller needs SELECT on both factor
  * tables, checked on every call: the cache is shared by every role this
- * backend runs as.  Must run inside an SPI connection.
+ * backend runs as, except where row-level security on the item factors
+ * makes what a role sees depend on the role, and the items are read again
+ * for each new role.  Must run inside an SPI connection.
  */
 WalsServeModel *
 wals_serve_model(text *model)
@@ -194,7 +214,8 @@ wals_serve_model(text *model)
 		}
 	m = models[slot];
 	if (m == NULL || m->info.version != info->version || m->info.item_rel != info->item_rel ||
-		m->info.user_rel != info->user_rel || strcmp(m->info.name, info->name) != 0)
+		m->info.user_rel != info->user_rel || strcmp(m->info.name, info->name) != 0 ||
+		(m->loaded_by != GetUserId() && has_row_security(info->item_rel)))
 	{
 		WalsServeModel *fresh = load(info);
 
