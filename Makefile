@@ -57,7 +57,7 @@ GPU_SRCS = gpu/device.cu gpu/train.cu gpu/cholesky.cu
 ifneq ($(NVCC),)
 GPU_LIB = gpu/wals_cuda$(DLSUFFIX)
 all: $(GPU_LIB)
-$(GPU_LIB): $(GPU_SRCS) gpu/wals_cuda.h
+$(GPU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h
 	$(NVCC) -O2 $(NVCC_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -shared -Igpu -o $@ $(GPU_SRCS) \
 		-L$(CUDA_LIB) -Xlinker -rpath,$(CUDA_LIB) -lcublas -lcusolver
 install: install-gpu

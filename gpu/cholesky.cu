@@ -29,7 +29,7 @@
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 
-#include "wals_cuda.h"
+#include "engine.h"
 
 /*
  * The block that builds a system: 256 threads, each accumulating a 4 x 4
@@ -251,22 +251,6 @@ struct CholeskySolver
 	int		   *info;			/* potrf's rows entries, then potrs's */
 	unsigned long long *bad;
 };
-
-/* Record what failed; returns -1 so callers can return it. */
-static int
-fail(char *msg, size_t msglen, const char *what, const char *why)
-{
-	if (msg != NULL && msglen > 0)
-		snprintf(msg, msglen, "%s: %s", what, why);
-	return -1;
-}
-
-#define CUDA_TRY(call, what) \
-	do { \
-		cudaError_t err_ = (call); \
-		if (err_ != cudaSuccess) \
-			return fail(msg, msglen, (what), cudaGetErrorString(err_)); \
-	} while (0)
 
 #define SOLVER_TRY(call, what) \
 	do { \

@@ -25,23 +25,11 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "wals_cuda.h"
+#include "engine.h"
 
 #define WALS_CUDA_THREADS	128
 #define WALS_CUDA_WARPS		(WALS_CUDA_THREADS / 32)
 #define WALS_CUDA_CG_TINY	1e-20f
-
-/* cholesky.cu */
-struct CholeskySolver;
-size_t		wals_cuda_cholesky_bytes(int f, long long rows);
-long long	wals_cuda_cholesky_rows(int f, long long most, size_t spare);
-int			wals_cuda_cholesky_begin(const WalsCudaProblem *p, long long rows,
-									 CholeskySolver **out, char *msg, size_t msglen);
-int			wals_cuda_cholesky_solve(CholeskySolver *c, long long nrows,
-									 const long long *indptr, const int *indices,
-									 const float *values, const float *Y, const float *G,
-									 float *X, const char *what, char *msg, size_t msglen);
-void		wals_cuda_cholesky_end(CholeskySolver *c);
 
 /* The per-row weights of src/core's wals_cell_weights. */
 struct Weights
@@ -348,22 +336,6 @@ struct Training
 	CholeskySolver *cholesky;	/* with the Cholesky solver only */
 	std::vector<double> host_parts;
 };
-
-/* Record what failed; returns -1 so callers can return it. */
-static int
-fail(char *msg, size_t msglen, const char *what, const char *why)
-{
-	if (msg != NULL && msglen > 0)
-		snprintf(msg, msglen, "%s: %s", what, why);
-	return -1;
-}
-
-#define CUDA_TRY(call, what) \
-	do { \
-		cudaError_t err_ = (call); \
-		if (err_ != cudaSuccess) \
-			return fail(msg, msglen, (what), cudaGetErrorString(err_)); \
-	} while (0)
 
 #define BLAS_TRY(call, what) \
 	do { \
