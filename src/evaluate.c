@@ -70,16 +70,6 @@ typedef struct EvalState
 	MemoryContext user_cxt;		/* reset after each user */
 } EvalState;
 
-static int
-compare_cells(const void *a, const void *b, void *arg)
-{
-	const int32 *items = arg;
-	int32		x = items[*(const int *) a];
-	int32		y = items[*(const int *) b];
-
-	return (x > y) - (x < y);
-}
-
 /*
  * Cells [lo, hi) of the block sorted by item with repeated items merged,
  * their ratings averaged, so that the metrics see each test item once.
@@ -87,30 +77,24 @@ compare_cells(const void *a, const void *b, void *arg)
 static int
 merge_cells(const EvalBlock *b, int lo, int hi, int32 *items, float *ratings)
 {
-	int			len = hi - lo;
-	int		   *order = palloc(sizeof(int) * Max(len, 1));
 	int			n = 0;
 	int			same = 0;
 
-	for (int i = 0; i < len; i++)
-		order[i] = i;
-	qsort_arg(order, len, sizeof(int), compare_cells, b->items + lo);
-	for (int i = 0; i < len; i++)
+	memcpy(items, b->items + lo, sizeof(int32) * (hi - lo));
+	memcpy(ratings, b->ratings + lo, sizeof(float) * (hi - lo));
+	wals_sort_cells(items, ratings, hi - lo);
+	for (int i = 0; i < hi - lo; i++)
 	{
-		int32		item = b->items[lo + order[i]];
-		float		rating = b->ratings[lo + order[i]];
-
-		if (n > 0 && items[n - 1] == item)
+		if (n > 0 && items[n - 1] == items[i])
 		{
 			same++;
-			ratings[n - 1] += (rating - ratings[n - 1]) / (float) (same + 1);
+			ratings[n - 1] += (ratings[i] - ratings[n - 1]) / (float) (same + 1);
 			continue;
 		}
-		items[n] = item;
-		ratings[n++] = rating;
+		items[n] = items[i];
+		ratings[n++] = ratings[i];
 		same = 0;
 	}
-	pfree(order);
 	return n;
 }
 

@@ -59,6 +59,7 @@ extern void wals_fold_in(const WalsServeModel *m, const WalsCsr *row, float *x);
 /* serve_args.c */
 extern int	wals_compare_int32(const void *a, const void *b);
 extern int	wals_compare_int64(const void *a, const void *b);
+extern void wals_sort_cells(int32 *items, float *ratings, int64 n);
 extern int	wals_arg_k(FunctionCallInfo fcinfo, int arg);
 extern bool wals_arg_bool(FunctionCallInfo fcinfo, int arg, const char *name);
 extern int64 *wals_arg_ids(FunctionCallInfo fcinfo, int arg, const char *name, int *n);

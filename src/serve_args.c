@@ -93,6 +93,44 @@ wals_compare_int64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* One rated cell, for sorting a user's items with their ratings. */
+typedef struct Cell
+{
+	int32		item;
+	float		rating;
+} Cell;
+
+static int
+compare_cells(const void *a, const void *b)
+{
+	const Cell *x = a;
+	const Cell *y = b;
+
+	if (x->item != y->item)
+		return (x->item > y->item) - (x->item < y->item);
+	return (x->rating > y->rating) - (x->rating < y->rating);
+}
+
+/* Sort n cells by item in place, each rating following its item. */
+void
+wals_sort_cells(int32 *items, float *ratings, int64 n)
+{
+	Cell	   *cells = palloc(sizeof(Cell) * Max(n, 1));
+
+	for (int64 i = 0; i < n; i++)
+	{
+		cells[i].item = items[i];
+		cells[i].rating = ratings[i];
+	}
+	qsort(cells, n, sizeof(Cell), compare_cells);
+	for (int64 i = 0; i < n; i++)
+	{
+		items[i] = cells[i].item;
+		ratings[i] = cells[i].rating;
+	}
+	pfree(cells);
+}
+
 /*
  * The sorted item indices of ids; ids the model does not know are left out
  * and counted in *unknown.

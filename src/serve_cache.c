@@ -267,16 +267,6 @@ wals_serve_check_source(const WalsServeModel *m, const char *hint)
 				 errhint("%s", hint)));
 }
 
-static int
-compare_rated(const void *a, const void *b, void *arg)
-{
-	const int32 *items = arg;
-	int32		x = items[*(const int64 *) a];
-	int32		y = items[*(const int64 *) b];
-
-	return (x > y) - (x < y);
-}
-
 /*
  * The items user_id rates in the model's source now, known to the model,
  * sorted, with their ratings (1 for a model without a rating column), in
@@ -290,7 +280,6 @@ wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated)
 	int			rc;
 	int32	   *items;
 	float	   *ratings;
-	int64	   *order;
 	int64		n = 0;
 
 	wals_serve_check_source(m, "Pass exclude_rated => false, or train the model again.");
@@ -319,18 +308,10 @@ wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated)
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	order = palloc(sizeof(int64) * Max(n, 1));
-	for (int64 i = 0; i < n; i++)
-		order[i] = i;
-	qsort_arg(order, n, sizeof(int64), compare_rated, items);
+	wals_sort_cells(items, ratings, n);
 	rated->n = n;
-	rated->items = palloc(sizeof(int32) * Max(n, 1));
-	rated->ratings = palloc(sizeof(float) * Max(n, 1));
-	for (int64 i = 0; i < n; i++)
-	{
-		rated->items[i] = items[order[i]];
-		rated->ratings[i] = ratings[order[i]];
-	}
+	rated->items = items;
+	rated->ratings = ratings;
 }
 
 /*
