@@ -106,15 +106,11 @@ evaluate_block(EvalState *e, EvalBlock *b)
 	int			f = m->factors;
 	bool		known[WALS_EVAL_BLOCK];
 
+	/* the test rows come in user order, so the block's users are sorted */
+	wals_serve_users(m, b->users, b->n, b->X, known);
 	for (int j = 0; j < b->n; j++)
-	{
-		known[j] = wals_serve_user(m, b->users[j], b->X + (size_t) j * f);
 		if (!known[j])
-		{
-			memset(b->X + (size_t) j * f, 0, sizeof(float) * f);
 			e->counts.users_unknown++;
-		}
-	}
 	if (b->n > 0 && m->nitems > 0)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b->n, (int) m->nitems, f,
 					1.0f, b->X, f, m->Y, f, 0.0f, b->scores, (int) m->nitems);

@@ -11,11 +11,9 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 
 #include "serve.h"
 
@@ -25,9 +23,6 @@ PG_FUNCTION_INFO_V1(wals_predict);
 
 /* Users per block of wals_recommend_batch: one query each for factors and ratings. */
 #define WALS_BATCH_USERS 8192
-
-/* Rows fetched at a time from the queries of a batch. */
-#define WALS_BATCH_FETCH 65536
 
 /*
  * wals_recommend(user_id bigint, k int, model text, exclude_rated bool,
@@ -79,69 +74,11 @@ typedef struct BatchBlock
 	int32	  **rated;
 } BatchBlock;
 
-static int
-block_user(const BatchBlock *b, int64 id)
-{
-	int64		index = wals_ids_find(b->ids, b->n, id);
-
-	if (index < 0)
-		elog(ERROR, "wals: a query returned user " INT64_FORMAT ", which was not asked for", id);
-	return (int) index;
-}
-
-static Datum
-ids_array(const BatchBlock *b)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(b->n, 1));
-
-	for (int i = 0; i < b->n; i++)
-		elems[i] = Int64GetDatum(b->ids[i]);
-	return PointerGetDatum(construct_array(elems, b->n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
-/* Run query with the block's ids as $1 and feed every row to each_row. */
-static void
-for_each_row(const char *query, const BatchBlock *b,
-			 void (*each_row) (const BatchBlock *b, WalsServeModel *m, HeapTuple tuple,
-							   TupleDesc desc, void *state),
-			 WalsServeModel *m, void *state)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	Oid			type = INT8ARRAYOID;
-	Datum		arg = ids_array(b);
-	Portal		portal = SPI_cursor_open_with_args(NULL, query, 1, &type, &arg, NULL, false, 0);
-
-	for (;;)
-	{
-		SPI_cursor_fetch(portal, true, WALS_BATCH_FETCH);
-		/* SPI leaves its own context current; the block's memory is cxt */
-		MemoryContextSwitchTo(cxt);
-		if (SPI_processed == 0)
-			break;
-		for (uint64 r = 0; r < SPI_processed; r++)
-			each_row(b, m, SPI_tuptable->vals[r], SPI_tuptable->tupdesc, state);
-		SPI_freetuptable(SPI_tuptable);
-		CHECK_FOR_INTERRUPTS();
-	}
-	SPI_freetuptable(SPI_tuptable);
-	SPI_cursor_close(portal);
-	MemoryContextSwitchTo(cxt);
-}
-
-static void
-factor_row(const BatchBlock *b, WalsServeModel *m, HeapTuple tuple, TupleDesc desc, void *state)
-{
-	bool		isnull;
-	int			u = block_user(b, DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull)));
-
-	wals_read_factors(SPI_getbinval(tuple, desc, 2, &isnull), m->factors,
-					  b->X + (size_t) u * m->factors, m->info.user_table);
-	b->known[u] = true;
-}
-
 /* The ratings of a block, gathered as (user, item) pairs before sorting. */
 typedef struct RatedPairs
 {
+	const BatchBlock *b;
+	WalsServeModel *m;
 	int64		n;
 	int64		cap;
 	int32	   *user;
@@ -149,7 +86,7 @@ typedef struct RatedPairs
 } RatedPairs;
 
 static void
-rated_row(const BatchBlock *b, WalsServeModel *m, HeapTuple tuple, TupleDesc desc, void *state)
+rated_row(HeapTuple tuple, TupleDesc desc, void *state)
 {
 	RatedPairs *p = state;
 	bool		unull;
@@ -158,7 +95,7 @@ rated_row(const BatchBlock *b, WalsServeModel *m, HeapTuple tuple, TupleDesc des
 	Datum		item = SPI_getbinval(tuple, desc, 2, &inull);
 	int64		index;
 
-	if (unull || inull || (index = wals_serve_item(m, DatumGetInt64(item))) < 0)
+	if (unull || inull || (index = wals_serve_item(p->m, DatumGetInt64(item))) < 0)
 		return;
 	if (p->n == p->cap)
 	{
@@ -166,7 +103,7 @@ rated_row(const BatchBlock *b, WalsServeModel *m, HeapTuple tuple, TupleDesc des
 		p->user = repalloc_huge(p->user, sizeof(int32) * p->cap);
 		p->item = repalloc_huge(p->item, sizeof(int32) * p->cap);
 	}
-	p->user[p->n] = block_user(b, DatumGetInt64(user));
+	p->user[p->n] = wals_serve_user_index(p->b->ids, p->b->n, DatumGetInt64(user));
 	p->item[p->n] = (int32) index;
 	p->n++;
 }
@@ -175,7 +112,7 @@ rated_row(const BatchBlock *b, WalsServeModel *m, HeapTuple tuple, TupleDesc des
 static void
 block_rated(BatchBlock *b, WalsServeModel *m)
 {
-	RatedPairs	p = {0, 1024, NULL, NULL};
+	RatedPairs	p = {b, m, 0, 1024, NULL, NULL};
 	int32	   *all;
 	int64		at = 0;
 	const WalsModelInfo *info = &m->info;
@@ -183,11 +120,11 @@ block_rated(BatchBlock *b, WalsServeModel *m)
 	wals_serve_check_source(m, "Pass exclude_rated => false, or train the model again.");
 	p.user = palloc(sizeof(int32) * p.cap);
 	p.item = palloc(sizeof(int32) * p.cap);
-	for_each_row(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8 FROM %s"
-						  " WHERE %s OPERATOR(pg_catalog.=) ANY ($1)",
-						  quote_identifier(info->user_col), quote_identifier(info->item_col),
-						  info->source, quote_identifier(info->user_col)),
-				 b, rated_row, m, &p);
+	wals_serve_each_row(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8 FROM %s"
+								 " WHERE %s OPERATOR(pg_catalog.=) ANY ($1)",
+								 quote_identifier(info->user_col), quote_identifier(info->item_col),
+								 info->source, quote_identifier(info->user_col)),
+						b->ids, b->n, rated_row, &p);
 
 	all = palloc(sizeof(int32) * Max(p.n, 1));
 	for (int64 r = 0; r < p.n; r++)
@@ -231,14 +168,12 @@ batch_block(FunctionCallInfo fcinfo, WalsServeModel *m, const int64 *users, int 
 		if (i == 0 || b.ids[i] != b.ids[n - 1])
 			b.ids[n++] = b.ids[i];
 	b.n = n;
-	b.known = palloc0(sizeof(bool) * n);
-	b.X = palloc0(sizeof(float) * f * n);
+	b.known = palloc(sizeof(bool) * n);
+	b.X = palloc(sizeof(float) * f * n);
 	b.nrated = palloc0(sizeof(int64) * n);
 	b.rated = palloc0(sizeof(int32 *) * n);
 
-	for_each_row(psprintf("SELECT user_id, factors FROM %s WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
-						  m->info.user_table),
-				 &b, factor_row, m, NULL);
+	wals_serve_users(m, b.ids, n, b.X, b.known);
 	if (exclude_rated)
 		block_rated(&b, m);
 

@@ -47,6 +47,12 @@ typedef struct WalsRated
 extern WalsServeModel *wals_serve_model(text *model);
 extern int64 wals_serve_item(const WalsServeModel *m, int64 id);
 extern bool wals_serve_user(WalsServeModel *m, int64 user_id, float *x);
+extern void wals_serve_users(WalsServeModel *m, const int64 *ids, int n, float *X,
+							 bool *known);
+extern int	wals_serve_user_index(const int64 *ids, int n, int64 id);
+extern void wals_serve_each_row(const char *query, const int64 *ids, int n,
+								void (*each_row) (HeapTuple tuple, TupleDesc desc, void *state),
+								void *state);
 extern void wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated);
 extern const WalsScoreIndex *wals_serve_cosine(WalsServeModel *m);
 extern void wals_serve_check_source(const WalsServeModel *m, const char *hint);

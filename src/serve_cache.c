@@ -30,6 +30,9 @@
 
 #include "serve.h"
 
+/* Rows fetched at a time by the queries over many users. */
+#define WALS_USERS_FETCH 65536
+
 /* Models cached at once per backend; the least recently used goes first. */
 #define WALS_SERVE_MODELS 8
 
@@ -251,6 +254,94 @@ wals_serve_user(WalsServeModel *m, int64 user_id, float *x)
 	wals_read_factors(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
 					  m->factors, x, m->info.user_table);
 	return true;
+}
+
+/* The index of id in ids[0..n) (sorted, distinct), which a query over them returned. */
+int
+wals_serve_user_index(const int64 *ids, int n, int64 id)
+{
+	int64		index = wals_ids_find(ids, n, id);
+
+	if (index < 0)
+		elog(ERROR, "wals: a query returned user " INT64_FORMAT ", which was not asked for", id);
+	return (int) index;
+}
+
+/*
+ * Run query with ids[0..n) as its bigint[] $1 and hand every row to
+ * each_row, a batch of rows at a time, in the caller's memory context.
+ */
+void
+wals_serve_each_row(const char *query, const int64 *ids, int n,
+					void (*each_row) (HeapTuple tuple, TupleDesc desc, void *state),
+					void *state)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	Oid			type = INT8ARRAYOID;
+	Datum		arg;
+	Portal		portal;
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	arg = PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	portal = SPI_cursor_open_with_args(NULL, query, 1, &type, &arg, NULL, false, 0);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, WALS_USERS_FETCH);
+		/* SPI leaves its own context current */
+		MemoryContextSwitchTo(cxt);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 r = 0; r < SPI_processed; r++)
+			each_row(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, state);
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_freetuptable(SPI_tuptable);
+	SPI_cursor_close(portal);
+	MemoryContextSwitchTo(cxt);
+}
+
+/* Where wals_serve_users puts the factors its query returns. */
+typedef struct UsersState
+{
+	WalsServeModel *m;
+	const int64 *ids;
+	int			n;
+	float	   *X;
+	bool	   *known;
+} UsersState;
+
+static void
+user_row(HeapTuple tuple, TupleDesc desc, void *state)
+{
+	UsersState *s = state;
+	bool		isnull;
+	int			u = wals_serve_user_index(s->ids, s->n,
+										  DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull)));
+
+	wals_read_factors(SPI_getbinval(tuple, desc, 2, &isnull), s->m->factors,
+					  s->X + (size_t) u * s->m->factors, s->m->info.user_table);
+	s->known[u] = true;
+}
+
+/*
+ * The factors of the users ids[0..n) (sorted, distinct) into the rows of X,
+ * with one query for all of them; known[u] is false, and row u zero, for a
+ * user the model does not know.
+ */
+void
+wals_serve_users(WalsServeModel *m, const int64 *ids, int n, float *X, bool *known)
+{
+	UsersState	s = {m, ids, n, X, known};
+
+	memset(X, 0, sizeof(float) * m->factors * n);
+	memset(known, 0, sizeof(bool) * n);
+	wals_serve_each_row(psprintf("SELECT user_id, factors FROM %s"
+								 " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
+								 m->info.user_table),
+						ids, n, user_row, &s);
 }
 
 /* The model's source must still exist for a call that reads it. */
