@@ -2,10 +2,11 @@
  * evaluate.c
  *	  wals_evaluate: a model against held-out ratings.
  *
- * The test rows are read in user order through a cursor; the test users the
- * model knows are scored over every item a block at a time with one matrix
- * product, each user's items in the model's source are left out of its
- * ranking, and the metrics of src/core/metrics.c accumulate.  Test users and
+ * The test rows are read in user order through a cursor; a block of test
+ * users at a time, their factors and their items in the model's source come
+ * from one query each, the users are scored over every item with one matrix
+ * product, each user's items in the source are left out of its ranking, and
+ * the metrics of src/core/metrics.c accumulate.  Test users and
  * items the model does not know cannot be scored; they are counted and
  * reported, so that a split that leaks cold-start users into the test set
  * shows up in the result instead of flattering it.
@@ -67,7 +68,7 @@ typedef struct EvalState
 	void	   *scratch;
 	int32	   *items;			/* one user's merged cells */
 	float	   *ratings;
-	MemoryContext user_cxt;		/* reset after each user */
+	MemoryContext block_cxt;	/* reset after each block of users */
 } EvalState;
 
 /*
@@ -105,37 +106,39 @@ evaluate_block(EvalState *e, EvalBlock *b)
 	WalsServeModel *m = e->m;
 	int			f = m->factors;
 	bool		known[WALS_EVAL_BLOCK];
+	int64		nrated[WALS_EVAL_BLOCK];
+	int32	   *rated[WALS_EVAL_BLOCK];
+	MemoryContext old = MemoryContextSwitchTo(e->block_cxt);
 
 	/* the test rows come in user order, so the block's users are sorted */
 	wals_serve_users(m, b->users, b->n, b->X, known);
-	for (int j = 0; j < b->n; j++)
-		if (!known[j])
-			e->counts.users_unknown++;
+	wals_serve_rated_users(m, b->users, b->n, nrated, rated);
 	if (b->n > 0 && m->nitems > 0)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b->n, (int) m->nitems, f,
 					1.0f, b->X, f, m->Y, f, 0.0f, b->scores, (int) m->nitems);
 	for (int j = 0; j < b->n; j++)
 	{
-		MemoryContext old;
-		WalsRated	rated;
 		WalsStatus	st;
 		const float *scores = b->scores + (size_t) j * m->nitems;
 		int			n;
 
-		if (!known[j] || b->start[j + 1] == b->start[j])
+		if (!known[j])
+		{
+			e->counts.users_unknown++;
 			continue;
-		old = MemoryContextSwitchTo(e->user_cxt);
+		}
+		if (b->start[j + 1] == b->start[j])
+			continue;
 		n = merge_cells(b, b->start[j], b->start[j + 1], e->items, e->ratings);
-		wals_serve_rated(m, b->users[j], &rated);
-		st = wals_metrics_user(&e->acc, scores, m->nitems, rated.items, rated.n, e->items, n,
+		st = wals_metrics_user(&e->acc, scores, m->nitems, rated[j], nrated[j], e->items, n,
 							   e->scratch);
 		if (st == WALS_OK && e->rmse)
 			st = wals_rmse_user(&e->sq, scores, m->nitems, e->items, e->ratings, n);
 		if (st != WALS_OK)
 			wals_report_core_status(st, "evaluating the model", b->users[j]);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(e->user_cxt);
 	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(e->block_cxt);
 	b->n = 0;
 	b->ncells = 0;
 	b->start[0] = 0;
@@ -240,8 +243,8 @@ wals_evaluate(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	SPI_connect();
 	e.m = wals_serve_model(model);
-	e.user_cxt = AllocSetContextCreate(CurrentMemoryContext, "wals evaluation user",
-									   ALLOCSET_DEFAULT_SIZES);
+	e.block_cxt = AllocSetContextCreate(CurrentMemoryContext, "wals evaluation block",
+										ALLOCSET_DEFAULT_SIZES);
 	e.rmse = rating_col != NULL && e.m->info.params.feedback == WALS_EXPLICIT;
 	wals_metrics_init(&e.acc, k);
 	wals_rmse_init(&e.sq);

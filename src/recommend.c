@@ -74,73 +74,6 @@ typedef struct BatchBlock
 	int32	  **rated;
 } BatchBlock;
 
-/* The ratings of a block, gathered as (user, item) pairs before sorting. */
-typedef struct RatedPairs
-{
-	const BatchBlock *b;
-	WalsServeModel *m;
-	int64		n;
-	int64		cap;
-	int32	   *user;
-	int32	   *item;
-} RatedPairs;
-
-static void
-rated_row(HeapTuple tuple, TupleDesc desc, void *state)
-{
-	RatedPairs *p = state;
-	bool		unull;
-	bool		inull;
-	Datum		user = SPI_getbinval(tuple, desc, 1, &unull);
-	Datum		item = SPI_getbinval(tuple, desc, 2, &inull);
-	int64		index;
-
-	if (unull || inull || (index = wals_serve_item(p->m, DatumGetInt64(item))) < 0)
-		return;
-	if (p->n == p->cap)
-	{
-		p->cap *= 2;
-		p->user = repalloc_huge(p->user, sizeof(int32) * p->cap);
-		p->item = repalloc_huge(p->item, sizeof(int32) * p->cap);
-	}
-	p->user[p->n] = wals_serve_user_index(p->b->ids, p->b->n, DatumGetInt64(user));
-	p->item[p->n] = (int32) index;
-	p->n++;
-}
-
-/* Each user's rated items of the block, sorted, by a counting pass. */
-static void
-block_rated(BatchBlock *b, WalsServeModel *m)
-{
-	RatedPairs	p = {b, m, 0, 1024, NULL, NULL};
-	int32	   *all;
-	int64		at = 0;
-	const WalsModelInfo *info = &m->info;
-
-	wals_serve_check_source(m, "Pass exclude_rated => false, or train the model again.");
-	p.user = palloc(sizeof(int32) * p.cap);
-	p.item = palloc(sizeof(int32) * p.cap);
-	wals_serve_each_row(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8 FROM %s"
-								 " WHERE %s OPERATOR(pg_catalog.=) ANY ($1)",
-								 quote_identifier(info->user_col), quote_identifier(info->item_col),
-								 info->source, quote_identifier(info->user_col)),
-						b->ids, b->n, rated_row, &p);
-
-	all = palloc(sizeof(int32) * Max(p.n, 1));
-	for (int64 r = 0; r < p.n; r++)
-		b->nrated[p.user[r]]++;
-	for (int u = 0; u < b->n; u++)
-	{
-		b->rated[u] = all + at;
-		at += b->nrated[u];
-		b->nrated[u] = 0;
-	}
-	for (int64 r = 0; r < p.n; r++)
-		b->rated[p.user[r]][b->nrated[p.user[r]]++] = p.item[r];
-	for (int u = 0; u < b->n; u++)
-		qsort(b->rated[u], b->nrated[u], sizeof(int32), wals_compare_int32);
-}
-
 /*
  * Score one block of the input, users[lo, hi), and return its rows in input
  * order.
@@ -171,11 +104,11 @@ batch_block(FunctionCallInfo fcinfo, WalsServeModel *m, const int64 *users, int 
 	b.known = palloc(sizeof(bool) * n);
 	b.X = palloc(sizeof(float) * f * n);
 	b.nrated = palloc0(sizeof(int64) * n);
-	b.rated = palloc0(sizeof(int32 *) * n);
+	b.rated = palloc(sizeof(int32 *) * n);
 
 	wals_serve_users(m, b.ids, n, b.X, b.known);
 	if (exclude_rated)
-		block_rated(&b, m);
+		wals_serve_rated_users(m, b.ids, n, b.nrated, b.rated);
 
 	filters = palloc(sizeof(WalsScoreFilter) * n);
 	for (int u = 0; u < n; u++)

@@ -54,6 +54,8 @@ extern void wals_serve_each_row(const char *query, const int64 *ids, int n,
 								void (*each_row) (HeapTuple tuple, TupleDesc desc, void *state),
 								void *state);
 extern void wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated);
+extern void wals_serve_rated_users(WalsServeModel *m, const int64 *ids, int n,
+								   int64 *nrated, int32 **rated);
 extern const WalsScoreIndex *wals_serve_cosine(WalsServeModel *m);
 extern void wals_serve_check_source(const WalsServeModel *m, const char *hint);
 

@@ -344,6 +344,83 @@ wals_serve_users(WalsServeModel *m, const int64 *ids, int n, float *X, bool *kno
 						ids, n, user_row, &s);
 }
 
+/* The rated items of many users, gathered as (user, item) pairs. */
+typedef struct RatedPairs
+{
+	WalsServeModel *m;
+	const int64 *ids;
+	int			n;
+	int64		count;
+	int64		cap;
+	int32	   *user;
+	int32	   *item;
+} RatedPairs;
+
+static void
+rated_row(HeapTuple tuple, TupleDesc desc, void *state)
+{
+	RatedPairs *p = state;
+	bool		unull;
+	bool		inull;
+	Datum		user = SPI_getbinval(tuple, desc, 1, &unull);
+	Datum		item = SPI_getbinval(tuple, desc, 2, &inull);
+	int64		index;
+
+	if (unull || inull || (index = wals_serve_item(p->m, DatumGetInt64(item))) < 0)
+		return;
+	if (p->count == p->cap)
+	{
+		p->cap *= 2;
+		p->user = repalloc_huge(p->user, sizeof(int32) * p->cap);
+		p->item = repalloc_huge(p->item, sizeof(int32) * p->cap);
+	}
+	p->user[p->count] = wals_serve_user_index(p->ids, p->n, DatumGetInt64(user));
+	p->item[p->count] = (int32) index;
+	p->count++;
+}
+
+/*
+ * The items each of the users ids[0..n) (sorted, distinct) rates in the
+ * model's source now, known to the model, with one query for all of them:
+ * user u's sorted items at rated[u], nrated[u] of them.
+ */
+void
+wals_serve_rated_users(WalsServeModel *m, const int64 *ids, int n, int64 *nrated,
+					   int32 **rated)
+{
+	RatedPairs	p = {m, ids, n, 0, 1024, NULL, NULL};
+	int32	   *all;
+	int64		at = 0;
+	const WalsModelInfo *info = &m->info;
+
+	wals_serve_check_source(m, "Pass exclude_rated => false, or train the model again.");
+	p.user = palloc(sizeof(int32) * p.cap);
+	p.item = palloc(sizeof(int32) * p.cap);
+	wals_serve_each_row(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8 FROM %s"
+								 " WHERE %s OPERATOR(pg_catalog.=) ANY ($1)",
+								 quote_identifier(info->user_col), quote_identifier(info->item_col),
+								 info->source, quote_identifier(info->user_col)),
+						ids, n, rated_row, &p);
+
+	/* each user's items together, by a counting pass */
+	all = palloc(sizeof(int32) * Max(p.count, 1));
+	memset(nrated, 0, sizeof(int64) * n);
+	for (int64 r = 0; r < p.count; r++)
+		nrated[p.user[r]]++;
+	for (int u = 0; u < n; u++)
+	{
+		rated[u] = all + at;
+		at += nrated[u];
+		nrated[u] = 0;
+	}
+	for (int64 r = 0; r < p.count; r++)
+		rated[p.user[r]][nrated[p.user[r]]++] = p.item[r];
+	for (int u = 0; u < n; u++)
+		qsort(rated[u], nrated[u], sizeof(int32), wals_compare_int32);
+	pfree(p.user);
+	pfree(p.item);
+}
+
 /* The model's source must still exist for a call that reads it. */
 void
 wals_serve_check_source(const WalsServeModel *m, const char *hint)
