@@ -5,7 +5,7 @@
 #   make unit    only the unit tests of src/core (no server)
 
 EXTENSION = wals
-EXTVERSION = 0.2.0
+EXTVERSION = 0.3.0
 
 MODULE_big = wals
 CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
@@ -14,6 +14,7 @@ CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
 	src/core/explain.o src/core/score.o
 OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o \
 	src/train.o src/gpu.o src/gpu_train.o src/progress.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/serve_cache.o src/serve_args.o \
+	src/roles.o src/catalog.o src/factors.o src/upgrade.o \
 	src/recommend.o src/foldin.o src/evaluate.o src/refresh.o
 HEADERS_wals =
 

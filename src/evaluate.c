@@ -3,10 +3,10 @@
  *	  wals_evaluate: a model against held-out ratings.
  *
  * The test rows are read in user order through a cursor; a block of test
- * users at a time, their factors and their items in the model's source come
- * from one query each, the users are scored over every item with one matrix
- * product, each user's items in the source are left out of its ranking, and
- * the metrics of src/core/metrics.c accumulate.  Test users and
+ * users at a time, their factors and the items they rated in training come
+ * from one query, the users are scored over every item with one matrix
+ * product, each user's rated items are left out of its ranking, and the
+ * metrics of src/core/metrics.c accumulate.  Test users and
  * items the model does not know cannot be scored; they are counted and
  * reported, so that a split that leaks cold-start users into the test set
  * shows up in the result instead of flattering it.
@@ -105,24 +105,26 @@ evaluate_block(EvalState *e, EvalBlock *b)
 {
 	WalsServeModel *m = e->m;
 	int			f = m->factors;
-	bool		known[WALS_EVAL_BLOCK];
-	int64		nrated[WALS_EVAL_BLOCK];
-	int32	   *rated[WALS_EVAL_BLOCK];
+	int64		known[WALS_EVAL_BLOCK];
+	WalsRated	rated[WALS_EVAL_BLOCK];
+	int			nknown = 0;
 	MemoryContext old = MemoryContextSwitchTo(e->block_cxt);
 
 	/* the test rows come in user order, so the block's users are sorted */
-	wals_serve_users(m, b->users, b->n, b->X, known);
-	wals_serve_rated_users(m, b->users, b->n, nrated, rated);
-	if (b->n > 0 && m->nitems > 0)
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b->n, (int) m->nitems, f,
+	memcpy(known, b->users, sizeof(int64) * b->n);
+	if (b->n > 0)
+		nknown = wals_serve_users(m, known, b->n, b->X, rated);
+	if (nknown > 0 && m->nitems > 0)
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nknown, (int) m->nitems, f,
 					1.0f, b->X, f, m->Y, f, 0.0f, b->scores, (int) m->nitems);
 	for (int j = 0; j < b->n; j++)
 	{
 		WalsStatus	st;
-		const float *scores = b->scores + (size_t) j * m->nitems;
+		int64		u = wals_ids_find(known, nknown, b->users[j]);
+		const float *scores = b->scores + (size_t) Max(u, 0) * m->nitems;
 		int			n;
 
-		if (!known[j])
+		if (u < 0)
 		{
 			e->counts.users_unknown++;
 			continue;
@@ -130,7 +132,7 @@ evaluate_block(EvalState *e, EvalBlock *b)
 		if (b->start[j + 1] == b->start[j])
 			continue;
 		n = merge_cells(b, b->start[j], b->start[j + 1], e->items, e->ratings);
-		st = wals_metrics_user(&e->acc, scores, m->nitems, rated[j], nrated[j], e->items, n,
+		st = wals_metrics_user(&e->acc, scores, m->nitems, rated[u].items, rated[u].n, e->items, n,
 							   e->scratch);
 		if (st == WALS_OK && e->rmse)
 			st = wals_rmse_user(&e->sq, scores, m->nitems, e->items, e->ratings, n);
@@ -185,14 +187,19 @@ put_metric(ReturnSetInfo *rsinfo, const char *name, double value)
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
+/* A column of the test source, checked as a training checks its own. */
 static const char *
-name_arg(FunctionCallInfo fcinfo, int arg, const char *what)
+column_arg(FunctionCallInfo fcinfo, int arg, const char *what, Oid source, bool id)
 {
+	const char *name;
+
 	if (PG_ARGISNULL(arg))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"%s\" must not be null", what)));
-	return quote_identifier(NameStr(*PG_GETARG_NAME(arg)));
+	name = NameStr(*PG_GETARG_NAME(arg));
+	wals_check_column(source, get_rel_name(source), name, what, id);
+	return quote_identifier(name);
 }
 
 /*
@@ -232,13 +239,15 @@ wals_evaluate(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"test_source\" must not be null")));
 	source = PG_GETARG_OID(1);
-	user_col = name_arg(fcinfo, 2, "user_col");
-	item_col = name_arg(fcinfo, 3, "item_col");
-	rating_col = PG_ARGISNULL(4) ? NULL : quote_identifier(NameStr(*PG_GETARG_NAME(4)));
-	if (get_rel_name(source) == NULL)
+	wals_check_source(source, "test_source");
+	user_col = column_arg(fcinfo, 2, "user_col", source, true);
+	item_col = column_arg(fcinfo, 3, "item_col", source, true);
+	rating_col = PG_ARGISNULL(4) ? NULL : column_arg(fcinfo, 4, "rating_col", source, false);
+	if (strcmp(user_col, item_col) == 0)
 		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("test source relation with OID %u does not exist", source)));
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"user_col\" and \"item_col\" are both column %s", user_col),
+				 errhint("Users and items must come from two different columns.")));
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	SPI_connect();
@@ -263,8 +272,7 @@ wals_evaluate(PG_FUNCTION_ARGS)
 									   psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s ORDER BY 1",
 												user_col, item_col,
 												rating_col ? psprintf("(%s)::pg_catalog.float4", rating_col) : "NULL::pg_catalog.float4",
-												quote_qualified_identifier(get_namespace_name(get_rel_namespace(source)),
-																		   get_rel_name(source))),
+												wals_relation_name(source)),
 									   0, NULL, NULL, NULL, true, 0);
 	for (;;)
 	{
@@ -298,6 +306,12 @@ wals_evaluate(PG_FUNCTION_ARGS)
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("test source has a NULL rating in column %s", rating_col),
 						 errhint("Filter the NULL ratings out with a view, or pass rating_col => NULL.")));
+			if (!rnull && !isfinite(ratings[r]))
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("test source has the non-finite rating %g in column %s",
+								ratings[r], rating_col),
+						 errhint("Filter the non-finite ratings out with a view.")));
 			skip[r] = unull || inull;
 		}
 		SPI_freetuptable(SPI_tuptable);

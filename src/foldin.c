@@ -86,7 +86,7 @@ wals_one_row(const WalsServeModel *m, const int32 *items, const float *ratings, 
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("\"ratings\" contains a negative value, %g, for model \"%s\" of implicit feedback",
-							ratings[i], m->info.name),
+							ratings[i], m->info.display),
 					 errhint("Implicit ratings count interactions: pass values of 0 or more.")));
 	}
 	row->indptr = palloc(sizeof(int64) * 2);
@@ -169,7 +169,7 @@ wals_recommend_items(PG_FUNCTION_ARGS)
 		ereport(NOTICE,
 				(errmsg_plural("%lld of the %d items given is unknown to model \"%s\" and was ignored",
 							   "%lld of the %d items given are unknown to model \"%s\" and were ignored",
-							   n - known, (long long) (n - known), n, m->info.name)));
+							   n - known, (long long) (n - known), n, m->info.display)));
 
 	/* Without a known item there is nothing to fold in: no rows, not noise. */
 	if (known > 0)
@@ -227,8 +227,9 @@ wals_similar_items(PG_FUNCTION_ARGS)
  * wals_explain(user_id bigint, item_id bigint, model text, k int)
  *	 RETURNS TABLE(rated_item_id bigint, contribution real)
  *
- * The k rated items of the user (in the model's source now) that add most
- * to the item's score, largest first.  The contributions of all rated
+ * The k rated items of the user (as the model keeps them: from the last
+ * training, or wals_refresh_users) that add most to the item's score,
+ * largest first; no rows for an unknown user or item.  The contributions of all rated
  * items add up to the score of the user folded in from those ratings.
  */
 Datum
@@ -238,15 +239,17 @@ wals_explain(PG_FUNCTION_ARGS)
 	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
 	int			k = wals_arg_k(fcinfo, 3);
 	WalsServeModel *m;
+	WalsRated	rated;
+	float	   *x;
 	int64		item;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	SPI_connect();
 	m = wals_serve_model(model);
 	item = PG_ARGISNULL(1) ? -1 : wals_serve_item(m, PG_GETARG_INT64(1));
-	if (!PG_ARGISNULL(0) && item >= 0)
+	x = palloc(sizeof(float) * m->factors);
+	if (!PG_ARGISNULL(0) && item >= 0 && wals_serve_user(m, PG_GETARG_INT64(0), x, &rated))
 	{
-		WalsRated	rated;
 		WalsCsr		row;
 		int64		n;
 		float	   *contrib;
@@ -255,7 +258,6 @@ wals_explain(PG_FUNCTION_ARGS)
 		int			found;
 		WalsStatus	st;
 
-		wals_serve_rated(m, PG_GETARG_INT64(0), &rated);
 		wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
 		n = row.indptr[1];
 		contrib = palloc(sizeof(float) * Max(n, 1));

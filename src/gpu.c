@@ -149,7 +149,7 @@ wals_device_choose(const WalsTrainArgs *args, int64 nratings)
 	{
 		ereport(NOTICE,
 				(errmsg("model \"%s\" trains on the CPU: no GPU is usable: %s",
-						args->model, why)));
+						args->model_display, why)));
 		return "cpu";
 	}
 	return "gpu";

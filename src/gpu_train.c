@@ -60,13 +60,13 @@ wals_gpu_train(const WalsTrainArgs *args, const WalsData *data,
 		{
 			ereport(NOTICE,
 					(errmsg("model \"%s\" trains on the CPU: the GPU engine could not start: %s",
-							args->model, msg)));
+							args->model_display, msg)));
 			return false;
 		}
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("the GPU engine could not start training model \"%s\": %s",
-						args->model, msg),
+						args->model_display, msg),
 				 errhint("Pass device => 'auto' to train on the CPU when the GPU cannot.")));
 	}
 	upload_s = wals_seconds_since(start);
@@ -85,7 +85,7 @@ wals_gpu_train(const WalsTrainArgs *args, const WalsData *data,
 				ereport(ERROR,
 						(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 						 errmsg("the GPU engine failed in iteration %d of model \"%s\": %s",
-								it + 1, args->model, msg),
+								it + 1, args->model_display, msg),
 						 errhint("Pass device => 'cpu' to train on the CPU.")));
 			if (wals_iteration_done(args, result, it, loss, wals_seconds_since(start)))
 				break;
@@ -105,10 +105,10 @@ wals_gpu_train(const WalsTrainArgs *args, const WalsData *data,
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("the GPU engine could not hand back the factors of model \"%s\": %s",
-						args->model, msg)));
+						args->model_display, msg)));
 	wals_report_progress_end();
 	ereport(NOTICE,
-			(errmsg("model \"%s\" trained on the GPU", args->model),
+			(errmsg("model \"%s\" trained on the GPU", args->model_display),
 			 errdetail("Uploaded in %.3f s, downloaded in %.3f s.",
 					   upload_s, wals_seconds_since(start))));
 	result->workers = 0;

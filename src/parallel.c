@@ -219,6 +219,20 @@ estimate_bytes(const WalsLayout *l, int64 cells, int64 scratch_floats, int procs
 }
 
 /*
+ * The least memory a training of rows rows can need, whatever its users and
+ * items: for refusing a hopeless training before it reads anything.
+ */
+double
+wals_sweeps_min_bytes(const WalsTrainArgs *args, double rows)
+{
+	WalsLayout	l;
+	int64		cells = (int64) rows;
+
+	plan_layout(&l, 0, 0, cells, args->params.factors);
+	return estimate_bytes(&l, cells, 0, args->workers + 1, args->workers > 0);
+}
+
+/*
  * Plan and allocate the memory of a training of raw (read in read_s
  * seconds, for the NOTICE), refusing it when it exceeds wals.max_memory, and
  * point data's matrices at it; the caller then builds them with
@@ -251,8 +265,8 @@ wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
 	estimate = estimate_bytes(&sh->layout, raw->n, sh->scratch_floats, args->workers + 1,
 							  args->workers > 0);
 	ereport(NOTICE,
-			(errmsg("training model \"%s\" on %lld ratings (%lld users, %lld items)",
-					args->model, (long long) raw->n, (long long) raw->nusers,
+			(errmsg("training model \"%s\" on %lld rows read (%lld users, %lld items)",
+					args->model_display, (long long) raw->n, (long long) raw->nusers,
 					(long long) raw->nitems),
 			 errdetail("Read in %.3f s. The training needs about %s, leader and workers together.",
 					   read_s, wals_pretty_bytes(estimate))));
@@ -482,7 +496,7 @@ launch_workers(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *result
 	{
 		ereport(NOTICE,
 				(errmsg("no dynamic shared memory segment is available; model \"%s\" trains in the leader alone",
-						args->model),
+						args->model_display),
 				 errhint("Raise max_connections or free dynamic shared memory segments to train with parallel workers.")));
 		return;
 	}
@@ -509,7 +523,7 @@ launch_workers(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *result
 	if (result->workers == 0)
 		ereport(NOTICE,
 				(errmsg("no parallel worker could be launched; model \"%s\" trains in the leader alone",
-						args->model),
+						args->model_display),
 				 errhint("Raise max_worker_processes or max_parallel_workers, or pass workers => 0.")));
 }
 

@@ -26,11 +26,11 @@ wals_report_progress(const WalsTrainArgs *args, int it, const char *phase,
 
 	if (it == 0)
 		snprintf(buf, sizeof(buf), "wals_train: model \"%s\", iteration 1 of %d, %s",
-				 args->model, args->iterations, phase);
+				 args->model_display, args->iterations, phase);
 	else
 		snprintf(buf, sizeof(buf),
 				 "wals_train: model \"%s\", iteration %d of %d, %s; loss %.6g after iteration %d (%.3f s)",
-				 args->model, it + 1, args->iterations, phase, result->iteration_loss[it - 1],
+				 args->model_display, it + 1, args->iterations, phase, result->iteration_loss[it - 1],
 				 it, result->iteration_seconds[it - 1]);
 	pgstat_report_activity(STATE_RUNNING, buf);
 }
@@ -66,7 +66,7 @@ wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
 	result->iteration_seconds[it] = seconds;
 	result->iterations = it + 1;
 	ereport(NOTICE,
-			(errmsg("model \"%s\" iteration %d of %d", args->model, it + 1, args->iterations),
+			(errmsg("model \"%s\" iteration %d of %d", args->model_display, it + 1, args->iterations),
 			 errdetail("Loss %.6g after %.3f s.", loss, seconds)));
 
 	if (it == 0 || args->tolerance < 0)

@@ -21,7 +21,7 @@ PG_FUNCTION_INFO_V1(wals_recommend);
 PG_FUNCTION_INFO_V1(wals_recommend_batch);
 PG_FUNCTION_INFO_V1(wals_predict);
 
-/* Users per block of wals_recommend_batch: one query each for factors and ratings. */
+/* Users per block of wals_recommend_batch: one query for their rows. */
 #define WALS_BATCH_USERS 8192
 
 /*
@@ -40,6 +40,7 @@ wals_recommend(PG_FUNCTION_ARGS)
 	bool		exclude_rated = wals_arg_bool(fcinfo, 3, "exclude_rated");
 	WalsServeModel *m;
 	WalsScoreFilter filter;
+	WalsRated	rated;
 	float	   *x;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
@@ -47,90 +48,92 @@ wals_recommend(PG_FUNCTION_ARGS)
 	m = wals_serve_model(model);
 	wals_filter_args(fcinfo, 4, 5, m, &filter);
 	x = palloc(sizeof(float) * m->factors);
-	if (!PG_ARGISNULL(0) && wals_serve_user(m, PG_GETARG_INT64(0), x))
+	if (!PG_ARGISNULL(0) &&
+		wals_serve_user(m, PG_GETARG_INT64(0), x, exclude_rated ? &rated : NULL))
 	{
 		if (exclude_rated)
-		{
-			WalsRated	rated;
-
-			wals_serve_rated(m, PG_GETARG_INT64(0), &rated);
 			filter.skip = wals_merge_items(filter.skip, filter.nskip, rated.items, rated.n,
 										   &filter.nskip);
-		}
 		wals_put_topk(fcinfo, m, &m->index, x, &filter, k);
 	}
 	SPI_finish();
 	return (Datum) 0;
 }
 
-/* One block of a batch: its distinct users, their factors and filters. */
-typedef struct BatchBlock
+/* Sort ids[0..n) and keep one of each; returns how many are left. */
+static int
+sort_distinct(int64 *ids, int n)
 {
-	int			n;
-	int64	   *ids;			/* sorted, distinct */
-	bool	   *known;
-	float	   *X;
-	int64	   *nrated;
-	int32	  **rated;
-} BatchBlock;
+	int			d = 0;
+
+	qsort(ids, n, sizeof(int64), wals_compare_int64);
+	for (int i = 0; i < n; i++)
+		if (i == 0 || ids[i] != ids[d - 1])
+			ids[d++] = ids[i];
+	return d;
+}
 
 /*
  * Score one block of the input, users[lo, hi), and return its rows in input
- * order.
+ * order.  known[0..nknown), when not NULL, are the users the model knows
+ * (sorted): the others are not even looked up.
  */
 static void
 batch_block(FunctionCallInfo fcinfo, WalsServeModel *m, const int64 *users, int lo, int hi,
-			int k, bool exclude_rated, const WalsScoreFilter *base)
+			const int64 *known, int nknown, int k, bool exclude_rated,
+			const WalsScoreFilter *base)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "wals batch block",
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
-	BatchBlock	b;
+	int64	   *ids = palloc(sizeof(int64) * (hi - lo));
+	WalsRated  *rated;
 	WalsScoreFilter *filters;
+	float	   *X;
 	int32	   *idx;
 	float	   *score;
 	int		   *count;
 	int			n = 0;
 	int			f = m->factors;
 
-	b.ids = palloc(sizeof(int64) * (hi - lo));
-	memcpy(b.ids, users + lo, sizeof(int64) * (hi - lo));
-	qsort(b.ids, hi - lo, sizeof(int64), wals_compare_int64);
-	for (int i = 0; i < hi - lo; i++)
-		if (i == 0 || b.ids[i] != b.ids[n - 1])
-			b.ids[n++] = b.ids[i];
-	b.n = n;
-	b.known = palloc(sizeof(bool) * n);
-	b.X = palloc(sizeof(float) * f * n);
-	b.nrated = palloc0(sizeof(int64) * n);
-	b.rated = palloc(sizeof(int32 *) * n);
+	memcpy(ids, users + lo, sizeof(int64) * (hi - lo));
+	n = sort_distinct(ids, hi - lo);
+	if (known != NULL)
+	{
+		int			kept = 0;
 
-	wals_serve_users(m, b.ids, n, b.X, b.known);
-	if (exclude_rated)
-		wals_serve_rated_users(m, b.ids, n, b.nrated, b.rated);
+		for (int u = 0; u < n; u++)
+			if (wals_ids_find(known, nknown, ids[u]) >= 0)
+				ids[kept++] = ids[u];
+		n = kept;
+	}
+	X = palloc(sizeof(float) * f * Max(n, 1));
+	rated = exclude_rated ? palloc0(sizeof(WalsRated) * Max(n, 1)) : NULL;
+	if (n > 0)
+		n = wals_serve_users(m, ids, n, X, rated);
 
-	filters = palloc(sizeof(WalsScoreFilter) * n);
+	filters = palloc(sizeof(WalsScoreFilter) * Max(n, 1));
 	for (int u = 0; u < n; u++)
 	{
 		filters[u] = *base;
-		if (b.nrated[u] > 0)
-			filters[u].skip = wals_merge_items(base->skip, base->nskip, b.rated[u], b.nrated[u],
-											   &filters[u].nskip);
+		if (rated != NULL && rated[u].n > 0)
+			filters[u].skip = wals_merge_items(base->skip, base->nskip, rated[u].items,
+											   rated[u].n, &filters[u].nskip);
 	}
-	idx = palloc(sizeof(int32) * (size_t) n * k);
-	score = palloc(sizeof(float) * (size_t) n * k);
-	count = palloc0(sizeof(int) * n);
-	if (m->nitems > 0)
-		wals_score_topk_batch(&m->index, b.X, 0, n, filters, k, idx, score, count,
+	idx = palloc(sizeof(int32) * (size_t) Max(n, 1) * k);
+	score = palloc(sizeof(float) * (size_t) Max(n, 1) * k);
+	count = palloc0(sizeof(int) * Max(n, 1));
+	if (m->nitems > 0 && n > 0)
+		wals_score_topk_batch(&m->index, X, 0, n, filters, k, idx, score, count,
 							  palloc(wals_score_batch_scratch_size(&m->index, k)));
 
 	MemoryContextSwitchTo(old);
-	for (int i = lo; i < hi; i++)
+	for (int i = lo; i < hi && n > 0; i++)
 	{
-		int			u = (int) wals_ids_find(b.ids, n, users[i]);
+		int			u = (int) wals_ids_find(ids, n, users[i]);
 
-		if (!b.known[u])
+		if (u < 0)
 			continue;
 		for (int r = 0; r < count[u]; r++)
 		{
@@ -154,8 +157,9 @@ batch_block(FunctionCallInfo fcinfo, WalsServeModel *m, const int64 *users, int 
  *	 RETURNS TABLE(user_id bigint, item_id bigint, score real, rank int)
  *
  * wals_recommend for many users at once, in the order given: the same rows,
- * from one query per block of users for their factors and one for their
- * ratings, and one matrix product per block of users and items.
+ * from one query per block of users, and one matrix product per block of
+ * users and items.  A long list is first cut down to the users the model
+ * knows by one pass over its user table.
  */
 Datum
 wals_recommend_batch(PG_FUNCTION_ARGS)
@@ -167,6 +171,8 @@ wals_recommend_batch(PG_FUNCTION_ARGS)
 	bool		exclude_rated = wals_arg_bool(fcinfo, 3, "exclude_rated");
 	WalsServeModel *m;
 	WalsScoreFilter base;
+	int64	   *known;
+	int			nknown;
 
 	if (users == NULL)
 		ereport(ERROR,
@@ -177,10 +183,17 @@ wals_recommend_batch(PG_FUNCTION_ARGS)
 	m = wals_serve_model(model);
 	wals_filter_args(fcinfo, 4, 5, m, &base);
 	k = (int) Min((int64) k, Max(m->nitems, 1));
-	for (int lo = 0; lo < n; lo += WALS_BATCH_USERS)
+
+	known = palloc(sizeof(int64) * Max(n, 1));
+	memcpy(known, users, sizeof(int64) * n);
+	nknown = sort_distinct(known, n);
+	if (!wals_serve_known_users(m, known, &nknown))
+		known = NULL;
+	for (int lo = 0; lo < n && (known == NULL || nknown > 0); lo += WALS_BATCH_USERS)
 	{
 		CHECK_FOR_INTERRUPTS();
-		batch_block(fcinfo, m, users, lo, Min(n, lo + WALS_BATCH_USERS), k, exclude_rated, &base);
+		batch_block(fcinfo, m, users, lo, Min(n, lo + WALS_BATCH_USERS), known, nknown, k,
+					exclude_rated, &base);
 	}
 	SPI_finish();
 	return (Datum) 0;
@@ -204,7 +217,7 @@ wals_predict(PG_FUNCTION_ARGS)
 	SPI_connect();
 	m = wals_serve_model(model);
 	x = palloc(sizeof(float) * m->factors);
-	if (!PG_ARGISNULL(0) && !PG_ARGISNULL(1) && wals_serve_user(m, PG_GETARG_INT64(0), x))
+	if (!PG_ARGISNULL(0) && !PG_ARGISNULL(1) && wals_serve_user(m, PG_GETARG_INT64(0), x, NULL))
 	{
 		item = wals_serve_item(m, PG_GETARG_INT64(1));
 		if (item >= 0)

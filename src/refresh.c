@@ -5,48 +5,177 @@
  * Users who rated something since the last training are solved again from
  * their ratings in the model's source now, against the current item
  * factors, exactly as a training's last user half-sweep would solve them
- * (and as fold-in does), and their rows of the user factor table are
- * replaced in place.  The item side does not change, so the model keeps its
- * version and every backend's cache stays valid.
+ * (and as fold-in does), and their rows of the user factor table, factors
+ * and rated items, are replaced in place.  The item side does not change,
+ * so the model keeps its version and every backend's cache stays valid.
+ *
+ * Refreshing needs the privileges of the model's owner, and the source is
+ * read and the user table written as that owner, in a security-restricted
+ * operation (roles.c): a superuser refreshing a tenant's model never runs
+ * the tenant's view or trigger code with superuser rights.
  */
 #include "postgres.h"
 
+#include <float.h>
+#include <math.h>
+
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "serve.h"
 
 PG_FUNCTION_INFO_V1(wals_refresh_users);
 
-static Datum
-factors_array(const float *x, int f)
+/* The model's source, checked as a training checks it, as a name for SQL. */
+static char *
+source_for_refresh(const WalsModelInfo *info)
 {
-	Datum	   *elems = palloc(sizeof(Datum) * f);
+	char	   *relname;
 
-	for (int a = 0; a < f; a++)
-		elems[a] = Float4GetDatum(x[a]);
-	return PointerGetDatum(construct_array(elems, f, FLOAT4OID, 4, true, TYPALIGN_INT));
+	if (!OidIsValid(info->source) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(info->source)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the source relation of model \"%s\" no longer exists", info->display),
+				 errhint("Train the model again from its new source with wals_train().")));
+	relname = wals_check_source(info->source, "source");
+	wals_check_column(info->source, relname, info->user_col, "user_col", true);
+	wals_check_column(info->source, relname, info->item_col, "item_col", true);
+	if (info->rating_col != NULL)
+		wals_check_column(info->source, relname, info->rating_col, "rating_col", false);
+	return wals_relation_name(info->source);
 }
 
 static void
-exec_plan(SPIPlanPtr plan, Datum *values, int expected)
+exec_plan(SPIPlanPtr plan, Datum *values, const char *nulls, int expected)
 {
-	int			rc = SPI_execute_plan(plan, values, NULL, false, 0);
+	int			rc = SPI_execute_plan(plan, values, nulls, false, 0);
 
 	if (rc != expected)
 		elog(ERROR, "wals: updating user factors failed: %s", SPI_result_code_string(rc));
 }
 
 /*
+ * The items user rates in the source now that the model knows, and their
+ * ratings, checked as a training checks them.
+ */
+static void
+read_ratings(WalsServeModel *m, SPIPlanPtr plan, int64 user, WalsRated *rated)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Datum		arg = Int64GetDatum(user);
+	int			rc = SPI_execute_plan(plan, &arg, NULL, true, 0);
+	bool		implicit = m->info.params.feedback == WALS_IMPLICIT;
+
+	MemoryContextSwitchTo(cxt);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "wals: reading the ratings of user " INT64_FORMAT " failed: %s",
+			 user, SPI_result_code_string(rc));
+	rated->items = palloc(sizeof(int32) * Max(SPI_processed, 1));
+	rated->ratings = palloc(sizeof(float) * Max(SPI_processed, 1));
+	rated->n = 0;
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		inull;
+		bool		rnull;
+		HeapTuple	tuple = SPI_tuptable->vals[r];
+		Datum		item = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &inull);
+		double		rating = DatumGetFloat8(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &rnull));
+		int64		index = inull ? -1 : wals_serve_item(m, DatumGetInt64(item));
+
+		if (index < 0)
+			continue;
+		if (m->info.rating_col == NULL)
+			rating = 1.0;
+		else if (rnull || !(fabs(rating) <= FLT_MAX) || (implicit && rating < 0))
+			ereport(ERROR,
+					(errcode(rnull ? ERRCODE_NULL_VALUE_NOT_ALLOWED : ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("column \"%s\" of the source of model \"%s\" holds the rating %s for user " INT64_FORMAT,
+							m->info.rating_col, m->info.display,
+							rnull ? "null" : psprintf("%g", rating), user),
+					 errhint("%s", implicit ?
+							 "Implicit feedback needs finite ratings greater than or equal to zero; filter the others out with a view." :
+							 "Ratings must be finite; filter the others out with a view.")));
+		rated->items[rated->n] = (int32) index;
+		rated->ratings[rated->n++] = (float) rating;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	wals_sort_cells(rated->items, rated->ratings, rated->n);
+}
+
+/* Solve and store the users, as the model's owner; returns how many were stored. */
+static int64
+refresh(WalsServeModel *m, const char *source, const int64 *users, int n, int64 *removed)
+{
+	const WalsModelInfo *info = &m->info;
+	char	   *table = wals_relation_name(info->user_rel);
+	Oid			types[4] = {INT8OID, FLOAT4ARRAYOID, INT8ARRAYOID, FLOAT4ARRAYOID};
+	Oid			int8type = INT8OID;
+	SPIPlanPtr	select;
+	SPIPlanPtr	upsert;
+	SPIPlanPtr	remove;
+	float	   *x = palloc(sizeof(float) * m->factors);
+	int64		stored = 0;
+
+	select = SPI_prepare(psprintf("SELECT (%s)::pg_catalog.int8, %s FROM %s WHERE %s OPERATOR(pg_catalog.=) $1",
+								  quote_identifier(info->item_col),
+								  info->rating_col != NULL ?
+								  psprintf("(%s)::pg_catalog.float8", quote_identifier(info->rating_col)) :
+								  "NULL::pg_catalog.float8",
+								  source, quote_identifier(info->user_col)),
+						 1, &int8type);
+	upsert = SPI_prepare(psprintf("INSERT INTO %s (user_id, factors, rated_items, ratings)"
+								  " VALUES ($1, $2, $3, $4) ON CONFLICT (user_id) DO UPDATE"
+								  " SET factors = EXCLUDED.factors, rated_items = EXCLUDED.rated_items,"
+								  " ratings = EXCLUDED.ratings", table), 4, types);
+	remove = SPI_prepare(psprintf("DELETE FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1", table),
+						 1, types);
+	if (select == NULL || upsert == NULL || remove == NULL)
+		elog(ERROR, "wals: could not prepare the refresh of %s: %s", table,
+			 SPI_result_code_string(SPI_result));
+
+	for (int i = 0; i < n; i++)
+	{
+		WalsRated	rated;
+		WalsCsr		row;
+		Datum		values[4];
+		char		nulls[4] = {' ', ' ', ' ', ' '};
+		bool		isnull;
+
+		if (i > 0 && users[i] == users[i - 1])
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		values[0] = Int64GetDatum(users[i]);
+		read_ratings(m, select, users[i], &rated);
+		if (rated.n == 0)
+		{
+			exec_plan(remove, values, NULL, SPI_OK_DELETE);
+			*removed += SPI_processed;
+			continue;
+		}
+		wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
+		wals_fold_in(m, &row, x);
+		values[1] = PointerGetDatum(wals_real_array(x, m->factors));
+		values[2] = PointerGetDatum(wals_item_array(m->ids, row.indices, row.indptr[1]));
+		values[3] = wals_ratings_datum(row.values, row.indptr[1], &isnull);
+		nulls[3] = isnull ? 'n' : ' ';
+		exec_plan(upsert, values, nulls, SPI_OK_INSERT);
+		stored++;
+	}
+	return stored;
+}
+
+/*
  * wals_refresh_users(user_ids bigint[], model text) RETURNS bigint
  *
  * Solve the users given again from their current ratings and store their
- * factors; returns how many were stored.  A user left without a rated item
- * the model knows has no factors, as after a training: their row is
- * removed.
+ * factors and rated items; returns how many were stored.  A user left
+ * without a rated item the model knows has no factors, as after a training:
+ * their row is removed.
  */
 Datum
 wals_refresh_users(PG_FUNCTION_ARGS)
@@ -54,67 +183,37 @@ wals_refresh_users(PG_FUNCTION_ARGS)
 	int			n;
 	int64	   *users = wals_arg_ids(fcinfo, 0, "user_ids", &n);
 	text	   *model = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
+	WalsModelInfo found;
 	WalsServeModel *m;
-	SPIPlanPtr	upsert;
-	SPIPlanPtr	remove;
-	Oid			types[2] = {INT8OID, FLOAT4ARRAYOID};
-	float	   *x;
-	int64		stored = 0;
+	char	   *source;
+	int64		stored;
 	int64		removed = 0;
-	char	   *name;
+	WalsRoleSave save;
 
 	if (users == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"user_ids\" must not be null")));
+	PreventCommandIfReadOnly("wals_refresh_users()");
 	qsort(users, n, sizeof(int64), wals_compare_int64);
 
 	SPI_connect();
 	/* A training of the model would replace the table under us: wait for it. */
-	name = wals_model_name(model);
-	wals_lock_model(name);
-	m = wals_serve_model(cstring_to_text(name));
-	upsert = SPI_prepare(psprintf("INSERT INTO %s (user_id, factors) VALUES ($1, $2)"
-								  " ON CONFLICT (user_id) DO UPDATE SET factors = EXCLUDED.factors",
-								  m->info.user_table), 2, types);
-	remove = SPI_prepare(psprintf("DELETE FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1",
-								  m->info.user_table), 1, types);
-	if (upsert == NULL || remove == NULL)
-		elog(ERROR, "wals: could not prepare the update of %s: %s", m->info.user_table,
-			 SPI_result_code_string(SPI_result));
+	wals_model_resolve(model, &found);
+	wals_lock_model(found.schema, found.name);
+	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
+	wals_model_check_owner(&m->info);
+	source = source_for_refresh(&m->info);
 
-	x = palloc(sizeof(float) * m->factors);
-	for (int i = 0; i < n; i++)
-	{
-		WalsRated	rated;
-		Datum		values[2];
+	wals_become(wals_model_owner(&m->info), &save);
+	stored = refresh(m, source, users, n, &removed);
+	wals_unbecome(&save);
 
-		if (i > 0 && users[i] == users[i - 1])
-			continue;
-		CHECK_FOR_INTERRUPTS();
-		values[0] = Int64GetDatum(users[i]);
-		wals_serve_rated(m, users[i], &rated);
-		if (rated.n == 0)
-		{
-			exec_plan(remove, values, SPI_OK_DELETE);
-			removed += SPI_processed;
-			continue;
-		}
-		{
-			WalsCsr		row;
-
-			wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
-			wals_fold_in(m, &row, x);
-		}
-		values[1] = factors_array(x, m->factors);
-		exec_plan(upsert, values, SPI_OK_INSERT);
-		stored++;
-	}
 	if (removed > 0)
 		ereport(NOTICE,
 				(errmsg_plural("%lld user of model \"%s\" has no rated item the model knows: its factors were removed",
 							   "%lld users of model \"%s\" have no rated item the model knows: their factors were removed",
-							   removed, (long long) removed, m->info.name)));
+							   removed, (long long) removed, m->info.display)));
 	SPI_finish();
 	PG_RETURN_INT64(stored);
 }

@@ -29,8 +29,7 @@ typedef struct WalsServeModel
 	float	   *G;				/* Y^T Y, for fold-in and explanations */
 	WalsScoreIndex index;
 	WalsScoreIndex *cosine;		/* over the unit rows of Y, built on demand */
-	SPIPlanPtr	user_plan;		/* factors of user $1 */
-	SPIPlanPtr	rated_plan;		/* item, rating of user $1 in the source */
+	SPIPlanPtr	user_plan;		/* factors, rated items and ratings of user $1 */
 	void	   *scratch;		/* of the queries, grown as k needs */
 	size_t		scratch_size;
 } WalsServeModel;
@@ -43,21 +42,17 @@ typedef struct WalsRated
 	float	   *ratings;
 } WalsRated;
 
+/* factors.c */
+extern void wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
+							const int64 *item_ids, int64 nitems, WalsRated *rated);
+
 /* serve_cache.c */
 extern WalsServeModel *wals_serve_model(text *model);
 extern int64 wals_serve_item(const WalsServeModel *m, int64 id);
-extern bool wals_serve_user(WalsServeModel *m, int64 user_id, float *x);
-extern void wals_serve_users(WalsServeModel *m, const int64 *ids, int n, float *X,
-							 bool *known);
-extern int	wals_serve_user_index(const int64 *ids, int n, int64 id);
-extern void wals_serve_each_row(const char *query, const int64 *ids, int n,
-								void (*each_row) (HeapTuple tuple, TupleDesc desc, void *state),
-								void *state);
-extern void wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated);
-extern void wals_serve_rated_users(WalsServeModel *m, const int64 *ids, int n,
-								   int64 *nrated, int32 **rated);
+extern bool wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated);
+extern int	wals_serve_users(WalsServeModel *m, int64 *ids, int n, float *X, WalsRated *rated);
+extern bool wals_serve_known_users(WalsServeModel *m, int64 *ids, int *n);
 extern const WalsScoreIndex *wals_serve_cosine(WalsServeModel *m);
-extern void wals_serve_check_source(const WalsServeModel *m, const char *hint);
 
 /* foldin.c: a user's factors from their ratings, as training solves them */
 extern void wals_one_row(const WalsServeModel *m, const int32 *items, const float *ratings,

@@ -11,6 +11,12 @@
  * the factors in one aligned matrix with their ids, Y^T Y for fold-in, the
  * compact index of the scoring engine, and the plans of the per-call
  * queries, so that a call parses and plans nothing.
+ *
+ * Each user's rated items are kept with the model, in its user factor
+ * table, beside the user's factors: serving never reads the model's source,
+ * so it never runs the source's code (a view's functions) as the caller,
+ * and leaving out the rated items costs the same whether or not the source
+ * is indexed.
  */
 #include "postgres.h"
 
@@ -32,6 +38,15 @@
 
 /* Rows fetched at a time by the queries over many users. */
 #define WALS_USERS_FETCH 65536
+
+/*
+ * A list of users is filtered down to the known ones by one pass over the
+ * user table when it has more than WALS_KNOWN_PASS_MIN ids and at least one
+ * per WALS_KNOWN_PASS_RATIO rows of the table: an id looked up through the
+ * index costs about as much as that many rows of the pass.
+ */
+#define WALS_KNOWN_PASS_MIN 8192
+#define WALS_KNOWN_PASS_RATIO 4
 
 /* Models cached at once per backend; the least recently used goes first. */
 #define WALS_SERVE_MODELS 8
@@ -57,17 +72,19 @@ forget(WalsServeModel *m)
 {
 	if (m->user_plan != NULL)
 		SPI_freeplan(m->user_plan);
-	if (m->rated_plan != NULL)
-		SPI_freeplan(m->rated_plan);
 	MemoryContextDelete(m->cxt);
 }
 
-/* Read the item factors of info's table into m. */
+/*
+ * Read the item factors of info's table into m: ids strictly increasing,
+ * so that lookups by binary search are sound whatever the table holds.
+ */
 static void
 load_items(WalsServeModel *m, const WalsModelInfo *info)
 {
 	int			f = info->factors;
-	char	   *query = psprintf("SELECT item_id, factors FROM %s ORDER BY item_id", info->item_table);
+	char	   *query = psprintf("SELECT item_id, factors FROM %s ORDER BY item_id",
+								 wals_relation_name(info->item_rel));
 	int			rc = SPI_execute(query, false, 0);
 	size_t		index_size;
 
@@ -79,12 +96,16 @@ load_items(WalsServeModel *m, const WalsModelInfo *info)
 	m->Y = alloc_aligned(m->cxt, sizeof(float) * f * Max(m->nitems, 1));
 	for (int64 i = 0; i < m->nitems; i++)
 	{
-		bool		isnull;
 		HeapTuple	tuple = SPI_tuptable->vals[i];
 
-		m->ids[i] = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
-		wals_read_factors(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull), f,
-						  m->Y + i * f, info->item_table);
+		m->ids[i] = wals_read_id(tuple, SPI_tuptable->tupdesc, 1, info, NULL);
+		if (i > 0 && m->ids[i] <= m->ids[i - 1])
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("the item factor table of model \"%s\" holds item " INT64_FORMAT " twice",
+							info->display, m->ids[i]),
+					 errhint("Train the model again with wals_train().")));
+		wals_read_factors(tuple, SPI_tuptable->tupdesc, 2, f, m->Y + i * f, info);
 		if ((i & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
@@ -95,55 +116,30 @@ load_items(WalsServeModel *m, const WalsModelInfo *info)
 	index_size = wals_score_index_size(m->nitems, f);
 	if (wals_score_index_build(&m->index, m->Y, m->nitems, f,
 							   MemoryContextAllocHuge(m->cxt, Max(index_size, 1))) != WALS_OK)
-		elog(ERROR, "wals: could not index the item factors of model \"%s\"", info->name);
+		elog(ERROR, "wals: could not index the item factors of model \"%s\"", info->display);
 }
 
-/*
- * The plan of the query for one user's factors.  The plan of the query of
- * the source comes later, when first needed: the source may be gone while
- * the model still serves with exclude_rated => false.
- */
+/* The plan of the query for one user's row. */
 static void
 prepare_plans(WalsServeModel *m, const WalsModelInfo *info)
 {
 	Oid			int8type = INT8OID;
 
-	m->user_plan = wals_keep_plan(psprintf("SELECT factors FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1",
-									  info->user_table), 1, &int8type);
-}
-
-static SPIPlanPtr
-rated_plan(WalsServeModel *m)
-{
-	const WalsModelInfo *info = &m->info;
-	Oid			int8type = INT8OID;
-	const char *rating = info->rating_col != NULL ?
-		psprintf("(%s)::pg_catalog.float4", quote_identifier(info->rating_col)) :
-		"NULL::pg_catalog.float4";
-
-	if (m->rated_plan == NULL)
-		m->rated_plan = wals_keep_plan(psprintf("SELECT (%s)::pg_catalog.int8, %s FROM %s"
-										   " WHERE %s OPERATOR(pg_catalog.=) $1",
-										   quote_identifier(info->item_col), rating, info->source,
-										   quote_identifier(info->user_col)),
+	m->user_plan = wals_keep_plan(psprintf("SELECT factors, rated_items, ratings FROM %s"
+										   " WHERE user_id OPERATOR(pg_catalog.=) $1",
+										   wals_relation_name(info->user_rel)),
 								  1, &int8type);
-	return m->rated_plan;
 }
 
 static void
 copy_info(WalsServeModel *m, const WalsModelInfo *info)
 {
 	m->info = *info;
+	m->info.schema = copy_text(m->cxt, info->schema);
 	m->info.name = copy_text(m->cxt, info->name);
-	m->info.feedback = copy_text(m->cxt, info->feedback);
-	m->info.source = copy_text(m->cxt, info->source);
+	m->info.display = copy_text(m->cxt, info->display);
 	m->info.user_col = copy_text(m->cxt, info->user_col);
 	m->info.item_col = copy_text(m->cxt, info->item_col);
-	m->info.factor_schema = copy_text(m->cxt, info->factor_schema);
-	m->info.user_factors = copy_text(m->cxt, info->user_factors);
-	m->info.item_factors = copy_text(m->cxt, info->item_factors);
-	m->info.user_table = copy_text(m->cxt, info->user_table);
-	m->info.item_table = copy_text(m->cxt, info->item_table);
 	m->info.rating_col = copy_text(m->cxt, info->rating_col);
 }
 
@@ -162,6 +158,8 @@ load(const WalsModelInfo *info)
 	m->loaded_by = GetUserId();
 	PG_TRY();
 	{
+		wals_check_factor_table(info, info->user_rel, true);
+		wals_check_factor_table(info, info->item_rel, false);
 		copy_info(m, info);
 		load_items(m, info);
 		prepare_plans(m, info);
@@ -189,6 +187,12 @@ has_row_security(Oid relid)
 	return rls;
 }
 
+static bool
+same_model(const WalsModelInfo *a, const WalsModelInfo *b)
+{
+	return strcmp(a->schema, b->schema) == 0 && strcmp(a->name, b->name) == 0;
+}
+
 /*
  * The served state of the model a call names, loaded or reloaded when its
  * version or tables changed.  The caller needs SELECT on both factor
@@ -205,19 +209,19 @@ wals_serve_model(text *model)
 	WalsServeModel *m;
 
 	if (pg_class_aclcheck(info->item_rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, info->item_factors);
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(info->item_rel));
 	if (pg_class_aclcheck(info->user_rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, info->user_factors);
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(info->user_rel));
 
 	for (int i = 0; i < WALS_SERVE_MODELS; i++)
-		if (models[i] != NULL && strcmp(models[i]->info.name, info->name) == 0)
+		if (models[i] != NULL && same_model(&models[i]->info, info))
 		{
 			slot = i;
 			break;
 		}
 	m = models[slot];
 	if (m == NULL || m->info.version != info->version || m->info.item_rel != info->item_rel ||
-		m->info.user_rel != info->user_rel || strcmp(m->info.name, info->name) != 0 ||
+		m->info.user_rel != info->user_rel || !same_model(&m->info, info) ||
 		(m->loaded_by != GetUserId() && has_row_security(info->item_rel)))
 	{
 		WalsServeModel *fresh = load(info);
@@ -239,42 +243,41 @@ wals_serve_item(const WalsServeModel *m, int64 id)
 	return wals_ids_find(m->ids, m->nitems, id);
 }
 
-/* The factors of user_id into x; false for a user the model does not know. */
+/*
+ * The factors of user_id into x, and, unless rated is NULL, the user's rated
+ * items; false for a user the model does not know.
+ */
 bool
-wals_serve_user(WalsServeModel *m, int64 user_id, float *x)
+wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	Datum		arg = Int64GetDatum(user_id);
-	bool		isnull;
 	int			rc = SPI_execute_plan(m->user_plan, &arg, NULL, false, 1);
+	HeapTuple	tuple;
+	TupleDesc	desc;
 
+	/* SPI leaves its own context current: allocate in the caller's */
+	MemoryContextSwitchTo(cxt);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "wals: reading user factors failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed == 0)
 		return false;
-	wals_read_factors(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
-					  m->factors, x, m->info.user_table);
+	tuple = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	wals_read_factors(tuple, desc, 1, m->factors, x, &m->info);
+	if (rated != NULL)
+		wals_read_rated(tuple, desc, 2, &m->info, m->ids, m->nitems, rated);
+	SPI_freetuptable(SPI_tuptable);
 	return true;
-}
-
-/* The index of id in ids[0..n) (sorted, distinct), which a query over them returned. */
-int
-wals_serve_user_index(const int64 *ids, int n, int64 id)
-{
-	int64		index = wals_ids_find(ids, n, id);
-
-	if (index < 0)
-		elog(ERROR, "wals: a query returned user " INT64_FORMAT ", which was not asked for", id);
-	return (int) index;
 }
 
 /*
  * Run query with ids[0..n) as its bigint[] $1 and hand every row to
  * each_row, a batch of rows at a time, in the caller's memory context.
  */
-void
-wals_serve_each_row(const char *query, const int64 *ids, int n,
-					void (*each_row) (HeapTuple tuple, TupleDesc desc, void *state),
-					void *state)
+static void
+each_row(const char *query, const int64 *ids, int n,
+		 void (*row) (HeapTuple tuple, TupleDesc desc, void *state), void *state)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
@@ -285,7 +288,8 @@ wals_serve_each_row(const char *query, const int64 *ids, int n,
 	for (int i = 0; i < n; i++)
 		elems[i] = Int64GetDatum(ids[i]);
 	arg = PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	portal = SPI_cursor_open_with_args(NULL, query, 1, &type, &arg, NULL, false, 0);
+	portal = SPI_cursor_open_with_args(NULL, query, ids != NULL ? 1 : 0, &type, &arg, NULL,
+									   false, 0);
 	for (;;)
 	{
 		SPI_cursor_fetch(portal, true, WALS_USERS_FETCH);
@@ -294,7 +298,7 @@ wals_serve_each_row(const char *query, const int64 *ids, int n,
 		if (SPI_processed == 0)
 			break;
 		for (uint64 r = 0; r < SPI_processed; r++)
-			each_row(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, state);
+			row(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, state);
 		SPI_freetuptable(SPI_tuptable);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -303,183 +307,114 @@ wals_serve_each_row(const char *query, const int64 *ids, int n,
 	MemoryContextSwitchTo(cxt);
 }
 
-/* Where wals_serve_users puts the factors its query returns. */
+/* Where a query over many users puts what it returns. */
 typedef struct UsersState
 {
 	WalsServeModel *m;
 	const int64 *ids;
 	int			n;
-	float	   *X;
 	bool	   *known;
+	float	   *X;
+	WalsRated  *rated;
 } UsersState;
+
+/* The index of a user a query returned among the sorted ids asked for, or -1. */
+static int
+user_index(UsersState *s, HeapTuple tuple, TupleDesc desc)
+{
+	bool		isnull;
+	int64		id = wals_read_id(tuple, desc, 1, &s->m->info, &isnull);
+
+	return isnull ? -1 : (int) wals_ids_find(s->ids, s->n, id);
+}
 
 static void
 user_row(HeapTuple tuple, TupleDesc desc, void *state)
 {
 	UsersState *s = state;
-	bool		isnull;
-	int			u = wals_serve_user_index(s->ids, s->n,
-										  DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull)));
+	int			u = user_index(s, tuple, desc);
 
-	wals_read_factors(SPI_getbinval(tuple, desc, 2, &isnull), s->m->factors,
-					  s->X + (size_t) u * s->m->factors, s->m->info.user_table);
+	if (u < 0 || s->known[u])
+		return;
+	wals_read_factors(tuple, desc, 2, s->m->factors, s->X + (size_t) u * s->m->factors,
+					  &s->m->info);
+	if (s->rated != NULL)
+		wals_read_rated(tuple, desc, 3, &s->m->info, s->m->ids, s->m->nitems, &s->rated[u]);
 	s->known[u] = true;
 }
 
 /*
  * The factors of the users ids[0..n) (sorted, distinct) into the rows of X,
- * with one query for all of them; known[u] is false, and row u zero, for a
- * user the model does not know.
+ * and, unless rated is NULL, their rated items, with one query for all of
+ * them.  The users the model does not know are taken out: ids, X and rated
+ * keep the known users, in order, and their number is returned.
  */
-void
-wals_serve_users(WalsServeModel *m, const int64 *ids, int n, float *X, bool *known)
+int
+wals_serve_users(WalsServeModel *m, int64 *ids, int n, float *X, WalsRated *rated)
 {
-	UsersState	s = {m, ids, n, X, known};
+	UsersState	s = {m, ids, n, palloc0(sizeof(bool) * Max(n, 1)), X, rated};
+	int			f = m->factors;
+	int			known = 0;
 
-	memset(X, 0, sizeof(float) * m->factors * n);
-	memset(known, 0, sizeof(bool) * n);
-	wals_serve_each_row(psprintf("SELECT user_id, factors FROM %s"
-								 " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
-								 m->info.user_table),
-						ids, n, user_row, &s);
+	each_row(psprintf("SELECT user_id, factors, rated_items, ratings FROM %s"
+					  " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
+					  wals_relation_name(m->info.user_rel)),
+			 ids, n, user_row, &s);
+	for (int u = 0; u < n; u++)
+	{
+		if (!s.known[u])
+			continue;
+		ids[known] = ids[u];
+		memmove(X + (size_t) known * f, X + (size_t) u * f, sizeof(float) * f);
+		if (rated != NULL)
+			rated[known] = rated[u];
+		known++;
+	}
+	pfree(s.known);
+	return known;
 }
-
-/* The rated items of many users, gathered as (user, item) pairs. */
-typedef struct RatedPairs
-{
-	WalsServeModel *m;
-	const int64 *ids;
-	int			n;
-	int64		count;
-	int64		cap;
-	int32	   *user;
-	int32	   *item;
-} RatedPairs;
 
 static void
-rated_row(HeapTuple tuple, TupleDesc desc, void *state)
+known_row(HeapTuple tuple, TupleDesc desc, void *state)
 {
-	RatedPairs *p = state;
-	bool		unull;
-	bool		inull;
-	Datum		user = SPI_getbinval(tuple, desc, 1, &unull);
-	Datum		item = SPI_getbinval(tuple, desc, 2, &inull);
-	int64		index;
+	UsersState *s = state;
+	int			u = user_index(s, tuple, desc);
 
-	if (unull || inull || (index = wals_serve_item(p->m, DatumGetInt64(item))) < 0)
-		return;
-	if (p->count == p->cap)
-	{
-		p->cap *= 2;
-		p->user = repalloc_huge(p->user, sizeof(int32) * p->cap);
-		p->item = repalloc_huge(p->item, sizeof(int32) * p->cap);
-	}
-	p->user[p->count] = wals_serve_user_index(p->ids, p->n, DatumGetInt64(user));
-	p->item[p->count] = (int32) index;
-	p->count++;
+	if (u >= 0)
+		s->known[u] = true;
 }
 
 /*
- * The items each of the users ids[0..n) (sorted, distinct) rates in the
- * model's source now, known to the model, with one query for all of them:
- * user u's sorted items at rated[u], nrated[u] of them.
+ * Keep, in place, the users among ids[0..*n) (sorted, distinct) the model
+ * knows, from one pass over the user ids of its table, and return true;
+ * return false, doing nothing, when the list is short enough that looking
+ * each id up costs less than the pass.  For a long list the pass costs the
+ * same whatever the ids, so a list of unknown ids costs next to nothing.
  */
-void
-wals_serve_rated_users(WalsServeModel *m, const int64 *ids, int n, int64 *nrated,
-					   int32 **rated)
+bool
+wals_serve_known_users(WalsServeModel *m, int64 *ids, int *n)
 {
-	RatedPairs	p = {m, ids, n, 0, 1024, NULL, NULL};
-	int32	   *all;
-	int64		at = 0;
-	const WalsModelInfo *info = &m->info;
+	UsersState	s = {m, ids, *n, NULL, NULL, NULL};
+	int			known = 0;
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(m->info.user_rel));
+	double		rows;
 
-	wals_serve_check_source(m, "Pass exclude_rated => false, or train the model again.");
-	p.user = palloc(sizeof(int32) * p.cap);
-	p.item = palloc(sizeof(int32) * p.cap);
-	wals_serve_each_row(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8 FROM %s"
-								 " WHERE %s OPERATOR(pg_catalog.=) ANY ($1)",
-								 quote_identifier(info->user_col), quote_identifier(info->item_col),
-								 info->source, quote_identifier(info->user_col)),
-						ids, n, rated_row, &p);
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "wals: cache lookup failed for relation %u", m->info.user_rel);
+	rows = ((Form_pg_class) GETSTRUCT(tuple))->reltuples;
+	ReleaseSysCache(tuple);
+	if (*n <= WALS_KNOWN_PASS_MIN || (rows >= 0 && (double) *n * WALS_KNOWN_PASS_RATIO < rows))
+		return false;
+	s.known = palloc0(sizeof(bool) * *n);
 
-	/* each user's items together, by a counting pass */
-	all = palloc(sizeof(int32) * Max(p.count, 1));
-	memset(nrated, 0, sizeof(int64) * n);
-	for (int64 r = 0; r < p.count; r++)
-		nrated[p.user[r]]++;
-	for (int u = 0; u < n; u++)
-	{
-		rated[u] = all + at;
-		at += nrated[u];
-		nrated[u] = 0;
-	}
-	for (int64 r = 0; r < p.count; r++)
-		rated[p.user[r]][nrated[p.user[r]]++] = p.item[r];
-	for (int u = 0; u < n; u++)
-		qsort(rated[u], nrated[u], sizeof(int32), wals_compare_int32);
-	pfree(p.user);
-	pfree(p.item);
-}
-
-/* The model's source must still exist for a call that reads it. */
-void
-wals_serve_check_source(const WalsServeModel *m, const char *hint)
-{
-	List	   *names = stringToQualifiedNameList(m->info.source);
-
-	if (!OidIsValid(RangeVarGetRelid(makeRangeVarFromNameList(names), NoLock, true)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("source relation %s of model \"%s\" does not exist",
-						m->info.source, m->info.name),
-				 errhint("%s", hint)));
-}
-
-/*
- * The items user_id rates in the model's source now, known to the model,
- * sorted, with their ratings (1 for a model without a rating column), in
- * the caller's memory context.
- */
-void
-wals_serve_rated(WalsServeModel *m, int64 user_id, WalsRated *rated)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	Datum		arg = Int64GetDatum(user_id);
-	int			rc;
-	int32	   *items;
-	float	   *ratings;
-	int64		n = 0;
-
-	wals_serve_check_source(m, "Pass exclude_rated => false, or train the model again.");
-	rc = SPI_execute_plan(rated_plan(m), &arg, NULL, false, 0);
-	/* SPI leaves its own context current: allocate in the caller's */
-	MemoryContextSwitchTo(cxt);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "wals: reading the ratings of user " INT64_FORMAT " failed: %s",
-			 user_id, SPI_result_code_string(rc));
-
-	items = palloc(sizeof(int32) * Max(SPI_processed, 1));
-	ratings = palloc(sizeof(float) * Max(SPI_processed, 1));
-	for (uint64 r = 0; r < SPI_processed; r++)
-	{
-		bool		isnull;
-		bool		rnull;
-		Datum		item = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
-		Datum		rating = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &rnull);
-		int64		index = isnull ? -1 : wals_serve_item(m, DatumGetInt64(item));
-
-		if (index < 0)
-			continue;
-		items[n] = (int32) index;
-		ratings[n] = rnull ? 1.0f : DatumGetFloat4(rating);
-		n++;
-	}
-	SPI_freetuptable(SPI_tuptable);
-
-	wals_sort_cells(items, ratings, n);
-	rated->n = n;
-	rated->items = items;
-	rated->ratings = ratings;
+	each_row(psprintf("SELECT user_id FROM %s", wals_relation_name(m->info.user_rel)),
+			 NULL, 0, known_row, &s);
+	for (int u = 0; u < *n; u++)
+		if (s.known[u])
+			ids[known++] = ids[u];
+	pfree(s.known);
+	*n = known;
+	return true;
 }
 
 /*
@@ -513,7 +448,7 @@ wals_serve_cosine(WalsServeModel *m)
 	index_size = wals_score_index_size(m->nitems, f);
 	if (wals_score_index_build(ix, unit, m->nitems, f,
 							   MemoryContextAllocHuge(m->cxt, Max(index_size, 1))) != WALS_OK)
-		elog(ERROR, "wals: could not index the item factors of model \"%s\"", m->info.name);
+		elog(ERROR, "wals: could not index the item factors of model \"%s\"", m->info.display);
 	m->cosine = ix;
 	return ix;
 }

@@ -6,10 +6,17 @@
  * replaced, all in the caller's transaction.  Until it commits, other
  * sessions keep the previous model: its tables are dropped by the same
  * transaction, so a reader either still sees them or waits for the commit
- * and then finds the new ones under the same names.  Rows are written with
- * table_multi_insert into the empty new relation and the primary key is
- * built once, after loading, which is far cheaper than row-by-row inserts
- * into an indexed table.
+ * and then finds the new ones through the new catalog row.  Rows are
+ * written with table_multi_insert into the empty new relation and the
+ * primary key is built once, after loading, which is far cheaper than
+ * row-by-row inserts into an indexed table.
+ *
+ * The tables are created as the model's owner (the caller, or the owner of
+ * the model retrained), so that a retraining by a member of the owner role,
+ * or by a superuser, leaves the model with its owner; and the catalog row is
+ * written as the extension's owner (roles.c).  The user factor table keeps
+ * each user's rated items, the merged cells the training saw, so that
+ * serving never reads the source.
  */
 #include "postgres.h"
 
@@ -40,29 +47,14 @@
  */
 #define WALS_STORE_BATCH_BYTES	(4 * 1024 * 1024)
 
-/* A one-dimensional real[] holding v[0..n), built without a Datum per element. */
-static ArrayType *
-float_array(const float *v, int n)
-{
-	Size		nbytes = ARR_OVERHEAD_NONULLS(1) + sizeof(float4) * n;
-	ArrayType  *array = palloc(nbytes);
-
-	SET_VARSIZE(array, nbytes);
-	array->ndim = 1;
-	array->dataoffset = 0;
-	array->elemtype = FLOAT4OID;
-	ARR_DIMS(array)[0] = n;
-	ARR_LBOUND(array)[0] = 1;
-	memcpy(ARR_DATA_PTR(array), v, sizeof(float4) * n);
-	return array;
-}
-
 /*
- * Append rows (ids[r], F[r]) to the new, unindexed relation relid.  The
- * relation is new, so its free space map has nothing to offer.
+ * Append rows (ids[r], F[r]) to the new, unindexed relation relid, with
+ * the rated items of row r in rated when it is not NULL (the user side).
+ * The relation is new, so its free space map has nothing to offer.
  */
 static void
-insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f)
+insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f,
+			   const WalsCsr *rated, const int64 *item_ids)
 {
 	Relation	rel = table_open(relid, RowExclusiveLock);
 	BulkInsertState bistate = GetBulkInsertState();
@@ -97,8 +89,19 @@ insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f)
 		slots[nslots]->tts_values[0] = Int64GetDatum(ids[r]);
 		slots[nslots]->tts_isnull[0] = false;
 		slots[nslots]->tts_values[1] =
-			PointerGetDatum(float_array(F + r * f, f));
+			PointerGetDatum(wals_real_array(F + r * f, f));
 		slots[nslots]->tts_isnull[1] = false;
+		if (rated != NULL)
+		{
+			int64		lo = rated->indptr[r];
+			int64		cells = rated->indptr[r + 1] - lo;
+
+			slots[nslots]->tts_values[2] =
+				PointerGetDatum(wals_item_array(item_ids, rated->indices + lo, cells));
+			slots[nslots]->tts_isnull[2] = false;
+			slots[nslots]->tts_values[3] =
+				wals_ratings_datum(rated->values + lo, cells, &slots[nslots]->tts_isnull[3]);
+		}
 		ExecStoreVirtualTuple(slots[nslots]);
 		nslots++;
 		if (nslots % 64 == 0)
@@ -114,39 +117,47 @@ insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f)
 	MemoryContextDelete(batch_cxt);
 }
 
-/* Create, fill and index one factor table; id_col is user_id or item_id. */
-static void
-write_factor_table(const WalsTrainArgs *args, const char *table, const char *id_col,
-				   const int64 *ids, const float *F, int64 n)
+/*
+ * Create, fill and index one factor table of the model, as its owner, and
+ * return its OID: the user side, with the rated items of data, or the item
+ * side.
+ */
+static Oid
+write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_side,
+				   const float *F)
 {
+	const char *table = psprintf("%s%s", args->model,
+								 user_side ? WALS_USER_SUFFIX : WALS_ITEM_SUFFIX);
 	char	   *qualified = quote_qualified_identifier(get_namespace_name(args->schema), table);
 	Oid			relid;
+	WalsRoleSave save;
 
-	wals_spi_exec(psprintf("CREATE TABLE %s (%s pg_catalog.int8 NOT NULL, factors pg_catalog.float4[] NOT NULL)",
-						   qualified, id_col), 0, NULL, NULL, -1);
+	wals_become(args->owner, &save);
+	if (user_side)
+		wals_spi_exec(psprintf("CREATE TABLE %s (user_id pg_catalog.int8 NOT NULL,"
+							   " factors pg_catalog.float4[] NOT NULL,"
+							   " rated_items pg_catalog.int8[] NOT NULL,"
+							   " ratings pg_catalog.float4[])", qualified),
+					  0, NULL, NULL, -1);
+	else
+		wals_spi_exec(psprintf("CREATE TABLE %s (item_id pg_catalog.int8 NOT NULL,"
+							   " factors pg_catalog.float4[] NOT NULL)", qualified),
+					  0, NULL, NULL, -1);
 	CommandCounterIncrement();
 	relid = get_relname_relid(table, args->schema);
 	if (!OidIsValid(relid))
 		elog(ERROR, "wals: could not find new factor table \"%s\"", table);
-	insert_factors(relid, ids, F, n, args->params.factors);
+	if (user_side)
+		insert_factors(relid, data->user_ids, F, data->nusers, args->params.factors,
+					   &data->by_user, data->item_ids);
+	else
+		insert_factors(relid, data->item_ids, F, data->nitems, args->params.factors, NULL, NULL);
 	CommandCounterIncrement();
-	wals_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (%s)", qualified, id_col),
+	wals_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (%s)", qualified,
+						   user_side ? "user_id" : "item_id"),
 				  0, NULL, NULL, -1);
-}
-
-static int64
-next_version(void)
-{
-	bool		isnull;
-	int64		version;
-	char	   *query = psprintf("SELECT pg_catalog.nextval('%s')",
-								 wals_catalog_table("wals_model_version_seq"));
-
-	if (SPI_execute(query, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "wals: could not draw a model version");
-	version = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										  SPI_tuptable->tupdesc, 1, &isnull));
-	return version;
+	wals_unbecome(&save);
+	return relid;
 }
 
 #define NCATALOG 32
@@ -154,8 +165,7 @@ next_version(void)
 /* Replace the catalog row of the model and append its training log. */
 static void
 write_catalog(const WalsTrainArgs *args, const WalsData *data,
-			  const WalsTrainResult *result, const char *user_table,
-			  const char *item_table)
+			  const WalsTrainResult *result, Oid user_rel, Oid item_rel)
 {
 	const WalsParams *p = &args->params;
 	Oid			types[NCATALOG];
@@ -163,12 +173,15 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	char		nulls[NCATALOG];
 	int			n = 0;
 	char	   *query;
+	WalsRoleSave save;
 
 #define PARAM(type, value, isnull) \
 	(types[n] = (type), values[n] = (value), nulls[n] = (isnull) ? 'n' : ' ', n++)
 
+	PARAM(NAMEOID, DirectFunctionCall1(namein, CStringGetDatum(get_namespace_name(args->schema))),
+		  false);
 	PARAM(TEXTOID, CStringGetTextDatum(args->model), false);
-	PARAM(TEXTOID, CStringGetTextDatum(args->source_name), false);
+	PARAM(OIDOID, ObjectIdGetDatum(args->source), false);
 	PARAM(TEXTOID, CStringGetTextDatum(args->user_col), false);
 	PARAM(TEXTOID, CStringGetTextDatum(args->item_col), false);
 	PARAM(TEXTOID, args->rating_col ? CStringGetTextDatum(args->rating_col) : (Datum) 0,
@@ -196,43 +209,47 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	PARAM(FLOAT8OID, Float8GetDatum(result->store_s), false);
 	PARAM(FLOAT8OID, Float8GetDatum(result->total_s), false);
 	PARAM(INT8OID, Int64GetDatum(result->version), false);
-	PARAM(TEXTOID, CStringGetTextDatum(get_namespace_name(args->schema)), false);
-	PARAM(TEXTOID, CStringGetTextDatum(user_table), false);
-	PARAM(TEXTOID, CStringGetTextDatum(item_table), false);
+	PARAM(OIDOID, ObjectIdGetDatum(user_rel), false);
+	PARAM(OIDOID, ObjectIdGetDatum(item_rel), false);
+	PARAM(TEXTOID, CStringGetTextDatum(GetUserNameFromId(GetUserId(), false)), false);
 #undef PARAM
 
-	wals_spi_exec(psprintf("DELETE FROM %s WHERE name OPERATOR(pg_catalog.=) $1",
+	wals_become_catalog_writer(&save);
+	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
+						   " AND model OPERATOR(pg_catalog.=) $2",
 						   wals_catalog_table("wals_models")),
-				  1, types, values, -1);
+				  2, types, values, -1);
 
-	query = psprintf("INSERT INTO %s (name, source, user_col, item_col, rating_col, feedback,"
-					 " factors, iterations, max_iterations, regularization, alpha,"
+	query = psprintf("INSERT INTO %s (schema, model, source, user_col, item_col, rating_col,"
+					 " feedback, factors, iterations, max_iterations, regularization, alpha,"
 					 " unobserved_weight, solver, cg_steps, seed, tolerance, warm_start,"
 					 " users, items, ratings, loss, device, workers, load_s, train_s,"
-					 " store_s, total_s, version, factor_schema, user_factors, item_factors,"
-					 " trained_at, trained_by)"
+					 " store_s, total_s, version, user_factors, item_factors,"
+					 " trained_by, trained_at)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
-					 " $28, $29, $30, $31, pg_catalog.now(), CURRENT_USER)",
+					 " $28, $29, $30, $31, $32, pg_catalog.now())",
 					 wals_catalog_table("wals_models"));
 	if (SPI_execute_with_args(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "wals: could not write the catalog row of model \"%s\"", args->model);
+		elog(ERROR, "wals: could not write the catalog row of model \"%s\"", args->model_display);
 
-	query = psprintf("INSERT INTO %s (model, version, iteration, loss, seconds)"
-					 " VALUES ($1, $2, $3, $4, $5)",
+	query = psprintf("INSERT INTO %s (schema, model, version, iteration, loss, seconds)"
+					 " VALUES ($1, $2, $3, $4, $5, $6)",
 					 wals_catalog_table("wals_training_log"));
 	for (int it = 0; it < result->iterations; it++)
 	{
-		Oid			log_types[5] = {TEXTOID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID};
-		Datum		log_values[5];
+		Oid			log_types[6] = {NAMEOID, TEXTOID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID};
+		Datum		log_values[6];
 
 		log_values[0] = values[0];
-		log_values[1] = Int64GetDatum(result->version);
-		log_values[2] = Int32GetDatum(it + 1);
-		log_values[3] = Float8GetDatum(result->iteration_loss[it]);
-		log_values[4] = Float8GetDatum(result->iteration_seconds[it]);
-		wals_spi_exec(query, 5, log_types, log_values, SPI_OK_INSERT);
+		log_values[1] = values[1];
+		log_values[2] = Int64GetDatum(result->version);
+		log_values[3] = Int32GetDatum(it + 1);
+		log_values[4] = Float8GetDatum(result->iteration_loss[it]);
+		log_values[5] = Float8GetDatum(result->iteration_seconds[it]);
+		wals_spi_exec(query, 6, log_types, log_values, SPI_OK_INSERT);
 	}
+	wals_unbecome(&save);
 }
 
 /*
@@ -242,55 +259,50 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 void
 wals_check_factor_tables_free(const WalsTrainArgs *args)
 {
-	WalsModelInfo old;
-	bool		exists = wals_model_lookup(args->model, &old);
 	const char *suffixes[2] = {WALS_USER_SUFFIX, WALS_ITEM_SUFFIX};
-	char	   *schema = get_namespace_name(args->schema);
 
 	for (int i = 0; i < 2; i++)
 	{
 		char	   *table = psprintf("%s%s", args->model, suffixes[i]);
-		bool		ours;
+		Oid			relid = get_relname_relid(table, args->schema);
 
-		if (!OidIsValid(get_relname_relid(table, args->schema)))
+		if (!OidIsValid(relid) ||
+			(args->old != NULL && relid == (i == 0 ? args->old->user_rel : args->old->item_rel)))
 			continue;
-		ours = exists && strcmp(old.factor_schema, schema) == 0 &&
-			strcmp(i == 0 ? old.user_factors : old.item_factors, table) == 0;
-		if (!ours)
-			ereport(ERROR,
-					(errcode(ERRCODE_DUPLICATE_TABLE),
-					 errmsg("relation \"%s\" already exists and does not belong to model \"%s\"",
-							quote_qualified_identifier(schema, table), args->model),
-					 errhint("Pass another name as \"model\", or drop or rename that relation.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s\" already exists and does not belong to model \"%s\"",
+						quote_qualified_identifier(get_namespace_name(args->schema), table),
+						args->model_display),
+				 errhint("Pass another name as \"model\", or drop or rename that relation.")));
 	}
 }
 
 /*
- * Write the factors of a finished training as the model args->model,
- * replacing a previous model of that name, and record the result in the
- * catalog.  Sets result->version, store_s and total_s.
+ * Write the factors of a finished training as the model, replacing the
+ * model trained before (args->old), and record the result in the catalog.
+ * Sets result->version, store_s and total_s.
  */
 void
 wals_store_model(const WalsTrainArgs *args, const WalsData *data,
 				 const float *X, const float *Y, WalsTrainResult *result)
 {
-	WalsModelInfo old;
-	char	   *user_table = psprintf("%s%s", args->model, WALS_USER_SUFFIX);
-	char	   *item_table = psprintf("%s%s", args->model, WALS_ITEM_SUFFIX);
 	instr_time	start;
 	instr_time	end;
+	Oid			user_rel;
+	Oid			item_rel;
 
 	INSTR_TIME_SET_CURRENT(start);
-	result->version = next_version();
-	if (wals_model_lookup(args->model, &old))
-		wals_drop_factor_tables(&old);
+	result->version = wals_next_version();
+	if (args->old != NULL)
+		wals_drop_factor_tables(args->old);
 
-	write_factor_table(args, user_table, "user_id", data->user_ids, X, data->nusers);
-	write_factor_table(args, item_table, "item_id", data->item_ids, Y, data->nitems);
+	user_rel = write_factor_table(args, data, true, X);
+	item_rel = write_factor_table(args, data, false, Y);
 
 	INSTR_TIME_SET_CURRENT(end);
 	INSTR_TIME_SUBTRACT(end, start);
 	result->store_s = INSTR_TIME_GET_DOUBLE(end);
 	result->total_s = result->load_s + result->train_s + result->store_s;
-	write_catalog(args, data, result, user_table, item_table);
+	write_catalog(args, data, result, user_rel, item_rel);
 }

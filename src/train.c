@@ -11,12 +11,18 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
 #include "wals.h"
 
@@ -34,6 +40,31 @@ wals_seconds_since(instr_time start)
 }
 
 /*
+ * Refuse a training that cannot fit in wals.max_memory from the rows the
+ * planner's statistics give the source (a table or materialized view).
+ */
+static void
+check_source_size(const WalsTrainArgs *args)
+{
+	HeapTuple	tuple;
+	double		rows;
+	char		relkind;
+
+	if (wals_max_memory <= 0)
+		return;
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(args->source));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "wals: cache lookup failed for relation %u", args->source);
+	rows = ((Form_pg_class) GETSTRUCT(tuple))->reltuples;
+	relkind = ((Form_pg_class) GETSTRUCT(tuple))->relkind;
+	ReleaseSysCache(tuple);
+	if ((relkind == RELKIND_RELATION || relkind == RELKIND_MATVIEW) && rows > 0)
+		wals_memory_check(wals_sweeps_min_bytes(args, rows),
+						  psprintf("the %.0f rows of \"%s\" its statistics count",
+								   rows, args->source_display));
+}
+
+/*
  * Seeded starting factors, drawn per id so that they do not depend on the
  * order or number of rows, then overwritten by the stored model's rows on a
  * warm start.
@@ -48,6 +79,47 @@ init_factors(const WalsTrainArgs *args, const WalsData *data, float *X, float *Y
 				   (uint64) args->seed ^ UINT64CONST(0x9e3779b97f4a7c15), WALS_INIT_SCALE);
 	if (args->warm_start)
 		wals_warm_start(args, data, X, Y);
+}
+
+/*
+ * Everything that can refuse a training, checked before the ratings are
+ * read: a read-only transaction or a standby, the caller's rights on the
+ * model and its schema, a warm start of another dimension, names taken,
+ * the memory the source's size already implies, and the device.  Sets
+ * args->old and args->owner, with the model locked against other trainings.
+ */
+static void
+check_before_reading(WalsTrainArgs *args)
+{
+	char	   *schema = get_namespace_name(args->schema);
+	WalsModelInfo *old = palloc0(sizeof(WalsModelInfo));
+	AclResult	acl;
+
+	PreventCommandIfReadOnly("wals_train()");
+	PreventCommandDuringRecovery("wals_train()");
+
+	wals_lock_model(schema, args->model);
+	if (wals_catalog_lookup(schema, args->model, old))
+	{
+		wals_model_check_owner(old);
+		args->old = old;
+		args->owner = wals_model_owner(old);
+	}
+	else
+		args->owner = GetUserId();
+	acl = pg_namespace_aclcheck(args->schema, args->owner, ACL_CREATE);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_SCHEMA, schema);
+
+	if (args->warm_start && args->old != NULL && args->old->factors != args->params.factors)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot warm start %d factors from model \"%s\", which has %d",
+						args->params.factors, args->model_display, args->old->factors),
+				 errhint("Pass factors => %d, or warm_start => false.", args->old->factors)));
+	wals_check_factor_tables_free(args);
+	check_source_size(args);
+	wals_device_check(args);
 }
 
 static void
@@ -107,10 +179,7 @@ wals_train(PG_FUNCTION_ARGS)
 		elog(ERROR, "wals: SPI_connect failed");
 	MemoryContextSwitchTo(cxt);
 
-	wals_lock_model(args.model);
-	wals_check_factor_tables_free(&args);
-
-	wals_device_check(&args);
+	check_before_reading(&args);
 	wals_ingest(&args, &raw);
 	result.device = wals_device_choose(&args, raw.n);
 	sweeps = wals_sweeps_begin(&args, &raw, wals_seconds_since(start), &data);

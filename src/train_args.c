@@ -10,9 +10,11 @@
 
 #include <math.h>
 
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
@@ -83,105 +85,147 @@ int_arg(FunctionCallInfo fcinfo, int arg, int min, int max)
 	return value;
 }
 
-/* A finite, non-negative real argument. */
+/* A finite, non-negative real argument, at most max. */
 static float
-real_arg(FunctionCallInfo fcinfo, int arg)
+real_arg(FunctionCallInfo fcinfo, int arg, float max)
 {
 	float		value;
 
 	require_not_null(fcinfo, arg);
 	value = PG_GETARG_FLOAT4(arg);
-	if (!isfinite(value) || value < 0)
+	if (!isfinite(value) || value < 0 || value > max)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for \"%s\": %g", arg_names[arg], value),
-				 errhint("\"%s\" must be a finite number greater than or equal to zero.", arg_names[arg])));
+				 errhint("\"%s\" must be a number between 0 and %g.", arg_names[arg], max)));
 	return value;
 }
 
 /*
- * Check that column "name" exists in the source and has one of the base
- * types in allowed; returns the column name.
+ * Check that column name, given as argument argname, exists in relation
+ * relid (shown as reldisplay) with a type wals reads there: an integer type
+ * for ids, any numeric type for ratings, through domains.
  */
-static char *
-column_arg(FunctionCallInfo fcinfo, int arg, const WalsTrainArgs *args,
-		   const Oid *allowed, int nallowed, const char *allowed_text)
+void
+wals_check_column(Oid relid, const char *reldisplay, const char *name, const char *argname,
+				  bool id)
 {
-	char	   *name;
-	AttrNumber	attnum;
+	static const Oid id_types[] = {INT2OID, INT4OID, INT8OID};
+	static const Oid rating_types[] = {INT2OID, INT4OID, INT8OID, FLOAT4OID, FLOAT8OID, NUMERICOID};
+	const Oid  *allowed = id ? id_types : rating_types;
+	int			nallowed = id ? lengthof(id_types) : lengthof(rating_types);
+	AttrNumber	attnum = get_attnum(relid, name);
 	Oid			type;
 
-	require_not_null(fcinfo, arg);
-	name = NameStr(*PG_GETARG_NAME(arg));
-	attnum = get_attnum(args->source, name);
 	if (attnum <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("column \"%s\" given as \"%s\" does not exist in relation \"%s\"",
-						name, arg_names[arg], args->source_display)));
-
-	type = getBaseType(get_atttype(args->source, attnum));
+						name, argname, reldisplay)));
+	type = getBaseType(get_atttype(relid, attnum));
 	for (int i = 0; i < nallowed; i++)
 		if (type == allowed[i])
-			return pstrdup(name);
-
+			return;
 	ereport(ERROR,
 			(errcode(ERRCODE_DATATYPE_MISMATCH),
 			 errmsg("column \"%s\" given as \"%s\" has type %s",
-					name, arg_names[arg], format_type_be(type)),
-			 errhint("\"%s\" must name a column of type %s.", arg_names[arg], allowed_text)));
-	return NULL;				/* keep compiler quiet */
+					name, argname, format_type_be(type)),
+			 errhint("\"%s\" must name a column of type %s.", argname,
+					 id ? "smallint, integer or bigint" :
+					 "smallint, integer, bigint, real, double precision or numeric")));
 }
 
-static void
-source_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+static char *
+column_arg(FunctionCallInfo fcinfo, int arg, const WalsTrainArgs *args, bool id)
 {
-	char		relkind;
-	char	   *relname;
-	char	   *nspname;
+	char	   *name;
 
-	require_not_null(fcinfo, ARG_SOURCE);
-	args->source = PG_GETARG_OID(ARG_SOURCE);
-	relname = get_rel_name(args->source);
+	require_not_null(fcinfo, arg);
+	name = NameStr(*PG_GETARG_NAME(arg));
+	wals_check_column(args->source, args->source_display, name, arg_names[arg], id);
+	return pstrdup(name);
+}
+
+/*
+ * Check a relation given as a source of ratings, or of test ratings: it must
+ * exist and be something that can be selected from, and outlive the
+ * session, as a model does.  Returns its name.
+ */
+char *
+wals_check_source(Oid relid, const char *argname)
+{
+	char	   *relname = get_rel_name(relid);
+	char		relkind;
+
 	if (relname == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u given as \"source\" does not exist", args->source)));
-
-	relkind = get_rel_relkind(args->source);
+				 errmsg("relation with OID %u given as \"%s\" does not exist", relid, argname)));
+	relkind = get_rel_relkind(relid);
 	if (relkind != RELKIND_RELATION && relkind != RELKIND_VIEW &&
 		relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE &&
 		relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" given as \"source\" is not a table or view", relname),
-				 errhint("\"source\" must be a table, view, materialized view or foreign table.")));
-
-	args->schema = get_rel_namespace(args->source);
-	nspname = get_namespace_name(args->schema);
-	args->source_name = quote_qualified_identifier(nspname, relname);
-	args->source_display = relname;
+				 errmsg("\"%s\" given as \"%s\" is not a table or view", relname, argname),
+				 errhint("\"%s\" must be a table, view, materialized view or foreign table.", argname)));
+	return relname;
 }
 
 static void
+source_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+{
+	char	   *relname;
+
+	require_not_null(fcinfo, ARG_SOURCE);
+	args->source = PG_GETARG_OID(ARG_SOURCE);
+	relname = wals_check_source(args->source, "source");
+	if (get_rel_persistence(args->source) == RELPERSISTENCE_TEMP)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("relation \"%s\" given as \"source\" is temporary", relname),
+				 errdetail("A model outlives the session, and wals_refresh_users() reads its source again."),
+				 errhint("Train from a permanent table, for example one made with CREATE TABLE ... AS SELECT.")));
+	args->source_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(args->source)),
+												   relname);
+	args->source_display = relname;
+}
+
+/*
+ * The model's schema and name: as given, or the source relation's name;
+ * an unqualified name goes where CREATE TABLE would put a table.
+ */
+static void
 model_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 {
-	if (PG_ARGISNULL(ARG_MODEL))
-		args->model = pstrdup(get_rel_name(args->source));
-	else
-		args->model = text_to_cstring(PG_GETARG_TEXT_PP(ARG_MODEL));
+	WalsModelName mn;
 
-	if (args->model[0] == '\0')
+	if (PG_ARGISNULL(ARG_MODEL))
+	{
+		mn.schema = NULL;
+		mn.name = pstrdup(get_rel_name(args->source));
+		if ((int) strlen(mn.name) > WALS_MAX_MODEL_NAME)
+			ereport(ERROR,
+					(errcode(ERRCODE_NAME_TOO_LONG),
+					 errmsg("model name \"%s\" is too long", mn.name),
+					 errdetail("A model is named after its source unless \"model\" is given, and model names are at most %d bytes.",
+							   WALS_MAX_MODEL_NAME),
+					 errhint("Pass a shorter name as \"model\".")));
+	}
+	else
+		wals_model_name_parse(text_to_cstring(PG_GETARG_TEXT_PP(ARG_MODEL)), "model", &mn);
+
+	if (mn.schema != NULL)
+		args->schema = get_namespace_oid(mn.schema, false);
+	else
+		args->schema = RangeVarGetCreationNamespace(makeRangeVar(NULL, mn.name, -1));
+	if (isAnyTempNamespace(args->schema))
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"model\" must not be empty")));
-	if ((int) strlen(args->model) > WALS_MAX_MODEL_NAME)
-		ereport(ERROR,
-				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("model name \"%s\" is too long", args->model),
-				 errdetail("Model names are at most %d bytes, so that \"<model>%s\" fits in an identifier.",
-						   WALS_MAX_MODEL_NAME, WALS_USER_SUFFIX),
-				 errhint("Pass a shorter name as \"model\".")));
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("model \"%s\" cannot be temporary", mn.name),
+				 errhint("Name a permanent schema in \"model\", or put one first in search_path.")));
+	args->model = mn.name;
+	args->model_display = wals_model_display(get_namespace_name(args->schema), mn.name);
 }
 
 static void
@@ -238,35 +282,28 @@ choice_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 void
 wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 {
-	static const Oid id_types[] = {INT2OID, INT4OID, INT8OID};
-	static const Oid rating_types[] = {INT2OID, INT4OID, INT8OID, FLOAT4OID, FLOAT8OID, NUMERICOID};
-
 	memset(args, 0, sizeof(*args));
 	source_arg(fcinfo, args);
-	args->user_col = column_arg(fcinfo, ARG_USER_COL, args, id_types, lengthof(id_types),
-								"smallint, integer or bigint");
-	args->item_col = column_arg(fcinfo, ARG_ITEM_COL, args, id_types, lengthof(id_types),
-								"smallint, integer or bigint");
+	args->user_col = column_arg(fcinfo, ARG_USER_COL, args, true);
+	args->item_col = column_arg(fcinfo, ARG_ITEM_COL, args, true);
 	if (strcmp(args->user_col, args->item_col) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"user_col\" and \"item_col\" are both column \"%s\"", args->user_col),
 				 errhint("Users and items must come from two different columns.")));
 	if (!PG_ARGISNULL(ARG_RATING_COL))
-		args->rating_col = column_arg(fcinfo, ARG_RATING_COL, args, rating_types,
-									  lengthof(rating_types),
-									  "smallint, integer, bigint, real, double precision or numeric");
+		args->rating_col = column_arg(fcinfo, ARG_RATING_COL, args, false);
 	model_arg(fcinfo, args);
 	choice_args(fcinfo, args);
 
 	args->params.factors = int_arg(fcinfo, ARG_FACTORS, WALS_MIN_FACTORS, WALS_MAX_FACTORS);
 	args->iterations = int_arg(fcinfo, ARG_ITERATIONS, WALS_MIN_ITERATIONS, WALS_MAX_ITERATIONS);
 	args->params.cg_steps = int_arg(fcinfo, ARG_CG_STEPS, WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS);
-	args->params.regularization = real_arg(fcinfo, ARG_REGULARIZATION);
-	args->params.alpha = real_arg(fcinfo, ARG_ALPHA);
+	args->params.regularization = real_arg(fcinfo, ARG_REGULARIZATION, WALS_MAX_REAL_PARAM);
+	args->params.alpha = real_arg(fcinfo, ARG_ALPHA, WALS_MAX_REAL_PARAM);
 
 	if (!PG_ARGISNULL(ARG_UNOBSERVED_WEIGHT))
-		args->params.w0 = real_arg(fcinfo, ARG_UNOBSERVED_WEIGHT);
+		args->params.w0 = real_arg(fcinfo, ARG_UNOBSERVED_WEIGHT, WALS_MAX_REAL_PARAM);
 	else
 		args->params.w0 = args->params.feedback == WALS_IMPLICIT ? 1.0f : 0.0f;
 
@@ -279,5 +316,5 @@ wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 	require_not_null(fcinfo, ARG_WARM_START);
 	args->warm_start = PG_GETARG_BOOL(ARG_WARM_START);
 
-	args->tolerance = PG_ARGISNULL(ARG_TOLERANCE) ? -1.0 : real_arg(fcinfo, ARG_TOLERANCE);
+	args->tolerance = PG_ARGISNULL(ARG_TOLERANCE) ? -1.0 : real_arg(fcinfo, ARG_TOLERANCE, 1.0f);
 }

@@ -8,6 +8,8 @@
 
 #include "postgres.h"
 
+#include "access/htup.h"
+#include "access/tupdesc.h"
 #include "fmgr.h"
 #include "portability/instr_time.h"
 #include "wals_core.h"
@@ -25,6 +27,12 @@
 #define WALS_MIN_WORKERS			0
 #define WALS_MAX_WORKERS			1024
 #define WALS_MAX_K					1000000
+
+/*
+ * regularization, alpha and unobserved_weight: beyond this the systems
+ * solved lose every digit of the data to the regularization or overflow.
+ */
+#define WALS_MAX_REAL_PARAM			1e6f
 
 /* Below this many ratings, device => 'auto' trains on the CPU. */
 #define WALS_DEFAULT_GPU_MIN_RATINGS	1000000
@@ -60,11 +68,14 @@ typedef struct WalsTrainArgs
 	Oid			source;
 	char	   *source_name;	/* schema-qualified and quoted, for SQL */
 	char	   *source_display; /* as the user would write it, for messages */
-	Oid			schema;			/* where the factor tables go */
+	Oid			schema;			/* the model's schema, where its tables go */
 	char	   *user_col;
 	char	   *item_col;
 	char	   *rating_col;		/* NULL: every pair counts 1 */
-	char	   *model;
+	char	   *model;			/* the model's name in its schema */
+	char	   *model_display;	/* schema.model, for messages */
+	Oid			owner;			/* who owns it, and creates its tables */
+	struct WalsModelInfo *old;	/* the model trained before, or NULL */
 	WalsParams	params;
 	int			iterations;
 	WalsDevice	device;
@@ -121,26 +132,41 @@ typedef struct WalsTrainResult
 	int64		version;
 } WalsTrainResult;
 
-/* A model as the catalog describes it (model.c). */
+/*
+ * A model as its catalog row describes it (catalog.c), every value checked.
+ * Relations are OIDs: their names are looked up when a statement needs
+ * them, never taken from the catalog's text.
+ */
 typedef struct WalsModelInfo
 {
+	char	   *schema;
 	char	   *name;
+	char	   *display;		/* schema.name, for messages */
 	int64		version;
 	int			factors;
-	char	   *feedback;
-	char	   *source;			/* schema-qualified and quoted */
+	Oid			source;			/* InvalidOid when unknown */
 	char	   *user_col;
 	char	   *item_col;
-	char	   *factor_schema;	/* where the factor tables are, as names */
-	char	   *user_factors;
-	char	   *item_factors;
-	char	   *user_table;		/* the same, schema-qualified and quoted */
-	char	   *item_table;
 	char	   *rating_col;		/* NULL: every pair counted 1 */
 	WalsParams	params;			/* as trained */
-	Oid			user_rel;		/* set by wals_model_get, with the tables locked */
+	Oid			user_rel;
 	Oid			item_rel;
 } WalsModelInfo;
+
+/* A model's name as given: schema is NULL when it is not qualified. */
+typedef struct WalsModelName
+{
+	char	   *schema;
+	char	   *name;
+} WalsModelName;
+
+/* What wals_become saves, to go back to the caller's role. */
+typedef struct WalsRoleSave
+{
+	Oid			userid;
+	int			sec_context;
+	int			guc_level;
+} WalsRoleSave;
 
 /* errors.c */
 extern void wals_report_core_status(WalsStatus status, const char *what, int64 row);
@@ -148,6 +174,9 @@ extern void wals_report_core_status(WalsStatus status, const char *what, int64 r
 /* train_args.c */
 extern void wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args);
 extern const char *wals_feedback_name(WalsFeedback feedback);
+extern char *wals_check_source(Oid relid, const char *argname);
+extern void wals_check_column(Oid relid, const char *reldisplay, const char *name,
+							  const char *argname, bool id);
 extern const char *wals_solver_name(WalsSolver solver);
 
 /* train.c */
@@ -168,6 +197,7 @@ extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
 
 /* parallel.c: the sweeps, in the leader and parallel workers */
 typedef struct WalsSweeps WalsSweeps;
+extern double wals_sweeps_min_bytes(const WalsTrainArgs *args, double rows);
 extern WalsSweeps *wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
 									 double read_s, WalsData *data);
 extern float *wals_sweeps_user_factors(WalsSweeps *s);
@@ -212,16 +242,42 @@ extern void wals_check_factor_tables_free(const WalsTrainArgs *args);
 extern void wals_warm_start(const WalsTrainArgs *args, const WalsData *data,
 							float *X, float *Y);
 
-/* model.c */
+/* roles.c */
+extern void wals_become(Oid role, WalsRoleSave *save);
+extern void wals_unbecome(const WalsRoleSave *save);
+extern void wals_become_catalog_writer(WalsRoleSave *save);
+extern Oid	wals_extension_schema(void);
+
+/* catalog.c */
 extern char *wals_catalog_table(const char *table);
-extern bool wals_model_lookup(const char *name, WalsModelInfo *info);
-extern WalsModelInfo *wals_model_get(text *model);
-extern char *wals_model_name(text *model);
+extern void wals_model_name_parse(const char *given, const char *what, WalsModelName *out);
+extern char *wals_model_display(const char *schema, const char *name);
+extern char *wals_model_quoted(const char *schema, const char *name);
+extern bool wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info);
+extern void wals_model_resolve(text *model, WalsModelInfo *info);
+extern void wals_no_such_model(const char *display);
+extern void wals_catalog_delete(const WalsModelInfo *info);
+extern int64 wals_next_version(void);
 extern struct _SPI_plan *wals_keep_plan(const char *query, int nargs, Oid *types);
-extern void wals_lock_model(const char *name);
-extern void wals_drop_factor_tables(const WalsModelInfo *info);
-extern void wals_read_factors(Datum value, int f, float *out, const char *table);
 extern void wals_spi_exec(const char *query, int nargs, const Oid *types,
 						  const Datum *values, int expected);
+
+/* model.c */
+extern void wals_lock_model(const char *schema, const char *name);
+extern WalsModelInfo *wals_model_get(text *model);
+extern Oid	wals_model_owner(const WalsModelInfo *info);
+extern void wals_model_check_owner(const WalsModelInfo *info);
+extern void wals_drop_factor_tables(const WalsModelInfo *info);
+extern char *wals_relation_name(Oid relid);
+
+/* factors.c: what is read back from factor tables, checked */
+extern void wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
+extern void wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
+							  const WalsModelInfo *info);
+extern int64 wals_read_id(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
+						  bool *isnull);
+extern struct ArrayType *wals_real_array(const float *v, int64 n);
+extern struct ArrayType *wals_item_array(const int64 *item_ids, const int32 *indices, int64 n);
+extern Datum wals_ratings_datum(const float *v, int64 n, bool *isnull);
 
 #endif							/* WALS_H */

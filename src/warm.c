@@ -15,17 +15,21 @@
 
 #include "wals.h"
 
-/* Copy the stored rows of table into F where their id is known; count them. */
+/* Copy the stored rows of relid into F where their id is known; count them. */
 static int64
-load_side(const char *table, const char *id_col, const int64 *ids, int64 n,
-		  int f, float *F)
+load_side(const WalsModelInfo *old, Oid relid, const char *id_col, const int64 *ids, int64 n,
+		  float *F)
 {
 	int64		reused = 0;
 	Portal		portal;
-	SPIPlanPtr	plan = SPI_prepare(psprintf("SELECT %s, factors FROM %s", id_col, table), 0, NULL);
+	int			f = old->factors;
+	SPIPlanPtr	plan;
 
+	wals_check_factor_table(old, relid, strcmp(id_col, "user_id") == 0);
+	plan = SPI_prepare(psprintf("SELECT %s, factors FROM %s", id_col, wals_relation_name(relid)),
+					   0, NULL);
 	if (plan == NULL)
-		elog(ERROR, "wals: could not read factor table %s: %s", table,
+		elog(ERROR, "wals: could not read factor table %s: %s", wals_relation_name(relid),
 			 SPI_result_code_string(SPI_result));
 	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
 	for (;;)
@@ -38,12 +42,12 @@ load_side(const char *table, const char *id_col, const int64 *ids, int64 n,
 		{
 			bool		isnull;
 			HeapTuple	tuple = SPI_tuptable->vals[r];
-			int64		row = wals_ids_find(ids, n, DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull)));
+			int64		id = wals_read_id(tuple, SPI_tuptable->tupdesc, 1, old, &isnull);
+			int64		row = isnull ? -1 : wals_ids_find(ids, n, id);
 
 			if (row < 0)
 				continue;
-			wals_read_factors(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull),
-							  f, F + row * f, table);
+			wals_read_factors(tuple, SPI_tuptable->tupdesc, 2, f, F + row * f, old);
 			reused++;
 		}
 		SPI_freetuptable(SPI_tuptable);
@@ -54,34 +58,28 @@ load_side(const char *table, const char *id_col, const int64 *ids, int64 n,
 }
 
 /*
- * Overwrite the fresh factors X and Y with those of the stored model of the
- * same name, where there is one, for every user and item it knows.
+ * Overwrite the fresh factors X and Y with those of the model trained
+ * before, where there is one, for every user and item it knows.  Its
+ * number of factors was checked before the ratings were read.
  */
 void
 wals_warm_start(const WalsTrainArgs *args, const WalsData *data, float *X, float *Y)
 {
-	WalsModelInfo old;
-	int			f = args->params.factors;
+	const WalsModelInfo *old = args->old;
 	int64		users;
 	int64		items;
 
-	if (!wals_model_lookup(args->model, &old))
+	if (old == NULL)
 	{
 		ereport(NOTICE,
-				(errmsg("model \"%s\" does not exist yet, so it starts from fresh factors", args->model)));
+				(errmsg("model \"%s\" does not exist yet, so it starts from fresh factors",
+						args->model_display)));
 		return;
 	}
-	if (old.factors != f)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot warm start %d factors from model \"%s\", which has %d",
-						f, args->model, old.factors),
-				 errhint("Pass factors => %d, or warm_start => false.", old.factors)));
-
-	users = load_side(old.user_table, "user_id", data->user_ids, data->nusers, f, X);
-	items = load_side(old.item_table, "item_id", data->item_ids, data->nitems, f, Y);
+	users = load_side(old, old->user_rel, "user_id", data->user_ids, data->nusers, X);
+	items = load_side(old, old->item_rel, "item_id", data->item_ids, data->nitems, Y);
 	ereport(DEBUG1,
 			(errmsg("wals: warm start of \"%s\" reused %lld of %lld users and %lld of %lld items",
-					args->model, (long long) users, (long long) data->nusers,
+					args->model_display, (long long) users, (long long) data->nusers,
 					(long long) items, (long long) data->nitems)));
 }

@@ -1,0 +1,522 @@
+/*
+ * catalog.c
+ *	  The model catalog: model names, and reading and writing catalog rows.
+ *
+ * Models are schema objects.  A model's key is (schema, model), so two
+ * roles working in their own schemas never take each other's names.  A name
+ * is given as text, 'model' or 'schema.model', each part taken as written
+ * (case kept), a part in double quotes when it holds a dot or a quote.  A
+ * qualified name means that schema; an unqualified one is looked up along
+ * search_path when a model is served or dropped, as a table would be, and a
+ * new model goes where CREATE TABLE would put it.
+ *
+ * The catalog is two ordinary tables of the extension, so that pg_dump and
+ * transactions treat models like any other data.  Every role may read them;
+ * only wals's own code writes them, as the extension's owner (roles.c),
+ * after checking the caller's rights.  Even so nothing read from them is
+ * trusted: each value is checked before it sizes an allocation or chooses
+ * a code path, and relations are kept as regclass, their names looked up
+ * from the OID when a statement needs them.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "wals.h"
+
+/* Run a query with parameters, none null; expected is an SPI result or -1. */
+void
+wals_spi_exec(const char *query, int nargs, const Oid *types,
+			  const Datum *values, int expected)
+{
+	int			rc = SPI_execute_with_args(query, nargs, (Oid *) types,
+										   (Datum *) values, NULL, false, 0);
+
+	if (rc < 0 || (expected >= 0 && rc != expected))
+		elog(ERROR, "wals: query \"%s\" failed: %s", query, SPI_result_code_string(rc));
+}
+
+/* A plan prepared and kept for the life of the backend. */
+SPIPlanPtr
+wals_keep_plan(const char *query, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(query, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "wals: could not prepare \"%s\": %s", query, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "wals: could not keep the plan of \"%s\"", query);
+	return plan;
+}
+
+/* The schema-qualified, quoted name of one of the extension's own tables. */
+char *
+wals_catalog_table(const char *table)
+{
+	return quote_qualified_identifier(get_namespace_name(wals_extension_schema()), table);
+}
+
+static void
+invalid_name(const char *given, const char *what, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_NAME),
+			 errmsg("invalid model name \"%s\" given as \"%s\"", given, what),
+			 errdetail("%s", detail),
+			 errhint("Write a model name as name or schema.name; put a part in double quotes when it contains a dot or a double quote.")));
+}
+
+/*
+ * The next part of a model name at *p, up to a dot or the end; *p moves
+ * past it and past the dot.
+ */
+static char *
+name_part(const char *given, const char *what, const char **p)
+{
+	StringInfoData part;
+	const char *s = *p;
+
+	initStringInfo(&part);
+	if (*s == '"')
+	{
+		for (s++;; s++)
+		{
+			if (*s == '\0')
+				invalid_name(given, what, "A double quote is not closed.");
+			if (*s == '"')
+			{
+				if (s[1] != '"')
+					break;
+				s++;
+			}
+			appendStringInfoChar(&part, *s);
+		}
+		s++;
+		if (*s != '.' && *s != '\0')
+			invalid_name(given, what, "A quoted part must be followed by a dot or the end.");
+	}
+	else
+	{
+		for (; *s != '.' && *s != '\0'; s++)
+		{
+			if (*s == '"')
+				invalid_name(given, what, "A double quote may only open a part.");
+			appendStringInfoChar(&part, *s);
+		}
+	}
+	if (part.len == 0)
+		invalid_name(given, what, "A part of the name is empty.");
+	if (*s == '.')
+	{
+		s++;
+		if (*s == '\0')
+			invalid_name(given, what, "The name ends with a dot.");
+	}
+	*p = s;
+	return part.data;
+}
+
+/*
+ * Split a model name as given into its schema (NULL if unqualified) and
+ * name; what names the argument, for errors.
+ */
+void
+wals_model_name_parse(const char *given, const char *what, WalsModelName *out)
+{
+	const char *p = given;
+	char	   *first = name_part(given, what, &p);
+
+	if (*p == '\0')
+	{
+		out->schema = NULL;
+		out->name = first;
+	}
+	else
+	{
+		out->schema = first;
+		out->name = name_part(given, what, &p);
+		if (*p != '\0')
+			invalid_name(given, what, "It has more than two parts.");
+	}
+	if ((int) strlen(out->name) > WALS_MAX_MODEL_NAME)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("model name \"%s\" is too long", out->name),
+				 errdetail("Model names are at most %d bytes, so that \"<model>%s\" fits in an identifier.",
+						   WALS_MAX_MODEL_NAME, WALS_USER_SUFFIX),
+				 errhint("Pass a shorter name as \"%s\".", what)));
+	if (out->schema != NULL && strlen(out->schema) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("schema name \"%s\" is too long", out->schema)));
+}
+
+/* One part of a model name, quoted so that wals_model_name_parse reads it back. */
+static void
+append_quoted(StringInfo buf, const char *part)
+{
+	appendStringInfoChar(buf, '"');
+	for (const char *p = part; *p != '\0'; p++)
+	{
+		if (*p == '"')
+			appendStringInfoChar(buf, '"');
+		appendStringInfoChar(buf, *p);
+	}
+	appendStringInfoChar(buf, '"');
+}
+
+/* The name of schema.name as a model argument that names exactly it. */
+char *
+wals_model_quoted(const char *schema, const char *name)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	append_quoted(&buf, schema);
+	appendStringInfoChar(&buf, '.');
+	append_quoted(&buf, name);
+	return buf.data;
+}
+
+/* schema.name as messages show a model. */
+char *
+wals_model_display(const char *schema, const char *name)
+{
+	return psprintf("%s.%s", schema, name);
+}
+
+/*
+ * Serving reads the catalog on every call, so its queries are planned once
+ * per backend and per schema of the extension.  Every query returns
+ * MODEL_COLUMNS.
+ */
+#define MODEL_COLUMNS "schema, model, version, factors, feedback, source::pg_catalog.oid," \
+	" user_col, item_col, rating_col, regularization, alpha, unobserved_weight, solver," \
+	" cg_steps, user_factors::pg_catalog.oid, item_factors::pg_catalog.oid"
+#define NCOLUMNS 16
+
+static Oid	plans_schema = InvalidOid;
+static SPIPlanPtr by_key_plan = NULL;	/* $1 schema, $2 model */
+static SPIPlanPtr by_path_plan = NULL;	/* $1 model, $2 schemas in order */
+static SPIPlanPtr in_path_plan = NULL;	/* $1 schemas: two models at most */
+
+static void
+prepare_plans(void)
+{
+	Oid			schema = wals_extension_schema();
+	char	   *table;
+	Oid			key_types[2] = {NAMEOID, TEXTOID};
+	Oid			path_types[2] = {TEXTOID, NAMEARRAYOID};
+	Oid			in_path_type = NAMEARRAYOID;
+
+	if (schema == plans_schema && by_key_plan != NULL)
+		return;
+	if (by_key_plan != NULL)
+		SPI_freeplan(by_key_plan);
+	if (by_path_plan != NULL)
+		SPI_freeplan(by_path_plan);
+	if (in_path_plan != NULL)
+		SPI_freeplan(in_path_plan);
+	by_key_plan = by_path_plan = in_path_plan = NULL;
+	table = quote_qualified_identifier(get_namespace_name(schema), "wals_models");
+	by_key_plan = wals_keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s"
+										  " WHERE schema OPERATOR(pg_catalog.=) $1"
+										  " AND model OPERATOR(pg_catalog.=) $2", table),
+								 2, key_types);
+	by_path_plan = wals_keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s"
+										   " WHERE model OPERATOR(pg_catalog.=) $1"
+										   " AND schema OPERATOR(pg_catalog.=) ANY ($2)"
+										   " ORDER BY pg_catalog.array_position($2, schema) LIMIT 1",
+										   table),
+								  2, path_types);
+	in_path_plan = wals_keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s"
+										   " WHERE schema OPERATOR(pg_catalog.=) ANY ($1) LIMIT 2",
+										   table),
+								  1, &in_path_type);
+	plans_schema = schema;
+}
+
+static void
+run_plan(SPIPlanPtr plan, Datum *values)
+{
+	int			rc = SPI_execute_plan(plan, values, NULL, false, 0);
+
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "wals: reading the model catalog failed: %s", SPI_result_code_string(rc));
+}
+
+/* The schemas of search_path, as a name[]; temporary schemas hold no model. */
+static Datum
+search_path_names(void)
+{
+	List	   *path = fetch_search_path(false);
+	Datum	   *names = palloc(sizeof(Datum) * Max(list_length(path), 1));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, path)
+	{
+		Oid			nsp = lfirst_oid(lc);
+		char	   *name;
+
+		if (isAnyTempNamespace(nsp) || (name = get_namespace_name(nsp)) == NULL)
+			continue;
+		names[n++] = CStringGetDatum(name);
+	}
+	return PointerGetDatum(construct_array(names, n, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
+}
+
+static void
+bad_row(const WalsModelInfo *info, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("catalog row of model \"%s\" is invalid: %s", info->display, what),
+			 errhint("Drop the model with wals_drop_model() and train it again.")));
+}
+
+/* Value col of row 0 of the last query, which must not be null. */
+static Datum
+value(WalsModelInfo *info, int col, const char *name)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+
+	if (isnull)
+		bad_row(info, psprintf("\"%s\" is null", name));
+	return d;
+}
+
+static char *
+text_value(int col)
+{
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col);
+}
+
+static float
+real_value(WalsModelInfo *info, int col, const char *name)
+{
+	float		v = DatumGetFloat4(value(info, col, name));
+
+	if (!isfinite(v) || v < 0 || v > WALS_MAX_REAL_PARAM)
+		bad_row(info, psprintf("\"%s\" is %g", name, v));
+	return v;
+}
+
+/* Fill info from row 0 of the last query, checking every value. */
+static void
+fill_info(WalsModelInfo *info)
+{
+	char	   *feedback;
+	char	   *solver;
+
+	if (SPI_tuptable->tupdesc->natts != NCOLUMNS)
+		elog(ERROR, "wals: the model catalog returned %d columns", SPI_tuptable->tupdesc->natts);
+	memset(info, 0, sizeof(*info));
+	info->schema = text_value(1);
+	info->name = text_value(2);
+	info->display = wals_model_display(info->schema, info->name);
+	info->version = DatumGetInt64(value(info, 3, "version"));
+	info->factors = DatumGetInt32(value(info, 4, "factors"));
+	if (info->factors < WALS_MIN_FACTORS || info->factors > WALS_MAX_FACTORS)
+		bad_row(info, psprintf("\"factors\" is %d", info->factors));
+	feedback = TextDatumGetCString(value(info, 5, "feedback"));
+	if (strcmp(feedback, "implicit") == 0)
+		info->params.feedback = WALS_IMPLICIT;
+	else if (strcmp(feedback, "explicit") == 0)
+		info->params.feedback = WALS_EXPLICIT;
+	else
+		bad_row(info, psprintf("\"feedback\" is \"%s\"", feedback));
+	{
+		bool		isnull;
+		Datum		source = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull);
+
+		info->source = isnull ? InvalidOid : DatumGetObjectId(source);
+	}
+	info->user_col = pstrdup(NameStr(*DatumGetName(value(info, 7, "user_col"))));
+	info->item_col = pstrdup(NameStr(*DatumGetName(value(info, 8, "item_col"))));
+	info->rating_col = text_value(9);
+	info->params.regularization = real_value(info, 10, "regularization");
+	info->params.alpha = real_value(info, 11, "alpha");
+	info->params.w0 = real_value(info, 12, "unobserved_weight");
+	solver = TextDatumGetCString(value(info, 13, "solver"));
+	if (strcmp(solver, "cg") == 0)
+		info->params.solver = WALS_CG;
+	else if (strcmp(solver, "cholesky") == 0)
+		info->params.solver = WALS_CHOLESKY;
+	else
+		bad_row(info, psprintf("\"solver\" is \"%s\"", solver));
+	info->params.cg_steps = DatumGetInt32(value(info, 14, "cg_steps"));
+	if (info->params.cg_steps < WALS_MIN_CG_STEPS || info->params.cg_steps > WALS_MAX_CG_STEPS)
+		bad_row(info, psprintf("\"cg_steps\" is %d", info->params.cg_steps));
+	info->params.factors = info->factors;
+	info->user_rel = DatumGetObjectId(value(info, 15, "user_factors"));
+	info->item_rel = DatumGetObjectId(value(info, 16, "item_factors"));
+}
+
+/* Fill info from the catalog row of schema.name; false if there is none. */
+bool
+wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info)
+{
+	Datum		args[2];
+
+	prepare_plans();
+	args[0] = DirectFunctionCall1(namein, CStringGetDatum(schema));
+	args[1] = CStringGetTextDatum(name);
+	run_plan(by_key_plan, args);
+	if (SPI_processed == 0)
+		return false;
+	fill_info(info);
+	return true;
+}
+
+/* The models in the schemas of search_path, for hints. */
+static char *
+models_in_path(void)
+{
+	Oid			type = NAMEARRAYOID;
+	Datum		path = search_path_names();
+	char	   *list;
+
+	wals_spi_exec(psprintf("SELECT pg_catalog.string_agg(pg_catalog.quote_literal(schema OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) model), ', '"
+						   " ORDER BY schema, model) FROM %s WHERE schema OPERATOR(pg_catalog.=) ANY ($1)",
+						   wals_catalog_table("wals_models")),
+				  1, &type, &path, SPI_OK_SELECT);
+	list = text_value(1);
+	return list != NULL ? list : "";
+}
+
+void
+wals_no_such_model(const char *display)
+{
+	char	   *models = models_in_path();
+
+	if (models[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", display),
+				 errhint("No model exists in the schemas of search_path: train one with wals_train().")));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("model \"%s\" does not exist", display),
+			 errhint("Models in the schemas of search_path: %s.", models)));
+}
+
+/* The catalog row of the model a name given as what means. */
+static void
+lookup_given(const char *given, const char *what, WalsModelInfo *info)
+{
+	WalsModelName mn;
+
+	wals_model_name_parse(given, what, &mn);
+	if (mn.schema != NULL)
+	{
+		if (!wals_catalog_lookup(mn.schema, mn.name, info))
+			wals_no_such_model(wals_model_display(mn.schema, mn.name));
+		return;
+	}
+	{
+		Datum		args[2];
+
+		prepare_plans();
+		args[0] = CStringGetTextDatum(mn.name);
+		args[1] = search_path_names();
+		run_plan(by_path_plan, args);
+		if (SPI_processed == 0)
+			wals_no_such_model(mn.name);
+		fill_info(info);
+	}
+}
+
+/*
+ * The catalog row of the model a call means: the one given; else the only
+ * model in the schemas of search_path; else the wals.default_model setting;
+ * else an error listing the models.  Nothing is locked.
+ */
+void
+wals_model_resolve(text *model, WalsModelInfo *info)
+{
+	Datum		path;
+	char	   *models;
+
+	if (model != NULL)
+	{
+		lookup_given(text_to_cstring(model), "model", info);
+		return;
+	}
+	prepare_plans();
+	path = search_path_names();
+	run_plan(in_path_plan, &path);
+	if (SPI_processed == 1)
+	{
+		fill_info(info);
+		return;
+	}
+	if (wals_default_model != NULL && wals_default_model[0] != '\0')
+	{
+		lookup_given(wals_default_model, "wals.default_model", info);
+		return;
+	}
+	models = models_in_path();
+	if (models[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("no model exists in the schemas of search_path"),
+				 errhint("Train one with wals_train(), or pass model => 'schema.name'.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("no model was given and more than one exists in the schemas of search_path"),
+			 errhint("Pass model => one of %s, or set wals.default_model.", models)));
+}
+
+/* Remove the catalog row of a model and its training log. */
+void
+wals_catalog_delete(const WalsModelInfo *info)
+{
+	Oid			types[2] = {NAMEOID, TEXTOID};
+	Datum		args[2];
+	WalsRoleSave save;
+
+	args[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
+	args[1] = CStringGetTextDatum(info->name);
+	wals_become_catalog_writer(&save);
+	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
+						   " AND model OPERATOR(pg_catalog.=) $2",
+						   wals_catalog_table("wals_training_log")),
+				  2, types, args, SPI_OK_DELETE);
+	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
+						   " AND model OPERATOR(pg_catalog.=) $2",
+						   wals_catalog_table("wals_models")),
+				  2, types, args, SPI_OK_DELETE);
+	wals_unbecome(&save);
+}
+
+/*
+ * A new model version: a version is never reused, even after a drop, so
+ * serving caches compare versions only.
+ */
+int64
+wals_next_version(void)
+{
+	bool		isnull;
+	int64		version;
+	WalsRoleSave save;
+	Oid			type = REGCLASSOID;
+	Datum		seq = ObjectIdGetDatum(get_relname_relid("wals_model_version_seq",
+														 wals_extension_schema()));
+
+	wals_become_catalog_writer(&save);
+	wals_spi_exec("SELECT pg_catalog.nextval($1)", 1, &type, &seq, SPI_OK_SELECT);
+	version = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull));
+	wals_unbecome(&save);
+	return version;
+}

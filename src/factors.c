@@ -1,0 +1,243 @@
+/*
+ * factors.c
+ *	  Reading a model's factor tables back, trusting nothing.
+ *
+ * The factor tables are ordinary tables of the model's owner, who may
+ * change their columns' types, drop their constraints or write any value
+ * into them, and a superuser or an application role may then serve the
+ * model.  So every value is checked where it is read: the column's type,
+ * then the array's shape, nulls, and finite numbers.  Each failure is an
+ * error that names the table and says to retrain, never a crash or a
+ * silently wrong score.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "serve.h"
+
+static void
+bad_table(const WalsModelInfo *info, Oid relid, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("factor table %s of model \"%s\" is not in the form wals wrote",
+					wals_relation_name(relid), info->display),
+			 errdetail("%s", detail),
+			 errhint("Train the model again with wals_train().")));
+}
+
+static void
+bad_value(const WalsModelInfo *info, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("a factor table of model \"%s\" holds a value wals did not write", info->display),
+			 errdetail("%s", detail),
+			 errhint("Train the model again with wals_train().")));
+}
+
+/* Column name of relid must exist with type type. */
+static void
+check_column(const WalsModelInfo *info, Oid relid, const char *name, Oid type)
+{
+	AttrNumber	attnum = get_attnum(relid, name);
+	Oid			actual;
+
+	if (attnum <= 0)
+		bad_table(info, relid, psprintf("It has no column \"%s\".", name));
+	actual = get_atttype(relid, attnum);
+	if (actual != type)
+		bad_table(info, relid, psprintf("Column \"%s\" has type %s instead of %s.", name,
+										format_type_be(actual), format_type_be(type)));
+}
+
+/*
+ * Check the columns of a factor table before any statement reads it:
+ * user_id or item_id bigint, factors real[], and on the user side the rated
+ * items bigint[] and their ratings real[].
+ */
+void
+wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side)
+{
+	char		relkind = get_rel_relkind(relid);
+
+	if (relkind != RELKIND_RELATION)
+		bad_table(info, relid, "It is not an ordinary table.");
+	check_column(info, relid, user_side ? "user_id" : "item_id", INT8OID);
+	check_column(info, relid, "factors", FLOAT4ARRAYOID);
+	if (user_side)
+	{
+		check_column(info, relid, "rated_items", INT8ARRAYOID);
+		check_column(info, relid, "ratings", FLOAT4ARRAYOID);
+	}
+}
+
+/* Column col of a query's result must have type type. */
+static void
+check_result_type(const WalsModelInfo *info, TupleDesc desc, int col, Oid type)
+{
+	if (SPI_gettypeid(desc, col) != type)
+		bad_value(info, psprintf("Column \"%s\" has type %s instead of %s.",
+								 SPI_fname(desc, col), format_type_be(SPI_gettypeid(desc, col)),
+								 format_type_be(type)));
+}
+
+/* An id column (bigint), not null unless *isnull may report it. */
+int64
+wals_read_id(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info, bool *isnull)
+{
+	bool		null;
+	Datum		d;
+
+	check_result_type(info, desc, col, INT8OID);
+	d = SPI_getbinval(tuple, desc, col, &null);
+	if (null && isnull == NULL)
+		bad_value(info, psprintf("Column \"%s\" holds a null.", SPI_fname(desc, col)));
+	if (isnull != NULL)
+		*isnull = null;
+	return null ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * Copy the real[] of f finite elements in column col of tuple to out.
+ */
+void
+wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
+				  const WalsModelInfo *info)
+{
+	bool		isnull;
+	ArrayType  *array;
+
+	check_result_type(info, desc, col, FLOAT4ARRAYOID);
+	array = DatumGetArrayTypeP(SPI_getbinval(tuple, desc, col, &isnull));
+	if (isnull)
+		bad_value(info, "A row has null factors.");
+	if (ARR_NDIM(array) != 1 || ARR_DIMS(array)[0] != f || ARR_HASNULL(array))
+		bad_value(info, psprintf("A row's factors are not a real[] of %d elements without nulls.", f));
+	memcpy(out, ARR_DATA_PTR(array), sizeof(float) * f);
+	for (int a = 0; a < f; a++)
+		if (!isfinite(out[a]))
+			bad_value(info, "A row's factors are not all finite.");
+}
+
+/*
+ * The rated items of a user row (columns col and col + 1: rated_items and
+ * ratings), as indices of the model's items, sorted, with their ratings.
+ * Items the model does not know are left out; no ratings mean 1 each.
+ */
+void
+wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
+				const int64 *item_ids, int64 nitems, WalsRated *rated)
+{
+	bool		isnull;
+	ArrayType  *items;
+	ArrayType  *ratings = NULL;
+	int			n;
+	const int64 *ids;
+	const float *values = NULL;
+
+	check_result_type(info, desc, col, INT8ARRAYOID);
+	check_result_type(info, desc, col + 1, FLOAT4ARRAYOID);
+	items = DatumGetArrayTypeP(SPI_getbinval(tuple, desc, col, &isnull));
+	if (isnull || ARR_NDIM(items) > 1 || ARR_HASNULL(items))
+		bad_value(info, "A row's rated items are not a bigint[] without nulls.");
+	n = ArrayGetNItems(ARR_NDIM(items), ARR_DIMS(items));
+	ids = (const int64 *) ARR_DATA_PTR(items);
+	{
+		Datum		d = SPI_getbinval(tuple, desc, col + 1, &isnull);
+
+		if (!isnull)
+		{
+			ratings = DatumGetArrayTypeP(d);
+			if (ARR_NDIM(ratings) > 1 || ARR_HASNULL(ratings) ||
+				ArrayGetNItems(ARR_NDIM(ratings), ARR_DIMS(ratings)) != n)
+				bad_value(info, "A row's ratings are not a real[] without nulls, one per rated item.");
+			values = (const float *) ARR_DATA_PTR(ratings);
+		}
+	}
+
+	rated->items = palloc(sizeof(int32) * Max(n, 1));
+	rated->ratings = palloc(sizeof(float) * Max(n, 1));
+	rated->n = 0;
+	for (int i = 0; i < n; i++)
+	{
+		int64		index = wals_ids_find(item_ids, nitems, ids[i]);
+		float		r = values != NULL ? values[i] : 1.0f;
+
+		if (!isfinite(r) || (r < 0 && info->params.feedback == WALS_IMPLICIT))
+			bad_value(info, psprintf("A row's ratings hold %g.", r));
+		if (index < 0)
+			continue;
+		rated->items[rated->n] = (int32) index;
+		rated->ratings[rated->n++] = r;
+	}
+	for (int64 i = 1; i < rated->n; i++)
+		if (rated->items[i] <= rated->items[i - 1])
+		{
+			wals_sort_cells(rated->items, rated->ratings, rated->n);
+			break;
+		}
+}
+
+/* A one-dimensional real[] holding v[0..n), built without a Datum per element. */
+ArrayType *
+wals_real_array(const float *v, int64 n)
+{
+	Size		nbytes = ARR_OVERHEAD_NONULLS(1) + sizeof(float4) * n;
+	ArrayType  *array = palloc(nbytes);
+
+	SET_VARSIZE(array, nbytes);
+	array->ndim = 1;
+	array->dataoffset = 0;
+	array->elemtype = FLOAT4OID;
+	ARR_DIMS(array)[0] = (int) n;
+	ARR_LBOUND(array)[0] = 1;
+	memcpy(ARR_DATA_PTR(array), v, sizeof(float4) * n);
+	return array;
+}
+
+/* The bigint[] of the ids of items indices[0..n). */
+ArrayType *
+wals_item_array(const int64 *item_ids, const int32 *indices, int64 n)
+{
+	Size		nbytes = ARR_OVERHEAD_NONULLS(1) + sizeof(int64) * n;
+	ArrayType  *array = palloc(nbytes);
+	int64	   *out;
+
+	SET_VARSIZE(array, nbytes);
+	array->ndim = 1;
+	array->dataoffset = 0;
+	array->elemtype = INT8OID;
+	ARR_DIMS(array)[0] = (int) n;
+	ARR_LBOUND(array)[0] = 1;
+	out = (int64 *) ARR_DATA_PTR(array);
+	for (int64 i = 0; i < n; i++)
+		out[i] = item_ids[indices[i]];
+	return array;
+}
+
+/*
+ * The ratings column of a user's row: NULL (every rating 1, the common case
+ * of implicit data without a rating column) or the merged ratings.
+ */
+Datum
+wals_ratings_datum(const float *v, int64 n, bool *isnull)
+{
+	*isnull = true;
+	for (int64 i = 0; i < n; i++)
+		if (v[i] != 1.0f)
+		{
+			*isnull = false;
+			return PointerGetDatum(wals_real_array(v, n));
+		}
+	return (Datum) 0;
+}

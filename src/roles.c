@@ -1,0 +1,109 @@
+/*
+ * roles.c
+ *	  Acting as another role for a bounded piece of work.
+ *
+ * wals's functions run as their caller, with two exceptions, both entered
+ * only after the caller's own rights were checked:
+ *
+ * - the catalog (wals_models, wals_training_log, the version sequence) is
+ *   written as the extension's owner: no other role has any write privilege
+ *   on it, so no role can make it name another role's tables;
+ * - the work wals does on a model's own relations on behalf of a member of
+ *   its owner role (creating and filling its factor tables, reading its
+ *   source for wals_refresh_users) runs as the model's owner, so that a
+ *   superuser who retrains or refreshes a tenant's model never runs the
+ *   tenant's code (a view's functions, a trigger) with superuser rights.
+ *
+ * Both run as a security-restricted operation with search_path pinned to
+ * pg_catalog, as PostgreSQL runs REFRESH MATERIALIZED VIEW and index
+ * expressions: code reached from there cannot change the role back, nor
+ * find objects through the caller's search_path.  This was chosen over
+ * SECURITY DEFINER helper functions because the checks and the statements
+ * stay in one place in C, and no function that writes the catalog is
+ * callable from SQL at all.  An error inside unwinds the role and the
+ * settings with the (sub)transaction.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_extension.h"
+#include "miscadmin.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+
+#include "wals.h"
+
+/* Become role until wals_unbecome(save), as described above. */
+void
+wals_become(Oid role, WalsRoleSave *save)
+{
+	GetUserIdAndSecContext(&save->userid, &save->sec_context);
+	SetUserIdAndSecContext(role, save->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save->guc_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+void
+wals_unbecome(const WalsRoleSave *save)
+{
+	AtEOXact_GUC(false, save->guc_level);
+	SetUserIdAndSecContext(save->userid, save->sec_context);
+}
+
+/* The row of extension wals in pg_extension: its schema and owner. */
+static void
+extension_row(Oid *schema, Oid *owner)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("wals"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		Form_pg_extension ext = (Form_pg_extension) GETSTRUCT(tuple);
+
+		*schema = ext->extnamespace;
+		*owner = ext->extowner;
+		found = true;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"wals\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION wals.")));
+}
+
+/* The schema wals is installed in (PostgreSQL 15 exports no lookup for it). */
+Oid
+wals_extension_schema(void)
+{
+	Oid			schema;
+	Oid			owner;
+
+	extension_row(&schema, &owner);
+	return schema;
+}
+
+/* Become the extension's owner, to write the catalog. */
+void
+wals_become_catalog_writer(WalsRoleSave *save)
+{
+	Oid			schema;
+	Oid			owner;
+
+	extension_row(&schema, &owner);
+	wals_become(owner, save);
+}
