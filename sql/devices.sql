@@ -25,7 +25,7 @@ SELECT model, device FROM wals_train('plays', 'user_id', 'item_id', 'n', factors
     iterations => 1, workers => 0);
 \set VERBOSITY default
 SET client_min_messages = warning;
-SELECT device FROM wals_models WHERE name = 'plays';
+SELECT device FROM wals_models WHERE model = 'plays';
 
 -- gpu: an error that says why and how to fix it, before reading anything
 SELECT * FROM wals_train('plays', 'user_id', 'item_id', 'n', device => 'gpu');

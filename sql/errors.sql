@@ -8,7 +8,7 @@ SELECT u AS user_id, (u * 3 + g) % 20 + 1 AS item_id, g::real AS rating, 'x'::te
        (u * 0.5)::real AS fractional
 FROM generate_series(1, 50) u, generate_series(1, 4) g;
 SELECT model FROM wals_train('good', 'user_id', 'item_id', 'rating', factors => 4, iterations => 2);
-SELECT version AS v1 FROM wals_models WHERE name = 'good' \gset
+SELECT version AS v1 FROM wals_models WHERE model = 'good' \gset
 
 -- the source and its columns
 SELECT * FROM wals_train('missing', 'user_id', 'item_id');
@@ -143,7 +143,7 @@ SELECT * FROM wals_train('empty', 'user_id', 'item_id', 'rating');
 SET client_min_messages = warning;
 
 -- none of the failures above touched the model
-SELECT version = :v1 AS unchanged FROM wals_models WHERE name = 'good';
+SELECT version = :v1 AS unchanged FROM wals_models WHERE model = 'good';
 SELECT count(*) FROM wals_models;
 
 -- serving
@@ -165,21 +165,30 @@ SELECT wals_drop_model('nope');
 \echo :LAST_ERROR_SQLSTATE
 SELECT wals_drop_model(NULL);
 \echo :LAST_ERROR_SQLSTATE
--- a model whose source is gone still serves, but cannot exclude rated items
+-- a model whose source is gone still serves, rated items left out (the
+-- model keeps them), but cannot refresh its users
 DROP TABLE huge;
 SELECT model FROM wals_train('not_finite', 'user_id', 'item_id', 'rating', model => 'orphan',
     feedback => 'explicit', factors => 2, iterations => 1);
 DROP TABLE not_finite;
 SELECT count(*) FROM wals_recommend(1, 5, 'orphan', exclude_rated => false);
 SELECT count(*) FROM wals_recommend(1, 5, 'orphan');
+SELECT wals_refresh_users('{1}', 'orphan');
 \echo :LAST_ERROR_SQLSTATE
 
--- privileges: a role that may not read the source cannot train from it
+-- privileges: a role that may not create in the model's schema cannot
+-- train, and one that may not read the source cannot train from it
 CREATE ROLE wals_reader;
 SET ROLE wals_reader;
 SELECT * FROM wals_train('good', 'user_id', 'item_id', model => 'stolen');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+CREATE SCHEMA reader AUTHORIZATION wals_reader;
+SET ROLE wals_reader;
+SELECT * FROM wals_train('good', 'user_id', 'item_id', model => 'reader.stolen');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP SCHEMA reader;
 DROP ROLE wals_reader;
 
 -- quoted identifiers: schema, table, columns and model with spaces, quotes and capitals
@@ -188,8 +197,9 @@ CREATE TABLE "Odd Schema"."My ""Ratings""" ("User Id" int, "Item;Id" bigint, "St
 INSERT INTO "Odd Schema"."My ""Ratings""" SELECT user_id, item_id, rating FROM good;
 SELECT model, users, items FROM wals_train('"Odd Schema"."My ""Ratings"""', 'User Id', 'Item;Id',
     'Stars!', factors => 4, iterations => 2);
-SELECT source, factor_schema, user_factors FROM wals_models WHERE name = 'My "Ratings"';
-SELECT count(*) FROM "Odd Schema"."My ""Ratings""_item_factors";
+SELECT schema, source, user_factors FROM wals_models WHERE model = 'My "Ratings"';
+-- (the model goes where CREATE TABLE would put a table, not beside its source)
+SELECT count(*) FROM "My ""Ratings""_item_factors";
 SELECT count(*) FROM wals_recommend(1, 3, 'My "Ratings"');
 SELECT model FROM wals_train('"Odd Schema"."My ""Ratings"""', 'User Id', 'Item;Id',
     model => 'x"; DROP TABLE good; --', factors => 2, iterations => 1);
@@ -207,7 +217,7 @@ SET client_min_messages = warning;
 SELECT wals_predict(2, 2, 'good');
 \echo :LAST_ERROR_SQLSTATE
 
-SELECT count(*) AS dropped FROM (SELECT wals_drop_model(name) FROM wals_models) d;
+SELECT count(*) AS dropped FROM (SELECT wals_drop_model(format('%I.%I', schema, model)) FROM wals_models) d;
 DROP SCHEMA "Odd Schema" CASCADE;
 DROP TABLE good, with_nulls, empty;
 DROP SEQUENCE not_a_table;

@@ -2,7 +2,7 @@
 -- through SPI, and either way a training sees exactly the rows that
 -- "SELECT user_col, item_col, rating_col FROM source" would show its caller.
 SET client_min_messages = warning;
-CREATE TEMP TABLE models_before AS SELECT name FROM wals_models;
+CREATE TEMP TABLE models_before AS SELECT model FROM wals_models;
 
 -- the number of factor rows two models disagree on (0: the same model)
 CREATE FUNCTION factors_differ(a text, b text) RETURNS bigint
@@ -12,11 +12,13 @@ DECLARE
 BEGIN
     EXECUTE format('SELECT count(*) FROM ('
                    '(SELECT * FROM %1$I EXCEPT ALL SELECT * FROM %2$I) UNION ALL '
-                   '(SELECT * FROM %2$I EXCEPT ALL SELECT * FROM %1$I) UNION ALL '
-                   '(SELECT * FROM %3$I EXCEPT ALL SELECT * FROM %4$I) UNION ALL '
-                   '(SELECT * FROM %4$I EXCEPT ALL SELECT * FROM %3$I)) d',
-                   a || '_user_factors', b || '_user_factors',
-                   a || '_item_factors', b || '_item_factors')
+                   '(SELECT * FROM %2$I EXCEPT ALL SELECT * FROM %1$I)) d',
+                   a || '_user_factors', b || '_user_factors')
+    INTO n;
+    EXECUTE format('SELECT %3$s + count(*) FROM ('
+                   '(SELECT * FROM %1$I EXCEPT ALL SELECT * FROM %2$I) UNION ALL '
+                   '(SELECT * FROM %2$I EXCEPT ALL SELECT * FROM %1$I)) d',
+                   a || '_item_factors', b || '_item_factors', n)
     INTO n;
     RETURN n;
 END
@@ -192,6 +194,8 @@ FROM wals_train('guarded.rated', 'user_id', 'item_id', 'rating', model => 'rls_o
                 factors => 2, iterations => 1);
 
 SET ROLE wals_ingest_user;
+-- (its models go to the first schema of its search_path, where it may create)
+SET search_path = guarded, public;
 SELECT model, users, ratings
 FROM wals_train('guarded.rated', 'user_id', 'item_id', 'rating', model => 'rls_user',
                 factors => 2, iterations => 1);
@@ -207,6 +211,7 @@ SELECT * FROM wals_train('guarded.hidden', 'user_id', 'item_id', 'rating');
 \echo :LAST_ERROR_SQLSTATE
 SELECT wals_drop_model('rls_user');
 SELECT wals_drop_model('col_user');
+RESET search_path;
 RESET ROLE;
 SELECT wals_drop_model('rls_owner');
 DROP SCHEMA guarded CASCADE;
@@ -221,8 +226,8 @@ SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating');
 RESET wals.max_memory;
 
 -- leave the database as it was found
-SELECT count(wals_drop_model(name)) AS dropped
-FROM wals_models WHERE name NOT IN (SELECT name FROM models_before);
+SELECT count(wals_drop_model(model)) AS dropped
+FROM wals_models WHERE model NOT IN (SELECT model FROM models_before);
 DROP TABLE plain, shuffled, typed, numeric_ratings, dropped, dups, dups_sum, dups_avg,
     overflow, null_ids, only_nulls, parent, parted, big CASCADE;
 DROP DOMAIN item_code;

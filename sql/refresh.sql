@@ -8,7 +8,7 @@ CREATE INDEX ON fresh (user_id);
 SELECT model FROM wals_train('fresh', 'user_id', 'item_id', 'r', factors => 6, iterations => 6,
     solver => 'cholesky');
 CREATE TEMP TABLE before AS SELECT * FROM fresh_user_factors;
-SELECT version AS v0 FROM wals_models WHERE name = 'fresh' \gset
+SELECT version AS v0 FROM wals_models WHERE model = 'fresh' \gset
 
 -- user 5 rates more, user 1000 is new, user 7 loses every rating
 INSERT INTO fresh VALUES (5, 1, 4), (5, 2, 4), (1000, 3, 2), (1000, 4, 1), (1000, 4, 1);
@@ -33,8 +33,15 @@ SELECT count(*) AS untouched_changed FROM fresh_user_factors f JOIN before b USI
 WHERE f.factors <> b.factors AND user_id <> 5;
 SELECT count(*) AS changed_5 FROM fresh_user_factors f JOIN before b USING (user_id)
 WHERE f.factors <> b.factors AND user_id = 5;
+-- the refreshed rows keep the items the users rate now, ratings merged as a
+-- training merges them, and serving leaves those out
+SELECT user_id, rated_items, ratings FROM fresh_user_factors WHERE user_id IN (5, 1000)
+ORDER BY user_id;
+SELECT count(*) AS rated_recommended FROM wals_recommend(5, 50, 'fresh') WHERE item_id IN (1, 2);
+SELECT count(*) AS rated_recommended_anyway
+FROM wals_recommend(5, 50, 'fresh', exclude_rated => false) WHERE item_id IN (1, 2);
 -- the model keeps its version: the item side did not change
-SELECT version = :v0 AS same_version FROM wals_models WHERE name = 'fresh';
+SELECT version = :v0 AS same_version FROM wals_models WHERE model = 'fresh';
 
 -- the only model is used when none is named; an empty array stores nothing
 SELECT wals_refresh_users('{5}') AS stored, wals_refresh_users('{}') AS none;
@@ -45,7 +52,7 @@ SELECT wals_refresh_users('{1,NULL}', 'fresh');
 \echo :LAST_ERROR_SQLSTATE
 SELECT wals_refresh_users('{1}', 'missing');
 \echo :LAST_ERROR_SQLSTATE
--- a role that may read but not write the factors cannot refresh them
+-- a role that may read the model but does not own it cannot refresh it
 CREATE ROLE wals_refresh_reader;
 GRANT SELECT ON fresh, fresh_user_factors, fresh_item_factors TO wals_refresh_reader;
 SET ROLE wals_refresh_reader;

@@ -15,22 +15,32 @@ SELECT model, users, items, ratings, factors, iterations, loss > 0 AS loss_posit
        total_s >= train_s AS total_covers_train
 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', factors => 8, iterations => 5);
 
-SELECT name, source, user_col, item_col, rating_col, feedback, factors, iterations,
+SELECT schema, model, source, user_col, item_col, rating_col, feedback, factors, iterations,
        max_iterations, regularization, alpha, unobserved_weight, solver, cg_steps, seed,
        tolerance, warm_start, users, items, ratings, device, workers,
-       trained_by = current_user AS trained_by_me, factor_schema, user_factors, item_factors,
-       loss = (SELECT loss FROM wals_training_log l WHERE l.model = m.name
-               AND l.version = m.version AND l.iteration = 5) AS loss_logged
+       trained_by = current_user AS trained_by_me, user_factors, item_factors,
+       loss = (SELECT loss FROM wals_training_log l WHERE l.schema = m.schema
+               AND l.model = m.model AND l.version = m.version AND l.iteration = 5) AS loss_logged
 FROM wals_models m;
 
 SELECT iteration, seconds >= 0 AS timed FROM wals_training_log ORDER BY iteration;
 
--- the factor tables: one row per user and per item, f reals each, keyed by id
+-- the factor tables: one row per user and per item, f reals each, keyed by
+-- id; each user's row also keeps the items it rated, with their merged
+-- ratings (NULL where every one is 1)
 \d ratings_user_factors
 \d ratings_item_factors
 SELECT count(*), min(array_length(factors, 1)), max(array_length(factors, 1))
 FROM ratings_user_factors;
 SELECT count(*), min(item_id), max(item_id) FROM ratings_item_factors;
+SELECT count(*) FILTER (WHERE rated_items IS DISTINCT FROM
+           (SELECT array_agg(DISTINCT item_id ORDER BY item_id)::bigint[] FROM ratings r
+            WHERE r.user_id = f.user_id)) AS rated_items_differ,
+       count(*) FILTER (WHERE ratings IS DISTINCT FROM
+           (SELECT array_agg(s ORDER BY item_id) FROM
+              (SELECT item_id, sum(rating)::real AS s FROM ratings r
+               WHERE r.user_id = f.user_id GROUP BY item_id) c)) AS ratings_differ
+FROM ratings_user_factors f;
 SELECT tableowner = current_user AS owned_by_me FROM pg_tables
 WHERE tablename = 'ratings_user_factors';
 
@@ -48,10 +58,10 @@ SELECT max(abs(wals_predict(u, i, 'exact') - wals_predict(u, i, 'cg_many'))) < 1
 FROM generate_series(1, 300, 7) u, generate_series(1, 60, 5) i;
 
 -- retraining replaces the model: a new version, the same tables, still one row
-SELECT version AS v1 FROM wals_models WHERE name = 'exact' \gset
+SELECT version AS v1 FROM wals_models WHERE model = 'exact' \gset
 SELECT iterations FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
     model => 'exact', factors => 4, iterations => 2, solver => 'cholesky');
-SELECT version > :v1 AS newer, factors, iterations FROM wals_models WHERE name = 'exact';
+SELECT version > :v1 AS newer, factors, iterations FROM wals_models WHERE model = 'exact';
 SELECT min(array_length(factors, 1)) FROM exact_item_factors;
 SELECT count(DISTINCT version) FROM wals_training_log WHERE model = 'exact';
 
@@ -61,7 +71,7 @@ SELECT loss AS cold FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
 SELECT loss < :cold AS warm_is_better, iterations
 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'cg_many', factors => 8,
     iterations => 1, solver => 'cholesky', warm_start => true);
-SELECT warm_start FROM wals_models WHERE name = 'cg_many';
+SELECT warm_start FROM wals_models WHERE model = 'cg_many';
 -- a model that does not exist yet starts fresh
 SET client_min_messages = notice;
 \set VERBOSITY terse
@@ -84,14 +94,14 @@ SELECT :cold_iterations > 2 AS cold_needs_several;
 SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
     model => 'stars', feedback => 'explicit', factors => 8, iterations => 10,
     regularization => 0.01, solver => 'cholesky');
-SELECT feedback, unobserved_weight FROM wals_models WHERE name = 'stars';
+SELECT feedback, unobserved_weight FROM wals_models WHERE model = 'stars';
 SELECT sqrt(avg((wals_predict(user_id, item_id, 'stars') - rating) ^ 2)) < 1.0 AS rmse_below_one
 FROM ratings;
 
 -- WALS with an unobserved weight
 SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
     model => 'weighted', unobserved_weight => 0.25, factors => 8, iterations => 3);
-SELECT feedback, unobserved_weight FROM wals_models WHERE name = 'weighted';
+SELECT feedback, unobserved_weight FROM wals_models WHERE model = 'weighted';
 
 -- early stop: a loose tolerance ends the training before its iterations
 SELECT iterations < 50 AS stopped_early FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
@@ -163,7 +173,7 @@ SELECT wals_predict(3, 5, 'recent') = :'p'::real AS reproducible;
 SELECT count(*) FILTER (WHERE user_id > 150) FROM recent_user_factors;
 
 -- clean up: every model, and with it its tables and log
-SELECT count(*) AS dropped FROM (SELECT wals_drop_model(name) FROM wals_models) d;
+SELECT count(*) AS dropped FROM (SELECT wals_drop_model(format('%I.%I', schema, model)) FROM wals_models) d;
 SELECT count(*) AS models_left FROM wals_models;
 SELECT count(*) AS log_left FROM wals_training_log;
 SELECT count(*) AS factor_tables_left FROM pg_tables WHERE tablename LIKE '%\_factors';

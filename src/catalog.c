@@ -5,7 +5,8 @@
  * Models are schema objects.  A model's key is (schema, model), so two
  * roles working in their own schemas never take each other's names.  A name
  * is given as text, 'model' or 'schema.model', each part taken as written
- * (case kept), a part in double quotes when it holds a dot or a quote.  A
+ * (case kept); a part that holds a dot, or starts with a double quote, is
+ * written in double quotes, with its quotes doubled.  A
  * qualified name means that schema; an unqualified one is looked up along
  * search_path when a model is served or dropped, as a table would be, and a
  * new model goes where CREATE TABLE would put it.
@@ -71,7 +72,7 @@ invalid_name(const char *given, const char *what, const char *detail)
 			(errcode(ERRCODE_INVALID_NAME),
 			 errmsg("invalid model name \"%s\" given as \"%s\"", given, what),
 			 errdetail("%s", detail),
-			 errhint("Write a model name as name or schema.name; put a part in double quotes when it contains a dot or a double quote.")));
+			 errhint("Write a model name as name or schema.name; put a part in double quotes when it contains a dot.")));
 }
 
 /*
@@ -106,11 +107,7 @@ name_part(const char *given, const char *what, const char **p)
 	else
 	{
 		for (; *s != '.' && *s != '\0'; s++)
-		{
-			if (*s == '"')
-				invalid_name(given, what, "A double quote may only open a part.");
 			appendStringInfoChar(&part, *s);
-		}
 	}
 	if (part.len == 0)
 		invalid_name(given, what, "A part of the name is empty.");
@@ -378,13 +375,23 @@ wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info)
 	return true;
 }
 
-/* The models in the schemas of search_path, for hints. */
+/* The models in schema, or in the schemas of search_path (NULL), for hints. */
 static char *
-models_in_path(void)
+models_in(const char *schema)
 {
 	Oid			type = NAMEARRAYOID;
-	Datum		path = search_path_names();
+	Datum		path;
 	char	   *list;
+
+	if (schema != NULL)
+	{
+		Datum		name = DirectFunctionCall1(namein, CStringGetDatum(schema));
+
+		path = PointerGetDatum(construct_array(&name, 1, NAMEOID, NAMEDATALEN, false,
+											   TYPALIGN_CHAR));
+	}
+	else
+		path = search_path_names();
 
 	wals_spi_exec(psprintf("SELECT pg_catalog.string_agg(pg_catalog.quote_literal(schema OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) model), ', '"
 						   " ORDER BY schema, model) FROM %s WHERE schema OPERATOR(pg_catalog.=) ANY ($1)",
@@ -394,20 +401,27 @@ models_in_path(void)
 	return list != NULL ? list : "";
 }
 
+/*
+ * The error for a model that does not exist, with a hint that lists the
+ * models of its schema, or (schema NULL) of the schemas of search_path.
+ */
 void
-wals_no_such_model(const char *display)
+wals_no_such_model(const char *schema, const char *name)
 {
-	char	   *models = models_in_path();
+	char	   *display = schema != NULL ? wals_model_display(schema, name) : pstrdup(name);
+	char	   *models = models_in(schema);
+	char	   *where = schema != NULL ? psprintf("schema \"%s\"", schema) :
+		pstrdup("the schemas of search_path");
 
 	if (models[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", display),
-				 errhint("No model exists in the schemas of search_path: train one with wals_train().")));
+				 errhint("No model exists in %s: train one with wals_train().", where)));
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
 			 errmsg("model \"%s\" does not exist", display),
-			 errhint("Models in the schemas of search_path: %s.", models)));
+			 errhint("Models in %s: %s.", where, models)));
 }
 
 /* The catalog row of the model a name given as what means. */
@@ -420,7 +434,7 @@ lookup_given(const char *given, const char *what, WalsModelInfo *info)
 	if (mn.schema != NULL)
 	{
 		if (!wals_catalog_lookup(mn.schema, mn.name, info))
-			wals_no_such_model(wals_model_display(mn.schema, mn.name));
+			wals_no_such_model(mn.schema, mn.name);
 		return;
 	}
 	{
@@ -431,7 +445,7 @@ lookup_given(const char *given, const char *what, WalsModelInfo *info)
 		args[1] = search_path_names();
 		run_plan(by_path_plan, args);
 		if (SPI_processed == 0)
-			wals_no_such_model(mn.name);
+			wals_no_such_model(NULL, mn.name);
 		fill_info(info);
 	}
 }
@@ -465,7 +479,7 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 		lookup_given(wals_default_model, "wals.default_model", info);
 		return;
 	}
-	models = models_in_path();
+	models = models_in(NULL);
 	if (models[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

@@ -129,7 +129,7 @@ wals_model_get(text *model)
 			break;
 		again = palloc0(sizeof(WalsModelInfo));
 		if (!wals_catalog_lookup(info->schema, info->name, again))
-			wals_no_such_model(info->display);
+			wals_no_such_model(info->schema, info->name);
 		if (again->user_rel == info->user_rel && again->item_rel == info->item_rel)
 		{
 			if (IsolationUsesXactSnapshot())
@@ -262,7 +262,7 @@ wals_drop_model(PG_FUNCTION_ARGS)
 	wals_model_resolve(PG_GETARG_TEXT_PP(0), &found);
 	wals_lock_model(found.schema, found.name);
 	if (!wals_catalog_lookup(found.schema, found.name, &info))
-		wals_no_such_model(found.display);
+		wals_no_such_model(found.schema, found.name);
 	wals_model_check_owner(&info);
 	wals_drop_factor_tables(&info);
 	wals_catalog_delete(&info);

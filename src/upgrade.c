@@ -77,7 +77,7 @@ wals_upgrade_keep_rated(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	if (!wals_catalog_lookup(schema, model, &info))
-		wals_no_such_model(wals_model_display(schema, model));
+		wals_no_such_model(schema, model);
 	table = wals_relation_name(info.user_rel);
 	wals_become(wals_model_owner(&info), &save);
 	wals_spi_exec(psprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS rated_items pg_catalog.int8[]"

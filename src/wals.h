@@ -255,7 +255,7 @@ extern char *wals_model_display(const char *schema, const char *name);
 extern char *wals_model_quoted(const char *schema, const char *name);
 extern bool wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info);
 extern void wals_model_resolve(text *model, WalsModelInfo *info);
-extern void wals_no_such_model(const char *display);
+extern void wals_no_such_model(const char *schema, const char *name);
 extern void wals_catalog_delete(const WalsModelInfo *info);
 extern int64 wals_next_version(void);
 extern struct _SPI_plan *wals_keep_plan(const char *query, int nargs, Oid *types);
