@@ -36,7 +36,7 @@ BLAS_LDFLAGS = -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -lm
 WARNFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers
 OPTFLAGS = -O2
-PG_CPPFLAGS = -I$(srcdir)/src/core -I$(srcdir)/gpu -I$(BLAS_INC)
+PG_CPPFLAGS = -I$(srcdir)/src/core -I$(srcdir)/gpu -I$(BLAS_INC) -DWALS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = $(WARNFLAGS) $(OPTFLAGS)
 SHLIB_LINK = $(BLAS_LDFLAGS)
 

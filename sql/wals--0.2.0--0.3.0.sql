@@ -68,8 +68,8 @@ BEGIN
 		  AND c.relowner OPERATOR(pg_catalog.=) owner;
 		IF ut IS NULL OR it IS NULL THEN
 			why := 'its factor tables are missing or have different owners';
-		ELSIF m.user_factors_name OPERATOR(pg_catalog.<>) m.model OPERATOR(pg_catalog.||) '_user_factors'
-		   OR m.item_factors_name OPERATOR(pg_catalog.<>) m.model OPERATOR(pg_catalog.||) '_item_factors' THEN
+		ELSIF m.user_factors_name OPERATOR(pg_catalog.<>) (m.model OPERATOR(pg_catalog.||) '_user_factors')
+		   OR m.item_factors_name OPERATOR(pg_catalog.<>) (m.model OPERATOR(pg_catalog.||) '_item_factors') THEN
 			why := 'its factor tables are not named after it';
 		ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) m.trained_by)
 		   OR NOT pg_catalog.pg_has_role(m.trained_by, owner, 'MEMBER') THEN
@@ -114,6 +114,13 @@ END
 $upgrade$;
 
 DROP FUNCTION wals_upgrade_keep_rated(name, text, bool);
+
+-- Versions are never reused: rows any role could write may have drawn
+-- theirs from elsewhere.
+SELECT pg_catalog.setval('@extschema@.wals_model_version_seq', m.v)
+FROM (SELECT pg_catalog.max(version) AS v FROM @extschema@.wals_models) m,
+	 @extschema@.wals_model_version_seq s
+WHERE m.v OPERATOR(pg_catalog.>) s.last_value;
 
 ALTER TABLE wals_models
 	DROP COLUMN source_text,

@@ -30,7 +30,9 @@
 #include "access/table.h"
 #include "catalog/pg_extension.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/rel.h"
 #include "utils/guc.h"
 
 #include "wals.h"
@@ -54,7 +56,12 @@ wals_unbecome(const WalsRoleSave *save)
 	SetUserIdAndSecContext(save->userid, save->sec_context);
 }
 
-/* The row of extension wals in pg_extension: its schema and owner. */
+/*
+ * The row of extension wals in pg_extension: its schema and owner.  The
+ * catalog this library reads and writes is that of its own version: an
+ * installation not yet updated to it is refused with what to do, rather
+ * than met with errors about missing columns.
+ */
 static void
 extension_row(Oid *schema, Oid *owner)
 {
@@ -63,6 +70,7 @@ extension_row(Oid *schema, Oid *owner)
 	SysScanDesc scan;
 	HeapTuple	tuple;
 	bool		found = false;
+	char	   *version = NULL;
 
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
 				CStringGetDatum("wals"));
@@ -72,8 +80,13 @@ extension_row(Oid *schema, Oid *owner)
 	{
 		Form_pg_extension ext = (Form_pg_extension) GETSTRUCT(tuple);
 
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
 		*schema = ext->extnamespace;
 		*owner = ext->extowner;
+		version = isnull ? NULL : TextDatumGetCString(d);
 		found = true;
 	}
 	systable_endscan(scan);
@@ -84,6 +97,12 @@ extension_row(Oid *schema, Oid *owner)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("extension \"wals\" is not installed in this database"),
 				 errhint("Run CREATE EXTENSION wals.")));
+	if (version == NULL || strcmp(version, WALS_VERSION) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"wals\" is at version %s in this database, but its library is version %s",
+						version != NULL ? version : "(none)", WALS_VERSION),
+				 errhint("Run ALTER EXTENSION wals UPDATE.")));
 }
 
 /* The schema wals is installed in (PostgreSQL 15 exports no lookup for it). */

@@ -55,7 +55,7 @@ sub model_state
 {
 	return $node->safe_psql(
 		'postgres', q{
-SELECT version, trained_at, source, factors, users, items, loss FROM wals_models WHERE name = 'm';
+SELECT version, trained_at, source, factors, users, items, loss FROM wals_models WHERE model = 'm';
 SELECT count(*), max(version) FROM wals_training_log WHERE model = 'm';
 SELECT md5(string_agg(user_id || ':' || factors::text, ',' ORDER BY user_id)) FROM m_user_factors;
 SELECT md5(string_agg(item_id || ':' || factors::text, ',' ORDER BY item_id)) FROM m_item_factors;
@@ -67,7 +67,7 @@ SELECT round(wals_predict(3, 100, 'm')::numeric, 6);
 my $recs = recommendations();
 my $state = model_state();
 my ($version) = $node->safe_psql('postgres',
-	q{SELECT version FROM wals_models WHERE name = 'm'});
+	q{SELECT version FROM wals_models WHERE model = 'm'});
 like($recs, qr/^1\|1\|\d+\|/, 'the first model serves recommendations');
 my @lines = split /\n/, $recs;
 is(scalar @lines, 50, '5 recommendations for each of 10 users');
@@ -148,9 +148,9 @@ $bg->query_safe(
 	  model => 'm', factors => 8, iterations => 3, seed => 7)});
 my $inside = recommendations($bg);
 isnt($inside, $recs, 'inside the transaction the new model serves');
-cmp_ok($bg->query_safe(q{SELECT version FROM wals_models WHERE name = 'm'}),
+cmp_ok($bg->query_safe(q{SELECT version FROM wals_models WHERE model = 'm'}),
 	'>', $version, 'inside the transaction the version increased');
-is($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE name = 'm'}),
+is($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'm'}),
 	$version, 'other sessions see the previous catalog row meanwhile');
 # The transaction dropped the previous factor tables, so a reader either
 # still reads them or waits for the commit: never anything else.
@@ -215,7 +215,7 @@ $node->safe_psql('postgres', q{DROP EVENT TRIGGER fail_item_factors});
 $node->safe_psql('postgres',
 	q{SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
 	  model => 'm', factors => 8, iterations => 3, seed => 7)});
-cmp_ok($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE name = 'm'}),
+cmp_ok($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'm'}),
 	'>', $version, 'a later training replaces the model');
 isnt(recommendations(), $recs, 'and serves new recommendations');
 is(recommendations($bg), recommendations(),

@@ -44,7 +44,7 @@ my $recs_sql = q{SELECT u, r.ord, r.item_id, r.score
   FROM generate_series(1, 10) u,
        LATERAL wals_recommend(u, 5, 'c') WITH ORDINALITY r(item_id, score, ord)
   ORDER BY u, r.ord};
-my $version_sql = q{SELECT version FROM wals_models WHERE name = 'c'};
+my $version_sql = q{SELECT version FROM wals_models WHERE model = 'c'};
 
 sub fresh_recs { return $node->safe_psql('postgres', $recs_sql); }
 sub version    { return $node->safe_psql('postgres', $version_sql); }
@@ -150,11 +150,11 @@ is($sa->query_safe($recs_sql), $new, 'A sees its model after the commit');
 
 # ---------------------------------------------------------------------------
 # Two trainings of the same model at once: the second waits for the first
-# (an advisory lock) and then succeeds.
+# (a lock of the model that no SQL command takes) and then succeeds.
 $sa->query_safe('BEGIN');
 $sa->query_safe(train_sql(3));
 send_query($sb, train_sql(4));
-ok(pid_waits_on_lock($b_pid, 'advisory'),
+ok(pid_waits_on_lock($b_pid, 'object'),
 	'a second training of the model waits for the first');
 $sa->query_safe('COMMIT');
 ($out, $err) = finish_query($sb);
@@ -198,10 +198,10 @@ is($sa->query_safe($recs_sql), $final, 'A serves the final model');
 send_query($sa, train_sql(5, 'medium', 40));
 ok( $node->poll_query_until(
 		'postgres', qq{SELECT EXISTS (SELECT 1 FROM pg_locks
-		  WHERE pid = $a_pid AND locktype = 'advisory' AND granted)}),
+		  WHERE pid = $a_pid AND locktype = 'object' AND classid = 'wals_models'::regclass AND granted)}),
 	'A trains');
 send_query($sb, train_sql(6));
-ok(pid_waits_on_lock($b_pid, 'advisory'), 'B waits for A');
+ok(pid_waits_on_lock($b_pid, 'object'), 'B waits for A');
 my ($a_out, $a_err) = finish_query($sa);
 my ($b_out, $b_err) = finish_query($sb);
 is($a_out . $a_err, 'c|10000|2000', 'overlapping trainings: the first succeeds');
@@ -209,7 +209,7 @@ is($b_out . $b_err, 'c|2000|500', 'overlapping trainings: the second succeeds');
 my $v6 = version();
 cmp_ok($v6, '>', $v4, 'the version increased');
 is($node->safe_psql('postgres',
-		q{SELECT users || ' ' || items FROM wals_models WHERE name = 'c'}),
+		q{SELECT users || ' ' || items FROM wals_models WHERE model = 'c'}),
 	'2000 500', 'the catalog row is that of the second training');
 is($node->safe_psql('postgres',
 		q{SELECT (SELECT count(*) FROM c_user_factors) || ' ' || (SELECT count(*) FROM c_item_factors)}),
@@ -260,7 +260,7 @@ $sb->{stderr} = '';
 	# tables under the model's names are the new ones, whose rows that
 	# snapshot cannot see: it must get an error (a serialization failure),
 	# never an empty model.
-	ok($err != 0 && $rr_err =~ /could not serialize access to model "c" due to a concurrent retraining/,
+	ok($err != 0 && $rr_err =~ /could not serialize access to model "public.c" due to a concurrent retraining/,
 		'an old REPEATABLE READ snapshot gets a serialization failure, not an empty model')
 	  or diag("B got: '$out' / '$rr_err'");
 }

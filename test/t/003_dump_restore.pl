@@ -27,7 +27,7 @@ CREATE TABLE shop.purchases AS
   FROM generate_series(1, 1000) c, generate_series(1, 10) g;
 SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
   factors => 16, iterations => 5, feedback => 'explicit', regularization => 0.05);
-SELECT 1 FROM wals_train('shop.purchases', 'customer', 'product', model => 'Shop Model',
+SELECT 1 FROM wals_train('shop.purchases', 'customer', 'product', model => 'shop.Shop Model',
   factors => 8, iterations => 4, alpha => 2, seed => 3, tolerance => 0.0001);
 -- retrained: the log holds two versions of m
 SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
@@ -41,7 +41,7 @@ SELECT wals_drop_model('tmp');
 
 # Everything observable about the models of a database.
 my %queries = (
-	'wals_models' => q{SELECT * FROM wals_models ORDER BY name},
+	'wals_models' => q{SELECT * FROM wals_models ORDER BY schema, model},
 	'wals_training_log' =>
 	  q{SELECT * FROM wals_training_log ORDER BY model, version, iteration},
 	'factor tables' => q{
@@ -64,11 +64,11 @@ ORDER BY u, r.ord},
 	'recommendations of Shop Model' => q{
 SELECT u, r.ord, r.item_id, r.score
 FROM generate_series(1, 12) u,
-     LATERAL wals_recommend(u, 5, 'Shop Model', exclude_rated => false)
+     LATERAL wals_recommend(u, 5, 'shop.Shop Model', exclude_rated => false)
        WITH ORDINALITY r(item_id, score, ord)
 ORDER BY u, r.ord},
 	'predictions' => q{
-SELECT u, i, wals_predict(u, i, 'm'), wals_predict(u, i, 'Shop Model')
+SELECT u, i, wals_predict(u, i, 'm'), wals_predict(u, i, 'shop.Shop Model')
 FROM generate_series(1, 9) u, generate_series(1, 300, 37) i ORDER BY u, i},);
 
 sub snapshot
@@ -80,7 +80,7 @@ sub snapshot
 }
 
 my $before = snapshot('src');
-like($before->{'wals_models'}, qr/^Shop Model\|.*\nm\|[^\n]*$/s,
+like($before->{'wals_models'}, qr/^m\|.*\nShop Model\|[^\n]*$/s,
 	'two models in the source database');
 like($before->{'recommendations of m'}, qr/^1\|1\|\d+\|/,
 	'm serves recommendations');
@@ -127,7 +127,7 @@ for my $db ('restored_c', 'restored_p')
 	$node->safe_psql($db,
 		q{SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
 		  factors => 16, iterations => 3, feedback => 'explicit', seed => 9)});
-	my $v = $node->safe_psql($db, q{SELECT version FROM wals_models WHERE name = 'm'});
+	my $v = $node->safe_psql($db, q{SELECT version FROM wals_models WHERE model = 'm'});
 	cmp_ok($v, '>', $src_seq,
 		"$db: a retraining draws a version greater than any restored one");
 	is( $node->safe_psql(
@@ -147,12 +147,12 @@ for my $db ('restored_c', 'restored_p')
 	$node->safe_psql($db,
 		q{SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', model => 'fresh',
 		  factors => 4, iterations => 2)});
-	cmp_ok($node->safe_psql($db, q{SELECT version FROM wals_models WHERE name = 'fresh'}),
+	cmp_ok($node->safe_psql($db, q{SELECT version FROM wals_models WHERE model = 'fresh'}),
 		'>', $v, "$db: a new model gets the next version");
-	$node->safe_psql($db, q{SELECT wals_drop_model('Shop Model')});
+	$node->safe_psql($db, q{SELECT wals_drop_model('shop.Shop Model')});
 	is( $node->safe_psql(
 			$db,
-			q{SELECT (SELECT count(*) FROM wals_models WHERE name = 'Shop Model')
+			q{SELECT (SELECT count(*) FROM wals_models WHERE model = 'Shop Model')
 			       + (SELECT count(*) FROM wals_training_log WHERE model = 'Shop Model')
 			       + (SELECT count(*) FROM pg_class WHERE relname LIKE 'Shop Model%')}),
 		'0',

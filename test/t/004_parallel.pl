@@ -58,11 +58,11 @@ for my $solver ('cg', 'cholesky')
 			qq{SELECT loss FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
 			  model => '$model', factors => 16, iterations => 4, solver => '$solver',
 			  workers => $workers);
-			  SELECT workers FROM wals_models WHERE name = '$model'});
+			  SELECT workers FROM wals_models WHERE model = '$model'});
 		is($ret, 0, "$solver, workers => $workers: trains");
 		my ($loss, $launched) = split /\n/, $stdout;
 		is($launched, $workers, "$solver: wals_models records $workers workers");
-		like($stderr, qr/NOTICE:  model "$model" iteration 4 of 4\nDETAIL:  Loss [-0-9.e+]+ after [0-9.]+ s\./,
+		like($stderr, qr/NOTICE:  model "public.$model" iteration 4 of 4\nDETAIL:  Loss [-0-9.e+]+ after [0-9.]+ s\./,
 			"$solver, workers => $workers: each iteration is reported in a NOTICE");
 		$seen{loss}{$loss}++;
 		$seen{factors}{ factors_md5($model) }++;
@@ -79,9 +79,9 @@ for my $solver ('cg', 'cholesky')
 		q{SET max_parallel_workers = 0;
 		  SELECT FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
 		    model => 'alone', factors => 16, iterations => 4, workers => 2);
-		  SELECT workers FROM wals_models WHERE name = 'alone'});
+		  SELECT workers FROM wals_models WHERE model = 'alone'});
 	is($ret, 0, 'a training without workers to be had succeeds');
-	like($stderr, qr/no parallel worker could be launched; model "alone" trains in the leader alone/,
+	like($stderr, qr/no parallel worker could be launched; model "public.alone" trains in the leader alone/,
 		'and says it trains in the leader alone');
 	is($stdout, 0, 'wals_models records 0 workers');
 	is(factors_md5('alone'), factors_md5('w0_cg'), 'and trains the same model');
@@ -101,14 +101,14 @@ my $recs_sql = q{SELECT u, r.ord, r.item_id, r.score
        LATERAL wals_recommend(u, 5, 'k') WITH ORDINALITY r(item_id, score, ord)
   ORDER BY u, r.ord};
 my $recs = $node->safe_psql('postgres', $recs_sql);
-my $version = $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE name = 'k'});
+my $version = $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'k'});
 
 my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 180);
 my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 $bg->query_until(qr/starting/, "\\echo starting\n$long_training;\n");
 
 ok( $node->poll_query_until(
-		'postgres', qq{SELECT query ~ '^wals_train: model "k", iteration [2-9][0-9]* of 10000, '
+		'postgres', qq{SELECT query ~ '^wals_train: model "public.k", iteration [2-9][0-9]* of 10000, '
 		  FROM pg_stat_activity WHERE pid = $pid}),
 	'pg_stat_activity shows the iteration the training is at');
 like(
@@ -156,7 +156,7 @@ ok( $node->log_contains(qr/terminated by signal 9: Killed/, $log_offset),
 	'the server log records the killed worker');
 is($node->safe_psql('postgres', $recs_sql), $recs,
 	'after recovery the previous model serves the same recommendations');
-is($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE name = 'k'}),
+is($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'k'}),
 	$version, 'and its version is unchanged');
 is( $node->safe_psql(
 		'postgres', q{SELECT count(*) FROM pg_class WHERE relname LIKE 'k\_%' AND relkind = 'r'}),

@@ -68,9 +68,9 @@ for my $solver ('cg', 'cholesky')
 	($ret, my $gpu, $stderr) = train("g_$solver", "solver => '$solver', device => 'gpu'");
 	is($ret, 0, "$solver on the GPU engine") or diag($stderr);
 	like($gpu, qr/^gpu\|4\|/, "$solver: the summary row says gpu");
-	like($stderr, qr/NOTICE:  model "g_$solver" iteration 4 of 4/,
+	like($stderr, qr/NOTICE:  model "public.g_$solver" iteration 4 of 4/,
 		"$solver: a NOTICE for every iteration");
-	like($stderr, qr/NOTICE:  model "g_$solver" trained on the GPU\nDETAIL:  Uploaded in [0-9.]+ s, downloaded in [0-9.]+ s\./,
+	like($stderr, qr/NOTICE:  model "public.g_$solver" trained on the GPU\nDETAIL:  Uploaded in [0-9.]+ s, downloaded in [0-9.]+ s\./,
 		"$solver: a NOTICE with the upload and download times");
 	my ($cpu_loss) = $cpu =~ /\|([^|]+)$/;
 	my ($gpu_loss) = $gpu =~ /\|([^|]+)$/;
@@ -84,8 +84,8 @@ FROM c_${solver}_item_factors a JOIN g_${solver}_item_factors b USING (item_id),
 		't', "$solver: the same item factors on both devices");
 	is( $node->safe_psql(
 			'postgres', qq{
-SELECT string_agg(device || ':' || iterations, ',' ORDER BY name) FROM wals_models
-WHERE name IN ('c_$solver', 'g_$solver')}),
+SELECT string_agg(device || ':' || iterations, ',' ORDER BY model) FROM wals_models
+WHERE model IN ('c_$solver', 'g_$solver')}),
 		'cpu:4,gpu:4', "$solver: wals_models records the device");
 }
 is( $node->safe_psql(
@@ -113,7 +113,7 @@ like($stdout, qr/^gpu\|([2-9]|[1-4][0-9])\|/, 'tolerance stops a GPU training ea
 is(gpu_memory_free(), 't', 'the device memory is free after the trainings');
 
 my $before = $node->safe_psql('postgres',
-	q{SELECT version, loss FROM wals_models WHERE name = 'g_cg'});
+	q{SELECT version, loss FROM wals_models WHERE model = 'g_cg'});
 
 # ---------------------------------------------------------------------------
 # An engine that fails in the third iteration.
@@ -124,10 +124,10 @@ $node->restart;
 	    model => 'g_cg', factors => 8, iterations => 4, device => 'gpu');
 	  SELECT memory_free = memory_total FROM wals_devices() WHERE device = 'gpu0'},
 	on_error_stop => 0);
-like($stderr, qr/ERROR:  the GPU engine failed in iteration 3 of model "g_cg": injected failure in iteration 3/,
+like($stderr, qr/ERROR:  the GPU engine failed in iteration 3 of model "public.g_cg": injected failure in iteration 3/,
 	'a failing engine is an error naming the iteration and the reason');
 is($stdout, 't', 'the failed training freed the device memory');
-is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE name = 'g_cg'}),
+is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 'g_cg'}),
 	$before, 'the previous model survives a failing engine');
 delete $ENV{WALS_HOST_ENGINE_FAIL_AT};
 
@@ -136,7 +136,7 @@ delete $ENV{WALS_HOST_ENGINE_FAIL_AT};
 $ENV{WALS_HOST_ENGINE_MEMORY} = 10000;
 $node->restart;
 ($ret, $stdout, $stderr) = train('g_cg', "device => 'gpu'");
-like($stderr, qr/ERROR:  the GPU engine could not start training model "g_cg": out of device memory/,
+like($stderr, qr/ERROR:  the GPU engine could not start training model "public.g_cg": out of device memory/,
 	'device gpu on a device too small is an error');
 like($stderr, qr/HINT:  Pass device => 'auto'/, 'with a hint');
 ($ret, $stdout, $stderr) = $node->psql(
@@ -144,9 +144,9 @@ like($stderr, qr/HINT:  Pass device => 'auto'/, 'with a hint');
 	  SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
 	    model => 'small', factors => 8, iterations => 2, device => 'auto')});
 is($stdout, 'cpu', 'auto on a device too small trains on the CPU');
-like($stderr, qr/NOTICE:  model "small" trains on the CPU: the GPU engine could not start: out of device memory/,
+like($stderr, qr/NOTICE:  model "public.small" trains on the CPU: the GPU engine could not start: out of device memory/,
 	'and says why');
-is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE name = 'g_cg'}),
+is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 'g_cg'}),
 	$before, 'the previous model survives a device too small');
 delete $ENV{WALS_HOST_ENGINE_MEMORY};
 
@@ -161,7 +161,7 @@ SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
   model => 'g_cg', factors => 8, iterations => 1000, device => 'gpu');
 });
 ok( $node->poll_query_until(
-		'postgres', qq{SELECT query LIKE 'wals_train: model "g_cg", iteration 3 of 1000, sweeping on the GPU; loss % after iteration 2 (%'
+		'postgres', qq{SELECT query LIKE 'wals_train: model "public.g_cg", iteration 3 of 1000, sweeping on the GPU; loss % after iteration 2 (%'
 		  FROM pg_stat_activity WHERE pid = $pid}),
 	'pg_stat_activity shows the GPU training\'s progress');
 my $start = time;
@@ -176,7 +176,7 @@ note("the cancelled GPU training ended after $elapsed s");
 $bg->{stderr} = '';
 is(gpu_memory_free($bg), 't', 'the cancelled training freed the device memory');
 $bg->quit;
-is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE name = 'g_cg'}),
+is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 'g_cg'}),
 	$before, 'the previous model survives a cancel');
 
 $node->stop;

@@ -49,7 +49,7 @@ sub remember
 	my $recs = $node->safe_psql('postgres', $recs_sql);
 	my $batch = $node->safe_psql('postgres', $batch_sql);
 	$models{"$recs|$batch"} = $node->safe_psql('postgres',
-		q{SELECT version FROM wals_models WHERE name = 'm'});
+		q{SELECT version FROM wals_models WHERE model = 'm'});
 }
 remember();
 

@@ -1,9 +1,17 @@
 
-# Upgrading: a database on 0.1.0 with a trained model is updated with
-# ALTER EXTENSION wals UPDATE; the model serves exactly as before, the new
-# functions work, and the updated extension holds the same objects as a new
-# installation.  A view on a function whose signature changes stops the
-# update with an error naming it, and nothing is half-done.
+# Upgrading: a database on 0.1.0 whose catalog holds a model, as well as rows
+# that hostile roles wrote into it (which 0.1.0 and 0.2.0 let any role do), is
+# updated with ALTER EXTENSION wals UPDATE.  The model serves exactly as a
+# model trained by 0.3.0 from the same data does; the hostile rows are gone
+# and the tables they named untouched; a tenant's source is read as the
+# tenant; the updated extension holds the same objects as a new installation.
+# A view on a function whose signature changes stops the update with an error
+# naming it, and nothing is half-done.
+#
+# The library installed is 0.3.0's, which refuses to train or serve in a
+# database still on an older version, so the old model is written the way
+# 0.1.0 wrote one: two factor tables and a catalog row, with the factors of
+# a model trained by 0.3.0 in another database.
 use strict;
 use warnings FATAL => 'all';
 
@@ -16,28 +24,84 @@ $node->init;
 $node->append_conf('postgresql.conf', 'client_min_messages = warning');
 $node->start;
 
-$node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION wals VERSION '0.1.0';
+my $ratings_sql = q{
 CREATE TABLE ratings AS
   SELECT u AS user_id, (u * 7 + g * 13) % 300 + 1 AS item_id, 1 + (u + g) % 5 AS rating
   FROM generate_series(1, 1000) u, generate_series(1, 15) g;
 CREATE INDEX ON ratings (user_id);
-SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
-  factors => 8, iterations => 4);
+};
+
+# The reference: the same model trained by 0.3.0.
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('fresh', "CREATE EXTENSION wals; $ratings_sql");
+$node->safe_psql('fresh',
+	q{SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
+	  factors => 8, iterations => 4)});
+
+my $inserts = $node->safe_psql(
+	'fresh', q{
+SELECT string_agg(format('INSERT INTO m_user_factors VALUES (%s, %L);', user_id, factors), E'\n')
+FROM m_user_factors;
+SELECT string_agg(format('INSERT INTO m_item_factors VALUES (%s, %L);', item_id, factors), E'\n')
+FROM m_item_factors;
+SELECT format('INSERT INTO wals_models VALUES (''m'', ''public.ratings'', ''user_id'', ''item_id'','
+              ' ''rating'', %L, %s, %s, %s, %s, %s, %s, %L, %s, %s, NULL, false, %s, %s, %s, %s,'
+              ' ''cpu'', 0, 0, 0, 0, 0, now(), current_user, nextval(''wals_model_version_seq''),'
+              ' ''public'', ''m_user_factors'', ''m_item_factors'');',
+              feedback, factors, iterations, max_iterations, regularization, alpha,
+              unobserved_weight, solver, cg_steps, seed, users, items, ratings, loss)
+FROM wals_models WHERE model = 'm';
+});
+
+$node->safe_psql(
+	'postgres', qq{
+CREATE EXTENSION wals VERSION '0.1.0';
+$ratings_sql
+CREATE TABLE m_user_factors (user_id bigint NOT NULL, factors real[] NOT NULL);
+CREATE TABLE m_item_factors (item_id bigint NOT NULL, factors real[] NOT NULL);
+$inserts
+ALTER TABLE m_user_factors ADD PRIMARY KEY (user_id);
+ALTER TABLE m_item_factors ADD PRIMARY KEY (item_id);
+INSERT INTO wals_training_log VALUES ('m', (SELECT version FROM wals_models), 1, 1.0, 0.1);
 });
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'wals'}),
-	'0.1.0', 'version 0.1.0 installed');
+	'0.1.0', 'version 0.1.0 installed, with a model');
 
-my $serve_sql = q{
-SELECT u, r.ord, r.item_id, r.score
-FROM generate_series(1, 20) u, LATERAL wals_recommend(u, 5, 'm') WITH ORDINALITY r(item_id, score, ord)
-ORDER BY u, r.ord;
-SELECT wals_predict(3, 100, 'm');
-SELECT version, loss FROM wals_models WHERE name = 'm';
-SELECT md5(string_agg(item_id || ':' || factors::text, ',' ORDER BY item_id)) FROM m_item_factors;
-};
-my $before = $node->safe_psql('postgres', $serve_sql);
+# What hostile roles could write into the 0.1.0 catalog: a row naming a
+# superuser's tables (attack: a superuser drops or retrains it), and a model
+# of a tenant whose source is a view that records who reads it.
+$node->safe_psql(
+	'postgres', q{
+CREATE TABLE precious (id int);
+INSERT INTO precious VALUES (1), (2);
+CREATE TABLE precious_user_factors (user_id bigint, factors real[]);
+CREATE ROLE mallory LOGIN;
+CREATE SCHEMA mallory AUTHORIZATION mallory;
+GRANT SELECT ON ratings, m_user_factors, m_item_factors TO mallory;
+SET ROLE mallory;
+INSERT INTO wals_models SELECT 'evil', 'public.precious', 'user_id', 'item_id', NULL, feedback,
+  factors, iterations, max_iterations, regularization, alpha, unobserved_weight, solver,
+  cg_steps, seed, tolerance, warm_start, users, items, ratings, loss, device, workers, load_s,
+  train_s, store_s, total_s, trained_at, 'mallory', version, 'public', 'precious_user_factors',
+  'precious' FROM wals_models WHERE name = 'm';
+CREATE TABLE mallory.seen (who name);
+GRANT INSERT ON mallory.seen TO PUBLIC;
+CREATE FUNCTION mallory.spy() RETURNS bool LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO mallory.seen VALUES (current_user); RETURN true; END$$;
+CREATE TABLE mallory.r AS SELECT user_id AS u, item_id AS i FROM ratings WHERE user_id <= 20;
+CREATE VIEW mallory.v AS SELECT * FROM mallory.r WHERE mallory.spy();
+CREATE TABLE mallory.mm_user_factors AS SELECT * FROM m_user_factors WHERE user_id <= 20;
+CREATE TABLE mallory.mm_item_factors AS SELECT * FROM m_item_factors;
+INSERT INTO wals_models SELECT 'mm', 'mallory.v', 'u', 'i', NULL, feedback,
+  factors, iterations, max_iterations, regularization, alpha, unobserved_weight, solver,
+  cg_steps, seed, tolerance, warm_start, users, items, ratings, loss, device, workers, load_s,
+  train_s, store_s, total_s, trained_at, 'mallory', version + 1, 'mallory', 'mm_user_factors',
+  'mm_item_factors' FROM wals_models WHERE name = 'm';
+RESET ROLE;
+DELETE FROM mallory.seen;
+});
+is($node->safe_psql('postgres', 'SELECT count(*) FROM wals_models'), '3',
+	'the 0.1.0 catalog holds three rows, two of them written by an ordinary role');
 
 # A view on wals_recommend stops the update, which leaves 0.1.0 whole.
 $node->safe_psql('postgres',
@@ -47,24 +111,40 @@ like($stderr, qr/cannot drop function wals_recommend.*\n.*view picks depends on 
 	'a view on wals_recommend stops the update, naming the view');
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'wals'}),
 	'0.1.0', 'the failed update left 0.1.0');
-is($node->safe_psql('postgres', $serve_sql), $before, '0.1.0 still serves the model');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM wals_models'), '3',
+	'and its catalog as it was');
 $node->safe_psql('postgres', 'DROP VIEW picks');
 
-$node->safe_psql('postgres', 'ALTER EXTENSION wals UPDATE');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'ALTER EXTENSION wals UPDATE');
+is($ret, 0, 'ALTER EXTENSION wals UPDATE succeeds');
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'wals'}),
-	'0.2.0', 'updated to 0.2.0');
-is($node->safe_psql('postgres', $serve_sql), $before,
-	'the model serves exactly as before the update');
-is( $node->safe_psql(
-		'postgres', q{SELECT count(*) FROM wals_recommend_batch('{1,2,3}', 5, 'm')}),
-	'15', 'the new functions serve the old model');
-is( $node->safe_psql(
-		'postgres', q{SELECT count(*) FROM wals_recommend(1, 5, 'm', exclude_items => '{1,2}')}),
-	'5', 'wals_recommend takes its new arguments');
-is( $node->safe_psql(
-		'postgres',
-		q{SELECT metric FROM wals_evaluate('m', 'ratings', 'user_id', 'item_id') WHERE metric = 'users'}),
-	'users', 'wals_evaluate works on the old model');
+	'0.3.0', 'updated to 0.3.0');
+like($stderr, qr/WARNING:  model "evil" was removed from the catalog: /,
+	'the row naming tables of another role is removed, with a warning');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM precious')
+	  . $node->safe_psql('postgres', q{SELECT count(*) FROM pg_class WHERE relname = 'precious_user_factors'}),
+	'21', 'the tables that row named are untouched');
+is($node->safe_psql('postgres', 'SELECT schema, model FROM wals_models ORDER BY 1, 2'),
+	"mallory|mm\npublic|m", 'the models move into the schemas of their factor tables');
+is($node->safe_psql('postgres', 'SELECT DISTINCT who FROM mallory.seen'), 'mallory',
+	"the tenant's source was read as the tenant, not as the superuser running the update");
+
+# The model serves as the same model trained by 0.3.0 does.
+my $serve_sql = q{
+SELECT u, r.ord, r.item_id, r.score
+FROM generate_series(1, 20) u, LATERAL wals_recommend(u, 5, 'm') WITH ORDINALITY r(item_id, score, ord)
+ORDER BY u, r.ord;
+SELECT wals_predict(3, 100, 'm');
+SELECT count(*) FROM wals_recommend_batch('{1,2,3}', 5, 'm');
+SELECT md5(string_agg(user_id || ':' || rated_items::text || ':' || coalesce(ratings::text, ''), ','
+                      ORDER BY user_id)) FROM m_user_factors;
+SELECT metric, round(value::numeric, 6) FROM wals_evaluate('m', 'ratings', 'user_id', 'item_id')
+WHERE metric IN ('users', 'items_in_training');
+};
+is($node->safe_psql('postgres', $serve_sql), $node->safe_psql('fresh', $serve_sql),
+	'the updated model serves, rated items left out, exactly as one trained by 0.3.0');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_training_log WHERE schema = 'public' AND model = 'm'}),
+	'1', 'its training log is kept');
 
 # The same objects as a new installation, function by function.
 my $objects_sql = q{
@@ -76,18 +156,36 @@ FROM pg_depend d LEFT JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND p.oi
 WHERE d.refclassid = 'pg_extension'::regclass
   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'wals') AND d.deptype = 'e'
 ORDER BY 1};
-$node->safe_psql('postgres', 'CREATE DATABASE fresh');
-$node->safe_psql('fresh', 'CREATE EXTENSION wals');
-is($node->safe_psql('postgres', $objects_sql), $node->safe_psql('fresh', $objects_sql),
+my $catalog_sql = q{
+SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute
+WHERE attrelid IN ('wals_models'::regclass, 'wals_training_log'::regclass) AND attnum > 0
+  AND NOT attisdropped ORDER BY attrelid::regclass::text, attname;
+SELECT relname, relacl, relrowsecurity FROM pg_class
+WHERE relname IN ('wals_models', 'wals_training_log', 'wals_model_version_seq') ORDER BY 1;
+SELECT pg_get_indexdef(indexrelid) FROM pg_index
+WHERE indrelid IN ('wals_models'::regclass, 'wals_training_log'::regclass) ORDER BY 1;
+SELECT count(*) FROM pg_policy WHERE polrelid IN ('wals_models'::regclass, 'wals_training_log'::regclass);
+};
+$node->safe_psql('postgres', 'CREATE DATABASE new_install');
+$node->safe_psql('new_install', 'CREATE EXTENSION wals');
+is($node->safe_psql('postgres', $objects_sql), $node->safe_psql('new_install', $objects_sql),
 	'the updated extension has the objects of a new installation');
+is($node->safe_psql('postgres', $catalog_sql), $node->safe_psql('new_install', $catalog_sql),
+	'and the same catalog tables, privileges and indexes');
 
-# Training goes on after the update.
+# Training goes on after the update, and the tenant keeps its model.
 $node->safe_psql('postgres',
 	q{SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
 	  factors => 8, iterations => 4, seed => 5)});
-cmp_ok($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE name = 'm'}),
-	'>', (split /\|/, (split /\n/, $before)[-2])[0],
+cmp_ok($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'm'}),
+	'>', $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'mm'}),
 	'a retraining after the update draws a new version');
+($ret, $stdout, $stderr) = $node->psql('postgres',
+	q{SET ROLE mallory; SELECT wals_drop_model('public.m')});
+like($stderr, qr/must be owner of model "public.m"/, 'the tenant cannot drop the other model');
+is($node->safe_psql('postgres',
+		q{SET ROLE mallory; SELECT count(*) FROM wals_recommend(1, 5, 'mallory.mm')}),
+	'5', 'the tenant serves its own model');
 
 $node->stop;
 done_testing();

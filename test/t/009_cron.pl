@@ -38,7 +38,7 @@ CREATE INDEX ON ratings (user_id);
 SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'nightly',
   factors => 16, iterations => 5);
 });
-my $v1 = $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE name = 'nightly'});
+my $v1 = $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'nightly'});
 
 # A reader serving the model, one transaction per call, until the version
 # has advanced and a few calls after.
@@ -52,7 +52,7 @@ BEGIN
   WHILE after < 20 AND calls < 200000 LOOP
     PERFORM count(*) FROM wals_recommend(1 + calls % 3000, 10, 'nightly');
     calls := calls + 1;
-    IF (SELECT version FROM wals_models WHERE name = 'nightly') > $v1 THEN
+    IF (SELECT version FROM wals_models WHERE model = 'nightly') > $v1 THEN
       after := after + 1;
     END IF;
     COMMIT;
@@ -70,7 +70,7 @@ $node->safe_psql('postgres',
 	  $$SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'nightly',
 	    factors => 16, iterations => 5, warm_start => true)$$)});
 ok( $node->poll_query_until(
-		'postgres', qq{SELECT version > $v1 FROM wals_models WHERE name = 'nightly'}),
+		'postgres', qq{SELECT version > $v1 FROM wals_models WHERE model = 'nightly'}),
 	'the scheduled training ran and the version advanced');
 ok( $node->poll_query_until(
 		'postgres', q{SELECT count(*) > 0 FROM cron.job_run_details WHERE status = 'succeeded'}),
