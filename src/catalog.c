@@ -15,8 +15,8 @@
  * transactions treat models like any other data.  Every role may read them;
  * only wals's own code writes them, as the extension's owner (roles.c),
  * after checking the caller's rights.  Even so nothing read from them is
- * trusted: each value is checked before it sizes an allocation or chooses
- * a code path, and relations are kept as regclass, their names looked up
+ * trusted: each value is checked (wals_model_check) before it sizes an
+ * allocation or chooses a code path, and relations are kept as regclass, their names looked up
  * from the OID when a statement needs them.
  */
 #include "postgres.h"
@@ -271,49 +271,89 @@ search_path_names(void)
 	return PointerGetDatum(construct_array(names, n, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
 }
 
+/* Note the first value of the row that is not one wals writes. */
 static void
-bad_row(const WalsModelInfo *info, const char *what)
+bad_value(WalsModelInfo *info, const char *what)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("catalog row of model \"%s\" is invalid: %s", info->display, what),
-			 errhint("Drop the model with wals_drop_model() and train it again.")));
+	if (info->invalid == NULL)
+		info->invalid = pstrdup(what);
 }
 
-/* Value col of row 0 of the last query, which must not be null. */
-static Datum
-value(WalsModelInfo *info, int col, const char *name)
+/*
+ * Error out for a catalog row with a value wals never writes: every use of
+ * a model but its drop checks this first, before the values size anything.
+ */
+void
+wals_model_check(const WalsModelInfo *info)
 {
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+	if (info->invalid != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("catalog row of model \"%s\" is invalid: %s", info->display, info->invalid),
+				 errhint("Drop the model with wals_drop_model() and train it again.")));
+}
 
-	if (isnull)
-		bad_row(info, psprintf("\"%s\" is null", name));
+/* Value col of row 0 of the last query, noted as bad when null. */
+static Datum
+value(WalsModelInfo *info, int col, const char *name, bool *isnull)
+{
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, isnull);
+
+	if (*isnull)
+		bad_value(info, psprintf("\"%s\" is null", name));
 	return d;
 }
 
-static char *
-text_value(int col)
+static int
+int_value(WalsModelInfo *info, int col, const char *name, int min, int max)
 {
-	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col);
+	bool		isnull;
+	int			v = DatumGetInt32(value(info, col, name, &isnull));
+
+	if (!isnull && (v < min || v > max))
+		bad_value(info, psprintf("\"%s\" is %d", name, v));
+	return isnull ? min : v;
 }
 
 static float
 real_value(WalsModelInfo *info, int col, const char *name)
 {
-	float		v = DatumGetFloat4(value(info, col, name));
+	bool		isnull;
+	float		v = DatumGetFloat4(value(info, col, name, &isnull));
 
-	if (!isfinite(v) || v < 0 || v > WALS_MAX_REAL_PARAM)
-		bad_row(info, psprintf("\"%s\" is %g", name, v));
-	return v;
+	if (!isnull && (!isfinite(v) || v < 0 || v > WALS_MAX_REAL_PARAM))
+		bad_value(info, psprintf("\"%s\" is %g", name, v));
+	return isnull ? 0.0f : v;
 }
 
-/* Fill info from row 0 of the last query, checking every value. */
+/* A text or name value as a string, "" when null. */
+static char *
+text_value(int col)
+{
+	char	   *s = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col);
+
+	return s != NULL ? s : pstrdup("");
+}
+
+static Oid
+oid_value(WalsModelInfo *info, int col, const char *name)
+{
+	bool		isnull;
+	Datum		d = value(info, col, name, &isnull);
+
+	return isnull ? InvalidOid : DatumGetObjectId(d);
+}
+
+/*
+ * Fill info from row 0 of the last query; a value wals never writes is
+ * noted in info->invalid, for wals_model_check.
+ */
 static void
 fill_info(WalsModelInfo *info)
 {
 	char	   *feedback;
 	char	   *solver;
+	bool		isnull;
 
 	if (SPI_tuptable->tupdesc->natts != NCOLUMNS)
 		elog(ERROR, "wals: the model catalog returned %d columns", SPI_tuptable->tupdesc->natts);
@@ -321,42 +361,36 @@ fill_info(WalsModelInfo *info)
 	info->schema = text_value(1);
 	info->name = text_value(2);
 	info->display = wals_model_display(info->schema, info->name);
-	info->version = DatumGetInt64(value(info, 3, "version"));
-	info->factors = DatumGetInt32(value(info, 4, "factors"));
-	if (info->factors < WALS_MIN_FACTORS || info->factors > WALS_MAX_FACTORS)
-		bad_row(info, psprintf("\"factors\" is %d", info->factors));
-	feedback = TextDatumGetCString(value(info, 5, "feedback"));
+	info->version = DatumGetInt64(value(info, 3, "version", &isnull));
+	info->factors = int_value(info, 4, "factors", WALS_MIN_FACTORS, WALS_MAX_FACTORS);
+	feedback = text_value(5);
 	if (strcmp(feedback, "implicit") == 0)
 		info->params.feedback = WALS_IMPLICIT;
 	else if (strcmp(feedback, "explicit") == 0)
 		info->params.feedback = WALS_EXPLICIT;
 	else
-		bad_row(info, psprintf("\"feedback\" is \"%s\"", feedback));
-	{
-		bool		isnull;
-		Datum		source = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6, &isnull);
-
-		info->source = isnull ? InvalidOid : DatumGetObjectId(source);
-	}
-	info->user_col = pstrdup(NameStr(*DatumGetName(value(info, 7, "user_col"))));
-	info->item_col = pstrdup(NameStr(*DatumGetName(value(info, 8, "item_col"))));
-	info->rating_col = text_value(9);
+		bad_value(info, psprintf("\"feedback\" is \"%s\"", feedback));
+	info->source = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												  6, &isnull));
+	if (isnull)
+		info->source = InvalidOid;
+	info->user_col = text_value(7);
+	info->item_col = text_value(8);
+	info->rating_col = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9);
 	info->params.regularization = real_value(info, 10, "regularization");
 	info->params.alpha = real_value(info, 11, "alpha");
 	info->params.w0 = real_value(info, 12, "unobserved_weight");
-	solver = TextDatumGetCString(value(info, 13, "solver"));
+	solver = text_value(13);
 	if (strcmp(solver, "cg") == 0)
 		info->params.solver = WALS_CG;
 	else if (strcmp(solver, "cholesky") == 0)
 		info->params.solver = WALS_CHOLESKY;
 	else
-		bad_row(info, psprintf("\"solver\" is \"%s\"", solver));
-	info->params.cg_steps = DatumGetInt32(value(info, 14, "cg_steps"));
-	if (info->params.cg_steps < WALS_MIN_CG_STEPS || info->params.cg_steps > WALS_MAX_CG_STEPS)
-		bad_row(info, psprintf("\"cg_steps\" is %d", info->params.cg_steps));
+		bad_value(info, psprintf("\"solver\" is \"%s\"", solver));
+	info->params.cg_steps = int_value(info, 14, "cg_steps", WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS);
 	info->params.factors = info->factors;
-	info->user_rel = DatumGetObjectId(value(info, 15, "user_factors"));
-	info->item_rel = DatumGetObjectId(value(info, 16, "item_factors"));
+	info->user_rel = oid_value(info, 15, "user_factors");
+	info->item_rel = oid_value(info, 16, "item_factors");
 }
 
 /* Fill info from the catalog row of schema.name; false if there is none. */

@@ -41,7 +41,11 @@ wals_report_core_status(WalsStatus status, const char *what, int64 row)
 					 errmsg("too many distinct ids while %s", what),
 					 errdetail("%s", wals_status_string(status))));
 			break;
+		case WALS_EINVAL:
 		default:
-			elog(ERROR, "wals: %s failed: %s", what, wals_status_string(status));
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid input while %s", what),
+					 errdetail("%s", wals_status_string(status))));
 	}
 }

@@ -115,12 +115,14 @@ wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
 				  const WalsModelInfo *info)
 {
 	bool		isnull;
+	Datum		d;
 	ArrayType  *array;
 
 	check_result_type(info, desc, col, FLOAT4ARRAYOID);
-	array = DatumGetArrayTypeP(SPI_getbinval(tuple, desc, col, &isnull));
+	d = SPI_getbinval(tuple, desc, col, &isnull);
 	if (isnull)
 		bad_value(info, "A row has null factors.");
+	array = DatumGetArrayTypeP(d);
 	if (ARR_NDIM(array) != 1 || ARR_DIMS(array)[0] != f || ARR_HASNULL(array))
 		bad_value(info, psprintf("A row's factors are not a real[] of %d elements without nulls.", f));
 	memcpy(out, ARR_DATA_PTR(array), sizeof(float) * f);
@@ -147,8 +149,14 @@ wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *i
 
 	check_result_type(info, desc, col, INT8ARRAYOID);
 	check_result_type(info, desc, col + 1, FLOAT4ARRAYOID);
-	items = DatumGetArrayTypeP(SPI_getbinval(tuple, desc, col, &isnull));
-	if (isnull || ARR_NDIM(items) > 1 || ARR_HASNULL(items))
+	{
+		Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+
+		if (isnull)
+			bad_value(info, "A row's rated items are null.");
+		items = DatumGetArrayTypeP(d);
+	}
+	if (ARR_NDIM(items) > 1 || ARR_HASNULL(items))
 		bad_value(info, "A row's rated items are not a bigint[] without nulls.");
 	n = ArrayGetNItems(ARR_NDIM(items), ARR_DIMS(items));
 	ids = (const int64 *) ARR_DATA_PTR(items);

@@ -123,6 +123,7 @@ wals_model_get(text *model)
 	{
 		WalsModelInfo *again;
 
+		wals_model_check(info);
 		LockRelationOid(info->user_rel, AccessShareLock);
 		LockRelationOid(info->item_rel, AccessShareLock);
 		if (relation_exists(info->user_rel) && relation_exists(info->item_rel))
@@ -203,6 +204,8 @@ drop_factor_table(const WalsModelInfo *info, Oid relid, const char *suffix, Oid 
 	char	   *expected = psprintf("%s%s", info->name, suffix);
 	ObjectAddress object;
 
+	if (!OidIsValid(relid))
+		return;
 	LockRelationOid(relid, AccessExclusiveLock);
 	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	if (!HeapTupleIsValid(tuple))

@@ -102,6 +102,7 @@ check_before_reading(WalsTrainArgs *args)
 	if (wals_catalog_lookup(schema, args->model, old))
 	{
 		wals_model_check_owner(old);
+		wals_model_check(old);
 		args->old = old;
 		args->owner = wals_model_owner(old);
 	}

@@ -215,11 +215,13 @@ model_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 	else
 		wals_model_name_parse(text_to_cstring(PG_GETARG_TEXT_PP(ARG_MODEL)), "model", &mn);
 
-	if (mn.schema != NULL)
+	if (mn.schema != NULL && strncmp(mn.schema, "pg_temp", 7) == 0)
+		args->schema = InvalidOid;
+	else if (mn.schema != NULL)
 		args->schema = get_namespace_oid(mn.schema, false);
 	else
 		args->schema = RangeVarGetCreationNamespace(makeRangeVar(NULL, mn.name, -1));
-	if (isAnyTempNamespace(args->schema))
+	if (!OidIsValid(args->schema) || isAnyTempNamespace(args->schema))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("model \"%s\" cannot be temporary", mn.name),

@@ -151,6 +151,7 @@ typedef struct WalsModelInfo
 	WalsParams	params;			/* as trained */
 	Oid			user_rel;
 	Oid			item_rel;
+	char	   *invalid;		/* the first value wals never writes, or NULL */
 } WalsModelInfo;
 
 /* A model's name as given: schema is NULL when it is not qualified. */
@@ -256,6 +257,7 @@ extern char *wals_model_quoted(const char *schema, const char *name);
 extern bool wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info);
 extern void wals_model_resolve(text *model, WalsModelInfo *info);
 extern void wals_no_such_model(const char *schema, const char *name);
+extern void wals_model_check(const WalsModelInfo *info);
 extern void wals_catalog_delete(const WalsModelInfo *info);
 extern int64 wals_next_version(void);
 extern struct _SPI_plan *wals_keep_plan(const char *query, int nargs, Oid *types);

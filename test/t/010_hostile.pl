@@ -1,0 +1,436 @@
+
+# A database shared by roles that do not trust each other: a superuser, an
+# ordinary role alice and a hostile ordinary role mallory, each with a schema
+# of its own, and a superuser table nobody else may touch.  Every way an
+# ordinary role could reach another's tables, privileges or server through
+# wals is tried, and must end with nothing happening: no table of another
+# role dropped, no code of one role run with another's privileges, no crash,
+# no internal error, names free.  Then a fuzz of the catalog (as a superuser
+# could corrupt it) and of a model's own factor tables (as their owner may
+# edit them) against every function that reads a model: every call ends in
+# a result or an error with a user-facing SQLSTATE, and the server and every
+# other session live on.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('primary');
+$node->init(allows_streaming => 1);
+$node->append_conf('postgresql.conf', 'client_min_messages = warning');
+$node->start;
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION wals;
+CREATE ROLE alice LOGIN;
+CREATE ROLE mallory LOGIN;
+CREATE SCHEMA alice AUTHORIZATION alice;
+CREATE SCHEMA mallory AUTHORIZATION mallory;
+CREATE TABLE secret (id int PRIMARY KEY, note text);
+INSERT INTO secret VALUES (1, 'the superuser''s'), (2, 'own data');
+CREATE TABLE secret_user_factors (user_id bigint, factors real[]);
+-- what any role's code writes when it runs, and as whom
+CREATE TABLE public.seen (who name, what text);
+GRANT INSERT ON public.seen TO PUBLIC;
+CREATE TABLE public.test_ratings AS
+  SELECT u AS user_id, (u * 5 + 3) % 40 + 1 AS item_id, 1.0::real AS rating
+  FROM generate_series(1, 60) u;
+GRANT SELECT ON public.test_ratings TO PUBLIC;
+});
+my $start_time = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+
+# A session that lives through everything below, serving from its cache.
+my $bystander = $node->background_psql('postgres', on_error_stop => 0, timeout => 180);
+my $bystander_pid = $bystander->query_safe('SELECT pg_backend_pid()');
+
+sub as_role
+{
+	my ($role, $sql) = @_;
+	return $node->psql('postgres', "SET ROLE $role;\n\\set VERBOSITY verbose\n$sql",
+		on_error_stop => 0);
+}
+
+sub secret_intact
+{
+	return $node->safe_psql('postgres',
+		q{SELECT (SELECT count(*) FROM secret) || ' ' || (SELECT count(*) FROM pg_class
+		  WHERE relname = 'secret_user_factors')}) eq '2 1';
+}
+
+# Ratings of each role, and a model each.
+for my $role ('alice', 'mallory')
+{
+	my ($ret, $out, $err) = as_role(
+		$role, qq{
+CREATE TABLE $role.r AS
+  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, 1 + (u + g) % 3 AS rating
+  FROM generate_series(1, 60) u, generate_series(1, 6) g;
+SELECT model FROM wals_train('$role.r', 'user_id', 'item_id', 'rating', model => 'shared',
+  factors => 4, iterations => 2);
+GRANT USAGE ON SCHEMA $role TO PUBLIC;
+GRANT SELECT ON $role.shared_user_factors, $role.shared_item_factors TO PUBLIC;});
+	is($ret, 0, "$role trains a model named shared in its own schema") or diag($err);
+}
+
+# ---------------------------------------------------------------------------
+# 1, 2. The catalog is written by wals alone.
+for my $sql (
+	q{INSERT INTO wals_models SELECT * FROM wals_models},
+	q{UPDATE wals_models SET user_factors = 'secret'::regclass WHERE schema = 'mallory'},
+	q{UPDATE wals_models SET source = 'secret'::regclass WHERE schema = 'mallory'},
+	q{DELETE FROM wals_models WHERE schema = 'alice'},
+	q{INSERT INTO wals_training_log SELECT * FROM wals_training_log},
+	q{DELETE FROM wals_training_log},
+	q{SELECT setval('wals_model_version_seq', 1)},
+	q{SELECT nextval('wals_model_version_seq')},
+	q{ALTER TABLE wals_models DISABLE ROW LEVEL SECURITY},
+	q{CREATE POLICY p ON wals_models USING (true)},
+	q{TRUNCATE wals_training_log})
+{
+	my ($ret, $out, $err) = as_role('mallory', $sql);
+	like($err, qr/ERROR:  42501: (permission denied|must be owner)/,
+		"mallory cannot write the catalog: $sql");
+}
+is($node->safe_psql('postgres', q{SELECT string_agg(schema || '.' || model, ',' ORDER BY 1)
+  FROM wals_models}), 'alice.shared,mallory.shared', 'the catalog is as wals wrote it');
+
+# mallory reshapes her own model's tables so that their names point
+# elsewhere; a superuser then drops and retrains her model.
+as_role(
+	'mallory', q{
+ALTER TABLE mallory.shared_user_factors RENAME TO moved_away;
+CREATE TABLE mallory.shared_user_factors (user_id bigint, factors real[]);});
+my ($ret, $out, $err) = $node->psql('postgres',
+	q{SET client_min_messages = notice; SELECT wals_drop_model('mallory.shared')});
+is($ret, 0, 'a superuser drops the reshaped model') or diag($err);
+like($err, qr/moved_away was left in place: it is no longer the table wals created/,
+	'the renamed table is left in place, and the drop says so');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_class c JOIN pg_namespace n
+  ON n.oid = c.relnamespace WHERE nspname = 'mallory' AND relname IN ('moved_away', 'shared_user_factors')}),
+	'2', 'neither the renamed table nor the decoy is dropped');
+ok(secret_intact(), "the superuser's tables are intact");
+as_role('mallory', q{DROP TABLE mallory.moved_away, mallory.shared_user_factors;
+SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'shared',
+  factors => 4, iterations => 2);
+GRANT SELECT ON mallory.shared_user_factors, mallory.shared_item_factors TO PUBLIC;});
+
+# ---------------------------------------------------------------------------
+# 3, 4. No role's code runs with another's privileges.  mallory's model is
+# trained from a view whose function records who runs it, and its user
+# factor table carries a trigger that does the same.
+($ret, $out, $err) = as_role(
+	'mallory', q{
+CREATE FUNCTION mallory.spy() RETURNS bool LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO public.seen VALUES (current_user, 'view'); RETURN true; END$$;
+CREATE VIEW mallory.v AS SELECT * FROM mallory.r WHERE mallory.spy();
+SELECT model FROM wals_train('mallory.v', 'user_id', 'item_id', 'rating', model => 'spied',
+  factors => 4, iterations => 2);
+CREATE FUNCTION mallory.trig() RETURNS trigger LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO public.seen VALUES (current_user, 'trigger'); RETURN NEW; END$$;
+CREATE TRIGGER t BEFORE INSERT OR UPDATE ON mallory.spied_user_factors
+  FOR EACH ROW EXECUTE FUNCTION mallory.trig();
+GRANT SELECT ON mallory.spied_user_factors, mallory.spied_item_factors TO PUBLIC;});
+is($ret, 0, 'mallory trains from a view that calls her function') or diag($err);
+$node->safe_psql('postgres', 'DELETE FROM public.seen');
+
+my $serve_all = q{
+SELECT count(*) FROM wals_recommend(1, 5, 'mallory.spied');
+SELECT count(*) FROM wals_recommend_batch('{1,2,3,4}', 5, 'mallory.spied');
+SELECT count(*) FROM wals_recommend_items('{1,2,3}', NULL, 5, 'mallory.spied');
+SELECT count(*) FROM wals_similar_items(1, 5, 'mallory.spied');
+SELECT count(*) FROM wals_explain(1, 2, 'mallory.spied');
+SELECT wals_predict(1, 2, 'mallory.spied');
+SELECT count(*) FROM wals_evaluate('mallory.spied', 'public.test_ratings', 'user_id', 'item_id');
+};
+for my $role ('postgres', 'alice')
+{
+	($ret, $out, $err) = as_role($role, $serve_all);
+	is($ret, 0, "$role serves mallory's model with every function") or diag($err);
+}
+is($node->safe_psql('postgres', q{SELECT count(*) FROM public.seen}), '0',
+	"serving never ran mallory's view");
+
+($ret, $out, $err) = $node->psql('postgres', q{SELECT wals_refresh_users('{1,2,3}', 'mallory.spied')});
+is($ret, 0, "a superuser refreshes mallory's model") or diag($err);
+is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT who || ':' || what, ',') FROM public.seen}),
+	'mallory:trigger,mallory:view',
+	"the refresh ran mallory's view and trigger as mallory, never as the superuser");
+($ret, $out, $err) = as_role('alice', q{SELECT wals_refresh_users('{1}', 'mallory.spied')});
+like($err, qr/ERROR:  42501: must be owner of model "mallory.spied"/,
+	'alice cannot refresh a model she does not own');
+$node->safe_psql('postgres', 'DELETE FROM public.seen');
+
+# A superuser retraining mallory's model leaves it hers, and runs nothing of
+# hers but the source it names itself.
+($ret, $out, $err) = $node->psql('postgres',
+	q{SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'mallory.spied',
+	  factors => 4, iterations => 2, warm_start => true)});
+is($ret, 0, "a superuser retrains mallory's model") or diag($err);
+is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT tableowner, ',') FROM pg_tables
+  WHERE schemaname = 'mallory' AND tablename LIKE 'spied%'}), 'mallory',
+	'the retrained tables belong to mallory');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM public.seen}), '0',
+	'the retraining ran no code of mallory');
+
+# alice cannot retrain, drop or take over mallory's model.
+for my $sql (
+	q{SELECT wals_drop_model('mallory.shared')},
+	q{SELECT * FROM wals_train('alice.r', 'user_id', 'item_id', model => 'mallory.shared')})
+{
+	($ret, $out, $err) = as_role('alice', $sql);
+	like($err, qr/ERROR:  42501: must be owner of model "mallory.shared"/,
+		"alice cannot touch mallory's model: $sql");
+}
+
+# ---------------------------------------------------------------------------
+# 6. Names: each role's names are its own, and nobody can block them.
+($ret, $out, $err) = as_role('mallory',
+	q{SELECT * FROM wals_train('mallory.r', 'user_id', 'item_id', model => 'public.r')});
+like($err, qr/ERROR:  42501: permission denied for schema public/,
+	'mallory cannot create a model in a schema she may not create in');
+is($node->safe_psql('postgres', q{SET ROLE alice; SET search_path = alice, public;
+  SELECT count(*) FROM wals_recommend(1, 5, 'shared')}), '5',
+	'alice serves her own "shared" through her search_path');
+my $blocker = $node->background_psql('postgres', on_error_stop => 0);
+$blocker->query_safe(q{SET ROLE mallory;
+  SELECT pg_advisory_lock(1463897427, hashtext('shared')),
+         pg_advisory_lock(1463897427, hashtext('alice.shared')),
+         pg_advisory_lock(hashtext('alice.shared'))});
+($ret, $out, $err) = as_role('alice', q{SET statement_timeout = '20s';
+  SELECT model FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', model => 'alice.shared',
+  factors => 4, iterations => 1)});
+is($ret, 0, "advisory locks held by mallory do not block alice's training") or diag($err);
+$blocker->quit;
+
+# ---------------------------------------------------------------------------
+# 7. Temporary sources are refused before anything is read.
+($ret, $out, $err) = as_role('alice', q{CREATE TEMP TABLE t AS SELECT * FROM alice.r;
+  SELECT * FROM wals_train('t', 'user_id', 'item_id', model => 'alice.tmp');});
+like($err, qr/ERROR:  0A000: relation "t" given as "source" is temporary/, 'a temporary table is refused');
+($ret, $out, $err) = as_role('alice', q{CREATE TEMP TABLE t AS SELECT * FROM alice.r;
+  CREATE VIEW tv AS SELECT * FROM t;
+  SELECT * FROM wals_train('tv', 'user_id', 'item_id', model => 'alice.tmp');});
+like($err, qr/ERROR:  0A000: relation "tv" given as "source" is temporary/,
+	'a view over a temporary table is refused');
+($ret, $out, $err) = as_role('alice',
+	q{SELECT * FROM wals_train('alice.r', 'user_id', 'item_id', model => 'pg_temp.tmp')});
+like($err, qr/ERROR:  0A000: model "tmp" cannot be temporary/, 'a temporary model is refused');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_models WHERE model = 'tmp'}), '0',
+	'no model was made');
+
+# ---------------------------------------------------------------------------
+# 8. Unknown ids cost nothing.
+is($node->safe_psql('postgres', q{SET ROLE alice;
+  SELECT count(*) FROM wals_recommend_batch(
+    ARRAY(SELECT g FROM generate_series(1000001, 2000000) g), 10, 'alice.shared')}),
+	'0', 'a batch of a million unknown users returns no rows');
+is($node->safe_psql('postgres', q{SET ROLE alice;
+  SELECT count(DISTINCT user_id) FROM wals_recommend_batch(
+    ARRAY(SELECT g FROM generate_series(1, 30000) g), 10, 'alice.shared')}),
+	'60', 'a long batch of mostly unknown users returns the known ones');
+is($node->safe_psql('postgres', q{SET ROLE alice;
+  SELECT (SELECT array_agg(item_id ORDER BY rank) FROM wals_recommend_batch(
+            ARRAY(SELECT g FROM generate_series(1, 30000) g), 5, 'alice.shared') WHERE user_id = 7)
+       = (SELECT array_agg(item_id) FROM wals_recommend(7, 5, 'alice.shared'))}),
+	't', 'and the same rows as a single call');
+
+# ---------------------------------------------------------------------------
+# 9. Hopeless trainings are refused before the source is read: the view's
+# function would say so if it ran.
+as_role('alice', q{
+CREATE FUNCTION alice.loud() RETURNS bool LANGUAGE plpgsql AS
+  $$BEGIN RAISE WARNING 'the source was read'; RETURN true; END$$;
+CREATE VIEW alice.lv AS SELECT * FROM alice.r WHERE alice.loud();});
+my %hopeless = (
+	'read-only transaction' => [
+		q{BEGIN READ ONLY; SELECT * FROM wals_train('alice.lv', 'user_id', 'item_id', model => 'alice.x');},
+		qr/25006: cannot execute wals_train\(\) in a read-only transaction/
+	],
+	'another role\'s model' => [
+		q{SELECT * FROM wals_train('alice.lv', 'user_id', 'item_id', model => 'mallory.shared');},
+		qr/42501: must be owner of model "mallory.shared"/
+	],
+	'warm start of another dimension' => [
+		q{SELECT * FROM wals_train('alice.lv', 'user_id', 'item_id', model => 'alice.shared',
+		  factors => 8, warm_start => true);},
+		qr/22023: cannot warm start 8 factors from model "alice.shared", which has 4/
+	],
+	'absurd regularization' => [
+		q{SELECT * FROM wals_train('alice.lv', 'user_id', 'item_id', regularization => 1e38);},
+		qr/22023: invalid value for "regularization"/
+	],
+	'schema without CREATE' => [
+		q{SELECT * FROM wals_train('alice.lv', 'user_id', 'item_id', model => 'mallory.mine');},
+		qr/42501: permission denied for schema mallory/
+	],
+	'a GPU where there is none' => [
+		q{SET wals.gpu_min_ratings = 0;
+		  SELECT * FROM wals_train('alice.lv', 'user_id', 'item_id', model => 'alice.g', device => 'gpu');},
+		qr/55000: "device" is 'gpu' but no GPU is usable/
+	],);
+for my $case (sort keys %hopeless)
+{
+	($ret, $out, $err) = as_role('alice', $hopeless{$case}[0]);
+	like($err, $hopeless{$case}[1], "refused: $case");
+	unlike($err, qr/the source was read/, "refused before reading: $case");
+}
+as_role('alice', q{CREATE TABLE alice.big AS SELECT * FROM alice.r, generate_series(1, 100) g;
+  ANALYZE alice.big;});
+($ret, $out, $err) = as_role('alice', q{SET wals.max_memory = '100kB';
+  SELECT * FROM wals_train('alice.big', 'user_id', 'item_id', model => 'alice.big');});
+like($err, qr/53400: training needs about .* for the 36000 rows of "big" its statistics count/,
+	'refused before reading: more than wals.max_memory, from the statistics of the source');
+
+# Smaller: the test source of wals_evaluate is checked as a source is.
+as_role('alice', q{CREATE SEQUENCE alice.s;
+  CREATE TABLE alice.nan_test (user_id int, item_id int, rating real);
+  INSERT INTO alice.nan_test VALUES (1, 1, 'NaN');});
+for my $case (
+	[ q{SELECT * FROM wals_evaluate('alice.shared', 'alice.s', 'user_id', 'item_id')}, qr/42809: "s" given as "test_source" is not a table or view/ ],
+	[ q{SELECT * FROM wals_evaluate('alice.shared', 'alice.r', 'user_id', 'user_id')}, qr/22023: "user_col" and "item_col" are both column/ ],
+	[ q{SELECT * FROM wals_evaluate('alice.shared', 'alice.nan_test', 'user_id', 'item_id', 'rating')}, qr/22003: test source has the non-finite rating NaN/ ])
+{
+	($ret, $out, $err) = as_role('alice', $case->[0]);
+	like($err, $case->[1], "wals_evaluate refuses: $case->[0]");
+}
+
+# ---------------------------------------------------------------------------
+# The fuzz.  Each case trains a fresh model f, edits it, then every function
+# that reads a model is called from a new session and from the bystander,
+# which cached the model before the edit; the model is then dropped.
+my $calls = q{
+SELECT count(*) FROM wals_recommend(1, 5, 'mallory.f');
+SELECT count(*) FROM wals_recommend(1, 5, 'mallory.f', exclude_rated => false);
+SELECT count(*) FROM wals_recommend_batch('{1,2,3,999999}', 5, 'mallory.f');
+SELECT count(*) FROM wals_recommend_batch(ARRAY(SELECT generate_series(1, 20000)::bigint), 5, 'mallory.f');
+SELECT count(*) FROM wals_recommend_items('{1,2,3}', NULL, 5, 'mallory.f');
+SELECT count(*) FROM wals_similar_items(1, 5, 'mallory.f');
+SELECT count(*) FROM wals_explain(1, 2, 'mallory.f');
+SELECT wals_predict(1, 2, 'mallory.f');
+SELECT count(*) FROM wals_evaluate('mallory.f', 'public.test_ratings', 'user_id', 'item_id', 'rating', 5);
+SELECT wals_refresh_users('{1,2,999}', 'mallory.f');
+SELECT * FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'mallory.f',
+  factors => 4, iterations => 1, warm_start => true) WHERE false;
+};
+my $internal = qr/ERROR:  XX\d\d\d|server closed the connection|connection to server was lost|terminat/;
+
+my @catalog_edits = (
+	q{factors = -1}, q{factors = 0}, q{factors = 65536}, q{factors = 2147483647},
+	q{feedback = 'bogus'}, q{solver = 'bogus'}, q{cg_steps = 0}, q{cg_steps = -5},
+	q{regularization = 'NaN'}, q{regularization = -1}, q{regularization = 'Infinity'},
+	q{regularization = 1e38}, q{alpha = 'NaN'}, q{unobserved_weight = -1},
+	q{user_factors = 'pg_class'::regclass}, q{user_factors = 'secret'::regclass},
+	q{item_factors = 'secret'::regclass}, q{item_factors = user_factors},
+	q{user_factors = 4000000000::oid::regclass}, q{item_factors = 0::regclass},
+	q{source = 'secret'::regclass}, q{source = NULL}, q{source = 4000000000::oid::regclass},
+	q{user_col = 'note'}, q{rating_col = 'id'}, q{version = -1}, q{schema = 'nowhere'},
+	q{model = 'g'},);
+my @table_edits = (
+	q{ALTER TABLE mallory.f_user_factors ALTER factors TYPE bytea USING factors::text::bytea},
+	q{ALTER TABLE mallory.f_item_factors ALTER factors TYPE bytea USING factors::text::bytea},
+	q{ALTER TABLE mallory.f_user_factors ALTER factors TYPE text},
+	q{ALTER TABLE mallory.f_item_factors ALTER factors TYPE float8[]},
+	q{ALTER TABLE mallory.f_user_factors ALTER factors TYPE int[] USING '{1,2,3,4}'},
+	q{ALTER TABLE mallory.f_user_factors ALTER factors DROP NOT NULL; UPDATE mallory.f_user_factors SET factors = NULL},
+	q{ALTER TABLE mallory.f_item_factors ALTER factors DROP NOT NULL; UPDATE mallory.f_item_factors SET factors = NULL WHERE item_id = 2},
+	q{UPDATE mallory.f_user_factors SET factors = array_fill(1::real, ARRAY[100000])},
+	q{UPDATE mallory.f_item_factors SET factors = array_fill(1::real, ARRAY[100000]) WHERE item_id = 3},
+	q{UPDATE mallory.f_item_factors SET factors = '{{1,2},{3,4}}'},
+	q{UPDATE mallory.f_user_factors SET factors = '{NaN,1,1,1}'},
+	q{UPDATE mallory.f_item_factors SET factors = '{Infinity,1,1,1}' WHERE item_id = 5},
+	q{UPDATE mallory.f_item_factors SET factors = '{1,NULL,1,1}'},
+	q{UPDATE mallory.f_user_factors SET factors = '{}'},
+	q{ALTER TABLE mallory.f_item_factors DROP CONSTRAINT f_item_factors_pkey; INSERT INTO mallory.f_item_factors SELECT * FROM mallory.f_item_factors},
+	q{ALTER TABLE mallory.f_item_factors DROP CONSTRAINT f_item_factors_pkey; ALTER TABLE mallory.f_item_factors ALTER item_id DROP NOT NULL; INSERT INTO mallory.f_item_factors VALUES (NULL, '{1,1,1,1}')},
+	q{ALTER TABLE mallory.f_user_factors DROP CONSTRAINT f_user_factors_pkey; INSERT INTO mallory.f_user_factors SELECT * FROM mallory.f_user_factors},
+	q{ALTER TABLE mallory.f_user_factors ALTER user_id TYPE int},
+	q{ALTER TABLE mallory.f_user_factors ALTER user_id TYPE text},
+	q{ALTER TABLE mallory.f_item_factors ALTER item_id TYPE numeric},
+	q{ALTER TABLE mallory.f_user_factors ALTER rated_items TYPE text},
+	q{ALTER TABLE mallory.f_user_factors ALTER rated_items TYPE int[]},
+	q{UPDATE mallory.f_user_factors SET rated_items = '{1,NULL}'},
+	q{UPDATE mallory.f_user_factors SET rated_items = '{{1,2},{3,4}}'},
+	q{UPDATE mallory.f_user_factors SET rated_items = ARRAY(SELECT g FROM generate_series(1, 1000000) g) WHERE user_id = 1},
+	q{UPDATE mallory.f_user_factors SET rated_items = '{40,3,3,-7,9223372036854775807}'},
+	q{UPDATE mallory.f_user_factors SET ratings = '{1,2}'},
+	q{UPDATE mallory.f_user_factors SET ratings = array_fill('NaN'::real, ARRAY[array_length(rated_items, 1)])},
+	q{UPDATE mallory.f_user_factors SET ratings = array_fill(-1::real, ARRAY[array_length(rated_items, 1)])},
+	q{ALTER TABLE mallory.f_user_factors ALTER ratings TYPE bytea USING NULL},
+	q{ALTER TABLE mallory.f_user_factors DROP COLUMN rated_items},
+	q{ALTER TABLE mallory.f_user_factors DROP COLUMN ratings},
+	q{ALTER TABLE mallory.f_user_factors ADD COLUMN extra int, DROP COLUMN factors},
+	q{DROP TABLE mallory.f_user_factors},
+	q{DROP TABLE mallory.f_item_factors; CREATE VIEW mallory.f_item_factors AS SELECT 1::bigint AS item_id, '{1,1,1,1}'::real[] AS factors},
+	q{ALTER TABLE mallory.f_item_factors RENAME TO elsewhere},
+	q{TRUNCATE mallory.f_item_factors},
+	q{TRUNCATE mallory.f_user_factors},
+	q{ALTER TABLE mallory.f_item_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+	  CREATE POLICY p ON mallory.f_item_factors USING (mallory.spy())},);
+
+my $cases = 0;
+for my $edit ((map { [ 'postgres', "UPDATE wals_models SET $_ WHERE schema = 'mallory' AND model = 'f'" ] } @catalog_edits),
+	(map { [ 'mallory', $_ ] } @table_edits))
+{
+	my ($who, $sql) = @$edit;
+	($ret, $out, $err) = as_role('mallory', q{
+SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'f',
+  factors => 4, iterations => 1);
+GRANT SELECT ON mallory.f_user_factors, mallory.f_item_factors TO PUBLIC;});
+	die "could not train the model of the fuzz: $err" if $ret != 0;
+	$bystander->query(qq{SET ROLE postgres; $calls});
+	$bystander->{stderr} = '';
+	($ret, $out, $err) = as_role($who, $sql);
+	die "could not apply the edit $sql: $err" if $ret != 0 || $err =~ /ERROR/;
+
+	my $problems = '';
+	for my $role ('postgres', 'alice')
+	{
+		($ret, $out, $err) = as_role($role, $calls);
+		$problems .= "$role: $1\n" while $err =~ /^(.*$internal.*)$/mg;
+	}
+	$bystander->query("\\set VERBOSITY verbose\n$calls");
+	$problems .= "cached: $1\n" while $bystander->{stderr} =~ /^(.*$internal.*)$/mg;
+	$bystander->{stderr} = '';
+	($ret, $out, $err) = $node->psql('postgres',
+		q{SELECT count(wals_drop_model(format('%I.%I', schema, model))) FROM wals_models
+		  WHERE schema IN ('mallory', 'nowhere') AND model IN ('f', 'g')}, on_error_stop => 0);
+	$problems .= "drop: $out $err\n" if $out ne '1' || $err =~ /ERROR/;
+	is($problems, '', "fuzz, as $who: $sql");
+	as_role('mallory', q{DROP VIEW IF EXISTS mallory.f_item_factors;
+	  DROP TABLE IF EXISTS mallory.elsewhere, mallory.f_user_factors, mallory.f_item_factors;});
+	$cases++;
+}
+ok(secret_intact(), "after $cases fuzz cases the superuser's tables are intact");
+# A row-level security policy on a model's table runs as whoever reads the
+# table, as PostgreSQL runs policies for any SELECT, but never as a
+# superuser, who bypasses row-level security.
+is($node->safe_psql('postgres', q{SELECT count(*) FROM public.seen WHERE who = 'postgres'}), '0',
+	"and no code of mallory ran as the superuser");
+
+# ---------------------------------------------------------------------------
+# Serving on a hot standby, where training is refused before reading.
+$node->backup('b');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($node, 'b', has_streaming => 1);
+$standby->start;
+$node->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', q{SET ROLE alice;
+  SELECT count(*) FROM wals_recommend(1, 5, 'alice.shared')}), '5', 'a hot standby serves');
+($ret, $out, $err) = $standby->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT * FROM wals_train('alice.lv', 'user_id', 'item_id', model => 'alice.x')");
+like($err, qr/25006: cannot execute wals_train\(\) in a read-only transaction/,
+	'a hot standby refuses training');
+unlike($err, qr/the source was read/, 'before reading');
+$standby->stop;
+
+# ---------------------------------------------------------------------------
+is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $start_time,
+	'the server never restarted');
+is($bystander->query_safe('SELECT pg_backend_pid()'), $bystander_pid,
+	'the bystander session lived through everything');
+$bystander->quit;
+$node->stop;
+done_testing();
