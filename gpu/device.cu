@@ -31,6 +31,18 @@ device_count(char *msg, size_t msglen)
 
 	if (err == cudaErrorNoDevice)
 		return 0;
+	if (err == cudaErrorInsufficientDriver)
+	{
+		int			driver = 0;
+
+		/* the runtime reports a missing driver as one too old */
+		if (cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)
+		{
+			if (msg != NULL && msglen > 0)
+				snprintf(msg, msglen, "no NVIDIA driver is installed (libcuda.so.1 was not found)");
+			return -1;
+		}
+	}
 	if (err != cudaSuccess)
 	{
 		set_msg(msg, msglen, "CUDA cannot be used", err);

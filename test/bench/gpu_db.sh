@@ -50,7 +50,7 @@ SQL
 			upload=$(sed -n 's/.*Uploaded in \([0-9.]*\) s.*/\1/p' "$RES/notices")
 			download=$(sed -n 's/.*downloaded in \([0-9.]*\) s.*/\1/p' "$RES/notices")
 			per_it=$(sql "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY l.seconds)
-				FROM wals_training_log l JOIN wals_models m ON m.name = l.model AND m.version = l.version
+				FROM wals_training_log l JOIN wals_models m ON m.model = l.model AND m.schema = l.schema AND m.version = l.version
 				WHERE l.model = 'm_$size' AND l.iteration > 1")
 			echo "$summary" | awk -F"$TAB" -v s="$size" -v d="$device" -v so="$solver" -v p="$per_it" \
 				-v u="${upload:-0}" -v dl="${download:-0}" \

@@ -47,8 +47,8 @@ train() {
 			'log_loss', array_agg(l.loss ORDER BY l.iteration),
 			'log_seconds', array_agg(l.seconds ORDER BY l.iteration))
 		FROM wals_training_log l JOIN wals_models m
-			ON m.name = l.model AND m.version = l.version
-		WHERE m.name = '$model'" >> "$RES/$model.json"
+			ON m.model = l.model AND m.schema = l.schema AND m.version = l.version
+		WHERE m.model = '$model'" >> "$RES/$model.json"
 }
 
 # ranking MODEL PREFIX: precision@10 and ndcg@10 on PREFIX_known, defined as

@@ -16,8 +16,8 @@
 # 3. times wals_recommend(user, 10) in the server over 300 users, with
 #    exclude_rated true and false, in two rounds after a warm-up pass;
 #    pgbench -M prepared at 1 and 2 clients; wals_recommend_batch for every
-#    user; the same top-10 in plain SQL, which must agree with
-#    wals_recommend's; and pgvector's exact scan and HNSW index where the
+#    user and for a million unknown users; the same top-10 in plain SQL,
+#    which must agree with wals_recommend's; and pgvector's exact scan and HNSW index where the
 #    vector extension is installed (serve_db.sh);
 # 4. prints the figures beside the targets, also written to
 #    test/bench/out/serve.txt.

@@ -97,13 +97,14 @@ sql "VACUUM ANALYZE $UF"
 sql "VACUUM ANALYZE $IF"
 
 # The target is for a warm server, the state of a serving pool's backends.
-# exclude_rated reads the user's rows of the source through its user index,
-# spread over the whole table when the users are: the source (about 640 MB)
-# and its index, with the factor tables, are held in shared_buffers (2 GB,
-# serve.sh) and read into it up front, so that neither the warm-up pass nor
-# a timed one reads from the kernel's page cache or evicts another user's
-# pages.  With the default 128 MB, each user's first lookup would go
-# through the kernel and the figures would measure buffer replacement.
+# A call reads the user's row of the user factor table (factors and rated
+# items) through its primary key; the plain-SQL reference below reads the
+# source through its user index.  Both tables and their indexes are held in
+# shared_buffers (2 GB, serve.sh) and read into it up front, so that neither
+# the warm-up pass nor a timed one reads from the kernel's page cache or
+# evicts another user's pages.  With the default 128 MB, each user's first
+# lookup would go through the kernel and the figures would measure buffer
+# replacement.
 PREWARM="SELECT c.oid, c.relname FROM pg_class c
 	WHERE c.oid IN ('$SOURCE'::regclass, '$UF'::regclass, '$IF'::regclass)
 	   OR c.oid IN (SELECT indexrelid FROM pg_index
@@ -116,11 +117,14 @@ PREWARMED=$(sql "SELECT string_agg(relname || ' ' || pg_size_pretty(pg_relation_
 
 sql "CREATE TABLE bench_figure (name text PRIMARY KEY, value float8)"
 out "PostgreSQL $(sql "SHOW server_version"); shared_buffers $(sql "SHOW shared_buffers")"
-out "wals: $(sql "SELECT extversion FROM pg_extension WHERE extname = 'wals'")"
+out "wals: $(sql "SELECT extversion FROM pg_extension WHERE extname = 'wals'"); kernels: $(sql "SELECT kernels FROM wals_devices() WHERE device = 'cpu'")"
 out "model: wals_train('$SOURCE', factors => $FACTORS, iterations => $ITERATIONS, workers => 1, device => 'cpu'): $TRAIN s"
 out "  -> $(sql "SELECT to_char(ratings, 'FM999,999,999') || ' ratings, '
-		|| to_char(users, 'FM999,999,999') || ' users, ' || to_char(items, 'FM999,999,999') || ' items'
-	FROM wals_models WHERE name = '$MODEL'")"
+		|| to_char(users, 'FM999,999,999') || ' users, ' || to_char(items, 'FM999,999,999') || ' items; '
+		|| 'stored in ' || to_char(store_s, 'FM990.00') || ' s; user factor table with the rated items '
+		|| pg_size_pretty(pg_total_relation_size(user_factors)) || ', item factor table '
+		|| pg_size_pretty(pg_total_relation_size(item_factors))
+	FROM wals_models WHERE model = '$MODEL'")"
 out "prewarmed: $PREWARMED"
 
 # The timed users: LAT_USERS of the model's users at even steps of their
@@ -257,6 +261,30 @@ out "  (one statement in one session, timed in the server, the item cache loaded
 summary "wals_recommend_batch, every user, k=10" "$BATCH_S s" "<= $TARGET_BATCH_S s" \
 	"$(verdict "$BATCH_S" "$TARGET_BATCH_S")"
 say "batch: $BATCH_S s"
+
+# --- a million users the model does not know -----------------------------------------------
+$PSQL <<EOF
+DO \$\$
+DECLARE
+	ids bigint[];
+	t0 timestamptz;
+	n bigint;
+BEGIN
+	SELECT array_agg(g) INTO ids
+	FROM generate_series((SELECT max(user_id) + 1 FROM $UF), (SELECT max(user_id) + 1000000 FROM $UF)) g;
+	t0 := clock_timestamp();
+	SELECT count(*) INTO n FROM wals_recommend_batch(ids, 10);
+	INSERT INTO bench_figure VALUES
+		('unknown_s', extract(epoch FROM clock_timestamp() - t0)),
+		('unknown_rows', n);
+END \$\$;
+EOF
+UNKNOWN_S=$(sql "SELECT to_char(value, 'FM990.000') FROM bench_figure WHERE name = 'unknown_s'")
+out ""
+out "wals_recommend_batch(1,000,000 unknown users, 10): $UNKNOWN_S s, $(sql "SELECT value FROM bench_figure WHERE name = 'unknown_rows'") rows"
+summary "wals_recommend_batch, a million unknown users" "$UNKNOWN_S s" "< 1 s" \
+	"$(verdict "$UNKNOWN_S" 1)"
+say "unknown users: $UNKNOWN_S s"
 
 # --- the same top-10 in plain SQL -------------------------------------------------------
 # The exact reference: every item scored in float8 from the real[] factors,

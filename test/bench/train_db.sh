@@ -71,8 +71,8 @@ SELECT json_build_object(
 		'log_seconds', array_agg(l.seconds ORDER BY l.iteration),
 		'workers_launched', max(m.workers))
 	FROM wals_training_log l JOIN wals_models m
-		ON m.name = l.model AND m.version = l.version
-	WHERE m.name = '$run';
+		ON m.model = l.model AND m.schema = l.schema AND m.version = l.version
+	WHERE m.model = '$run';
 EOF
 	then
 		echo "train_db.sh: wals_train failed for $run ($args)" >&2
@@ -98,6 +98,7 @@ quality() {
 sql "CREATE EXTENSION wals"
 sql "SELECT json_build_object('server_version', version(),
 		'wals_version', (SELECT extversion FROM pg_extension WHERE extname = 'wals'),
+		'kernels', (SELECT kernels FROM wals_devices() WHERE device = 'cpu'),
 		'settings', (SELECT json_object_agg(name, setting) FROM pg_settings
 			WHERE name IN ('shared_buffers', 'max_worker_processes', 'max_parallel_workers',
 				'max_parallel_maintenance_workers', 'max_parallel_workers_per_gather')))" \

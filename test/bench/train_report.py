@@ -130,7 +130,7 @@ def main():
       f"max_parallel_workers {s['max_parallel_workers']}, "
       f"max_parallel_maintenance_workers {s['max_parallel_maintenance_workers']}, "
       f"max_parallel_workers_per_gather {s['max_parallel_workers_per_gather']}")
-    p(f"wals: {server['wals_version']}, {a.commit}")
+    p(f"wals: {server['wals_version']}, {a.commit}; kernels: {server.get('kernels', '?')}")
     p(f"data: {a.data}")
     p(f"  -> {data['ratings']:,} training ratings ({cg['users']:,} users, {cg['items']:,} items), "
       f"{data['test_rows']:,} held out ({data['known_rows']:,} with a known user and item, "
