@@ -20,7 +20,7 @@ SELECT count(*) AS plays_rows, count(DISTINCT listener_id) AS listeners,
        count(DISTINCT song_id) AS songs FROM plays;
 
 \echo
-\echo 'Training: wals_train(''plays'', ''listener_id'', ''song_id'', ''plays'', factors => 16)'
+\echo 'Training: wals_train(''plays'', ''listener_id'', ''song_id'', ''plays'', factors => 16, iterations => 10, regularization => 0.05)'
 SELECT model, users, items, ratings, factors, iterations, round(loss::numeric, 2) AS loss,
        device, round(load_s::numeric, 3) AS load_s, round(train_s::numeric, 3) AS train_s,
        round(store_s::numeric, 3) AS store_s, round(total_s::numeric, 3) AS total_s
@@ -40,8 +40,9 @@ FROM generate_series(1, 3) l, LATERAL wals_recommend(l, 5) r;
 SELECT round(avg(((r.item_id - 1) % 8 = l % 8)::int) * 100, 1) AS percent_in_genre
 FROM generate_series(1, 100) l, LATERAL wals_recommend(l, 10) r;
 
-\echo 'Predicted affinity of listener 1 for a song of its genre (2) and of another (3):'
-SELECT round(wals_predict(1, 2)::numeric, 4) AS in_genre, round(wals_predict(1, 3)::numeric, 4) AS other_genre;
+\echo 'Predicted affinity of listener 1 (favourite genre 1) for song 2 (genre 1) and for song 3 (genre 2):'
+SELECT round(wals_predict(1, 2)::numeric, 4) AS song_2_same_genre,
+       round(wals_predict(1, 3)::numeric, 4) AS song_3_other_genre;
 
 \echo 'A new listener who just played songs 1, 9 and 17 (all genre 0), folded in:'
 SELECT r.item_id AS song_id, (r.item_id - 1) % 8 AS song_genre, round(r.score::numeric, 4) AS score
