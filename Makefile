@@ -11,7 +11,7 @@ MODULE_big = wals
 CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
 	src/core/gram.o src/core/solve.o src/core/loss.o src/core/topk.o \
 	src/core/kernels.o src/core/kernels_avx512.o src/core/metrics.o \
-	src/core/explain.o src/core/score.o
+	src/core/explain.o src/core/score.o src/core/rated.o
 OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o \
 	src/train.o src/gpu.o src/gpu_train.o src/progress.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/serve_cache.o src/serve_args.o \
 	src/roles.o src/catalog.o src/factors.o src/upgrade.o \

@@ -35,8 +35,8 @@ SELECT count(*) AS changed_5 FROM fresh_user_factors f JOIN before b USING (user
 WHERE f.factors <> b.factors AND user_id = 5;
 -- the refreshed rows keep the items the users rate now, ratings merged as a
 -- training merges them, and serving leaves those out
-SELECT user_id, rated_items, ratings FROM fresh_user_factors WHERE user_id IN (5, 1000)
-ORDER BY user_id;
+SELECT u AS user_id, r.* FROM unnest('{5, 1000}'::int[]) u, wals_rated_items(u, 'fresh') r
+ORDER BY 1, 2;
 SELECT count(*) AS rated_recommended FROM wals_recommend(5, 50, 'fresh') WHERE item_id IN (1, 2);
 SELECT count(*) AS rated_recommended_anyway
 FROM wals_recommend(5, 50, 'fresh', exclude_rated => false) WHERE item_id IN (1, 2);

@@ -75,7 +75,7 @@ SELECT count(*) AS served FROM wals_recommend(1, 3, 'Shop.Shop Model', exclude_r
 -- ... and nothing on the source: the model keeps each user's rated items
 SELECT count(*) AS served_excluding_rated FROM wals_recommend(1, 3, 'Shop.Shop Model');
 SELECT count(*) AS rated_recommended FROM wals_recommend(1, 30, 'Shop.Shop Model') r
-WHERE r.item_id IN (SELECT unnest(rated_items) FROM "Shop"."Shop Model_user_factors" WHERE user_id = 1);
+WHERE r.item_id IN (SELECT item_id FROM wals_rated_items(1, 'Shop.Shop Model'));
 -- it cannot retrain, refresh or drop the trainer's model
 SELECT model FROM wals_train('"Shop"."Item Views"', 'User Id', 'Item"Id', 'Times',
     model => 'Shop.Shop Model', factors => 4, iterations => 1);

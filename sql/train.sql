@@ -27,20 +27,24 @@ SELECT iteration, seconds >= 0 AS timed FROM wals_training_log ORDER BY iteratio
 
 -- the factor tables: one row per user and per item, f reals each, keyed by
 -- id; each user's row also keeps the items it rated, with their merged
--- ratings (NULL where every one is 1)
+-- ratings, packed
 \d ratings_user_factors
 \d ratings_item_factors
 SELECT count(*), min(array_length(factors, 1)), max(array_length(factors, 1))
 FROM ratings_user_factors;
 SELECT count(*), min(item_id), max(item_id) FROM ratings_item_factors;
-SELECT count(*) FILTER (WHERE rated_items IS DISTINCT FROM
-           (SELECT array_agg(DISTINCT item_id ORDER BY item_id)::bigint[] FROM ratings r
-            WHERE r.user_id = f.user_id)) AS rated_items_differ,
-       count(*) FILTER (WHERE ratings IS DISTINCT FROM
-           (SELECT array_agg(s ORDER BY item_id) FROM
-              (SELECT item_id, sum(rating)::real AS s FROM ratings r
-               WHERE r.user_id = f.user_id GROUP BY item_id) c)) AS ratings_differ
-FROM ratings_user_factors f;
+-- wals_rated_items shows them: the distinct items of each user, ratings summed
+SELECT count(*) AS cells_differ FROM (
+    (SELECT user_id, item_id, sum(rating)::real FROM ratings GROUP BY 1, 2
+     EXCEPT ALL
+     SELECT f.user_id, r.* FROM ratings_user_factors f, wals_rated_items(f.user_id, 'ratings') r)
+    UNION ALL
+    (SELECT f.user_id, r.* FROM ratings_user_factors f, wals_rated_items(f.user_id, 'ratings') r
+     EXCEPT ALL
+     SELECT user_id, item_id, sum(rating)::real FROM ratings GROUP BY 1, 2)) d;
+SELECT octet_length(rated) < 3 * array_length(array_agg(item_id), 1) AS packed_small
+FROM ratings_user_factors f JOIN ratings r USING (user_id) WHERE f.user_id = 1 GROUP BY rated;
+SELECT count(*) AS unknown_user FROM wals_rated_items(999999, 'ratings');
 SELECT tableowner = current_user AS owned_by_me FROM pg_tables
 WHERE tablename = 'ratings_user_factors';
 

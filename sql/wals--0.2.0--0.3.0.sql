@@ -10,12 +10,20 @@
 --   existing models move into the schema of their factor tables.
 -- * Relations are kept as regclass (by OID), never as text.
 -- * Each user's rated items are kept in the user factor table, so serving
---   never reads the source.
+--   never reads the source; wals_rated_items shows them.
 --
 -- Rows of the 0.2.0 catalog could be written by any role; each is checked
 -- here against the relations it names, and a row that does not describe
 -- tables its trainer owns is removed (with a WARNING), its tables left as
 -- they are.
+
+-- The items a model keeps as rated by a user, which serving leaves out.
+CREATE FUNCTION wals_rated_items(
+	user_id bigint,
+	model text DEFAULT NULL)
+RETURNS TABLE(item_id bigint, rating real)
+AS 'MODULE_PATHNAME', 'wals_rated_items'
+LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED ROWS 100;
 
 REVOKE INSERT, UPDATE, DELETE ON wals_models, wals_training_log FROM PUBLIC;
 REVOKE USAGE ON SEQUENCE wals_model_version_seq FROM PUBLIC;
@@ -40,11 +48,15 @@ ALTER TABLE wals_models
 ALTER TABLE wals_training_log ADD COLUMN schema name;
 
 -- Filled below for each model kept: the rated items of its users.  Only
--- this script calls it; it is dropped at the end.
+-- this script calls them; they are dropped at the end.
 CREATE FUNCTION wals_upgrade_keep_rated(schema name, model text, fill bool)
 RETURNS void
 AS 'MODULE_PATHNAME', 'wals_upgrade_keep_rated'
 LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION wals_upgrade_pack_rated(items bigint[], ratings real[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'wals_upgrade_pack_rated'
+LANGUAGE C IMMUTABLE STRICT;
 
 DO $upgrade$
 DECLARE
@@ -114,6 +126,7 @@ END
 $upgrade$;
 
 DROP FUNCTION wals_upgrade_keep_rated(name, text, bool);
+DROP FUNCTION wals_upgrade_pack_rated(bigint[], real[]);
 
 -- Versions are never reused: rows any role could write may have drawn
 -- theirs from elsewhere.

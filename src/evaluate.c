@@ -198,8 +198,7 @@ column_arg(FunctionCallInfo fcinfo, int arg, const char *what, Oid source, bool 
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"%s\" must not be null", what)));
 	name = NameStr(*PG_GETARG_NAME(arg));
-	wals_check_column(source, get_rel_name(source), name, what, id);
-	return quote_identifier(name);
+	return quote_identifier(wals_check_column(source, get_rel_name(source), name, what, id));
 }
 
 /*

@@ -62,8 +62,8 @@ check_column(const WalsModelInfo *info, Oid relid, const char *name, Oid type)
 
 /*
  * Check the columns of a factor table before any statement reads it:
- * user_id or item_id bigint, factors real[], and on the user side the rated
- * items bigint[] and their ratings real[].
+ * user_id or item_id bigint, factors real[], and on the user side the
+ * packed rated items, bytea.
  */
 void
 wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side)
@@ -76,8 +76,7 @@ wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side)
 	check_column(info, relid, "factors", FLOAT4ARRAYOID);
 	if (user_side)
 	{
-		check_column(info, relid, "rated_items", INT8ARRAYOID);
-		check_column(info, relid, "ratings", FLOAT4ARRAYOID);
+		check_column(info, relid, "rated", BYTEAOID);
 	}
 }
 
@@ -132,68 +131,51 @@ wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
 }
 
 /*
- * The rated items of a user row (columns col and col + 1: rated_items and
- * ratings), as indices of the model's items, sorted, with their ratings.
- * Items the model does not know are left out; no ratings mean 1 each.
+ * The rated items of a user row (column col, packed by src/core/rated.c),
+ * as indices of the model's items, sorted, with their ratings.  Items the
+ * model does not know are left out.
  */
 void
 wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
 				const int64 *item_ids, int64 nitems, WalsRated *rated)
 {
 	bool		isnull;
-	ArrayType  *items;
-	ArrayType  *ratings = NULL;
-	int			n;
-	const int64 *ids;
-	const float *values = NULL;
+	Datum		d;
+	bytea	   *packed;
+	int64		n;
+	int64	   *ids;
+	float	   *values;
 
-	check_result_type(info, desc, col, INT8ARRAYOID);
-	check_result_type(info, desc, col + 1, FLOAT4ARRAYOID);
-	{
-		Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
-
-		if (isnull)
-			bad_value(info, "A row's rated items are null.");
-		items = DatumGetArrayTypeP(d);
-	}
-	if (ARR_NDIM(items) > 1 || ARR_HASNULL(items))
-		bad_value(info, "A row's rated items are not a bigint[] without nulls.");
-	n = ArrayGetNItems(ARR_NDIM(items), ARR_DIMS(items));
-	ids = (const int64 *) ARR_DATA_PTR(items);
-	{
-		Datum		d = SPI_getbinval(tuple, desc, col + 1, &isnull);
-
-		if (!isnull)
-		{
-			ratings = DatumGetArrayTypeP(d);
-			if (ARR_NDIM(ratings) > 1 || ARR_HASNULL(ratings) ||
-				ArrayGetNItems(ARR_NDIM(ratings), ARR_DIMS(ratings)) != n)
-				bad_value(info, "A row's ratings are not a real[] without nulls, one per rated item.");
-			values = (const float *) ARR_DATA_PTR(ratings);
-		}
-	}
+	check_result_type(info, desc, col, BYTEAOID);
+	d = SPI_getbinval(tuple, desc, col, &isnull);
+	if (isnull)
+		bad_value(info, "A row's rated items are null.");
+	packed = DatumGetByteaPP(d);
+	if (wals_rated_count((const uint8 *) VARDATA_ANY(packed), VARSIZE_ANY_EXHDR(packed), &n) != WALS_OK)
+		bad_value(info, "A row's rated items are not packed as wals packs them.");
+	ids = palloc(sizeof(int64) * Max(n, 1));
+	values = palloc(sizeof(float) * Max(n, 1));
+	if (wals_rated_unpack((const uint8 *) VARDATA_ANY(packed), VARSIZE_ANY_EXHDR(packed), n,
+						  ids, values) != WALS_OK)
+		bad_value(info, "A row's rated items are not packed as wals packs them.");
 
 	rated->items = palloc(sizeof(int32) * Max(n, 1));
 	rated->ratings = palloc(sizeof(float) * Max(n, 1));
 	rated->n = 0;
-	for (int i = 0; i < n; i++)
+	for (int64 i = 0; i < n; i++)
 	{
 		int64		index = wals_ids_find(item_ids, nitems, ids[i]);
-		float		r = values != NULL ? values[i] : 1.0f;
 
-		if (!isfinite(r) || (r < 0 && info->params.feedback == WALS_IMPLICIT))
-			bad_value(info, psprintf("A row's ratings hold %g.", r));
+		if (!isfinite(values[i]) || (values[i] < 0 && info->params.feedback == WALS_IMPLICIT))
+			bad_value(info, psprintf("A row's ratings hold %g.", values[i]));
 		if (index < 0)
 			continue;
+		/* ids increase, and so do the indices of the items, which follow id order */
 		rated->items[rated->n] = (int32) index;
-		rated->ratings[rated->n++] = r;
+		rated->ratings[rated->n++] = values[i];
 	}
-	for (int64 i = 1; i < rated->n; i++)
-		if (rated->items[i] <= rated->items[i - 1])
-		{
-			wals_sort_cells(rated->items, rated->ratings, rated->n);
-			break;
-		}
+	pfree(ids);
+	pfree(values);
 }
 
 /* A one-dimensional real[] holding v[0..n), built without a Datum per element. */
@@ -213,39 +195,19 @@ wals_real_array(const float *v, int64 n)
 	return array;
 }
 
-/* The bigint[] of the ids of items indices[0..n). */
-ArrayType *
-wals_item_array(const int64 *item_ids, const int32 *indices, int64 n)
-{
-	Size		nbytes = ARR_OVERHEAD_NONULLS(1) + sizeof(int64) * n;
-	ArrayType  *array = palloc(nbytes);
-	int64	   *out;
-
-	SET_VARSIZE(array, nbytes);
-	array->ndim = 1;
-	array->dataoffset = 0;
-	array->elemtype = INT8OID;
-	ARR_DIMS(array)[0] = (int) n;
-	ARR_LBOUND(array)[0] = 1;
-	out = (int64 *) ARR_DATA_PTR(array);
-	for (int64 i = 0; i < n; i++)
-		out[i] = item_ids[indices[i]];
-	return array;
-}
-
 /*
- * The ratings column of a user's row: NULL (every rating 1, the common case
- * of implicit data without a rating column) or the merged ratings.
+ * The rated items column of a user's row: the items indices[0..n)
+ * (increasing) by their ids, with their ratings, packed.
  */
-Datum
-wals_ratings_datum(const float *v, int64 n, bool *isnull)
+bytea *
+wals_rated_bytea(const int64 *item_ids, const int32 *indices, const float *values, int64 n)
 {
-	*isnull = true;
+	int64	   *ids = palloc(sizeof(int64) * Max(n, 1));
+	bytea	   *out = palloc(VARHDRSZ + wals_rated_pack_bound(n));
+
 	for (int64 i = 0; i < n; i++)
-		if (v[i] != 1.0f)
-		{
-			*isnull = false;
-			return PointerGetDatum(wals_real_array(v, n));
-		}
-	return (Datum) 0;
+		ids[i] = item_ids[indices[i]];
+	SET_VARSIZE(out, VARHDRSZ + wals_rated_pack(ids, values, n, (uint8 *) VARDATA(out)));
+	pfree(ids);
+	return out;
 }

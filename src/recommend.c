@@ -20,6 +20,7 @@
 PG_FUNCTION_INFO_V1(wals_recommend);
 PG_FUNCTION_INFO_V1(wals_recommend_batch);
 PG_FUNCTION_INFO_V1(wals_predict);
+PG_FUNCTION_INFO_V1(wals_rated_items);
 
 /* Users per block of wals_recommend_batch: one query for their rows. */
 #define WALS_BATCH_USERS 8192
@@ -227,4 +228,39 @@ wals_predict(PG_FUNCTION_ARGS)
 	if (item < 0)
 		PG_RETURN_NULL();
 	PG_RETURN_FLOAT4(score);
+}
+
+/*
+ * wals_rated_items(user_id bigint, model text)
+ *	 RETURNS TABLE(item_id bigint, rating real)
+ *
+ * The items the model keeps as rated by the user, with their merged
+ * ratings, in item order: what exclude_rated leaves out and wals_explain
+ * explains with.  No rows for a user the model does not know.
+ */
+Datum
+wals_rated_items(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *model = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
+	WalsServeModel *m;
+	WalsRated	rated;
+	float	   *x;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	SPI_connect();
+	m = wals_serve_model(model);
+	x = palloc(sizeof(float) * m->factors);
+	if (!PG_ARGISNULL(0) && wals_serve_user(m, PG_GETARG_INT64(0), x, &rated))
+		for (int64 i = 0; i < rated.n; i++)
+		{
+			Datum		values[2];
+			bool		nulls[2] = {false, false};
+
+			values[0] = Int64GetDatum(m->ids[rated.items[i]]);
+			values[1] = Float4GetDatum(rated.ratings[i]);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	SPI_finish();
+	return (Datum) 0;
 }

@@ -31,9 +31,20 @@
 
 PG_FUNCTION_INFO_V1(wals_refresh_users);
 
-/* The model's source, checked as a training checks it, as a name for SQL. */
-static char *
-source_for_refresh(const WalsModelInfo *info)
+/*
+ * The model's source and its columns, checked as a training checks them,
+ * with their names looked up from the source's OID for SQL text.
+ */
+typedef struct RefreshSource
+{
+	char	   *relation;
+	const char *user_col;
+	const char *item_col;
+	const char *rating;			/* the rating as float8, or NULL::float8 */
+} RefreshSource;
+
+static void
+source_for_refresh(const WalsModelInfo *info, RefreshSource *src)
 {
 	char	   *relname;
 
@@ -43,17 +54,21 @@ source_for_refresh(const WalsModelInfo *info)
 				 errmsg("the source relation of model \"%s\" no longer exists", info->display),
 				 errhint("Train the model again from its new source with wals_train().")));
 	relname = wals_check_source(info->source, "source");
-	wals_check_column(info->source, relname, info->user_col, "user_col", true);
-	wals_check_column(info->source, relname, info->item_col, "item_col", true);
-	if (info->rating_col != NULL)
-		wals_check_column(info->source, relname, info->rating_col, "rating_col", false);
-	return wals_relation_name(info->source);
+	src->user_col = quote_identifier(wals_check_column(info->source, relname, info->user_col,
+													   "user_col", true));
+	src->item_col = quote_identifier(wals_check_column(info->source, relname, info->item_col,
+													   "item_col", true));
+	src->rating = info->rating_col == NULL ? "NULL::pg_catalog.float8" :
+		psprintf("(%s)::pg_catalog.float8",
+				 quote_identifier(wals_check_column(info->source, relname, info->rating_col,
+													"rating_col", false)));
+	src->relation = wals_relation_name(info->source);
 }
 
 static void
-exec_plan(SPIPlanPtr plan, Datum *values, const char *nulls, int expected)
+exec_plan(SPIPlanPtr plan, Datum *values, int expected)
 {
-	int			rc = SPI_execute_plan(plan, values, nulls, false, 0);
+	int			rc = SPI_execute_plan(plan, values, NULL, false, 0);
 
 	if (rc != expected)
 		elog(ERROR, "wals: updating user factors failed: %s", SPI_result_code_string(rc));
@@ -109,11 +124,11 @@ read_ratings(WalsServeModel *m, SPIPlanPtr plan, int64 user, WalsRated *rated)
 
 /* Solve and store the users, as the model's owner; returns how many were stored. */
 static int64
-refresh(WalsServeModel *m, const char *source, const int64 *users, int n, int64 *removed)
+refresh(WalsServeModel *m, const RefreshSource *src, const int64 *users, int n, int64 *removed)
 {
 	const WalsModelInfo *info = &m->info;
 	char	   *table = wals_relation_name(info->user_rel);
-	Oid			types[4] = {INT8OID, FLOAT4ARRAYOID, INT8ARRAYOID, FLOAT4ARRAYOID};
+	Oid			types[3] = {INT8OID, FLOAT4ARRAYOID, BYTEAOID};
 	Oid			int8type = INT8OID;
 	SPIPlanPtr	select;
 	SPIPlanPtr	upsert;
@@ -122,16 +137,12 @@ refresh(WalsServeModel *m, const char *source, const int64 *users, int n, int64 
 	int64		stored = 0;
 
 	select = SPI_prepare(psprintf("SELECT (%s)::pg_catalog.int8, %s FROM %s WHERE %s OPERATOR(pg_catalog.=) $1",
-								  quote_identifier(info->item_col),
-								  info->rating_col != NULL ?
-								  psprintf("(%s)::pg_catalog.float8", quote_identifier(info->rating_col)) :
-								  "NULL::pg_catalog.float8",
-								  source, quote_identifier(info->user_col)),
+								  src->item_col, src->rating, src->relation, src->user_col),
 						 1, &int8type);
-	upsert = SPI_prepare(psprintf("INSERT INTO %s (user_id, factors, rated_items, ratings)"
-								  " VALUES ($1, $2, $3, $4) ON CONFLICT (user_id) DO UPDATE"
-								  " SET factors = EXCLUDED.factors, rated_items = EXCLUDED.rated_items,"
-								  " ratings = EXCLUDED.ratings", table), 4, types);
+	upsert = SPI_prepare(psprintf("INSERT INTO %s (user_id, factors, rated)"
+								  " VALUES ($1, $2, $3) ON CONFLICT (user_id) DO UPDATE"
+								  " SET factors = EXCLUDED.factors, rated = EXCLUDED.rated", table),
+						 3, types);
 	remove = SPI_prepare(psprintf("DELETE FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1", table),
 						 1, types);
 	if (select == NULL || upsert == NULL || remove == NULL)
@@ -142,9 +153,7 @@ refresh(WalsServeModel *m, const char *source, const int64 *users, int n, int64 
 	{
 		WalsRated	rated;
 		WalsCsr		row;
-		Datum		values[4];
-		char		nulls[4] = {' ', ' ', ' ', ' '};
-		bool		isnull;
+		Datum		values[3];
 
 		if (i > 0 && users[i] == users[i - 1])
 			continue;
@@ -153,17 +162,16 @@ refresh(WalsServeModel *m, const char *source, const int64 *users, int n, int64 
 		read_ratings(m, select, users[i], &rated);
 		if (rated.n == 0)
 		{
-			exec_plan(remove, values, NULL, SPI_OK_DELETE);
+			exec_plan(remove, values, SPI_OK_DELETE);
 			*removed += SPI_processed;
 			continue;
 		}
 		wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
 		wals_fold_in(m, &row, x);
 		values[1] = PointerGetDatum(wals_real_array(x, m->factors));
-		values[2] = PointerGetDatum(wals_item_array(m->ids, row.indices, row.indptr[1]));
-		values[3] = wals_ratings_datum(row.values, row.indptr[1], &isnull);
-		nulls[3] = isnull ? 'n' : ' ';
-		exec_plan(upsert, values, nulls, SPI_OK_INSERT);
+		values[2] = PointerGetDatum(wals_rated_bytea(m->ids, row.indices, row.values,
+													 row.indptr[1]));
+		exec_plan(upsert, values, SPI_OK_INSERT);
 		stored++;
 	}
 	return stored;
@@ -185,7 +193,7 @@ wals_refresh_users(PG_FUNCTION_ARGS)
 	text	   *model = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
 	WalsModelInfo found;
 	WalsServeModel *m;
-	char	   *source;
+	RefreshSource source;
 	int64		stored;
 	int64		removed = 0;
 	WalsRoleSave save;
@@ -203,10 +211,10 @@ wals_refresh_users(PG_FUNCTION_ARGS)
 	wals_lock_model(found.schema, found.name);
 	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
 	wals_model_check_owner(&m->info);
-	source = source_for_refresh(&m->info);
+	source_for_refresh(&m->info, &source);
 
 	wals_become(wals_model_owner(&m->info), &save);
-	stored = refresh(m, source, users, n, &removed);
+	stored = refresh(m, &source, users, n, &removed);
 	wals_unbecome(&save);
 
 	if (removed > 0)

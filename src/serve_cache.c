@@ -125,7 +125,7 @@ prepare_plans(WalsServeModel *m, const WalsModelInfo *info)
 {
 	Oid			int8type = INT8OID;
 
-	m->user_plan = wals_keep_plan(psprintf("SELECT factors, rated_items, ratings FROM %s"
+	m->user_plan = wals_keep_plan(psprintf("SELECT factors, rated FROM %s"
 										   " WHERE user_id OPERATOR(pg_catalog.=) $1",
 										   wals_relation_name(info->user_rel)),
 								  1, &int8type);
@@ -362,7 +362,7 @@ wals_serve_users(WalsServeModel *m, int64 *ids, int n, float *X, WalsRated *rate
 	int			f = m->factors;
 	int			known = 0;
 
-	each_row(psprintf("SELECT user_id, factors, rated_items, ratings FROM %s"
+	each_row(psprintf("SELECT user_id, factors, rated FROM %s"
 					  " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
 					  wals_relation_name(m->info.user_rel)),
 			 ids, n, user_row, &s);

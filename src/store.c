@@ -97,10 +97,9 @@ insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f,
 			int64		cells = rated->indptr[r + 1] - lo;
 
 			slots[nslots]->tts_values[2] =
-				PointerGetDatum(wals_item_array(item_ids, rated->indices + lo, cells));
+				PointerGetDatum(wals_rated_bytea(item_ids, rated->indices + lo,
+												 rated->values + lo, cells));
 			slots[nslots]->tts_isnull[2] = false;
-			slots[nslots]->tts_values[3] =
-				wals_ratings_datum(rated->values + lo, cells, &slots[nslots]->tts_isnull[3]);
 		}
 		ExecStoreVirtualTuple(slots[nslots]);
 		nslots++;
@@ -133,11 +132,16 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	WalsRoleSave save;
 
 	wals_become(args->owner, &save);
+	/*
+	 * Packed rated items hardly compress: storing them uncompressed spares
+	 * the compression attempt on every long list.
+	 */
 	if (user_side)
 		wals_spi_exec(psprintf("CREATE TABLE %s (user_id pg_catalog.int8 NOT NULL,"
 							   " factors pg_catalog.float4[] NOT NULL,"
-							   " rated_items pg_catalog.int8[] NOT NULL,"
-							   " ratings pg_catalog.float4[])", qualified),
+							   " rated pg_catalog.bytea NOT NULL);"
+							   " ALTER TABLE %s ALTER rated SET STORAGE EXTERNAL",
+							   qualified, qualified),
 					  0, NULL, NULL, -1);
 	else
 		wals_spi_exec(psprintf("CREATE TABLE %s (item_id pg_catalog.int8 NOT NULL,"

@@ -104,9 +104,10 @@ real_arg(FunctionCallInfo fcinfo, int arg, float max)
 /*
  * Check that column name, given as argument argname, exists in relation
  * relid (shown as reldisplay) with a type wals reads there: an integer type
- * for ids, any numeric type for ratings, through domains.
+ * for ids, any numeric type for ratings, through domains.  Returns the
+ * column's name as the system catalog holds it, for SQL text.
  */
-void
+char *
 wals_check_column(Oid relid, const char *reldisplay, const char *name, const char *argname,
 				  bool id)
 {
@@ -125,7 +126,7 @@ wals_check_column(Oid relid, const char *reldisplay, const char *name, const cha
 	type = getBaseType(get_atttype(relid, attnum));
 	for (int i = 0; i < nallowed; i++)
 		if (type == allowed[i])
-			return;
+			return get_attname(relid, attnum, false);
 	ereport(ERROR,
 			(errcode(ERRCODE_DATATYPE_MISMATCH),
 			 errmsg("column \"%s\" given as \"%s\" has type %s",
@@ -133,6 +134,7 @@ wals_check_column(Oid relid, const char *reldisplay, const char *name, const cha
 			 errhint("\"%s\" must name a column of type %s.", argname,
 					 id ? "smallint, integer or bigint" :
 					 "smallint, integer, bigint, real, double precision or numeric")));
+	return NULL;				/* keep compiler quiet */
 }
 
 static char *
@@ -142,8 +144,7 @@ column_arg(FunctionCallInfo fcinfo, int arg, const WalsTrainArgs *args, bool id)
 
 	require_not_null(fcinfo, arg);
 	name = NameStr(*PG_GETARG_NAME(arg));
-	wals_check_column(args->source, args->source_display, name, arg_names[arg], id);
-	return pstrdup(name);
+	return wals_check_column(args->source, args->source_display, name, arg_names[arg], id);
 }
 
 /*

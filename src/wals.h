@@ -176,7 +176,7 @@ extern void wals_report_core_status(WalsStatus status, const char *what, int64 r
 extern void wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args);
 extern const char *wals_feedback_name(WalsFeedback feedback);
 extern char *wals_check_source(Oid relid, const char *argname);
-extern void wals_check_column(Oid relid, const char *reldisplay, const char *name,
+extern char *wals_check_column(Oid relid, const char *reldisplay, const char *name,
 							  const char *argname, bool id);
 extern const char *wals_solver_name(WalsSolver solver);
 
@@ -279,7 +279,7 @@ extern void wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, f
 extern int64 wals_read_id(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
 						  bool *isnull);
 extern struct ArrayType *wals_real_array(const float *v, int64 n);
-extern struct ArrayType *wals_item_array(const int64 *item_ids, const int32 *indices, int64 n);
-extern Datum wals_ratings_datum(const float *v, int64 n, bool *isnull);
+extern bytea *wals_rated_bytea(const int64 *item_ids, const int32 *indices,
+							   const float *values, int64 n);
 
 #endif							/* WALS_H */

@@ -304,4 +304,40 @@ extern int	wals_topk_select(const float *scores, int64_t n,
 							 const int32_t *skip, int64_t nskip,
 							 int k, int32_t *idx, float *score);
 
+/* ---------- a user's rated items, packed (rated.c) ---------- */
+
+/*
+ * A model keeps each user's rated items (the merged cells a training saw:
+ * distinct item ids and their ratings) beside the user's factors, packed in
+ * a few bytes a rating so that writing them costs little more than the
+ * factors: strictly increasing ids as varint deltas, and the ratings as
+ * nothing (all 1), varints (all whole numbers from 0 to 2^32 - 1) or
+ * float32, whichever fits.  Decoding checks every byte: the packed form is
+ * read back from a table whose owner may have written anything into it.
+ */
+
+/* Bytes wals_rated_pack may write for n items, at most. */
+extern size_t wals_rated_pack_bound(int64_t n);
+
+/*
+ * Pack ids[0..n) (strictly increasing) with ratings[0..n) into out, which
+ * has room for wals_rated_pack_bound(n) bytes; returns the bytes written.
+ */
+extern size_t wals_rated_pack(const int64_t *ids, const float *ratings, int64_t n,
+							  uint8_t *out);
+
+/*
+ * The number of items packed in in[0..len), which is at most len; WALS_EINVAL
+ * for bytes that are not a packed list.
+ */
+extern WalsStatus wals_rated_count(const uint8_t *in, size_t len, int64_t *n);
+
+/*
+ * Unpack in[0..len) into ids[0..n) and ratings[0..n), n from
+ * wals_rated_count; WALS_EINVAL for bytes that are not a packed list
+ * (ids not strictly increasing, or out of range, or trailing bytes).
+ */
+extern WalsStatus wals_rated_unpack(const uint8_t *in, size_t len, int64_t n,
+									int64_t *ids, float *ratings);
+
 #endif							/* WALS_CORE_H */

@@ -136,8 +136,9 @@ FROM generate_series(1, 20) u, LATERAL wals_recommend(u, 5, 'm') WITH ORDINALITY
 ORDER BY u, r.ord;
 SELECT wals_predict(3, 100, 'm');
 SELECT count(*) FROM wals_recommend_batch('{1,2,3}', 5, 'm');
-SELECT md5(string_agg(user_id || ':' || rated_items::text || ':' || coalesce(ratings::text, ''), ','
-                      ORDER BY user_id)) FROM m_user_factors;
+SELECT md5(string_agg(user_id || ':' || rated::text, ',' ORDER BY user_id)) FROM m_user_factors;
+SELECT md5(string_agg(u || ':' || r.item_id || ':' || r.rating, ',' ORDER BY u, r.item_id))
+FROM generate_series(1, 1000) u, wals_rated_items(u, 'm') r;
 SELECT metric, round(value::numeric, 6) FROM wals_evaluate('m', 'ratings', 'user_id', 'item_id')
 WHERE metric IN ('users', 'items_in_training');
 };

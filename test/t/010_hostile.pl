@@ -142,6 +142,7 @@ SELECT count(*) FROM wals_recommend_batch('{1,2,3,4}', 5, 'mallory.spied');
 SELECT count(*) FROM wals_recommend_items('{1,2,3}', NULL, 5, 'mallory.spied');
 SELECT count(*) FROM wals_similar_items(1, 5, 'mallory.spied');
 SELECT count(*) FROM wals_explain(1, 2, 'mallory.spied');
+SELECT count(*) FROM wals_rated_items(1, 'mallory.spied');
 SELECT wals_predict(1, 2, 'mallory.spied');
 SELECT count(*) FROM wals_evaluate('mallory.spied', 'public.test_ratings', 'user_id', 'item_id');
 };
@@ -309,6 +310,7 @@ SELECT count(*) FROM wals_recommend_batch(ARRAY(SELECT generate_series(1, 20000)
 SELECT count(*) FROM wals_recommend_items('{1,2,3}', NULL, 5, 'mallory.f');
 SELECT count(*) FROM wals_similar_items(1, 5, 'mallory.f');
 SELECT count(*) FROM wals_explain(1, 2, 'mallory.f');
+SELECT count(*) FROM wals_rated_items(1, 'mallory.f');
 SELECT wals_predict(1, 2, 'mallory.f');
 SELECT count(*) FROM wals_evaluate('mallory.f', 'public.test_ratings', 'user_id', 'item_id', 'rating', 5);
 SELECT wals_refresh_users('{1,2,999}', 'mallory.f');
@@ -349,18 +351,25 @@ my @table_edits = (
 	q{ALTER TABLE mallory.f_user_factors ALTER user_id TYPE int},
 	q{ALTER TABLE mallory.f_user_factors ALTER user_id TYPE text},
 	q{ALTER TABLE mallory.f_item_factors ALTER item_id TYPE numeric},
-	q{ALTER TABLE mallory.f_user_factors ALTER rated_items TYPE text},
-	q{ALTER TABLE mallory.f_user_factors ALTER rated_items TYPE int[]},
-	q{UPDATE mallory.f_user_factors SET rated_items = '{1,NULL}'},
-	q{UPDATE mallory.f_user_factors SET rated_items = '{{1,2},{3,4}}'},
-	q{UPDATE mallory.f_user_factors SET rated_items = ARRAY(SELECT g FROM generate_series(1, 1000000) g) WHERE user_id = 1},
-	q{UPDATE mallory.f_user_factors SET rated_items = '{40,3,3,-7,9223372036854775807}'},
-	q{UPDATE mallory.f_user_factors SET ratings = '{1,2}'},
-	q{UPDATE mallory.f_user_factors SET ratings = array_fill('NaN'::real, ARRAY[array_length(rated_items, 1)])},
-	q{UPDATE mallory.f_user_factors SET ratings = array_fill(-1::real, ARRAY[array_length(rated_items, 1)])},
-	q{ALTER TABLE mallory.f_user_factors ALTER ratings TYPE bytea USING NULL},
-	q{ALTER TABLE mallory.f_user_factors DROP COLUMN rated_items},
-	q{ALTER TABLE mallory.f_user_factors DROP COLUMN ratings},
+	q{ALTER TABLE mallory.f_user_factors ALTER rated TYPE text USING 'x'},
+	q{ALTER TABLE mallory.f_user_factors ALTER rated TYPE bigint[] USING '{1,2}'},
+	q{ALTER TABLE mallory.f_user_factors ALTER rated DROP NOT NULL; UPDATE mallory.f_user_factors SET rated = NULL},
+	q{UPDATE mallory.f_user_factors SET rated = ''},
+	q{UPDATE mallory.f_user_factors SET rated = '\\x00'},
+	q{UPDATE mallory.f_user_factors SET rated = '\\x00ff'},
+	q{UPDATE mallory.f_user_factors SET rated = '\\x0005020202'},
+	q{UPDATE mallory.f_user_factors SET rated = '\\x00020600'},
+	q{UPDATE mallory.f_user_factors SET rated = '\\x0301020304'},
+	q{UPDATE mallory.f_user_factors SET rated = '\\x0002feffffffffffffffff0102'},
+	q{UPDATE mallory.f_user_factors SET rated = '\\x02010200c0ff7f'},
+	q{UPDATE mallory.f_user_factors SET rated = '\\x0201020000803f00'},
+	q{UPDATE mallory.f_user_factors SET rated = '\\x02010200008080'},
+	q{UPDATE mallory.f_user_factors SET rated = rated || '\\x00'},
+	q{UPDATE mallory.f_user_factors SET rated = substr(rated, 1, octet_length(rated) - 1)},
+	q{UPDATE mallory.f_user_factors SET rated = decode(repeat('ff', 100000), 'hex')},
+	q{UPDATE mallory.f_user_factors SET rated = '\\x00ffffffff0f' || decode(repeat('01', 100000), 'hex')},
+	q{UPDATE mallory.f_user_factors SET rated = (SELECT rated FROM mallory.f_user_factors WHERE user_id = 7)},
+	q{ALTER TABLE mallory.f_user_factors DROP COLUMN rated},
 	q{ALTER TABLE mallory.f_user_factors ADD COLUMN extra int, DROP COLUMN factors},
 	q{DROP TABLE mallory.f_user_factors},
 	q{DROP TABLE mallory.f_item_factors; CREATE VIEW mallory.f_item_factors AS SELECT 1::bigint AS item_id, '{1,1,1,1}'::real[] AS factors},
