@@ -106,6 +106,21 @@ wals_read_id(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info
 	return null ? 0 : DatumGetInt64(d);
 }
 
+/* Column col of tuple, of type type and not null; what names it in errors. */
+static Datum
+column_value(HeapTuple tuple, TupleDesc desc, int col, Oid type, const WalsModelInfo *info,
+			 const char *what)
+{
+	bool		isnull;
+	Datum		d;
+
+	check_result_type(info, desc, col, type);
+	d = SPI_getbinval(tuple, desc, col, &isnull);
+	if (isnull)
+		bad_value(info, psprintf("A row's %s are null.", what));
+	return d;
+}
+
 /*
  * Copy the real[] of f finite elements in column col of tuple to out.
  */
@@ -113,15 +128,9 @@ void
 wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
 				  const WalsModelInfo *info)
 {
-	bool		isnull;
-	Datum		d;
-	ArrayType  *array;
+	ArrayType  *array = DatumGetArrayTypeP(column_value(tuple, desc, col, FLOAT4ARRAYOID, info,
+														 "factors"));
 
-	check_result_type(info, desc, col, FLOAT4ARRAYOID);
-	d = SPI_getbinval(tuple, desc, col, &isnull);
-	if (isnull)
-		bad_value(info, "A row has null factors.");
-	array = DatumGetArrayTypeP(d);
 	if (ARR_NDIM(array) != 1 || ARR_DIMS(array)[0] != f || ARR_HASNULL(array))
 		bad_value(info, psprintf("A row's factors are not a real[] of %d elements without nulls.", f));
 	memcpy(out, ARR_DATA_PTR(array), sizeof(float) * f);
@@ -139,18 +148,12 @@ void
 wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
 				const int64 *item_ids, int64 nitems, WalsRated *rated)
 {
-	bool		isnull;
-	Datum		d;
-	bytea	   *packed;
+	bytea	   *packed = DatumGetByteaPP(column_value(tuple, desc, col, BYTEAOID, info,
+													  "rated items"));
 	int64		n;
 	int64	   *ids;
 	float	   *values;
 
-	check_result_type(info, desc, col, BYTEAOID);
-	d = SPI_getbinval(tuple, desc, col, &isnull);
-	if (isnull)
-		bad_value(info, "A row's rated items are null.");
-	packed = DatumGetByteaPP(d);
 	if (wals_rated_count((const uint8 *) VARDATA_ANY(packed), VARSIZE_ANY_EXHDR(packed), &n) != WALS_OK)
 		bad_value(info, "A row's rated items are not packed as wals packs them.");
 	ids = palloc(sizeof(int64) * Max(n, 1));

@@ -232,25 +232,30 @@ done
 say "pgbench done"
 
 # --- wals_recommend_batch -------------------------------------------------------------
-# The first call of a session loads the model's item cache; it is made
-# before the clock starts, as it is for the single calls.
-$PSQL <<EOF
+# time_batch NAME IDS: wals_recommend_batch(IDS, 10), one statement timed in
+# the server, into bench_figure as NAME_s, NAME_rows and NAME_users.  The
+# first call of a session loads the model's item cache; it is made before
+# the clock starts, as it is for the single calls.
+time_batch() {
+	$PSQL <<EOF
 DO \$\$
 DECLARE
-	ids bigint[];
+	ids bigint[] := ($2);
 	t0 timestamptz;
 	n bigint;
 BEGIN
 	PERFORM * FROM wals_recommend((SELECT min(user_id) FROM $UF), 10);
-	SELECT array_agg(user_id ORDER BY user_id) INTO ids FROM $UF;
 	t0 := clock_timestamp();
 	SELECT count(*) INTO n FROM wals_recommend_batch(ids, 10);
 	INSERT INTO bench_figure VALUES
-		('batch_s', extract(epoch FROM clock_timestamp() - t0)),
-		('batch_rows', n),
-		('batch_users', cardinality(ids));
+		('$1_s', extract(epoch FROM clock_timestamp() - t0)),
+		('$1_rows', n),
+		('$1_users', cardinality(ids));
 END \$\$;
 EOF
+}
+
+time_batch batch "SELECT array_agg(user_id ORDER BY user_id) FROM $UF"
 BATCH_S=$(sql "SELECT to_char(value, 'FM990.00') FROM bench_figure WHERE name = 'batch_s'")
 out ""
 out "$(printf 'wals_recommend_batch(all %s users, 10), exclude_rated => true: %s s, %s rows   target <= %s s   %s' \
@@ -263,22 +268,8 @@ summary "wals_recommend_batch, every user, k=10" "$BATCH_S s" "<= $TARGET_BATCH_
 say "batch: $BATCH_S s"
 
 # --- a million users the model does not know -----------------------------------------------
-$PSQL <<EOF
-DO \$\$
-DECLARE
-	ids bigint[];
-	t0 timestamptz;
-	n bigint;
-BEGIN
-	SELECT array_agg(g) INTO ids
-	FROM generate_series((SELECT max(user_id) + 1 FROM $UF), (SELECT max(user_id) + 1000000 FROM $UF)) g;
-	t0 := clock_timestamp();
-	SELECT count(*) INTO n FROM wals_recommend_batch(ids, 10);
-	INSERT INTO bench_figure VALUES
-		('unknown_s', extract(epoch FROM clock_timestamp() - t0)),
-		('unknown_rows', n);
-END \$\$;
-EOF
+time_batch unknown "SELECT array_agg(g) FROM generate_series((SELECT max(user_id) + 1 FROM $UF),
+	(SELECT max(user_id) + 1000000 FROM $UF)) g"
 UNKNOWN_S=$(sql "SELECT to_char(value, 'FM990.000') FROM bench_figure WHERE name = 'unknown_s'")
 out ""
 out "wals_recommend_batch(1,000,000 unknown users, 10): $UNKNOWN_S s, $(sql "SELECT value FROM bench_figure WHERE name = 'unknown_rows'") rows"
