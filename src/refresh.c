@@ -25,45 +25,10 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "utils/syscache.h"
 
 #include "serve.h"
 
 PG_FUNCTION_INFO_V1(wals_refresh_users);
-
-/*
- * The model's source and its columns, checked as a training checks them,
- * with their names looked up from the source's OID for SQL text.
- */
-typedef struct RefreshSource
-{
-	char	   *relation;
-	const char *user_col;
-	const char *item_col;
-	const char *rating;			/* the rating as float8, or NULL::float8 */
-} RefreshSource;
-
-static void
-source_for_refresh(const WalsModelInfo *info, RefreshSource *src)
-{
-	char	   *relname;
-
-	if (!OidIsValid(info->source) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(info->source)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("the source relation of model \"%s\" no longer exists", info->display),
-				 errhint("Train the model again from its new source with wals_train().")));
-	relname = wals_check_source(info->source, "source");
-	src->user_col = quote_identifier(wals_check_column(info->source, relname, info->user_col,
-													   "user_col", true));
-	src->item_col = quote_identifier(wals_check_column(info->source, relname, info->item_col,
-													   "item_col", true));
-	src->rating = info->rating_col == NULL ? "NULL::pg_catalog.float8" :
-		psprintf("(%s)::pg_catalog.float8",
-				 quote_identifier(wals_check_column(info->source, relname, info->rating_col,
-													"rating_col", false)));
-	src->relation = wals_relation_name(info->source);
-}
 
 static void
 exec_plan(SPIPlanPtr plan, Datum *values, int expected)
@@ -124,7 +89,7 @@ read_ratings(WalsServeModel *m, SPIPlanPtr plan, int64 user, WalsRated *rated)
 
 /* Solve and store the users, as the model's owner; returns how many were stored. */
 static int64
-refresh(WalsServeModel *m, const RefreshSource *src, const int64 *users, int n, int64 *removed)
+refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n, int64 *removed)
 {
 	const WalsModelInfo *info = &m->info;
 	char	   *table = wals_relation_name(info->user_rel);
@@ -137,7 +102,10 @@ refresh(WalsServeModel *m, const RefreshSource *src, const int64 *users, int n, 
 	int64		stored = 0;
 
 	select = SPI_prepare(psprintf("SELECT (%s)::pg_catalog.int8, %s FROM %s WHERE %s OPERATOR(pg_catalog.=) $1",
-								  src->item_col, src->rating, src->relation, src->user_col),
+								  src->item_col,
+								  src->rating_col == NULL ? "NULL::pg_catalog.float8" :
+								  psprintf("(%s)::pg_catalog.float8", src->rating_col),
+								  src->relation, src->user_col),
 						 1, &int8type);
 	upsert = SPI_prepare(psprintf("INSERT INTO %s (user_id, factors, rated)"
 								  " VALUES ($1, $2, $3) ON CONFLICT (user_id) DO UPDATE"
@@ -193,7 +161,7 @@ wals_refresh_users(PG_FUNCTION_ARGS)
 	text	   *model = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
 	WalsModelInfo found;
 	WalsServeModel *m;
-	RefreshSource source;
+	WalsSourceNames source;
 	int64		stored;
 	int64		removed = 0;
 	WalsRoleSave save;
@@ -211,7 +179,7 @@ wals_refresh_users(PG_FUNCTION_ARGS)
 	wals_lock_model(found.schema, found.name);
 	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
 	wals_model_check_owner(&m->info);
-	source_for_refresh(&m->info, &source);
+	wals_model_source(&m->info, &source);
 
 	wals_become(wals_model_owner(&m->info), &save);
 	stored = refresh(m, &source, users, n, &removed);

@@ -17,6 +17,7 @@
 #include "nodes/makefuncs.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "wals.h"
 
@@ -171,6 +172,31 @@ wals_check_source(Oid relid, const char *argname)
 				 errmsg("\"%s\" given as \"%s\" is not a table or view", relname, argname),
 				 errhint("\"%s\" must be a table, view, materialized view or foreign table.", argname)));
 	return relname;
+}
+
+/*
+ * The source of a trained model, which must still exist, checked as a
+ * training checks its source, with its names for SQL text.
+ */
+void
+wals_model_source(const WalsModelInfo *info, WalsSourceNames *src)
+{
+	char	   *relname;
+
+	if (!OidIsValid(info->source) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(info->source)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the source relation of model \"%s\" no longer exists", info->display),
+				 errhint("Train the model again from its new source with wals_train().")));
+	relname = wals_check_source(info->source, "source");
+	src->relation = wals_relation_name(info->source);
+	src->user_col = quote_identifier(wals_check_column(info->source, relname, info->user_col,
+													   "user_col", true));
+	src->item_col = quote_identifier(wals_check_column(info->source, relname, info->item_col,
+													   "item_col", true));
+	src->rating_col = info->rating_col == NULL ? NULL :
+		quote_identifier(wals_check_column(info->source, relname, info->rating_col,
+										   "rating_col", false));
 }
 
 static void

@@ -19,7 +19,6 @@
 #include "utils/array.h"
 #include "utils/lsyscache.h"
 #include "utils/builtins.h"
-#include "utils/syscache.h"
 
 #include "wals.h"
 
@@ -28,37 +27,23 @@ PG_FUNCTION_INFO_V1(wals_upgrade_pack_rated);
 
 /* The merged rating of one (user, item) cell, as a training merges them. */
 static char *
-merged_rating(const WalsModelInfo *info, const char *relname)
+merged_rating(const WalsModelInfo *info, const WalsSourceNames *src)
 {
 	bool		implicit = info->params.feedback == WALS_IMPLICIT;
 
-	if (info->rating_col == NULL)
+	if (src->rating_col == NULL)
 		return implicit ? "pg_catalog.count(*)::pg_catalog.float4" : "1::pg_catalog.float4";
 	return psprintf("pg_catalog.%s((%s)::pg_catalog.float8)::pg_catalog.float4",
-					implicit ? "sum" : "avg",
-					quote_identifier(wals_check_column(info->source, relname, info->rating_col,
-													   "rating_col", false)));
+					implicit ? "sum" : "avg", src->rating_col);
 }
 
 /* Fill the rated items of every user of the model from its source. */
 static void
 fill_rated(const WalsModelInfo *info, const char *table)
 {
-	char	   *source;
-	char	   *relname;
-	const char *user_col;
-	const char *item_col;
+	WalsSourceNames src;
 
-	if (!OidIsValid(info->source) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(info->source)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("the source relation of model \"%s\" no longer exists", info->display)));
-	relname = wals_check_source(info->source, "source");
-	user_col = quote_identifier(wals_check_column(info->source, relname, info->user_col,
-												  "user_col", true));
-	item_col = quote_identifier(wals_check_column(info->source, relname, info->item_col,
-												  "item_col", true));
-	source = wals_relation_name(info->source);
+	wals_model_source(info, &src);
 	wals_spi_exec(psprintf("UPDATE %s AS t SET rated = %s.wals_upgrade_pack_rated(r.items, r.ratings)"
 						   " FROM (SELECT u, pg_catalog.array_agg(i ORDER BY i) AS items,"
 						   " pg_catalog.array_agg(v ORDER BY i) AS ratings"
@@ -66,8 +51,8 @@ fill_rated(const WalsModelInfo *info, const char *table)
 						   " FROM %s WHERE %s IS NOT NULL AND %s IS NOT NULL GROUP BY 1, 2) c"
 						   " GROUP BY u) r WHERE t.user_id OPERATOR(pg_catalog.=) r.u",
 						   table, quote_identifier(get_namespace_name(wals_extension_schema())),
-						   user_col, item_col, merged_rating(info, relname), source,
-						   user_col, item_col),
+						   src.user_col, src.item_col, merged_rating(info, &src), src.relation,
+						   src.user_col, src.item_col),
 				  0, NULL, NULL, SPI_OK_UPDATE);
 }
 

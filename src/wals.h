@@ -161,6 +161,18 @@ typedef struct WalsModelName
 	char	   *name;
 } WalsModelName;
 
+/*
+ * A model's source for SQL text: its name and its columns, quoted, looked
+ * up from its OID (train_args.c).
+ */
+typedef struct WalsSourceNames
+{
+	char	   *relation;
+	const char *user_col;
+	const char *item_col;
+	const char *rating_col;		/* NULL: every pair counted 1 */
+} WalsSourceNames;
+
 /* What wals_become saves, to go back to the caller's role. */
 typedef struct WalsRoleSave
 {
@@ -178,6 +190,7 @@ extern const char *wals_feedback_name(WalsFeedback feedback);
 extern char *wals_check_source(Oid relid, const char *argname);
 extern char *wals_check_column(Oid relid, const char *reldisplay, const char *name,
 							  const char *argname, bool id);
+extern void wals_model_source(const WalsModelInfo *info, WalsSourceNames *src);
 extern const char *wals_solver_name(WalsSolver solver);
 
 /* train.c */
