@@ -17,6 +17,9 @@
  * independent of how they are split between workers.
  */
 #include <string.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
 #include "wals_internal.h"
 
@@ -409,6 +412,7 @@ gram_acc_generic(float *A, int f, const float *W, const float *Y,
 
 static const WalsKernels generic_kernels = {
 	"generic",
+	WALS_ISA_GENERIC,
 	row_pass_generic,
 	symv_generic,
 	dots_generic,
@@ -482,6 +486,7 @@ gram_acc_avx2(float *A, int f, const float *W, const float *Y,
 
 static const WalsKernels avx2_kernels = {
 	"avx2",
+	WALS_ISA_AVX2,
 	row_pass_avx2,
 	symv_avx2,
 	dots_avx2,
@@ -511,9 +516,34 @@ cpu_has(WalsIsa isa)
 		case WALS_ISA_AVX2:
 			return __builtin_cpu_supports("avx2") &&
 				__builtin_cpu_supports("fma");
-		default:
+		case WALS_ISA_GENERIC:
 			return 1;
+		default:
+			return 0;
 	}
+}
+
+int
+wals_cpu_feature(WalsCpuFeature feature)
+{
+	__builtin_cpu_init();
+	return feature == WALS_CPU_VNNI && cpu_has(WALS_ISA_AVX512) &&
+		__builtin_cpu_supports("avx512vnni");
+}
+#elif defined(__aarch64__) && defined(__linux__)
+
+/* Advanced SIMD is part of every AArch64 CPU; SDOT (dotprod) is not. */
+static int
+cpu_has(WalsIsa isa)
+{
+	return isa == WALS_ISA_NEON || isa == WALS_ISA_GENERIC;
+}
+
+int
+wals_cpu_feature(WalsCpuFeature feature)
+{
+	return feature == WALS_CPU_DOTPROD &&
+		(getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
 }
 #else
 static int
@@ -521,13 +551,21 @@ cpu_has(WalsIsa isa)
 {
 	return isa == WALS_ISA_GENERIC;
 }
+
+int
+wals_cpu_feature(WalsCpuFeature feature)
+{
+	return 0;
+}
 #endif
 
-const WalsKernels *
-wals_kernels_isa(WalsIsa isa)
+static const char *const isa_names[WALS_ISA_COUNT] = {
+	"avx512", "avx2", "neon", "generic"
+};
+
+static const WalsKernels *
+kernels_built(WalsIsa isa)
 {
-	if (!cpu_has(isa))
-		return NULL;
 	switch (isa)
 	{
 		case WALS_ISA_AVX512:
@@ -541,6 +579,14 @@ wals_kernels_isa(WalsIsa isa)
 		default:
 			return NULL;
 	}
+}
+
+const WalsKernels *
+wals_kernels_isa(WalsIsa isa)
+{
+	if ((int) isa < 0 || isa >= WALS_ISA_COUNT || !cpu_has(isa))
+		return NULL;
+	return kernels_built(isa);
 }
 
 static const WalsKernels *chosen;
@@ -569,4 +615,45 @@ const char *
 wals_kernels_name(void)
 {
 	return wals_kernels()->name;
+}
+
+int
+wals_kernels_check(const char *name)
+{
+	int			isa;
+
+	if (strcmp(name, "auto") == 0)
+		return 1;
+	for (isa = 0; isa < WALS_ISA_COUNT; isa++)
+		if (strcmp(name, isa_names[isa]) == 0)
+			return wals_kernels_isa((WalsIsa) isa) != NULL;
+	return -1;
+}
+
+void
+wals_kernels_use(const char *name)
+{
+	int			isa;
+
+	chosen = NULL;
+	for (isa = 0; isa < WALS_ISA_COUNT; isa++)
+		if (strcmp(name, isa_names[isa]) == 0)
+			chosen = wals_kernels_isa((WalsIsa) isa);
+}
+
+const char *
+wals_kernels_available(void)
+{
+	static char list[64];
+	int			isa;
+
+	if (list[0] == '\0')
+		for (isa = 0; isa < WALS_ISA_COUNT; isa++)
+			if (wals_kernels_isa((WalsIsa) isa) != NULL)
+			{
+				if (list[0] != '\0')
+					strcat(list, ",");
+				strcat(list, isa_names[isa]);
+			}
+	return list;
 }

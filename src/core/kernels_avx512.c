@@ -1116,6 +1116,7 @@ chol_solve_avx512(float *A, int f, float *b, float *x)
 
 static const WalsKernels avx512_kernels = {
 	"avx512",
+	WALS_ISA_AVX512,
 	row_pass_avx512,
 	symv_avx512,
 	dots_avx512,

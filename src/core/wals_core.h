@@ -210,8 +210,24 @@ extern void wals_init_rows(float *X, const int64_t *ids, int64_t lo, int64_t hi,
 
 /* ---------- solvers (gram.c, solve.c, kernels*.c) ---------- */
 
-/* The instruction set of the vector kernels this CPU runs, e.g. "avx512". */
+/* The family of vector kernels in use, e.g. "avx512". */
 extern const char *wals_kernels_name(void);
+
+/*
+ * Whether a family of kernels can be chosen by name ("auto", "avx512",
+ * "avx2", "neon", "generic"): 1 if so, 0 for one this CPU or build cannot
+ * run, -1 for a name that is none of these.
+ */
+extern int	wals_kernels_check(const char *name);
+
+/*
+ * Use this family from now on, in the solvers and in scoring alike ("auto":
+ * the widest this CPU runs); the name must have passed wals_kernels_check.
+ */
+extern void wals_kernels_use(const char *name);
+
+/* The families this CPU runs, widest first, e.g. "avx512,avx2,generic". */
+extern const char *wals_kernels_available(void);
 
 /*
  * G += sum over rows [lo, hi) of Y of y y^T (f x f, full symmetric, row-major).

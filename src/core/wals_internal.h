@@ -105,6 +105,29 @@ typedef struct WalsPassCoef
 	float		b1;
 } WalsPassCoef;
 
+/* Instruction sets with kernels, widest first; names in wals_isa_names. */
+typedef enum WalsIsa
+{
+	WALS_ISA_AVX512 = 0,
+	WALS_ISA_AVX2,
+	WALS_ISA_NEON,
+	WALS_ISA_GENERIC,
+	WALS_ISA_COUNT
+} WalsIsa;
+
+/*
+ * Features beyond an instruction set's kernels that a path may use: the
+ * scoring pass's byte dot products (AVX-512 VNNI, Arm's SDOT).
+ */
+typedef enum WalsCpuFeature
+{
+	WALS_CPU_VNNI,
+	WALS_CPU_DOTPROD
+} WalsCpuFeature;
+
+/* Whether this CPU and its operating system support the feature. */
+extern int	wals_cpu_feature(WalsCpuFeature feature);
+
 /*
  * One instruction set's kernels.  Y is a factor matrix of stride f read in
  * place at rows idx[0..n); val holds the n ratings of those cells.
@@ -112,6 +135,7 @@ typedef struct WalsPassCoef
 typedef struct WalsKernels
 {
 	const char *name;
+	WalsIsa		isa;
 
 	/* out[0..f) = sum_i t_i y_i, t_i as in WalsPassCoef with d_i = y_i.v */
 	void		(*row_pass) (const float *Y, const int32_t *idx, const float *val,
@@ -161,14 +185,6 @@ typedef struct WalsKernels
 	int			(*chol_solve) (float *A, int f, float *b, float *x);
 } WalsKernels;
 
-/* Instruction sets with kernels, widest first. */
-typedef enum WalsIsa
-{
-	WALS_ISA_AVX512 = 0,
-	WALS_ISA_AVX2,
-	WALS_ISA_GENERIC,
-	WALS_ISA_COUNT
-} WalsIsa;
 
 /* The widest kernels this CPU runs, chosen once. */
 extern const WalsKernels *wals_kernels(void);
