@@ -10,7 +10,7 @@ EXTVERSION = 0.3.0
 MODULE_big = wals
 CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
 	src/core/gram.o src/core/solve.o src/core/loss.o src/core/topk.o \
-	src/core/kernels.o src/core/kernels_avx512.o src/core/metrics.o \
+	src/core/kernels.o src/core/kernels_simd.o src/core/metrics.o \
 	src/core/explain.o src/core/score.o src/core/rated.o
 OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o \
 	src/train.o src/gpu.o src/gpu_train.o src/progress.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/serve_cache.o src/serve_args.o \
@@ -144,6 +144,73 @@ test: deps
 	$(MAKE) gpu-check
 	./test/run_regress.sh
 	./test/run_tap.sh
+
+# aarch64 without an Arm machine: Debian's cross compiler builds wals.so
+# (every object with the flags PGXS uses here, against the server headers,
+# checked by test/arm64/pg_abi.c) and the unit tests, which run under
+# qemu-user twice: on a CPU with every feature qemu knows (dotprod, SVE)
+# and on a Cortex-A57, which has no dotprod, since kernels are chosen at
+# run time.  The arm64 serial OpenBLAS comes through multiarch.  qemu runs
+# the arm64 loader and C library of libc6:arm64 (installed with OpenBLAS),
+# not those of the cross sysroot (qemu -L), whose point release may differ.
+ARM64_MULTIARCH = aarch64-linux-gnu
+ARM64_CC = $(ARM64_MULTIARCH)-gcc
+ARM64_BLAS_INC = /usr/include/$(ARM64_MULTIARCH)/openblas-serial
+ARM64_BLAS_LIB = /usr/lib/$(ARM64_MULTIARCH)/openblas-serial
+ARM64_BLAS_LDFLAGS = -L$(ARM64_BLAS_LIB) -Wl,-rpath,$(ARM64_BLAS_LIB) -lopenblas -lm
+ARM64_QEMU = qemu-aarch64
+ARM64_QEMU_CPUS = max cortex-a57
+ARM64_DIR = build/arm64
+ARM64_OBJS = $(addprefix $(ARM64_DIR)/,$(OBJS))
+# PGXS's own flags (its CFLAGS already carry CFLAGS_SL and PG_CFLAGS), less
+# any x86 -m option, with the arm64 OpenBLAS headers for the x86 ones.
+ARM64_CFLAGS = $(filter-out -m%,$(CFLAGS))
+ARM64_CPPFLAGS = $(subst -I$(BLAS_INC),-I$(ARM64_BLAS_INC),$(CPPFLAGS))
+EXTRA_CLEAN += test/unit/wals_unit_arm64 $(ARM64_DIR)
+
+$(ARM64_DIR)/%.o: %.c $(wildcard src/*.h src/core/*.h gpu/*.h)
+	@mkdir -p $(@D)
+	$(ARM64_CC) $(ARM64_CFLAGS) $(ARM64_CPPFLAGS) -c -o $@ $<
+
+$(ARM64_DIR)/wals$(DLSUFFIX): $(ARM64_OBJS) $(ARM64_DIR)/test/arm64/pg_abi.o
+	$(ARM64_CC) $(ARM64_CFLAGS) -shared -o $@ $(ARM64_OBJS) \
+		-Wl,-z,relro -Wl,-z,now -Wl,--as-needed $(ARM64_BLAS_LDFLAGS)
+
+test/unit/wals_unit_arm64: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test/unit/*.h)
+	$(ARM64_CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
+		-Isrc/core -Itest/unit -I$(ARM64_BLAS_INC) -o $@ $(CORE_SRCS) $(UNIT_SRCS) $(ARM64_BLAS_LDFLAGS)
+
+.PHONY: deps-arm64 build-arm64 unit-arm64 test-arm64
+deps-arm64:
+	./test/install_arm64_deps.sh
+
+build-arm64: $(ARM64_DIR)/wals$(DLSUFFIX) test/unit/wals_unit_arm64
+	@$(ARM64_MULTIARCH)-readelf -h $(ARM64_DIR)/wals$(DLSUFFIX) | grep -q AArch64 && \
+		echo "wals: built $(ARM64_DIR)/wals$(DLSUFFIX) for AArch64"
+
+# Each run prints its own summary; the last line adds them up.  A run that
+# dies before its summary counts as one failure.
+unit-arm64: test/unit/wals_unit_arm64
+	@passed=0; failed=0; \
+	for cpu in $(ARM64_QEMU_CPUS); do \
+		echo "wals: unit tests on aarch64, qemu -cpu $$cpu"; \
+		QEMU_CPU=$$cpu $(ARM64_QEMU) ./test/unit/wals_unit_arm64 > $(ARM64_DIR)/unit-$$cpu.log 2>&1; \
+		rc=$$?; cat $(ARM64_DIR)/unit-$$cpu.log; \
+		sum=$$(grep -E '^[0-9]+ passed, [0-9]+ failed$$' $(ARM64_DIR)/unit-$$cpu.log | tail -n 1); \
+		if [ -n "$$sum" ]; then \
+			passed=$$((passed + $${sum%% passed*})); \
+			f=$${sum#*passed, }; failed=$$((failed + $${f%% failed})); \
+		fi; \
+		if [ $$rc -ne 0 ] && { [ -z "$$sum" ] || [ "$${f%% failed}" -eq 0 ]; }; then \
+			echo "wals: qemu -cpu $$cpu: exit status $$rc"; failed=$$((failed + 1)); \
+		fi; \
+	done; \
+	echo "$$passed passed, $$failed failed"; \
+	[ $$failed -eq 0 ]
+
+test-arm64: deps deps-arm64
+	$(MAKE) build-arm64
+	$(MAKE) unit-arm64
 
 bench: deps
 	$(MAKE) all

@@ -5,12 +5,12 @@
  *
  * PGXS compiles for the baseline instruction set (SSE2 on x86-64), while
  * nearly all of a sweep's time goes to a few loops over the cells of a row.
- * Those loops exist once per instruction set: hand-written AVX-512 in
- * kernels_avx512.c, and here a portable version, compiled twice on x86 (for
- * the baseline and for AVX2 with FMA) by inlining one body into two
- * functions with different targets.  The portable bodies use the
- * compiler's vector types where it has them, and keep partial sums in a
- * fixed order, so that results are reproducible.
+ * Those loops exist for each instruction set with vector registers in
+ * kernels_simd.c (AVX-512, AVX2, NEON), and here once more in portable C:
+ * the kernels of any other CPU, and the reference the others are tested
+ * against.  The portable bodies use the compiler's vector types where it
+ * has them, and keep partial sums in a fixed order, so that results are
+ * reproducible.
  *
  * The choice is made once per process from what the CPU and the operating
  * system support; every row of a sweep uses the same kernels, so rows stay
@@ -427,78 +427,6 @@ static const WalsKernels generic_kernels = {
 #ifdef WALS_X86
 
 /*
- * The same bodies for AVX2 with FMA (x86-64-v3): inlined into functions of
- * that target, they are vectorized for it.
- */
-#define WALS_AVX2 __attribute__((target("avx2,fma")))
-
-WALS_AVX2 static void
-row_pass_avx2(const float *Y, const int32_t *idx, const float *val, int n,
-			  int f, const WalsPassCoef *coef, const float *v, float *out)
-{
-	row_pass_body(Y, idx, val, n, f, coef, v, out);
-}
-
-WALS_AVX2 static void
-symv_avx2(const float *G, int f, float alpha, const float *v, float *out)
-{
-	symv_body(G, f, alpha, v, out);
-}
-
-WALS_AVX2 static void
-dots_avx2(const float *Y, const int32_t *idx, int n, int f, const float *x,
-		  float *out)
-{
-	dots_body(Y, idx, n, f, x, out);
-}
-
-WALS_AVX2 static float
-dot_avx2(const float *a, const float *b, int f)
-{
-	return dot_body(a, b, f);
-}
-
-WALS_AVX2 static void
-axpy_avx2(float t, const float *a, float *b, int f)
-{
-	axpy_body(t, a, b, f);
-}
-
-WALS_AVX2 static void
-xpay_avx2(const float *a, float t, float *b, int f)
-{
-	xpay_body(a, t, b, f);
-}
-
-WALS_AVX2 static void
-chol_gather_avx2(const float *Y, const int32_t *idx, const float *val,
-				 int n, int f, const WalsPassCoef *coef, float *W, float *b)
-{
-	chol_gather_body(Y, idx, val, n, f, coef, W, b);
-}
-
-WALS_AVX2 static void
-gram_acc_avx2(float *A, int f, const float *W, const float *Y,
-			  const int32_t *idx, int n)
-{
-	gram_acc_body(A, f, W, Y, idx, n);
-}
-
-static const WalsKernels avx2_kernels = {
-	"avx2",
-	WALS_ISA_AVX2,
-	row_pass_avx2,
-	symv_avx2,
-	dots_avx2,
-	dot_avx2,
-	axpy_avx2,
-	xpay_avx2,
-	chol_gather_avx2,
-	gram_acc_avx2,
-	chol_solve_lapack
-};
-
-/*
  * __builtin_cpu_supports also checks that the operating system saves the
  * wide registers, not only that the CPU has them.
  */
@@ -568,16 +496,10 @@ kernels_built(WalsIsa isa)
 {
 	switch (isa)
 	{
-		case WALS_ISA_AVX512:
-			return wals_kernels_avx512();
-#ifdef WALS_X86
-		case WALS_ISA_AVX2:
-			return &avx2_kernels;
-#endif
 		case WALS_ISA_GENERIC:
 			return &generic_kernels;
 		default:
-			return NULL;
+			return wals_kernels_simd(isa);
 	}
 }
 

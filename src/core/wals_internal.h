@@ -72,7 +72,7 @@ wals_cell_linear(const WalsParams *params)
 	return w;
 }
 
-/* ---------- vector kernels (kernels.c, kernels_avx512.c) ---------- */
+/* ---------- vector kernels (kernels.c, kernels_simd.c) ---------- */
 
 /*
  * Floats per vector register of the widest instruction set a kernel may use.
@@ -198,7 +198,7 @@ extern const WalsKernels *wals_kernels_isa(WalsIsa isa);
  */
 extern void wals_kernels_force(const WalsKernels *kernels);
 
-/* Each file's table, NULL where it was not built (kernels_avx512.c). */
-extern const WalsKernels *wals_kernels_avx512(void);
+/* The table kernels_simd.c built for isa, NULL where it built none. */
+extern const WalsKernels *wals_kernels_simd(WalsIsa isa);
 
 #endif							/* WALS_INTERNAL_H */

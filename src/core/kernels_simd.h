@@ -1,0 +1,1055 @@
+/*
+ * kernels_simd.h
+ *	  The solvers' inner loops, written once for any vector width;
+ *	  kernels_simd.c instantiates them for AVX-512, AVX2 and NEON.
+ *
+ * A row pass reads each of the row's cells once: the dot product y_i.v and
+ * the update out += t_i y_i share the loaded y_i.  While v fits in the
+ * registers it stays there for the whole row, and so does out where both
+ * fit (AVX-512 and NEON up to f = 64 and 16; on AVX2's sixteen registers
+ * f = 64 is eight vectors each, so out goes to a buffer in L1, read and
+ * written once per group of four cells).  Cells go four at a time, so
+ * that the four horizontal sums share their shuffles and the updates of
+ * out come in independent groups.  Factor rows are read in place through
+ * the row's indices, with software prefetching: gathering them into a
+ * contiguous copy first costs a store per cell, and made a CG iteration of
+ * the 20M-rating benchmark 14% (rows of 1024 cells or more) to 31% (every
+ * row) slower.
+ *
+ * The Cholesky system is built by blocks of gathered, weighted cells with
+ * an outer-product kernel on register tiles of 4 rows by SIMD_ACC / 4
+ * vectors, and factorised here too, left-looking by panels of four rows:
+ * at f = 64 LAPACK's small-matrix path costs more in calls and copies than
+ * in arithmetic.
+ *
+ * Why one template and not one file of intrinsics per instruction set:
+ * the kernels differ between AVX-512, AVX2 and NEON only in the width of a
+ * vector and in how many of them the registers hold, so the algorithm is
+ * written here once and each instruction set supplies a dozen primitives
+ * (loads with a short tail, fused multiply-adds, horizontal sums, a lane
+ * broadcast, an approximate inverse square root) and three register
+ * budgets.  Instantiated for AVX-512 it runs the 20M-rating benchmark as
+ * fast as the hand-written file it replaced (README, Performance).
+ *
+ * Loops over a row's vectors have trip counts that are constants once the
+ * always-inline functions below are instantiated for 1 to SIMD_ONE
+ * vectors; fully unrolled, their arrays of vectors become registers, and
+ * only a row's last vector needs a short load.
+ *
+ * The including file defines, before including this one:
+ *	 SIMD_W			floats per vector
+ *	 V				the vector type
+ *	 SIMD_FN		the attributes of every function (its target)
+ *	 SIMD(x)		x with the instruction set's suffix
+ *	 SIMD_ISA, SIMD_NAME	the table's WalsIsa and name
+ *	 SIMD_ONE		vectors of one f-vector kept in registers at most
+ *	 SIMD_BOTH		the same when a row pass keeps two, v and out
+ *	 SIMD_ACC		accumulators of a register tile (a multiple of 4)
+ * and the primitives vzero, vset1, vld, vst, vldn, vstn, vfma, vfnma,
+ * vmul, vadd, vlane, vfirst, vrsqrt, vsum4, vreduce, vkeep_from, vput.
+ */
+
+#define SIMD_INLINE SIMD_FN inline __attribute__((always_inline))
+#define SIMD_UNROLL _Pragma("GCC unroll 16")
+#define SIMD_TILE (SIMD_ACC / 4)
+
+/*
+ * Cells ahead that prefetching asks for: four cells of f = 64 are 16 cache
+ * lines, and four such groups in flight cover the latency of memory.
+ */
+#define PREFETCH_CELLS 16
+
+/*
+ * CALL(k) for k = n, with k a constant, for n up to limit (itself a
+ * constant, at most 16): the calls past limit are dropped at compile time.
+ */
+#define SIMD_DISPATCH(n, limit, CALL) \
+	do { \
+		switch (n) \
+		{ \
+			case 1: CALL(1); break; \
+			case 2: if (2 <= (limit)) CALL(2); break; \
+			case 3: if (3 <= (limit)) CALL(3); break; \
+			case 4: if (4 <= (limit)) CALL(4); break; \
+			case 5: if (5 <= (limit)) CALL(5); break; \
+			case 6: if (6 <= (limit)) CALL(6); break; \
+			case 7: if (7 <= (limit)) CALL(7); break; \
+			case 8: if (8 <= (limit)) CALL(8); break; \
+			case 9: if (9 <= (limit)) CALL(9); break; \
+			case 10: if (10 <= (limit)) CALL(10); break; \
+			case 11: if (11 <= (limit)) CALL(11); break; \
+			case 12: if (12 <= (limit)) CALL(12); break; \
+			case 13: if (13 <= (limit)) CALL(13); break; \
+			case 14: if (14 <= (limit)) CALL(14); break; \
+			case 15: if (15 <= (limit)) CALL(15); break; \
+			case 16: if (16 <= (limit)) CALL(16); break; \
+		} \
+	} while (0)
+
+/* Floats in the last vector of an f-vector, 1 to SIMD_W. */
+static SIMD_INLINE int
+SIMD(tail_of) (int f)
+{
+	return f - SIMD_W * ((f - 1) / SIMD_W);
+}
+
+/* Vector c of an f-vector of nv vectors, short if it is the last. */
+static SIMD_INLINE V
+SIMD(ldv) (const float *p, int c, int nv, int tail)
+{
+	if (c < nv - 1 || tail == SIMD_W)
+		return vld(p + SIMD_W * c);
+	return vldn(p + SIMD_W * c, tail);
+}
+
+static SIMD_INLINE void
+SIMD(stv) (float *p, int c, int nv, int tail, V x)
+{
+	if (c < nv - 1 || tail == SIMD_W)
+		vst(p + SIMD_W * c, x);
+	else
+		vstn(p + SIMD_W * c, tail, x);
+}
+
+/*
+ * Ask for a factor row some cells ahead of its use.  A row's cells point
+ * all over Y, which defeats the hardware prefetcher, and an item's users
+ * are spread over more than the last-level cache holds, so without this
+ * the first pass over a row waits on memory cell after cell.  The last
+ * line is asked for on its own: rows need not start on a line.
+ */
+static SIMD_INLINE void
+SIMD(prefetch_row) (const float *y, int f)
+{
+	int			k;
+
+	for (k = 0; k < f; k += 16)
+		__builtin_prefetch(y + k, 0, 3);
+	__builtin_prefetch(y + f - 1, 0, 3);
+}
+
+/* The four cells' rows PREFETCH_CELLS ahead of cell i, if the row has them. */
+static SIMD_INLINE void
+SIMD(prefetch_ahead) (const float *Y, const int32_t *idx, int i, int n, int f)
+{
+	const int32_t *ahead = idx + i + PREFETCH_CELLS;
+
+	if (i + PREFETCH_CELLS + 4 > n)
+		return;
+	SIMD(prefetch_row) (Y + (size_t) ahead[0] * f, f);
+	SIMD(prefetch_row) (Y + (size_t) ahead[1] * f, f);
+	SIMD(prefetch_row) (Y + (size_t) ahead[2] * f, f);
+	SIMD(prefetch_row) (Y + (size_t) ahead[3] * f, f);
+}
+
+/* The factor of one cell from its rating r and dot product d. */
+static SIMD_INLINE float
+SIMD(pass_factor) (const WalsPassCoef *coef, float r, float d)
+{
+	return fmaf(fmaf(coef->b1, r, coef->b0), d, fmaf(coef->a1, r, coef->a0));
+}
+
+/*
+ * The rows of cells i..i+3 of a row of n cells; past the row's end they
+ * repeat cell i's row, which live (the number of real cells) tells the
+ * caller to give a factor of zero, so short rows take no slower path.
+ */
+static SIMD_INLINE int
+SIMD(group_rows) (const float *Y, const int32_t *idx, int i, int n, int f,
+				  const float **y)
+{
+	int			k;
+
+	for (k = 0; k < 4; k++)
+		y[k] = Y + (size_t) idx[i + (i + k < n ? k : 0)] * f;
+	return n - i < 4 ? n - i : 4;
+}
+
+/*
+ * d[k] = y_k.v for the four rows of a group, v in nv vectors (in
+ * registers when the caller's array is).
+ */
+static SIMD_INLINE void
+SIMD(dots4) (const float *const *y, const V *vv, int nv, int tail, float *d)
+{
+	V			d0 = vzero();
+	V			d1 = vzero();
+	V			d2 = vzero();
+	V			d3 = vzero();
+	int			c;
+
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+	{
+		d0 = vfma(SIMD(ldv) (y[0], c, nv, tail), vv[c], d0);
+		d1 = vfma(SIMD(ldv) (y[1], c, nv, tail), vv[c], d1);
+		d2 = vfma(SIMD(ldv) (y[2], c, nv, tail), vv[c], d2);
+		d3 = vfma(SIMD(ldv) (y[3], c, nv, tail), vv[c], d3);
+	}
+	vsum4(d0, d1, d2, d3, d);
+}
+
+/* The four factors of a group, zero for cells past the row's end. */
+static SIMD_INLINE void
+SIMD(group_factors) (const WalsPassCoef *coef, const float *val, int live,
+					 const float *d, V *t)
+{
+	int			k;
+
+	SIMD_UNROLL
+	for (k = 0; k < 4; k++)
+		t[k] = vset1(k < live ? SIMD(pass_factor) (coef, val[k], d[k]) : 0.0f);
+}
+
+/* o[c] += t0 y0 + t1 y1 + t2 y2 + t3 y3 over the nv vectors. */
+static SIMD_INLINE void
+SIMD(update4) (const float *const *y, const V *t, V *o, int nv, int tail)
+{
+	int			c;
+
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+	{
+		o[c] = vfma(t[0], SIMD(ldv) (y[0], c, nv, tail), o[c]);
+		o[c] = vfma(t[1], SIMD(ldv) (y[1], c, nv, tail), o[c]);
+		o[c] = vfma(t[2], SIMD(ldv) (y[2], c, nv, tail), o[c]);
+		o[c] = vfma(t[3], SIMD(ldv) (y[3], c, nv, tail), o[c]);
+	}
+}
+
+/*
+ * The same, out in a buffer of whole vectors: each vector of it is read
+ * and written once for the four cells.
+ */
+static SIMD_INLINE void
+SIMD(update4_mem) (const float *const *y, const V *t, float *o, int nv,
+				   int tail)
+{
+	int			c;
+
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+	{
+		V			oc = vld(o + SIMD_W * c);
+
+		oc = vfma(t[0], SIMD(ldv) (y[0], c, nv, tail), oc);
+		oc = vfma(t[1], SIMD(ldv) (y[1], c, nv, tail), oc);
+		oc = vfma(t[2], SIMD(ldv) (y[2], c, nv, tail), oc);
+		oc = vfma(t[3], SIMD(ldv) (y[3], c, nv, tail), oc);
+		vst(o + SIMD_W * c, oc);
+	}
+}
+
+/*
+ * Row pass with v in registers (nv a constant), and out too if both.  One
+ * set of accumulators: their chains of four dependent FMAs per group take
+ * as long as the group's arithmetic, and a second set would push vectors
+ * out of the registers.
+ */
+static SIMD_INLINE void
+SIMD(row_pass_reg) (const float *Y, const int32_t *idx, const float *val,
+					int n, int f, const WalsPassCoef *coef, const float *v,
+					float *out, const int nv, const int both)
+{
+	int			tail = SIMD(tail_of) (f);
+	V			vv[SIMD_ONE];
+	V			o[SIMD_ONE];
+	float		acc[SIMD_ONE * SIMD_W] __attribute__((aligned(64)));
+	const float *y[4];
+	float		d[4];
+	V			t[4];
+	int			i;
+	int			c;
+
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+	{
+		vv[c] = SIMD(ldv) (v, c, nv, tail);
+		o[c] = vzero();
+		if (!both)
+			vst(acc + SIMD_W * c, vzero());
+	}
+	for (i = 0; i < n; i += 4)
+	{
+		int			live = SIMD(group_rows) (Y, idx, i, n, f, y);
+
+		SIMD(prefetch_ahead) (Y, idx, i, n, f);
+		SIMD(dots4) (y, vv, nv, tail, d);
+		SIMD(group_factors) (coef, val + i, live, d, t);
+		if (both)
+			SIMD(update4) (y, t, o, nv, tail);
+		else
+			SIMD(update4_mem) (y, t, acc, nv, tail);
+	}
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+		SIMD(stv) (out, c, nv, tail, both ? o[c] : vld(acc + SIMD_W * c));
+}
+
+/*
+ * Wider rows: v and out stay in memory (in L1), still four cells per trip
+ * through the row.
+ */
+static SIMD_FN void
+SIMD(row_pass_mem) (const float *Y, const int32_t *idx, const float *val,
+					int n, int f, const WalsPassCoef *coef, const float *v,
+					float *out)
+{
+	int			tail = SIMD(tail_of) (f);
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	const float *y[4];
+	float		d[4];
+	V			t[4];
+	int			i;
+	int			c;
+
+	for (c = 0; c < nv; c++)
+		SIMD(stv) (out, c, nv, tail, vzero());
+	for (i = 0; i < n; i += 4)
+	{
+		int			live = SIMD(group_rows) (Y, idx, i, n, f, y);
+		V			d0 = vzero();
+		V			d1 = vzero();
+		V			d2 = vzero();
+		V			d3 = vzero();
+
+		SIMD(prefetch_ahead) (Y, idx, i, n, f);
+		for (c = 0; c < nv; c++)
+		{
+			V			vc = SIMD(ldv) (v, c, nv, tail);
+
+			d0 = vfma(SIMD(ldv) (y[0], c, nv, tail), vc, d0);
+			d1 = vfma(SIMD(ldv) (y[1], c, nv, tail), vc, d1);
+			d2 = vfma(SIMD(ldv) (y[2], c, nv, tail), vc, d2);
+			d3 = vfma(SIMD(ldv) (y[3], c, nv, tail), vc, d3);
+		}
+		vsum4(d0, d1, d2, d3, d);
+		SIMD(group_factors) (coef, val + i, live, d, t);
+		for (c = 0; c < nv; c++)
+		{
+			V			o = SIMD(ldv) (out, c, nv, tail);
+
+			o = vfma(t[0], SIMD(ldv) (y[0], c, nv, tail), o);
+			o = vfma(t[1], SIMD(ldv) (y[1], c, nv, tail), o);
+			o = vfma(t[2], SIMD(ldv) (y[2], c, nv, tail), o);
+			o = vfma(t[3], SIMD(ldv) (y[3], c, nv, tail), o);
+			SIMD(stv) (out, c, nv, tail, o);
+		}
+	}
+}
+
+static SIMD_FN void
+SIMD(row_pass) (const float *Y, const int32_t *idx, const float *val, int n,
+				int f, const WalsPassCoef *coef, const float *v, float *out)
+{
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+
+#define ROW_BOTH(k) SIMD(row_pass_reg) (Y, idx, val, n, f, coef, v, out, k, 1)
+#define ROW_ONE(k) SIMD(row_pass_reg) (Y, idx, val, n, f, coef, v, out, k, 0)
+	if (nv <= SIMD_BOTH)
+		SIMD_DISPATCH(nv, SIMD_BOTH, ROW_BOTH);
+	else if (nv <= SIMD_ONE)
+		SIMD_DISPATCH(nv, SIMD_ONE, ROW_ONE);
+	else
+		SIMD(row_pass_mem) (Y, idx, val, n, f, coef, v, out);
+#undef ROW_BOTH
+#undef ROW_ONE
+}
+
+/*
+ * out += alpha G v over w vectors of columns from vector c0, as a
+ * combination of G's rows (G is symmetric): the columns' sums stay in
+ * registers while every row streams by, in two sets for latency.
+ */
+static SIMD_INLINE void
+SIMD(symv_cols) (const float *G, int f, int c0, float alpha, const float *v,
+				 float *out, const int w)
+{
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	int			tail = SIMD(tail_of) (f);
+	V			acc0[SIMD_TILE];
+	V			acc1[SIMD_TILE];
+	int			k = 0;
+	int			c;
+
+	SIMD_UNROLL
+	for (c = 0; c < w; c++)
+	{
+		acc0[c] = vzero();
+		acc1[c] = vzero();
+	}
+	for (; k + 2 <= f; k += 2)
+	{
+		V			t0 = vset1(alpha * v[k]);
+		V			t1 = vset1(alpha * v[k + 1]);
+		const float *g0 = G + (size_t) k * f;
+		const float *g1 = g0 + f;
+
+		SIMD_UNROLL
+		for (c = 0; c < w; c++)
+		{
+			acc0[c] = vfma(t0, SIMD(ldv) (g0, c0 + c, nv, tail), acc0[c]);
+			acc1[c] = vfma(t1, SIMD(ldv) (g1, c0 + c, nv, tail), acc1[c]);
+		}
+	}
+	if (k < f)
+	{
+		V			t0 = vset1(alpha * v[k]);
+		const float *g0 = G + (size_t) k * f;
+
+		SIMD_UNROLL
+		for (c = 0; c < w; c++)
+			acc0[c] = vfma(t0, SIMD(ldv) (g0, c0 + c, nv, tail), acc0[c]);
+	}
+	SIMD_UNROLL
+	for (c = 0; c < w; c++)
+		SIMD(stv) (out, c0 + c, nv, tail,
+				   vadd(SIMD(ldv) (out, c0 + c, nv, tail), vadd(acc0[c], acc1[c])));
+}
+
+static SIMD_FN void
+SIMD(symv) (const float *G, int f, float alpha, const float *v, float *out)
+{
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	int			c0;
+
+#define SYMV(k) SIMD(symv_cols) (G, f, c0, alpha, v, out, k)
+	for (c0 = 0; c0 < nv; c0 += SIMD_TILE)
+		SIMD_DISPATCH(nv - c0 < SIMD_TILE ? nv - c0 : SIMD_TILE, SIMD_TILE, SYMV);
+#undef SYMV
+}
+
+/* x.y_i of four cells at a time, x in registers (nv a constant). */
+static SIMD_INLINE void
+SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
+				const float *x, float *out, const int nv)
+{
+	int			tail = SIMD(tail_of) (f);
+	V			xv[SIMD_ONE];
+	const float *y[4];
+	float		d[4];
+	int			i;
+	int			c;
+
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+		xv[c] = SIMD(ldv) (x, c, nv, tail);
+	for (i = 0; i < n; i += 4)
+	{
+		int			live = SIMD(group_rows) (Y, idx, i, n, f, y);
+
+		SIMD(prefetch_ahead) (Y, idx, i, n, f);
+		SIMD(dots4) (y, xv, nv, tail, d);
+		for (c = 0; c < live; c++)
+			out[i + c] = d[c];
+	}
+}
+
+static SIMD_FN void
+SIMD(dots_mem) (const float *Y, const int32_t *idx, int n, int f,
+				const float *x, float *out)
+{
+	int			tail = SIMD(tail_of) (f);
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	int			i;
+	int			c;
+
+	for (i = 0; i < n; i++)
+	{
+		const float *y = Y + (size_t) idx[i] * f;
+		V			d = vzero();
+
+		for (c = 0; c < nv; c++)
+			d = vfma(SIMD(ldv) (y, c, nv, tail), SIMD(ldv) (x, c, nv, tail), d);
+		out[i] = vreduce(d);
+	}
+}
+
+static SIMD_FN void
+SIMD(dots) (const float *Y, const int32_t *idx, int n, int f, const float *x,
+			float *out)
+{
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+
+#define DOTS(k) SIMD(dots_reg) (Y, idx, n, f, x, out, k)
+	if (nv <= SIMD_ONE)
+		SIMD_DISPATCH(nv, SIMD_ONE, DOTS);
+	else
+		SIMD(dots_mem) (Y, idx, n, f, x, out);
+#undef DOTS
+}
+
+/* Two partial sums, for the latency of the dependent additions. */
+static SIMD_FN float
+SIMD(dot) (const float *a, const float *b, int f)
+{
+	int			tail = SIMD(tail_of) (f);
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	V			s0 = vzero();
+	V			s1 = vzero();
+	int			c = 0;
+
+	for (; c + 2 < nv; c += 2)
+	{
+		s0 = vfma(vld(a + SIMD_W * c), vld(b + SIMD_W * c), s0);
+		s1 = vfma(vld(a + SIMD_W * c + SIMD_W), vld(b + SIMD_W * c + SIMD_W), s1);
+	}
+	for (; c < nv; c++)
+		s0 = vfma(SIMD(ldv) (a, c, nv, tail), SIMD(ldv) (b, c, nv, tail), s0);
+	return vreduce(vadd(s0, s1));
+}
+
+static SIMD_FN void
+SIMD(axpy) (float t, const float *a, float *b, int f)
+{
+	int			tail = SIMD(tail_of) (f);
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	V			tv = vset1(t);
+	int			c;
+
+	for (c = 0; c < nv; c++)
+		SIMD(stv) (b, c, nv, tail,
+				   vfma(tv, SIMD(ldv) (a, c, nv, tail), SIMD(ldv) (b, c, nv, tail)));
+}
+
+static SIMD_FN void
+SIMD(xpay) (const float *a, float t, float *b, int f)
+{
+	int			tail = SIMD(tail_of) (f);
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	V			tv = vset1(t);
+	int			c;
+
+	for (c = 0; c < nv; c++)
+		SIMD(stv) (b, c, nv, tail,
+				   vfma(tv, SIMD(ldv) (b, c, nv, tail), SIMD(ldv) (a, c, nv, tail)));
+}
+
+/*
+ * Cell j of the Cholesky gather: w = s y in whole vectors (the padding
+ * zero), and b += t y.
+ */
+static SIMD_INLINE void
+SIMD(gather_cell) (const float *y, float *w, float s, float t, V *bv, int nv,
+				   int np, int tail)
+{
+	V			sv = vset1(s);
+	V			tv = vset1(t);
+	int			c;
+
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+	{
+		V			yc = SIMD(ldv) (y, c, nv, tail);
+
+		vst(w + SIMD_W * c, vmul(sv, yc));
+		bv[c] = vfma(tv, yc, bv[c]);
+	}
+	SIMD_UNROLL
+	for (c = nv; c < np; c++)
+		vst(w + SIMD_W * c, vzero());
+}
+
+/* b stays in registers across the cells (nv a constant). */
+static SIMD_INLINE void
+SIMD(chol_gather_reg) (const float *Y, const int32_t *idx, const float *val,
+					   int n, int f, const WalsPassCoef *coef, float *W,
+					   float *b, const int nv)
+{
+	int			tail = SIMD(tail_of) (f);
+	int			np = wals_pad(f) / SIMD_W;
+	V			bv[SIMD_ONE];
+	int			j;
+	int			c;
+
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+		bv[c] = vld(b + SIMD_W * c);
+	for (j = 0; j < n; j++)
+	{
+		if ((j & 3) == 0)
+			SIMD(prefetch_ahead) (Y, idx, j, n, f);
+		SIMD(gather_cell) (Y + (size_t) idx[j] * f, W + (size_t) j * SIMD_W * np,
+						   fmaf(coef->a1, val[j], coef->a0),
+						   fmaf(coef->b1, val[j], coef->b0), bv, nv, np, tail);
+	}
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+		vst(b + SIMD_W * c, bv[c]);
+}
+
+static SIMD_FN void
+SIMD(chol_gather) (const float *Y, const int32_t *idx, const float *val,
+				   int n, int f, const WalsPassCoef *coef, float *W, float *b)
+{
+	int			tail = SIMD(tail_of) (f);
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	int			np = wals_pad(f) / SIMD_W;
+	int			j;
+	int			c;
+
+#define GATHER(k) SIMD(chol_gather_reg) (Y, idx, val, n, f, coef, W, b, k)
+	if (nv <= SIMD_ONE)
+	{
+		SIMD_DISPATCH(nv, SIMD_ONE, GATHER);
+		return;
+	}
+#undef GATHER
+	for (j = 0; j < n; j++)
+	{
+		const float *y = Y + (size_t) idx[j] * f;
+		float	   *w = W + (size_t) j * SIMD_W * np;
+		V			s = vset1(fmaf(coef->a1, val[j], coef->a0));
+		V			t = vset1(fmaf(coef->b1, val[j], coef->b0));
+
+		for (c = 0; c < nv; c++)
+		{
+			V			yc = SIMD(ldv) (y, c, nv, tail);
+
+			vst(w + SIMD_W * c, vmul(s, yc));
+			vst(b + SIMD_W * c, vfma(t, yc, vld(b + SIMD_W * c)));
+		}
+		for (; c < np; c++)
+			vst(w + SIMD_W * c, vzero());
+	}
+}
+
+/*
+ * Rows a0..a0+3 of A by w vectors from column SIMD_W c0, over the n
+ * cells: 4 w accumulators, and per cell w loads and 4 broadcasts for 4 w
+ * FMAs.  Rows past f (when f is not a multiple of 4) repeat row a0's
+ * broadcast, which stays inside y_j, and are not stored.
+ */
+static SIMD_INLINE void
+SIMD(gram_tile) (float *A, int f, int a0, int c0, const float *W,
+				 const float *Y, const int32_t *idx, int n, const int w)
+{
+	int			fp = wals_pad(f);
+	int			nr = f - a0 < 4 ? f - a0 : 4;
+	int			off[4];
+	V			acc[4][SIMD_TILE];
+	int			j;
+	int			r;
+	int			c;
+
+	SIMD_UNROLL
+	for (r = 0; r < 4; r++)
+	{
+		off[r] = a0 + (r < nr ? r : 0);
+		SIMD_UNROLL
+		for (c = 0; c < w; c++)
+			acc[r][c] = r < nr ?
+				vld(A + (size_t) (a0 + r) * fp + SIMD_W * (c0 + c)) : vzero();
+	}
+	for (j = 0; j < n; j++)
+	{
+		const float *y = Y + (size_t) idx[j] * f;
+		const float *wj = W + (size_t) j * fp + SIMD_W * c0;
+		V			b0 = vset1(y[off[0]]);
+		V			b1 = vset1(y[off[1]]);
+		V			b2 = vset1(y[off[2]]);
+		V			b3 = vset1(y[off[3]]);
+
+		SIMD_UNROLL
+		for (c = 0; c < w; c++)
+		{
+			V			wc = vld(wj + SIMD_W * c);
+
+			acc[0][c] = vfma(b0, wc, acc[0][c]);
+			acc[1][c] = vfma(b1, wc, acc[1][c]);
+			acc[2][c] = vfma(b2, wc, acc[2][c]);
+			acc[3][c] = vfma(b3, wc, acc[3][c]);
+		}
+	}
+	SIMD_UNROLL
+	for (r = 0; r < 4; r++)
+		SIMD_UNROLL
+		for (c = 0; c < w; c++)
+			if (r < nr)
+				vst(A + (size_t) (a0 + r) * fp + SIMD_W * (c0 + c), acc[r][c]);
+}
+
+/*
+ * Tiles cover the upper triangle: rows a0..a0+3 need the vectors from the
+ * one holding column a0 on, so the diagonal tiles also write some entries
+ * below the diagonal, which nothing reads.
+ */
+static SIMD_FN void
+SIMD(gram_acc) (float *A, int f, const float *W, const float *Y,
+				const int32_t *idx, int n)
+{
+	int			np = wals_pad(f) / SIMD_W;
+	int			a0;
+	int			c0;
+
+#define TILE(k) SIMD(gram_tile) (A, f, a0, c0, W, Y, idx, n, k)
+	for (a0 = 0; a0 < f; a0 += 4)
+		for (c0 = a0 / SIMD_W; c0 < np; c0 += SIMD_TILE)
+			SIMD_DISPATCH(np - c0 < SIMD_TILE ? np - c0 : SIMD_TILE, SIMD_TILE, TILE);
+#undef TILE
+}
+
+/*
+ * Rows kb..kb+3 of U, over the w vectors from column SIMD_W cs: A's rows
+ * less the contributions of the finished rows above, accumulated in
+ * registers (left-looking: each entry of U is stored once), then the four
+ * rows finished one after the other.  Narrow chunks split the
+ * accumulation over rows m into sets of partial sums, as many as the
+ * accumulators allow: their chains of kb dependent FMAs would otherwise
+ * set the pace.  The chunk that holds the diagonal comes first and records
+ * the four pivots' inverses and the couplings between the four rows,
+ * which the chunks right of it apply in the same order.  A pivot's inverse
+ * replaces it on the diagonal, since the substitutions only ever divide
+ * by it.  Rows past f are computed from row kb and not stored; reading up
+ * to column kb + 3 stays inside the padded rows.
+ */
+static SIMD_INLINE int
+SIMD(chol_chunk) (float *A, int f, int kb, int cs, int first, float *inv,
+				  float coup[4][4], const int w)
+{
+	int			fp = wals_pad(f);
+	int			nr = f - kb < 4 ? f - kb : 4;
+	const int	sets = SIMD_TILE / w > 1 ? SIMD_TILE / w : 1;
+	V			part[SIMD_TILE][4][SIMD_TILE];
+	V			(*acc)[SIMD_TILE] = part[0];
+	int			m;
+	int			g;
+	int			r;
+	int			q;
+	int			c;
+
+	SIMD_UNROLL
+	for (g = 0; g < sets; g++)
+		SIMD_UNROLL
+		for (r = 0; r < 4; r++)
+			SIMD_UNROLL
+			for (c = 0; c < w; c++)
+				part[g][r][c] = g > 0 ? vzero() :
+					vld(A + (size_t) (kb + (r < nr ? r : 0)) * fp + SIMD_W * (cs + c));
+	for (m = 0; m + sets <= kb; m += sets)
+	{
+		SIMD_UNROLL
+		for (g = 0; g < sets; g++)
+		{
+			const float *um = A + (size_t) (m + g) * fp;
+			V			b0 = vset1(um[kb]);
+			V			b1 = vset1(um[kb + 1]);
+			V			b2 = vset1(um[kb + 2]);
+			V			b3 = vset1(um[kb + 3]);
+
+			SIMD_UNROLL
+			for (c = 0; c < w; c++)
+			{
+				V			u = vld(um + SIMD_W * (cs + c));
+
+				part[g][0][c] = vfnma(b0, u, part[g][0][c]);
+				part[g][1][c] = vfnma(b1, u, part[g][1][c]);
+				part[g][2][c] = vfnma(b2, u, part[g][2][c]);
+				part[g][3][c] = vfnma(b3, u, part[g][3][c]);
+			}
+		}
+	}
+	for (; m < kb; m++)
+	{
+		const float *um = A + (size_t) m * fp;
+
+		SIMD_UNROLL
+		for (c = 0; c < w; c++)
+		{
+			V			u = vld(um + SIMD_W * (cs + c));
+
+			SIMD_UNROLL
+			for (r = 0; r < 4; r++)
+				acc[r][c] = vfnma(vset1(um[kb + r]), u, acc[r][c]);
+		}
+	}
+	SIMD_UNROLL
+	for (g = 1; g < sets; g++)
+		SIMD_UNROLL
+		for (r = 0; r < 4; r++)
+			SIMD_UNROLL
+			for (c = 0; c < w; c++)
+				acc[r][c] = vadd(acc[r][c], part[g][r][c]);
+	SIMD_UNROLL
+	for (r = 0; r < 4; r++)
+	{
+		int			k = kb + r;
+		V			s;
+
+		if (r >= nr)
+			break;
+		if (first)
+		{
+			V			d = vlane(acc[r][k / SIMD_W - cs], k % SIMD_W);
+
+			if (!(vfirst(d) > 0.0f))
+				return 0;
+			s = vrsqrt(d);
+			inv[r] = vfirst(s);
+		}
+		else
+			s = vset1(inv[r]);
+		SIMD_UNROLL
+		for (c = 0; c < w; c++)
+			acc[r][c] = vmul(s, acc[r][c]);
+		SIMD_UNROLL
+		for (q = r + 1; q < 4; q++)
+		{
+			if (q >= nr)
+				break;
+			if (first)
+			{
+				s = vlane(acc[r][(kb + q) / SIMD_W - cs], (kb + q) % SIMD_W);
+				coup[r][q] = vfirst(s);
+			}
+			else
+				s = vset1(coup[r][q]);
+			SIMD_UNROLL
+			for (c = 0; c < w; c++)
+				acc[q][c] = vfnma(s, acc[r][c], acc[q][c]);
+		}
+	}
+	SIMD_UNROLL
+	for (r = 0; r < 4; r++)
+		SIMD_UNROLL
+		for (c = 0; c < w; c++)
+			if (r < nr)
+				vst(A + (size_t) (kb + r) * fp + SIMD_W * (cs + c), acc[r][c]);
+	if (first)
+		for (r = 0; r < nr; r++)
+			A[(size_t) (kb + r) * fp + kb + r] = inv[r];
+	return 1;
+}
+
+/* A = U^T U, U upper with inverted diagonal, by panels of four rows. */
+static SIMD_FN int
+SIMD(chol_factor) (float *A, int f)
+{
+	int			np = wals_pad(f) / SIMD_W;
+	int			kb;
+
+	for (kb = 0; kb < f; kb += 4)
+	{
+		float		inv[4] = {0.0f};
+		float		coup[4][4] = {{0.0f}};
+		int			cs;
+
+		for (cs = kb / SIMD_W; cs < np; cs += SIMD_TILE)
+		{
+			int			first = cs == kb / SIMD_W;
+			int			ok = 0;
+
+#define CHUNK(k) ok = SIMD(chol_chunk) (A, f, kb, cs, first, inv, coup, k)
+			SIMD_DISPATCH(np - cs < SIMD_TILE ? np - cs : SIMD_TILE, SIMD_TILE, CHUNK);
+#undef CHUNK
+			if (!ok)
+				return 0;
+		}
+	}
+	return 1;
+}
+
+/*
+ * U^T z = b forward with b in registers (nv a constant): each step takes
+ * z_k from its lane of b and subtracts z_k times row k from what is left,
+ * so the steps' chain is a lane broadcast, a multiply and an FMA.  z
+ * replaces b.
+ */
+static SIMD_INLINE void
+SIMD(forward_reg) (const float *A, int f, float *b, const int nv)
+{
+	int			fp = SIMD_W * nv;
+	V			bv[SIMD_ONE];
+	int			q;
+	int			c;
+
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+		bv[c] = vld(b + SIMD_W * c);
+	SIMD_UNROLL
+	for (q = 0; q < nv; q++)
+	{
+		int			last = f - SIMD_W * q < SIMD_W ? f - SIMD_W * q : SIMD_W;
+		int			kk;
+
+		for (kk = 0; kk < last; kk++)
+		{
+			const float *rk = A + (size_t) (SIMD_W * q + kk) * fp;
+			V			t = vmul(vlane(bv[q], kk), vset1(rk[SIMD_W * q + kk]));
+
+			b[SIMD_W * q + kk] = vfirst(t);
+			SIMD_UNROLL
+			for (c = q; c < nv; c++)
+				bv[c] = vfnma(t, vld(rk + SIMD_W * c), bv[c]);
+		}
+	}
+}
+
+/*
+ * U x = z backward with x in registers (nv a constant), four rows at a
+ * time: their dot products with the finished part of x share one set of
+ * horizontal sums, and only the 4 x 4 triangle between them is solved one
+ * row after the other.  The lanes up to the group's last row are dropped:
+ * they hold no x yet, and U's lower triangle holds garbage.
+ */
+static SIMD_INLINE void
+SIMD(backward_reg) (const float *A, int f, const float *z, float *x,
+					const int nv)
+{
+	int			fp = SIMD_W * nv;
+	V			xv[SIMD_ONE];
+	int			q;
+	int			c;
+
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+		xv[c] = vzero();
+	SIMD_UNROLL
+	for (q = nv - 1; q >= 0; q--)
+	{
+		int			k0;
+
+		for (k0 = SIMD_W * q + SIMD_W - 4; k0 >= SIMD_W * q; k0 -= 4)
+		{
+			const float *u[4];
+			V			d[4];
+			float		sv[4];
+			float		xs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+			int			nr;
+			int			r;
+			int			j;
+
+			if (k0 >= f)
+				continue;
+			nr = f - k0 < 4 ? f - k0 : 4;
+			SIMD_UNROLL
+			for (r = 0; r < 4; r++)
+			{
+				u[r] = A + (size_t) (k0 + (r < nr ? r : 0)) * fp;
+				d[r] = vmul(vkeep_from(vld(u[r] + SIMD_W * q), k0 % SIMD_W + 4), xv[q]);
+				SIMD_UNROLL
+				for (c = q + 1; c < nv; c++)
+					d[r] = vfma(vld(u[r] + SIMD_W * c), xv[c], d[r]);
+			}
+			vsum4(d[0], d[1], d[2], d[3], sv);
+			SIMD_UNROLL
+			for (r = 3; r >= 0; r--)
+			{
+				float		acc;
+
+				if (r >= nr)
+					continue;
+				acc = z[k0 + r] - sv[r];
+				SIMD_UNROLL
+				for (j = r + 1; j < 4; j++)
+					if (j < nr)
+						acc -= u[r][k0 + j] * xs[j];
+				xs[r] = acc * u[r][k0 + r];
+				x[k0 + r] = xs[r];
+			}
+			xv[q] = vput(xv[q], k0 % SIMD_W, nr, xs);
+		}
+	}
+}
+
+/*
+ * The same substitutions for wider systems, on b in memory: forward as row
+ * operations on b (whole vectors: the lanes at or left of k are spent, and
+ * z goes to x), backward as dot products with the finished part of x, kept
+ * aligned in b.  The spent lanes of b may hold anything, so the products,
+ * not U's entries, are dropped there.
+ */
+static SIMD_FN void
+SIMD(substitute_mem) (const float *A, int f, float *b, float *x)
+{
+	int			fp = wals_pad(f);
+	int			np = fp / SIMD_W;
+	int			k;
+	int			c;
+
+	for (k = 0; k < f; k++)
+	{
+		const float *rk = A + (size_t) k * fp;
+		float		z = b[k] * rk[k];
+		V			t = vset1(z);
+
+		x[k] = z;
+		for (c = k / SIMD_W; c < np; c++)
+			vst(b + SIMD_W * c, vfnma(t, vld(rk + SIMD_W * c), vld(b + SIMD_W * c)));
+	}
+	for (k = f - 1; k >= 0; k--)
+	{
+		const float *rk = A + (size_t) k * fp;
+		V			s = vzero();
+
+		for (c = k / SIMD_W; c < np; c++)
+			s = vadd(s, vkeep_from(vmul(vld(rk + SIMD_W * c), vld(b + SIMD_W * c)),
+								   k + 1 - SIMD_W * c));
+		b[k] = x[k] = (x[k] - vreduce(s)) * rk[k];
+	}
+}
+
+static SIMD_FN int
+SIMD(chol_solve) (float *A, int f, float *b, float *x)
+{
+	int			np = wals_pad(f) / SIMD_W;
+
+	if (!SIMD(chol_factor) (A, f))
+		return 0;
+#define SUBST(k) do { \
+		SIMD(forward_reg) (A, f, b, k); \
+		SIMD(backward_reg) (A, f, b, x, k); \
+	} while (0)
+	if (np <= SIMD_ONE)
+		SIMD_DISPATCH(np, SIMD_ONE, SUBST);
+	else
+		SIMD(substitute_mem) (A, f, b, x);
+#undef SUBST
+	return 1;
+}
+
+static const WalsKernels SIMD(kernels) = {
+	SIMD_NAME,
+	SIMD_ISA,
+	SIMD(row_pass),
+	SIMD(symv),
+	SIMD(dots),
+	SIMD(dot),
+	SIMD(axpy),
+	SIMD(xpay),
+	SIMD(chol_gather),
+	SIMD(gram_acc),
+	SIMD(chol_solve)
+};
+
+#undef SIMD_INLINE
+#undef SIMD_UNROLL
+#undef SIMD_TILE
+#undef PREFETCH_CELLS
+#undef SIMD_DISPATCH
+#undef SIMD_W
+#undef V
+#undef SIMD_FN
+#undef SIMD
+#undef SIMD_ISA
+#undef SIMD_NAME
+#undef SIMD_ONE
+#undef SIMD_BOTH
+#undef SIMD_ACC
+#undef vzero
+#undef vset1
+#undef vld
+#undef vst
+#undef vldn
+#undef vstn
+#undef vfma
+#undef vfnma
+#undef vmul
+#undef vadd
+#undef vlane
+#undef vfirst
+#undef vrsqrt
+#undef vsum4
+#undef vreduce
+#undef vkeep_from
+#undef vput
