@@ -624,6 +624,26 @@ struct ScorePath
 
 static const ScorePath *score_path(void);
 
+/*
+ * A path's core: the bounds of the 16 items of blk for query q; returns
+ * the eligible lanes whose upper bound reaches threshold, storing both
+ * bounds when there are any.
+ */
+typedef uint32_t (*BlockFn) (const unsigned char *blk, int groups,
+							 const Query *q, float threshold,
+							 uint32_t eligible, float *lower, float *upper);
+
+/*
+ * The loops around a block function are written once and inlined into
+ * each path's functions, where the constant block function is inlined in
+ * turn, compiled for that path's instruction set.
+ */
+#ifdef __GNUC__
+#define SCORE_INLINE inline __attribute__((always_inline))
+#else
+#define SCORE_INLINE inline
+#endif
+
 /* The first block from b on that one of the nu users may take. */
 static int64_t
 next_block(Cursor *c, int nu, int64_t b, int64_t nblocks)
@@ -656,6 +676,63 @@ rescore(const WalsScoreIndex *ix, const float *x, const Scan *st, int k,
 			wals_topk_push(&heap, st->cand[c],
 						   dot(x, ix->Y + (size_t) st->cand[c] * f, f));
 	return wals_topk_finish(&heap);
+}
+
+/*
+ * The first pass of nu queries at once, block by block, so that a block
+ * read from memory serves them all while it is in the first-level cache.
+ * Each path inlines this body with its own block function, compiled for
+ * its own instruction set.
+ */
+static SCORE_INLINE void
+scan_body(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
+		  int nu, BlockFn block)
+{
+	int64_t		nblocks = block_count(ix->n);
+	size_t		bb = block_bytes(ix->groups);
+	int64_t		b;
+	int			u;
+
+	for (b = next_block(c, nu, 0, nblocks); b < nblocks;
+		 b = next_block(c, nu, b + 1, nblocks))
+		for (u = 0; u < nu; u++)
+		{
+			float		lower[BLOCK];
+			float		upper[BLOCK];
+			uint32_t	eligible = cursor_block_mask(&c[u], b, ix->n);
+			uint32_t	cand;
+
+			if (eligible == 0)
+				continue;
+			cand = block(ix->blocks + (size_t) b * bb, ix->groups, &q[u],
+						 st[u].threshold, eligible, lower, upper);
+			if (cand)
+				scan_take(&st[u], b * BLOCK, cand, lower, upper);
+		}
+}
+
+/* Every item's bounds, for tests, through the same block function. */
+static SCORE_INLINE void
+bounds_body(const WalsScoreIndex *ix, const Query *q, float *lower,
+			float *upper, BlockFn block)
+{
+	size_t		bb = block_bytes(ix->groups);
+	int64_t		b;
+
+	for (b = 0; b < block_count(ix->n); b++)
+	{
+		float		lo[BLOCK];
+		float		up[BLOCK];
+		int64_t		j;
+
+		block(ix->blocks + (size_t) b * bb, ix->groups, q, -INFINITY, 0xffff,
+			  lo, up);
+		for (j = 0; j < BLOCK && b * BLOCK + j < ix->n; j++)
+		{
+			lower[b * BLOCK + j] = lo[j];
+			upper[b * BLOCK + j] = up[j];
+		}
+	}
 }
 
 #if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -731,10 +808,8 @@ block_sums(const unsigned char *blk, int groups, const int16_t *pairs,
 #endif
 
 /*
- * Bounds of the 16 items of blk; returns the eligible lanes whose upper
- * bound reaches threshold, storing both bounds when there are any.  The
- * integer sums are exact in any order and with either byte offset, so
- * every path gives the same a.
+ * The portable BlockFn.  The integer sums are exact in any order and with
+ * either byte offset, so every path gives the same a.
  */
 static uint32_t
 block_portable(const unsigned char *blk, int groups, const Query *q,
@@ -760,59 +835,19 @@ block_portable(const unsigned char *blk, int groups, const Query *q,
 	return cand;
 }
 
-/*
- * The first pass of nu queries at once, block by block, so that a block
- * read from memory serves them all while it is in the first-level cache.
- */
+/* The portable path's scan and bounds. */
 static void
 scan_portable(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
 			  int nu)
 {
-	int64_t		nblocks = block_count(ix->n);
-	size_t		bb = block_bytes(ix->groups);
-	int64_t		b;
-	int			u;
-
-	for (b = next_block(c, nu, 0, nblocks); b < nblocks;
-		 b = next_block(c, nu, b + 1, nblocks))
-		for (u = 0; u < nu; u++)
-		{
-			float		lower[BLOCK];
-			float		upper[BLOCK];
-			uint32_t	eligible = cursor_block_mask(&c[u], b, ix->n);
-			uint32_t	cand;
-
-			if (eligible == 0)
-				continue;
-			cand = block_portable(ix->blocks + (size_t) b * bb, ix->groups,
-								  &q[u], st[u].threshold, eligible, lower,
-								  upper);
-			if (cand)
-				scan_take(&st[u], b * BLOCK, cand, lower, upper);
-		}
+	scan_body(ix, q, c, st, nu, block_portable);
 }
 
 static void
 bounds_portable(const WalsScoreIndex *ix, const Query *q, float *lower,
 				float *upper)
 {
-	size_t		bb = block_bytes(ix->groups);
-	int64_t		b;
-
-	for (b = 0; b < block_count(ix->n); b++)
-	{
-		float		lo[BLOCK];
-		float		up[BLOCK];
-		int64_t		j;
-
-		block_portable(ix->blocks + (size_t) b * bb, ix->groups, q,
-					   -INFINITY, 0xffff, lo, up);
-		for (j = 0; j < BLOCK && b * BLOCK + j < ix->n; j++)
-		{
-			lower[b * BLOCK + j] = lo[j];
-			upper[b * BLOCK + j] = up[j];
-		}
-	}
+	bounds_body(ix, q, lower, upper, block_portable);
 }
 
 /* ---------- AVX-512 VNNI ---------- */
@@ -877,55 +912,18 @@ block_vnni(const unsigned char *blk, int groups, const Query *q,
 	return cand;
 }
 
-/* scan_portable with block_vnni. */
 static WALS_VNNI void
 scan_vnni(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
 		  int nu)
 {
-	int64_t		nblocks = block_count(ix->n);
-	size_t		bb = block_bytes(ix->groups);
-	int64_t		b;
-	int			u;
-
-	for (b = next_block(c, nu, 0, nblocks); b < nblocks;
-		 b = next_block(c, nu, b + 1, nblocks))
-		for (u = 0; u < nu; u++)
-		{
-			float		lower[BLOCK];
-			float		upper[BLOCK];
-			uint32_t	eligible = cursor_block_mask(&c[u], b, ix->n);
-			uint32_t	cand;
-
-			if (eligible == 0)
-				continue;
-			cand = block_vnni(ix->blocks + (size_t) b * bb, ix->groups, &q[u],
-							  st[u].threshold, eligible, lower, upper);
-			if (cand)
-				scan_take(&st[u], b * BLOCK, cand, lower, upper);
-		}
+	scan_body(ix, q, c, st, nu, block_vnni);
 }
 
 static WALS_VNNI void
 bounds_vnni(const WalsScoreIndex *ix, const Query *q, float *lower,
 			float *upper)
 {
-	size_t		bb = block_bytes(ix->groups);
-	int64_t		b;
-
-	for (b = 0; b < block_count(ix->n); b++)
-	{
-		float		lo[BLOCK];
-		float		up[BLOCK];
-		int64_t		j;
-
-		block_vnni(ix->blocks + (size_t) b * bb, ix->groups, q, -INFINITY,
-				   0xffff, lo, up);
-		for (j = 0; j < BLOCK && b * BLOCK + j < ix->n; j++)
-		{
-			lower[b * BLOCK + j] = lo[j];
-			upper[b * BLOCK + j] = up[j];
-		}
-	}
+	bounds_body(ix, q, lower, upper, block_vnni);
 }
 
 #endif							/* x86 */
@@ -1185,49 +1183,35 @@ static const ScorePath portable_path = {
 static const ScorePath vnni_path = {
 	"avx512vnni", scan_vnni, bounds_vnni, batch_first_pass
 };
-
-/* The operating system's support for the registers is checked too. */
-static int
-cpu_has_vnni(void)
-{
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512f") &&
-		__builtin_cpu_supports("avx512bw") &&
-		__builtin_cpu_supports("avx512vl") &&
-		__builtin_cpu_supports("avx512dq") &&
-		__builtin_cpu_supports("avx512vnni");
-}
 #endif
 
-static const ScorePath *score_chosen;
-static int	score_portable_forced;
-
-/* Chosen once, as wals_kernels() is; a race stores the same pointer. */
+/*
+ * The path of the kernel family in use, so that wals_kernels_use (the
+ * server's wals.kernels) moves scoring along with the solvers, and tests
+ * and benchmarks reach every path through it.  Asking again each time
+ * costs a switch and a look at the CPU's features, which never change, so
+ * no choice is cached that a later wals_kernels_use would leave stale.
+ */
 static const ScorePath *
 score_path(void)
 {
-	if (score_chosen == NULL)
+	switch (wals_kernels()->isa)
 	{
-		score_chosen = &portable_path;
 #ifdef SCORE_X86
-		if (!score_portable_forced && cpu_has_vnni())
-			score_chosen = &vnni_path;
+		case WALS_ISA_AVX512:
+			if (wals_cpu_feature(WALS_CPU_VNNI))
+				return &vnni_path;
+			return &portable_path;
 #endif
+		default:
+			return &portable_path;
 	}
-	return score_chosen;
 }
 
 const char *
 wals_score_path(void)
 {
 	return score_path()->name;
-}
-
-void
-wals_score_force_portable(int portable)
-{
-	score_portable_forced = portable;
-	score_chosen = NULL;
 }
 
 /* ---------- entry points ---------- */
@@ -1271,7 +1255,7 @@ wals_score_bounds(const WalsScoreIndex *ix, const float *x, float *lower,
 	return 1;
 }
 
-/* Either batch may run, as a test may force the path in between. */
+/* Either batch may run: wals_kernels_use may change the path in between. */
 size_t
 wals_score_batch_scratch_size(const WalsScoreIndex *ix, int k)
 {

@@ -99,10 +99,10 @@ extern int	wals_score_bounds(const WalsScoreIndex *ix, const float *x,
 							  float *lower, float *upper, void *scratch);
 
 /*
- * The first pass's instruction set, "avx512vnni" or "portable"; forcing
- * the portable one (for tests and benchmarks) applies to later queries.
+ * The first pass's instruction set, which follows the kernel family in use
+ * (wals_kernels_use): "avx512vnni" for avx512 on a CPU with VNNI, else
+ * "portable".
  */
 extern const char *wals_score_path(void);
-extern void wals_score_force_portable(int portable);
 
 #endif							/* WALS_SCORE_H */

@@ -1,7 +1,8 @@
 /*
  * score_bench.c
  *	  Microseconds per top-k query and batch throughput of the scoring
- *	  engine, single-threaded, on synthetic item factors, without a server.
+ *	  engine on every path this CPU runs, single-threaded, on synthetic item
+ *	  factors, without a server.
  *
  *	  score_bench [items f k queries users]
  *	  (defaults: 27000 64 10 3000 8192, MovieLens-20M's items at the
@@ -10,13 +11,17 @@
  * Two data sets: factors drawn from a normal distribution, and low-rank
  * "trained-like" ones (a few shared directions, norms spread by item
  * popularity), where a few items dominate every user's scores.  Each is
- * queried without a filter and with a 50-item skip list, through the scan
- * the server used before this engine (cblas_sgemv, then
- * wals_topk_select), the reference scan (every item through
- * wals_score_dot, the same heap), the index, and the batch; the index and
- * the batch once more on the portable path, as a CPU without VNNI runs
- * them.  Every result of the index and the batch is checked against the
- * reference and mismatches are counted: the figure must be 0.
+ * queried without a filter and with a 50-item skip list, under each kernel
+ * family the CPU runs (chosen with wals_kernels_use, as the server's
+ * wals.kernels does), which brings its own first-pass path: one row per
+ * family, with the query's p50 and p99, the batch's throughput (the median
+ * of BATCH_RUNS), and both against the widest family's.  The families take
+ * turns query by query and run by run, so that a machine's slow spells
+ * fall on all of them.  Every result is checked against the reference of
+ * its family (every item through wals_score_dot, the same heap) and
+ * mismatches are counted: the figure must be 0.  Below the rows, for
+ * scale, the scan the server used before this engine (cblas_sgemv, then
+ * wals_topk_select) and the reference scan of the widest family.
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +37,8 @@
 #define SKIP_ITEMS 50
 #define BENCH_RANK 8
 #define FULL_USERS 138000
+#define BATCH_RUNS 3
+#define MAX_FAMILIES WALS_ISA_COUNT
 
 static uint64_t rng_state = 42;
 
@@ -136,15 +143,6 @@ cmp_int32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* p50 and p90 of seconds, printed in microseconds. */
-static void
-print_quantiles(const char *what, double *sec, int count)
-{
-	qsort(sec, count, sizeof(double), cmp_double);
-	printf("    %-28s p50 %8.1f us   p90 %8.1f us\n", what,
-		   1e6 * sec[count / 2], 1e6 * sec[count * 9 / 10]);
-}
-
 /* SKIP_ITEMS distinct sorted items per user, as rated items would be. */
 static void
 make_skips(int32_t *skip, int users, int64_t n)
@@ -192,135 +190,303 @@ differs(int got, const int32_t *idx, const float *score, int want,
 		memcmp(score, rscore, sizeof(float) * want) != 0;
 }
 
-static void
-bench_queries(const WalsScoreIndex *ix, const float *Q, int queries,
-			  const WalsScoreFilter *filters, int k)
+
+/* A kernel family this CPU runs and the first pass it brings. */
+typedef struct Family
 {
-	int64_t		n = ix->n;
-	int			f = ix->f;
-	float	   *scores = xalloc(n, sizeof(float));
-	double	   *t_gemv = xalloc(queries, sizeof(double));
-	double	   *t_ref = xalloc(queries, sizeof(double));
-	double	   *t_ix = xalloc(queries, sizeof(double));
-	double	   *t_port = xalloc(queries, sizeof(double));
-	void	   *scratch = xalloc(wals_score_scratch_size(ix, k), 1);
+	const char *kernels;
+	const char *path;
+} Family;
+
+/* The families, widest first; their count. */
+static int
+list_families(Family *fam)
+{
+	int			nfam = 0;
+	int			isa;
+
+	for (isa = 0; isa < WALS_ISA_COUNT; isa++)
+	{
+		const WalsKernels *kernels = wals_kernels_isa((WalsIsa) isa);
+
+		if (kernels == NULL)
+			continue;
+		wals_kernels_use(kernels->name);
+		fam[nfam].kernels = kernels->name;
+		fam[nfam].path = wals_score_path();
+		nfam++;
+	}
+	wals_kernels_use("auto");
+	return nfam;
+}
+
+/* The top k of rows users, as a reference or as a path returned them. */
+typedef struct Results
+{
+	int32_t    *idx;			/* k per user */
+	float	   *score;
+	int		   *count;
+} Results;
+
+static void
+results_alloc(Results *r, int rows, int k)
+{
+	r->idx = xalloc((size_t) rows * k, sizeof(int32_t));
+	r->score = xalloc((size_t) rows * k, sizeof(float));
+	r->count = xalloc(rows, sizeof(int));
+}
+
+static void
+results_free(Results *r)
+{
+	free(r->idx);
+	free(r->score);
+	free(r->count);
+}
+
+/* How many of users [0, rows) of got differ from want. */
+static int
+count_differing(const Results *got, const Results *want, int rows, int k)
+{
+	int			differing = 0;
+	int			u;
+
+	for (u = 0; u < rows; u++)
+		differing += differs(got->count[u], got->idx + (size_t) u * k,
+							 got->score + (size_t) u * k, want->count[u],
+							 want->idx + (size_t) u * k,
+							 want->score + (size_t) u * k);
+	return differing;
+}
+
+/* The p-th quantile (0 to 1) of count seconds, sorting them. */
+static double
+quantile(double *sec, int count, double p)
+{
+	int			i = (int) (p * count);
+
+	qsort(sec, count, sizeof(double), cmp_double);
+	return sec[i < count ? i : count - 1];
+}
+
+/*
+ * The references of every family for users U, rows of them; the widest
+ * family's time per query over the first queries goes to ref_sec.
+ */
+static void
+make_references(const WalsScoreIndex *ix, const float *U, int rows,
+				const WalsScoreFilter *filters, int k, const Family *fam,
+				int nfam, Results *ref, double *ref_sec, int queries)
+{
+	float	   *scores = xalloc(ix->n, sizeof(float));
+	int			p;
+	int			u;
+
+	for (p = 0; p < nfam; p++)
+	{
+		wals_kernels_use(fam[p].kernels);
+		results_alloc(&ref[p], rows, k);
+		for (u = 0; u < rows; u++)
+		{
+			double		t0 = now();
+
+			ref[p].count[u] = reference_scan(ix->Y, ix->n, ix->f,
+											 U + (size_t) u * ix->f,
+											 filters ? &filters[u] : NULL, k,
+											 ref[p].idx + (size_t) u * k,
+											 ref[p].score + (size_t) u * k,
+											 scores);
+			if (p == 0 && u < queries)
+				ref_sec[u] = now() - t0;
+		}
+	}
+	wals_kernels_use("auto");
+	free(scores);
+}
+
+/* Seconds per query of the old serving scan, cblas_sgemv and the heap. */
+static void
+time_sgemv(const WalsScoreIndex *ix, const float *U, int queries,
+		   const WalsScoreFilter *filters, int k, double *sec)
+{
+	float	   *scores = xalloc(ix->n, sizeof(float));
 	int32_t    *idx = xalloc(k, sizeof(int32_t));
 	float	   *score = xalloc(k, sizeof(float));
-	int32_t    *ridx = xalloc(k, sizeof(int32_t));
-	float	   *rscore = xalloc(k, sizeof(float));
-	int			mismatches = 0;
 	int			q;
 
 	for (q = 0; q < queries; q++)
 	{
-		const float *x = Q + (size_t) q * f;
 		const WalsScoreFilter *filter = filters ? &filters[q] : NULL;
-		const int32_t *skip = filter ? filter->skip : NULL;
-		int64_t		nskip = filter ? filter->nskip : 0;
-		int			want;
-		int			got;
 		double		t0 = now();
 
-		cblas_sgemv(CblasRowMajor, CblasNoTrans, (int) n, f, 1.0f, ix->Y, f,
-					x, 1, 0.0f, scores, 1);
-		wals_topk_select(scores, n, skip, nskip, k, idx, score);
-		t_gemv[q] = now() - t0;
-
-		t0 = now();
-		want = reference_scan(ix->Y, n, f, x, filter, k, ridx, rscore, scores);
-		t_ref[q] = now() - t0;
-
-		t0 = now();
-		got = wals_score_topk(ix, x, filter, k, idx, score, scratch);
-		t_ix[q] = now() - t0;
-		mismatches += differs(got, idx, score, want, ridx, rscore);
-
-		wals_score_force_portable(1);
-		t0 = now();
-		got = wals_score_topk(ix, x, filter, k, idx, score, scratch);
-		t_port[q] = now() - t0;
-		wals_score_force_portable(0);
-		mismatches += differs(got, idx, score, want, ridx, rscore);
+		cblas_sgemv(CblasRowMajor, CblasNoTrans, (int) ix->n, ix->f, 1.0f,
+					ix->Y, ix->f, U + (size_t) q * ix->f, 1, 0.0f, scores, 1);
+		wals_topk_select(scores, ix->n, filter ? filter->skip : NULL,
+						 filter ? filter->nskip : 0, k, idx, score);
+		sec[q] = now() - t0;
 	}
-	print_quantiles("sgemv + heap (old serving)", t_gemv, queries);
-	print_quantiles("reference scan (dot + heap)", t_ref, queries);
-	print_quantiles("index", t_ix, queries);
-	print_quantiles("index, portable path", t_port, queries);
-	printf("    index results differing from the reference: %d of %d\n",
-		   mismatches, 2 * queries);
 	free(scores);
-	free(t_gemv);
-	free(t_ref);
-	free(t_ix);
-	free(t_port);
-	free(scratch);
 	free(idx);
 	free(score);
-	free(ridx);
-	free(rscore);
 }
 
+/*
+ * Each family's seconds per query (sec[p][q]), the families taking turns
+ * on each query; their mismatches go to differing[p].
+ */
 static void
-bench_batch(const WalsScoreIndex *ix, const float *U, int users,
-			const WalsScoreFilter *filters, int k, int portable)
+time_queries(const WalsScoreIndex *ix, const float *U, int queries,
+			 const WalsScoreFilter *filters, int k, const Family *fam,
+			 int nfam, const Results *ref, double **sec, int *differing)
 {
-	int			f = ix->f;
-	void	   *scratch = xalloc(wals_score_batch_scratch_size(ix, k), 1);
-	int32_t    *idx = xalloc((size_t) users * k, sizeof(int32_t));
-	float	   *score = xalloc((size_t) users * k, sizeof(float));
-	int		   *count = xalloc(users, sizeof(int));
-	float	   *scores = xalloc(ix->n, sizeof(float));
-	int32_t    *ridx = xalloc(k, sizeof(int32_t));
-	float	   *rscore = xalloc(k, sizeof(float));
-	int			mismatches = 0;
-	double		t0;
-	double		sec;
-	int			u;
+	void	   *scratch = xalloc(wals_score_scratch_size(ix, k), 1);
+	Results		got;
+	int			q;
+	int			p;
 
-	wals_score_force_portable(portable);
-	t0 = now();
-	wals_score_topk_batch(ix, U, 0, users, filters, k, idx, score, count,
-						  scratch);
-	sec = now() - t0;
-	wals_score_force_portable(0);
-	for (u = 0; u < users; u++)
-	{
-		int			want = reference_scan(ix->Y, ix->n, f, U + (size_t) u * f,
-										  filters ? &filters[u] : NULL, k,
-										  ridx, rscore, scores);
+	results_alloc(&got, 1, k);
+	for (q = 0; q < queries; q++)
+		for (p = 0; p < nfam; p++)
+		{
+			const WalsScoreFilter *filter = filters ? &filters[q] : NULL;
+			double		t0;
 
-		mismatches += differs(count[u], idx + (size_t) u * k,
-							  score + (size_t) u * k, want, ridx, rscore);
-	}
-	printf("    batch%s: %d users in %.3f s, %.0f users/s, %d users: %.2f s; "
-		   "%d differing from the reference\n", portable ? ", portable path" : "",
-		   users, sec, users / sec, FULL_USERS, FULL_USERS * sec / users,
-		   mismatches);
+			wals_kernels_use(fam[p].kernels);
+			t0 = now();
+			got.count[0] = wals_score_topk(ix, U + (size_t) q * ix->f, filter, k,
+										   got.idx, got.score, scratch);
+			sec[p][q] = now() - t0;
+			differing[p] += differs(got.count[0], got.idx, got.score,
+									ref[p].count[q], ref[p].idx + (size_t) q * k,
+									ref[p].score + (size_t) q * k);
+		}
+	wals_kernels_use("auto");
+	results_free(&got);
 	free(scratch);
-	free(idx);
-	free(score);
-	free(count);
-	free(scores);
-	free(ridx);
-	free(rscore);
 }
 
+/*
+ * Each family's batch of users users, BATCH_RUNS times in turn; the median
+ * run's seconds go to batch_sec[p], its mismatches to differing[p].
+ */
 static void
-print_machine(void)
+time_batches(const WalsScoreIndex *ix, const float *U, int users,
+			 const WalsScoreFilter *filters, int k, const Family *fam,
+			 int nfam, const Results *ref, double *batch_sec, int *differing)
+{
+	void	   *scratch = xalloc(wals_score_batch_scratch_size(ix, k), 1);
+	double		runs[MAX_FAMILIES][BATCH_RUNS];
+	Results		got;
+	int			run;
+	int			p;
+
+	results_alloc(&got, users, k);
+	for (run = 0; run < BATCH_RUNS; run++)
+		for (p = 0; p < nfam; p++)
+		{
+			double		t0;
+
+			wals_kernels_use(fam[p].kernels);
+			t0 = now();
+			wals_score_topk_batch(ix, U, 0, users, filters, k, got.idx,
+								  got.score, got.count, scratch);
+			runs[p][run] = now() - t0;
+			differing[p] += count_differing(&got, &ref[p], users, k);
+		}
+	wals_kernels_use("auto");
+	for (p = 0; p < nfam; p++)
+		batch_sec[p] = quantile(runs[p], BATCH_RUNS, 0.5);
+	results_free(&got);
+	free(scratch);
+}
+
+/*
+ * One data set with one filter setting through every family: a row each,
+ * then the old serving scan and the reference for scale.
+ */
+static void
+bench_families(const WalsScoreIndex *ix, const float *U, int queries,
+			   int users, const WalsScoreFilter *filters, int k,
+			   const Family *fam, int nfam)
+{
+	int			rows = queries > users ? queries : users;
+	Results		ref[MAX_FAMILIES];
+	double	   *sec[MAX_FAMILIES];
+	double	   *ref_sec = xalloc(queries, sizeof(double));
+	double	   *gemv_sec = xalloc(queries, sizeof(double));
+	double		batch_sec[MAX_FAMILIES];
+	int			differing[MAX_FAMILIES] = {0};
+	double		p50_widest = 0.0;
+	int			p;
+
+	for (p = 0; p < nfam; p++)
+		sec[p] = xalloc(queries, sizeof(double));
+	make_references(ix, U, rows, filters, k, fam, nfam, ref, ref_sec, queries);
+	time_sgemv(ix, U, queries, filters, k, gemv_sec);
+	time_queries(ix, U, queries, filters, k, fam, nfam, ref, sec, differing);
+	time_batches(ix, U, users, filters, k, fam, nfam, ref, batch_sec,
+				 differing);
+	printf("    %-8s %-12s %9s %9s %7s %11s %9s %7s %9s\n", "kernels",
+		   "first pass", "query p50", "p99", "/widest", "batch u/s",
+		   "138k u", "/widest", "differing");
+	for (p = 0; p < nfam; p++)
+	{
+		double		p50 = quantile(sec[p], queries, 0.5);
+		double		p99 = quantile(sec[p], queries, 0.99);
+
+		if (p == 0)
+			p50_widest = p50;
+		printf("    %-8s %-12s %6.1f us %6.1f us %7.2f %11.0f %7.2f s %7.2f %9d\n",
+			   fam[p].kernels, fam[p].path, 1e6 * p50, 1e6 * p99,
+			   p50 / p50_widest, users / batch_sec[p],
+			   FULL_USERS * batch_sec[p] / users, batch_sec[p] / batch_sec[0],
+			   differing[p]);
+	}
+	printf("    (differing: of %d queries and %d x %d batch results per row)\n",
+		   queries, BATCH_RUNS, users);
+	printf("    sgemv + heap (old serving): p50 %.1f us, p99 %.1f us\n",
+		   1e6 * quantile(gemv_sec, queries, 0.5),
+		   1e6 * quantile(gemv_sec, queries, 0.99));
+	printf("    reference scan (%s dot + heap): p50 %.1f us, p99 %.1f us\n",
+		   fam[0].kernels, 1e6 * quantile(ref_sec, queries, 0.5),
+		   1e6 * quantile(ref_sec, queries, 0.99));
+	for (p = 0; p < nfam; p++)
+	{
+		results_free(&ref[p]);
+		free(sec[p]);
+	}
+	free(ref_sec);
+	free(gemv_sec);
+}
+
+/* The CPU, its byte-product features, and what runs where. */
+static void
+print_machine(const Family *fam, int nfam)
 {
 	FILE	   *cpuinfo = fopen("/proc/cpuinfo", "r");
 	char		line[256];
+	char		model[256] = "unknown (no model name in /proc/cpuinfo)\n";
+	int			p;
 
 	while (cpuinfo && fgets(line, sizeof(line), cpuinfo))
 		if (strncmp(line, "model name", 10) == 0)
 		{
-			printf("cpu:%s", strchr(line, ':') + 1);
+			snprintf(model, sizeof(model), "%s", strchr(line, ':') + 2);
 			break;
 		}
 	if (cpuinfo)
 		fclose(cpuinfo);
-	printf("first pass: %s, dot kernels: %s, one thread\n",
-		   wals_score_path(), wals_kernels_name());
+	printf("cpu: %s", model);
+	printf("byte dot products: AVX-512 VNNI %s, Arm dotprod %s\n",
+		   wals_cpu_feature(WALS_CPU_VNNI) ? "yes" : "no",
+		   wals_cpu_feature(WALS_CPU_DOTPROD) ? "yes" : "no");
+	printf("kernel families (first pass):");
+	for (p = 0; p < nfam; p++)
+		printf("%s %s (%s)", p ? "," : "", fam[p].kernels, fam[p].path);
+	printf("; widest: %s\n", fam[0].kernels);
+	printf("OpenBLAS (old serving, batches by matrix product): %s, core %s\n",
+		   openblas_get_config(), openblas_get_corename());
+	printf("one thread\n");
 }
 
 int
@@ -337,6 +503,8 @@ main(int argc, char **argv)
 	float	   *basis = xalloc((size_t) BENCH_RANK * f, sizeof(float));
 	int32_t    *skip = xalloc((size_t) rows * SKIP_ITEMS, sizeof(int32_t));
 	WalsScoreFilter *filters = xalloc(rows, sizeof(WalsScoreFilter));
+	Family		fam[MAX_FAMILIES];
+	int			nfam = list_families(fam);
 	void	   *buffer;
 	WalsScoreIndex ix;
 	int			set;
@@ -348,7 +516,7 @@ main(int argc, char **argv)
 				SKIP_ITEMS);
 		return 2;
 	}
-	print_machine();
+	print_machine(fam, nfam);
 	make_skips(skip, rows, n);
 	for (u = 0; u < rows; u++)
 	{
@@ -377,14 +545,10 @@ main(int argc, char **argv)
 			   set == 0 ? "random normal" : "trained-like (rank 8, popularity)",
 			   (long long) n, f, k, wals_score_index_size(n, f) / 1048576.0,
 			   1e3 * (now() - t0));
-		printf("  no filter, %d queries:\n", queries);
-		bench_queries(&ix, U, queries, NULL, k);
-		bench_batch(&ix, U, users, NULL, k, 0);
-		bench_batch(&ix, U, users, NULL, k, 1);
+		printf("  no filter, %d queries, batches of %d users:\n", queries, users);
+		bench_families(&ix, U, queries, users, NULL, k, fam, nfam);
 		printf("  skip list of %d items:\n", SKIP_ITEMS);
-		bench_queries(&ix, U, queries, filters, k);
-		bench_batch(&ix, U, users, filters, k, 0);
-		bench_batch(&ix, U, users, filters, k, 1);
+		bench_families(&ix, U, queries, users, filters, k, fam, nfam);
 	}
 	free(Y);
 	free(U);

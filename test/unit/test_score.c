@@ -4,11 +4,13 @@
  *	  computes its own way: every item's dot product with the core's kernel
  *	  into an array, the filter turned into one sorted skip list, then
  *	  wals_topk_select.  Results must be identical, bit for bit, on random,
- *	  trained-like and tie-ridden factors, with every kind of filter, on
- *	  both first-pass paths, through the batch, and under each kernel set
- *	  the CPU runs; and the first pass's bounds must hold item by item.
+ *	  trained-like and tie-ridden factors, with every kind of filter, and
+ *	  through the batch, under each kernel family the CPU runs, which
+ *	  brings its own first-pass path and its own reference; and the first
+ *	  pass's bounds must hold item by item.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -429,7 +431,7 @@ test_queries(const char *path)
 					filters[4].nallow = 0;
 					for (fi = 0; fi < 5; fi++)
 						CHECK(query_matches(&t, x, fi == 0 ? NULL : &filters[fi], ks, nk),
-							  "%s path, %s data, n=%lld f=%d query %d filter %d",
+							  "%s, %s data, n=%lld f=%d query %d filter %d",
 							  path, data_names[kind], (long long) n, f, q, fi);
 				}
 				index_free(&t);
@@ -762,11 +764,11 @@ test_batch(const char *path)
 				{
 					CHECK(batch_matches(&t, X, USERS, 0, USERS, filters,
 										&filtered, ks[j]),
-						  "%s path, %s data: batch n=%lld f=%d k=%d", path,
+						  "%s, %s data: batch n=%lld f=%d k=%d", path,
 						  data_names[kind], (long long) n, f, ks[j]);
 					CHECK(batch_matches(&t, X, USERS, 7, 140, NULL,
 										&unfiltered, ks[j]),
-						  "%s path, %s data: batch users 7-140 unfiltered n=%lld f=%d k=%d",
+						  "%s, %s data: batch users 7-140 unfiltered n=%lld f=%d k=%d",
 						  path, data_names[kind], (long long) n, f, ks[j]);
 				}
 				orders_free(&filtered);
@@ -777,49 +779,6 @@ test_batch(const char *path)
 				free(lists);
 				free(filters);
 			}
-}
-
-/* The reference follows the kernel set; so must every path. */
-static void
-test_kernel_sets(void)
-{
-	enum
-	{
-		N = 3000,
-		F = 64,
-		USERS = 70
-	};
-	TestRng		rng;
-	float	   *Y = test_alloc((size_t) N * F, sizeof(float));
-	float	   *X = test_alloc((size_t) USERS * F, sizeof(float));
-	TestIndex	t;
-	int			isa;
-
-	rng_seed(&rng, 16);
-	fill_trained(Y, N, F, &rng);
-	fill_trained(X, USERS, F, &rng);
-	index_make(&t, Y, N, F);
-	for (isa = 0; isa < WALS_ISA_COUNT; isa++)
-	{
-		const WalsKernels *kernels = wals_kernels_isa((WalsIsa) isa);
-		TestOrders	o;
-		int			u;
-
-		if (kernels == NULL)
-			continue;
-		wals_kernels_force(kernels);
-		orders_make(&o, &t.ix, X, USERS, NULL, 10);
-		for (u = 0; u < 5; u++)
-			CHECK(query_matches_k(&t, X + (size_t) u * F, NULL, 10),
-				  "%s kernels: query %d", kernels->name, u);
-		CHECK(batch_matches(&t, X, USERS, 0, USERS, NULL, &o, 10),
-			  "%s kernels: batch", kernels->name);
-		orders_free(&o);
-	}
-	wals_kernels_force(NULL);
-	index_free(&t);
-	free(Y);
-	free(X);
 }
 
 static void
@@ -838,27 +797,48 @@ test_build_args(void)
 	CHECK(wals_score_index_size(1, 0) == 0, "no size for a bad f");
 }
 
+/*
+ * The path each kernel family brings: the one wals_score_path names must
+ * be the one the family and the CPU's features call for.
+ */
+static void
+test_path_choice(const char *family, const char *path)
+{
+	const char *want = "portable";
+
+	if (strcmp(family, "avx512") == 0 && wals_cpu_feature(WALS_CPU_VNNI))
+		want = "avx512vnni";
+	CHECK(strcmp(path, want) == 0, "%s kernels choose the %s path, not %s",
+		  family, want, path);
+}
+
+/*
+ * Every test under each kernel family this CPU runs, chosen the way the
+ * server's wals.kernels chooses it.
+ */
 void
 test_score(void)
 {
-	int			portable;
+	int			isa;
 
 	test_build_args();
-	for (portable = 0; portable < 2; portable++)
+	for (isa = 0; isa < WALS_ISA_COUNT; isa++)
 	{
-		const char *path;
+		const WalsKernels *kernels = wals_kernels_isa((WalsIsa) isa);
+		char		label[64];
 
-		wals_score_force_portable(portable);
-		path = wals_score_path();
-		CHECK(!portable || strcmp(path, "portable") == 0,
-			  "path %s when the portable one is forced", path);
-		test_queries(path);
-		test_edges(path);
-		test_bounds(path);
-		test_batch(path);
-		test_cancellation(path);
+		if (kernels == NULL)
+			continue;
+		wals_kernels_use(kernels->name);
+		test_path_choice(kernels->name, wals_score_path());
+		snprintf(label, sizeof(label), "%s kernels, %s path", kernels->name,
+				 wals_score_path());
+		test_queries(label);
+		test_edges(label);
+		test_bounds(label);
+		test_batch(label);
+		test_cancellation(label);
 	}
-	wals_score_force_portable(0);
+	wals_kernels_use("auto");
 	test_tightness();
-	test_kernel_sets();
 }
