@@ -8,8 +8,67 @@ FROM generate_series(1, 100) u, generate_series(1, 5) k;
 
 -- the CPU: single-threaded OpenBLAS and the vector kernels of this CPU
 SELECT device, usable, blas LIKE 'OpenBLAS%' AS openblas, threads,
-       kernels IN ('avx512', 'avx2', 'generic') AS known_kernels, reason
+       kernels IN ('avx512', 'avx2', 'neon', 'generic') AS known_kernels, reason
 FROM wals_devices() WHERE device = 'cpu';
+
+-- wals.kernels forces a family, which wals_devices() shows; every CPU runs
+-- generic, none runs all of avx512, avx2 and neon, and a name that is no
+-- family is refused
+SHOW wals.kernels;
+SET wals.kernels = 'generic';
+SELECT kernels FROM wals_devices() WHERE device = 'cpu';
+SET wals.kernels = 'sse';
+\echo :LAST_ERROR_SQLSTATE
+DO $$
+DECLARE
+    refused int := 0;
+    family text;
+BEGIN
+    FOREACH family IN ARRAY ARRAY['avx512', 'avx2', 'neon'] LOOP
+        BEGIN
+            PERFORM set_config('wals.kernels', family, true);
+        EXCEPTION WHEN feature_not_supported THEN
+            refused := refused + 1;
+        END;
+    END LOOP;
+    RAISE WARNING 'families this CPU refuses: %', CASE WHEN refused > 0 THEN 'some' ELSE 'none' END;
+END
+$$;
+SHOW wals.kernels;
+
+-- the losses of every family agree with generic's within 1e-5 per
+-- iteration, in the leader and in parallel workers, which take the setting
+CREATE TABLE kernel_losses (family text, workers int, iteration int, loss float8);
+DO $$
+DECLARE
+    family text;
+    w int;
+BEGIN
+    FOREACH family IN ARRAY ARRAY['generic', 'avx512', 'avx2', 'neon'] LOOP
+        BEGIN
+            PERFORM set_config('wals.kernels', family, false);
+        EXCEPTION WHEN feature_not_supported THEN
+            CONTINUE;
+        END;
+        FOREACH w IN ARRAY ARRAY[0, 2] LOOP
+            PERFORM wals_train('plays', 'user_id', 'item_id', 'n', factors => 20,
+                               iterations => 4, workers => w, model => 'kernels');
+            INSERT INTO kernel_losses
+            SELECT family, w, l.iteration, l.loss
+            FROM wals_training_log l JOIN wals_models m USING (schema, model, version)
+            WHERE m.model = 'kernels';
+        END LOOP;
+    END LOOP;
+    PERFORM set_config('wals.kernels', 'auto', false);
+END
+$$;
+SELECT count(DISTINCT k.family) >= 2 AS families_compared,
+       bool_and(abs(k.loss - g.loss) <= 1e-5 * g.loss) AS losses_agree
+FROM kernel_losses k JOIN kernel_losses g USING (workers, iteration)
+WHERE g.family = 'generic';
+SELECT wals_drop_model('kernels');
+DROP TABLE kernel_losses;
+RESET wals.kernels;
 
 SET wals.cuda_library = '/nonexistent/wals_cuda.so';
 SELECT device, usable, name, memory_total, reason FROM wals_devices() WHERE device <> 'cpu';

@@ -19,6 +19,7 @@ PG_MODULE_MAGIC;
 char	   *wals_default_model = NULL;
 int			wals_device = WALS_DEVICE_AUTO;
 int			wals_max_memory = 0;
+static char *wals_kernels_setting = NULL;
 
 static const struct config_enum_entry wals_device_options[] = {
 	{"auto", WALS_DEVICE_AUTO, false},
@@ -28,6 +29,38 @@ static const struct config_enum_entry wals_device_options[] = {
 };
 
 void		_PG_init(void);
+
+/*
+ * A family the CPU cannot run is refused, except when the value is only
+ * being stored for later sessions (ALTER DATABASE ... SET), which may run
+ * on another machine, such as a standby; a session there that cannot run
+ * it keeps the kernels it had, with the warning of a failed setting.
+ */
+static bool
+check_kernels(char **newval, void **extra, GucSource source)
+{
+	int			usable = wals_kernels_check(*newval);
+
+	if (usable < 0)
+	{
+		GUC_check_errdetail("Kernels are one of auto, avx512, avx2, neon or generic.");
+		return false;
+	}
+	if (usable == 0 && source != PGC_S_TEST)
+	{
+		GUC_check_errcode(ERRCODE_FEATURE_NOT_SUPPORTED);
+		GUC_check_errdetail("This CPU runs the kernels %s.", wals_kernels_available());
+		return false;
+	}
+	return true;
+}
+
+static void
+assign_kernels(const char *newval, void *extra)
+{
+	if (wals_kernels_check(newval) == 1)
+		wals_kernels_use(newval);
+}
 
 void
 _PG_init(void)
@@ -72,6 +105,15 @@ _PG_init(void)
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("wals.kernels",
+							   gettext_noop("Vector kernels of training and scoring on the CPU."),
+							   gettext_noop("auto picks the widest this CPU runs; avx512, avx2, neon or generic force one, to compare or test them."),
+							   &wals_kernels_setting,
+							   "auto",
+							   PGC_USERSET,
+							   0,
+							   check_kernels, assign_kernels, NULL);
 
 	DefineCustomStringVariable("wals.cuda_library",
 							   gettext_noop("The CUDA engine wals loads when a GPU is considered."),
