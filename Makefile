@@ -89,7 +89,7 @@ test/unit/wals_unit: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test/unit
 		-Isrc/core -Itest/unit -I$(BLAS_INC) -o $@ $(CORE_SRCS) $(UNIT_SRCS) $(BLAS_LDFLAGS)
 
 # Seconds per iteration of the core solvers on synthetic data, no server:
-# ./test/bench/solver_bench [users items nnz f cg|cholesky cg_steps iterations]
+# ./test/bench/solver_bench [users items nnz f cg|cholesky cg_steps iterations kernels]
 test/bench/solver_bench: $(CORE_SRCS) test/bench/solver_bench.c $(wildcard src/core/*.h)
 	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
 		-Isrc/core -I$(BLAS_INC) -o $@ $(CORE_SRCS) test/bench/solver_bench.c $(BLAS_LDFLAGS)
@@ -181,34 +181,41 @@ test/unit/wals_unit_arm64: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h tes
 		-Isrc/core -Itest/unit -I$(ARM64_BLAS_INC) -o $@ $(CORE_SRCS) $(UNIT_SRCS) $(ARM64_BLAS_LDFLAGS)
 
 .PHONY: deps-arm64 build-arm64 unit-arm64 test-arm64
-deps-arm64:
+# After deps: the two must not run apt-get at once under make -j.
+deps-arm64: deps
 	./test/install_arm64_deps.sh
 
 build-arm64: $(ARM64_DIR)/wals$(DLSUFFIX) test/unit/wals_unit_arm64
-	@$(ARM64_MULTIARCH)-readelf -h $(ARM64_DIR)/wals$(DLSUFFIX) | grep -q AArch64 && \
-		echo "wals: built $(ARM64_DIR)/wals$(DLSUFFIX) for AArch64"
+	@if $(ARM64_MULTIARCH)-readelf -h $(ARM64_DIR)/wals$(DLSUFFIX) | grep -q AArch64; then \
+		echo "wals: built $(ARM64_DIR)/wals$(DLSUFFIX) for AArch64"; \
+	else echo "wals: $(ARM64_DIR)/wals$(DLSUFFIX) is not an AArch64 object" >&2; exit 1; fi
 
-# Each run prints its own summary; the last line adds them up.  A run that
-# dies before its summary counts as one failure.
+# The runs go side by side (one core each); then each prints its output
+# and summary, and the last line adds them up.  A run that exits non-zero
+# without counting a failure (a crash, qemu missing) counts as one.
 unit-arm64: test/unit/wals_unit_arm64
-	@passed=0; failed=0; \
+	@mkdir -p $(ARM64_DIR)
+	@for cpu in $(ARM64_QEMU_CPUS); do \
+		( QEMU_CPU=$$cpu $(ARM64_QEMU) ./test/unit/wals_unit_arm64 \
+			> $(ARM64_DIR)/unit-$$cpu.log 2>&1; \
+		  echo $$? > $(ARM64_DIR)/unit-$$cpu.rc ) & \
+	done; wait; \
+	passed=0; failed=0; \
 	for cpu in $(ARM64_QEMU_CPUS); do \
-		echo "wals: unit tests on aarch64, qemu -cpu $$cpu"; \
-		QEMU_CPU=$$cpu $(ARM64_QEMU) ./test/unit/wals_unit_arm64 > $(ARM64_DIR)/unit-$$cpu.log 2>&1; \
-		rc=$$?; cat $(ARM64_DIR)/unit-$$cpu.log; \
+		echo "wals: unit tests on aarch64 under qemu, cpu $$cpu:"; \
+		cat $(ARM64_DIR)/unit-$$cpu.log; rc=$$(cat $(ARM64_DIR)/unit-$$cpu.rc); \
 		sum=$$(grep -E '^[0-9]+ passed, [0-9]+ failed$$' $(ARM64_DIR)/unit-$$cpu.log | tail -n 1); \
-		if [ -n "$$sum" ]; then \
-			passed=$$((passed + $${sum%% passed*})); \
-			f=$${sum#*passed, }; failed=$$((failed + $${f%% failed})); \
+		p=$${sum%% passed*}; f=$${sum#*passed, }; f=$${f%% failed}; \
+		[ -n "$$sum" ] || { p=0; f=0; }; \
+		if [ "$$rc" != 0 ] && [ "$$f" -eq 0 ]; then \
+			echo "wals: cpu $$cpu: exit status $$rc"; f=1; \
 		fi; \
-		if [ $$rc -ne 0 ] && { [ -z "$$sum" ] || [ "$${f%% failed}" -eq 0 ]; }; then \
-			echo "wals: qemu -cpu $$cpu: exit status $$rc"; failed=$$((failed + 1)); \
-		fi; \
+		passed=$$((passed + p)); failed=$$((failed + f)); \
 	done; \
 	echo "$$passed passed, $$failed failed"; \
 	[ $$failed -eq 0 ]
 
-test-arm64: deps deps-arm64
+test-arm64: deps-arm64
 	$(MAKE) build-arm64
 	$(MAKE) unit-arm64
 

@@ -50,6 +50,7 @@
 #define vput(x, pos, n, xs) \
 	_mm512_mask_broadcast_f32x4((x), (__mmask16) (((1u << (n)) - 1) << (pos)), \
 								_mm_loadu_ps(xs))
+#define vfactors4(coef, val, live, d, t) factors4_avx512((coef), (val), (live), (d), (t))
 
 /*
  * 1 / sqrt(d) in every lane, from the 14-bit estimate and one Newton step
@@ -81,6 +82,28 @@ sum4_avx512(__m512 a, __m512 b, __m512 c, __m512 d)
 								  _mm512_extractf32x8_ps(s, 1));
 
 	return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/*
+ * t_k = (a0 + a1 r_k) + (b0 + b1 r_k) d_k for the four cells of a group,
+ * in one vector (zero past live, the group's cells in the row), each then
+ * broadcast.
+ */
+static SIMD_FN inline __attribute__((always_inline)) void
+factors4_avx512(const WalsPassCoef *coef, const float *val, int live,
+				const __m512 *d, __m512 *t)
+{
+	__mmask8	m = (__mmask8) ((1u << live) - 1);
+	__m128		r = _mm_maskz_loadu_ps(m, val);
+	__m128		a = _mm_fmadd_ps(_mm_set1_ps(coef->a1), r, _mm_set1_ps(coef->a0));
+	__m128		b = _mm_fmadd_ps(_mm_set1_ps(coef->b1), r, _mm_set1_ps(coef->b0));
+	__m512		tt = _mm512_castps128_ps512(
+		_mm_maskz_mov_ps(m, _mm_fmadd_ps(b, sum4_avx512(d[0], d[1], d[2], d[3]), a)));
+
+	t[0] = _mm512_permutexvar_ps(_mm512_set1_epi32(0), tt);
+	t[1] = _mm512_permutexvar_ps(_mm512_set1_epi32(1), tt);
+	t[2] = _mm512_permutexvar_ps(_mm512_set1_epi32(2), tt);
+	t[3] = _mm512_permutexvar_ps(_mm512_set1_epi32(3), tt);
 }
 
 /* Lanes from first on (none when first is 16 or more). */
@@ -127,6 +150,7 @@ from_avx512(int first)
 	_mm256_and_ps((x), _mm256_castsi256_ps(_mm256_cmpgt_epi32( \
 		_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((first) - 1))))
 #define vput(x, pos, n, xs) put_avx2((x), (pos), (n), (xs))
+#define vfactors4(coef, val, live, d, t) factors4_avx2((coef), (val), (live), (d), (t))
 
 /* The first n lanes, as the masked loads and stores want them. */
 static SIMD_FN inline __attribute__((always_inline)) __m256i
@@ -169,6 +193,24 @@ reduce_avx2(__m256 x)
 	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
 	s = _mm_add_ss(s, _mm_movehdup_ps(s));
 	return _mm_cvtss_f32(s);
+}
+
+/* As factors4_avx512. */
+static SIMD_FN inline __attribute__((always_inline)) void
+factors4_avx2(const WalsPassCoef *coef, const float *val, int live,
+			  const __m256 *d, __m256 *t)
+{
+	__m128i		m = _mm_cmpgt_epi32(_mm_set1_epi32(live), _mm_setr_epi32(0, 1, 2, 3));
+	__m128		r = _mm_maskload_ps(val, m);
+	__m128		a = _mm_fmadd_ps(_mm_set1_ps(coef->a1), r, _mm_set1_ps(coef->a0));
+	__m128		b = _mm_fmadd_ps(_mm_set1_ps(coef->b1), r, _mm_set1_ps(coef->b0));
+	__m128		tt = _mm_and_ps(_mm_fmadd_ps(b, sum4_avx2(d[0], d[1], d[2], d[3]), a),
+								_mm_castsi128_ps(m));
+
+	t[0] = _mm256_broadcastss_ps(tt);
+	t[1] = _mm256_broadcastss_ps(_mm_shuffle_ps(tt, tt, 0x55));
+	t[2] = _mm256_broadcastss_ps(_mm_shuffle_ps(tt, tt, 0xaa));
+	t[3] = _mm256_broadcastss_ps(_mm_shuffle_ps(tt, tt, 0xff));
 }
 
 /* Lanes pos..pos+n-1 of x replaced by xs[0..n). */
@@ -234,6 +276,7 @@ wals_kernels_simd(WalsIsa isa)
 	vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), \
 		vcgtq_s32(lanes_neon(), vdupq_n_s32((first) - 1))))
 #define vput(x, pos, n, xs) put_neon((x), (pos), (n), (xs))
+#define vfactors4(coef, val, live, d, t) factors4_neon((coef), (val), (live), (d), (t))
 
 static inline __attribute__((always_inline)) int32x4_t
 lanes_neon(void)
@@ -269,6 +312,21 @@ rsqrt_neon(float32x4_t d)
 
 	y = vmulq_f32(y, vrsqrtsq_f32(vmulq_f32(d, y), y));
 	return vmulq_f32(y, vrsqrtsq_f32(vmulq_f32(d, y), y));
+}
+
+/* As on x86, lane by lane. */
+static inline __attribute__((always_inline)) void
+factors4_neon(const WalsPassCoef *coef, const float *val, int live,
+			  const float32x4_t *d, float32x4_t *t)
+{
+	float		s[4];
+	int			k;
+
+	vst1q_f32(s, vpaddq_f32(vpaddq_f32(d[0], d[1]), vpaddq_f32(d[2], d[3])));
+	for (k = 0; k < 4; k++)
+		t[k] = vdupq_n_f32(k < live ?
+						   fmaf(fmaf(coef->b1, val[k], coef->b0), s[k],
+								fmaf(coef->a1, val[k], coef->a0)) : 0.0f);
 }
 
 static inline __attribute__((always_inline)) float32x4_t

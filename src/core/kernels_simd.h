@@ -46,7 +46,8 @@
  *	 SIMD_BOTH		the same when a row pass keeps two, v and out
  *	 SIMD_ACC		accumulators of a register tile (a multiple of 4)
  * and the primitives vzero, vset1, vld, vst, vldn, vstn, vfma, vfnma,
- * vmul, vadd, vlane, vfirst, vrsqrt, vsum4, vreduce, vkeep_from, vput.
+ * vmul, vadd, vlane, vfirst, vrsqrt, vsum4, vreduce, vkeep_from, vput and
+ * vfactors4 (a group's four factors from its sums, broadcast).
  */
 
 #define SIMD_INLINE SIMD_FN inline __attribute__((always_inline))
@@ -142,13 +143,6 @@ SIMD(prefetch_ahead) (const float *Y, const int32_t *idx, int i, int n, int f)
 	SIMD(prefetch_row) (Y + (size_t) ahead[3] * f, f);
 }
 
-/* The factor of one cell from its rating r and dot product d. */
-static SIMD_INLINE float
-SIMD(pass_factor) (const WalsPassCoef *coef, float r, float d)
-{
-	return fmaf(fmaf(coef->b1, r, coef->b0), d, fmaf(coef->a1, r, coef->a0));
-}
-
 /*
  * The rows of cells i..i+3 of a row of n cells; past the row's end they
  * repeat cell i's row, which live (the number of real cells) tells the
@@ -166,39 +160,26 @@ SIMD(group_rows) (const float *Y, const int32_t *idx, int i, int n, int f,
 }
 
 /*
- * d[k] = y_k.v for the four rows of a group, v in nv vectors (in
- * registers when the caller's array is).
+ * The dot products y_k.v of the four rows of a group, as four vectors of
+ * partial sums, v in nv vectors (in registers when the caller's array is).
  */
 static SIMD_INLINE void
-SIMD(dots4) (const float *const *y, const V *vv, int nv, int tail, float *d)
+SIMD(dots4) (const float *const *y, const V *vv, int nv, int tail, V *d)
 {
-	V			d0 = vzero();
-	V			d1 = vzero();
-	V			d2 = vzero();
-	V			d3 = vzero();
 	int			c;
-
-	SIMD_UNROLL
-	for (c = 0; c < nv; c++)
-	{
-		d0 = vfma(SIMD(ldv) (y[0], c, nv, tail), vv[c], d0);
-		d1 = vfma(SIMD(ldv) (y[1], c, nv, tail), vv[c], d1);
-		d2 = vfma(SIMD(ldv) (y[2], c, nv, tail), vv[c], d2);
-		d3 = vfma(SIMD(ldv) (y[3], c, nv, tail), vv[c], d3);
-	}
-	vsum4(d0, d1, d2, d3, d);
-}
-
-/* The four factors of a group, zero for cells past the row's end. */
-static SIMD_INLINE void
-SIMD(group_factors) (const WalsPassCoef *coef, const float *val, int live,
-					 const float *d, V *t)
-{
 	int			k;
 
 	SIMD_UNROLL
 	for (k = 0; k < 4; k++)
-		t[k] = vset1(k < live ? SIMD(pass_factor) (coef, val[k], d[k]) : 0.0f);
+		d[k] = vzero();
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+	{
+		d[0] = vfma(SIMD(ldv) (y[0], c, nv, tail), vv[c], d[0]);
+		d[1] = vfma(SIMD(ldv) (y[1], c, nv, tail), vv[c], d[1]);
+		d[2] = vfma(SIMD(ldv) (y[2], c, nv, tail), vv[c], d[2]);
+		d[3] = vfma(SIMD(ldv) (y[3], c, nv, tail), vv[c], d[3]);
+	}
 }
 
 /* o[c] += t0 y0 + t1 y1 + t2 y2 + t3 y3 over the nv vectors. */
@@ -256,7 +237,7 @@ SIMD(row_pass_reg) (const float *Y, const int32_t *idx, const float *val,
 	V			o[SIMD_ONE];
 	float		acc[SIMD_ONE * SIMD_W] __attribute__((aligned(64)));
 	const float *y[4];
-	float		d[4];
+	V			d[4];
 	V			t[4];
 	int			i;
 	int			c;
@@ -275,7 +256,7 @@ SIMD(row_pass_reg) (const float *Y, const int32_t *idx, const float *val,
 
 		SIMD(prefetch_ahead) (Y, idx, i, n, f);
 		SIMD(dots4) (y, vv, nv, tail, d);
-		SIMD(group_factors) (coef, val + i, live, d, t);
+		vfactors4(coef, val + i, live, d, t);
 		if (both)
 			SIMD(update4) (y, t, o, nv, tail);
 		else
@@ -298,7 +279,6 @@ SIMD(row_pass_mem) (const float *Y, const int32_t *idx, const float *val,
 	int			tail = SIMD(tail_of) (f);
 	int			nv = (f + SIMD_W - 1) / SIMD_W;
 	const float *y[4];
-	float		d[4];
 	V			t[4];
 	int			i;
 	int			c;
@@ -308,23 +288,19 @@ SIMD(row_pass_mem) (const float *Y, const int32_t *idx, const float *val,
 	for (i = 0; i < n; i += 4)
 	{
 		int			live = SIMD(group_rows) (Y, idx, i, n, f, y);
-		V			d0 = vzero();
-		V			d1 = vzero();
-		V			d2 = vzero();
-		V			d3 = vzero();
+		V			d[4] = {vzero(), vzero(), vzero(), vzero()};
 
 		SIMD(prefetch_ahead) (Y, idx, i, n, f);
 		for (c = 0; c < nv; c++)
 		{
 			V			vc = SIMD(ldv) (v, c, nv, tail);
 
-			d0 = vfma(SIMD(ldv) (y[0], c, nv, tail), vc, d0);
-			d1 = vfma(SIMD(ldv) (y[1], c, nv, tail), vc, d1);
-			d2 = vfma(SIMD(ldv) (y[2], c, nv, tail), vc, d2);
-			d3 = vfma(SIMD(ldv) (y[3], c, nv, tail), vc, d3);
+			d[0] = vfma(SIMD(ldv) (y[0], c, nv, tail), vc, d[0]);
+			d[1] = vfma(SIMD(ldv) (y[1], c, nv, tail), vc, d[1]);
+			d[2] = vfma(SIMD(ldv) (y[2], c, nv, tail), vc, d[2]);
+			d[3] = vfma(SIMD(ldv) (y[3], c, nv, tail), vc, d[3]);
 		}
-		vsum4(d0, d1, d2, d3, d);
-		SIMD(group_factors) (coef, val + i, live, d, t);
+		vfactors4(coef, val + i, live, d, t);
 		for (c = 0; c < nv; c++)
 		{
 			V			o = SIMD(ldv) (out, c, nv, tail);
@@ -427,7 +403,8 @@ SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
 	int			tail = SIMD(tail_of) (f);
 	V			xv[SIMD_ONE];
 	const float *y[4];
-	float		d[4];
+	V			d[4];
+	float		sums[4];
 	int			i;
 	int			c;
 
@@ -440,8 +417,9 @@ SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
 
 		SIMD(prefetch_ahead) (Y, idx, i, n, f);
 		SIMD(dots4) (y, xv, nv, tail, d);
+		vsum4(d[0], d[1], d[2], d[3], sums);
 		for (c = 0; c < live; c++)
-			out[i + c] = d[c];
+			out[i + c] = sums[c];
 	}
 }
 
@@ -1053,3 +1031,4 @@ static const WalsKernels SIMD(kernels) = {
 #undef vreduce
 #undef vkeep_from
 #undef vput
+#undef vfactors4

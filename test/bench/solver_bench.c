@@ -5,7 +5,8 @@
  *
  *	  solver_bench [users items nnz f solver cg_steps iterations kernels]
  *	  (defaults: 138000 27000 20000000 64 cg 3 3, MovieLens-20M's shape,
- *	  and the widest kernels the CPU runs; kernels: avx512, avx2, generic)
+ *	  and every family of kernels the CPU runs, side by side; kernels:
+ *	  avx512, avx2, neon or generic for one of them)
  *
  * The degrees follow gen_ratings.py, the reference workload of DESIGN
  * section 4: log-normal user activity and Zipf(0.9) item popularity, so a
@@ -16,7 +17,11 @@
  *
  * Each iteration is timed in the parts that training runs, in its order:
  * user half-sweep, Gram of X, item half-sweep, Gram of Y, loss.  The loss
- * is printed as a sanity check that the solvers still minimise it.
+ * is printed as a sanity check that the solvers still minimise it.  Every
+ * family starts from the same factors, so that their losses can be
+ * compared iteration by iteration: the summary gives each family's best
+ * iteration, its ratio to the widest family's, and the largest relative
+ * difference of its losses from those of the portable kernels.
  */
 #include <math.h>
 #include <stdio.h>
@@ -395,6 +400,62 @@ print_machine(void)
 	fclose(fp);
 }
 
+/* Best seconds of each part and the loss of each iteration, for one family. */
+typedef struct FamilyRun
+{
+	char		name[16];
+	double		best[BENCH_PARTS];
+	double		best_total;
+	double	   *loss;
+} FamilyRun;
+
+static void
+run_family(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
+		   const int64_t *ids, int64_t users, int64_t items, int iterations,
+		   float *X, float *Y, float *GX, float *GY, float *scratch,
+		   FamilyRun *run)
+{
+	int			f = params->factors;
+	int			it;
+	int			p;
+
+	wals_kernels_use(run->name);
+	printf("%s kernels:\n", wals_kernels_name());
+	wals_init_rows(X, ids, 0, users, f, 42, 0.01f);
+	wals_init_rows(Y, ids, 0, items, f, 43, 0.01f);
+	for (p = 0; p < BENCH_PARTS; p++)
+		run->best[p] = INFINITY;
+	run->best_total = INFINITY;
+	compute_gram(Y, items, f, GY);
+	for (it = 0; it < iterations; it++)
+	{
+		double		t[BENCH_PARTS + 1];
+
+		t[0] = now();
+		half_sweep(params, R, Y, GY, X, scratch);
+		t[1] = now();
+		compute_gram(X, users, f, GX);
+		t[2] = now();
+		half_sweep(params, Rt, X, GX, Y, scratch);
+		t[3] = now();
+		compute_gram(Y, items, f, GY);
+		t[4] = now();
+		run->loss[it] = compute_loss(params, R, Rt, X, Y, GX, GY);
+		t[5] = now();
+
+		printf("  iteration %d: %.3f s (", it + 1, t[5] - t[0]);
+		for (p = 0; p < BENCH_PARTS; p++)
+		{
+			printf("%s%s %.3f", p ? ", " : "", part_names[p], t[p + 1] - t[p]);
+			if (t[p + 1] - t[p] < run->best[p])
+				run->best[p] = t[p + 1] - t[p];
+		}
+		printf("), loss %.8g\n", run->loss[it]);
+		if (t[5] - t[0] < run->best_total)
+			run->best_total = t[5] - t[0];
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -405,8 +466,11 @@ main(int argc, char **argv)
 	const char *solver = argc > 5 ? argv[5] : "cg";
 	int			cg_steps = argc > 6 ? atoi(argv[6]) : 3;
 	int			iterations = argc > 7 ? atoi(argv[7]) : 3;
-	const char *isa = argc > 8 ? argv[8] : NULL;
-	const WalsKernels *kernels = wals_kernels();
+	const char *only = argc > 8 ? argv[8] : NULL;
+	char		families[64];
+	FamilyRun	runs[WALS_ISA_COUNT];
+	int			nruns = 0;
+	const FamilyRun *generic = NULL;
 	WalsParams	params;
 	WalsCsr		R;
 	WalsCsr		Rt;
@@ -417,28 +481,30 @@ main(int argc, char **argv)
 	float	   *GY;
 	float	   *scratch;
 	size_t		scratch_floats;
-	double		best[BENCH_PARTS];
-	double		best_total = INFINITY;
 	double		t0;
 	int64_t		merged;
 	int64_t		r;
+	char	   *name;
+	int			k;
 	int			it;
 	int			p;
 
-	if (isa != NULL)
-		kernels = wals_kernels_isa(strcmp(isa, "avx512") == 0 ? WALS_ISA_AVX512 :
-								   strcmp(isa, "avx2") == 0 ? WALS_ISA_AVX2 :
-								   strcmp(isa, "generic") == 0 ? WALS_ISA_GENERIC :
-								   WALS_ISA_COUNT);
 	if (users < 1 || items < 1 || nnz < 1 || f < 1 || iterations < 1 ||
 		cg_steps < 0 || (strcmp(solver, "cg") != 0 && strcmp(solver, "cholesky") != 0) ||
-		kernels == NULL)
+		(only != NULL && (strcmp(only, "auto") == 0 || wals_kernels_check(only) != 1)))
 	{
-		fprintf(stderr, "usage: solver_bench [users items nnz f cg|cholesky cg_steps iterations avx512|avx2|generic]\n"
-				"(kernels this CPU runs)\n");
+		fprintf(stderr, "usage: solver_bench [users items nnz f cg|cholesky cg_steps iterations kernels]\n"
+				"(kernels this CPU runs: %s)\n", wals_kernels_available());
 		return 2;
 	}
-	wals_kernels_force(kernels);
+	snprintf(families, sizeof(families), "%s", only ? only : wals_kernels_available());
+	for (name = strtok(families, ","); name != NULL; name = strtok(NULL, ","))
+	{
+		snprintf(runs[nruns].name, sizeof(runs[nruns].name), "%s", name);
+		runs[nruns].loss = xalloc(iterations, sizeof(double));
+		nruns++;
+	}
+
 	memset(&params, 0, sizeof(params));
 	params.feedback = WALS_IMPLICIT;
 	params.solver = strcmp(solver, "cg") == 0 ? WALS_CG : WALS_CHOLESKY;
@@ -463,7 +529,7 @@ main(int argc, char **argv)
 	printf("model: implicit, alpha 1, lambda 0.1, f %d, %s", f, solver);
 	if (params.solver == WALS_CG)
 		printf(" %d steps", cg_steps);
-	printf(", %s kernels, 1 thread, CPU seconds\n", wals_kernels()->name);
+	printf(", 1 thread, CPU seconds\n");
 
 	ids = xalloc(users > items ? users : items, sizeof(int64_t));
 	for (r = 0; r < (users > items ? users : items); r++)
@@ -472,48 +538,45 @@ main(int argc, char **argv)
 	Y = xalloc_floats((size_t) items * f);
 	GX = xalloc_floats((size_t) f * f);
 	GY = xalloc_floats((size_t) f * f);
-	wals_init_rows(X, ids, 0, users, f, 42, 0.01f);
-	wals_init_rows(Y, ids, 0, items, f, 43, 0.01f);
 	scratch_floats = wals_solve_scratch(&params,
 										max_row(&R) > max_row(&Rt) ? max_row(&R) : max_row(&Rt));
 	scratch = xalloc_floats(scratch_floats);
 	printf("scratch: %.2f MiB\n", scratch_floats * sizeof(float) / 1048576.0);
 
-	for (p = 0; p < BENCH_PARTS; p++)
-		best[p] = INFINITY;
-	compute_gram(Y, items, f, GY);
-	for (it = 0; it < iterations; it++)
+	for (k = 0; k < nruns; k++)
 	{
-		double		t[BENCH_PARTS + 1];
-		double		loss;
-
-		t[0] = now();
-		half_sweep(&params, &R, Y, GY, X, scratch);
-		t[1] = now();
-		compute_gram(X, users, f, GX);
-		t[2] = now();
-		half_sweep(&params, &Rt, X, GX, Y, scratch);
-		t[3] = now();
-		compute_gram(Y, items, f, GY);
-		t[4] = now();
-		loss = compute_loss(&params, &R, &Rt, X, Y, GX, GY);
-		t[5] = now();
-
-		printf("iteration %d: %.3f s (", it + 1, t[5] - t[0]);
-		for (p = 0; p < BENCH_PARTS; p++)
-		{
-			printf("%s%s %.3f", p ? ", " : "", part_names[p], t[p + 1] - t[p]);
-			if (t[p + 1] - t[p] < best[p])
-				best[p] = t[p + 1] - t[p];
-		}
-		printf("), loss %.6g\n", loss);
-		if (t[5] - t[0] < best_total)
-			best_total = t[5] - t[0];
+		run_family(&params, &R, &Rt, ids, users, items, iterations, X, Y,
+				   GX, GY, scratch, &runs[k]);
+		if (strcmp(runs[k].name, "generic") == 0)
+			generic = &runs[k];
 	}
-	printf("best: %.3f s per iteration (", best_total);
+	wals_kernels_use("auto");
+
+	printf("\nbest iteration of each family (ratio: to the first, the widest; loss: largest relative difference from generic over the iterations)\n");
+	printf("%-8s %8s %6s", "kernels", "seconds", "ratio");
 	for (p = 0; p < BENCH_PARTS; p++)
-		printf("%s%s %.3f", p ? ", " : "", part_names[p], best[p]);
-	printf(")\n");
+		printf(" %10s", part_names[p]);
+	printf(" %10s\n", "loss diff");
+	for (k = 0; k < nruns; k++)
+	{
+		double		worst = 0.0;
+
+		printf("%-8s %8.3f %6.2f", runs[k].name, runs[k].best_total,
+			   runs[k].best_total / runs[0].best_total);
+		for (p = 0; p < BENCH_PARTS; p++)
+			printf(" %10.3f", runs[k].best[p]);
+		for (it = 0; generic != NULL && it < iterations; it++)
+		{
+			double		d = fabs(runs[k].loss[it] - generic->loss[it]) / generic->loss[it];
+
+			if (d > worst)
+				worst = d;
+		}
+		if (generic != NULL)
+			printf(" %10.1e\n", worst);
+		else
+			printf(" %10s\n", "-");
+	}
 
 	free(R.indptr);
 	free(R.indices);
@@ -527,5 +590,7 @@ main(int argc, char **argv)
 	free(GX);
 	free(GY);
 	free(scratch);
+	for (k = 0; k < nruns; k++)
+		free(runs[k].loss);
 	return 0;
 }
