@@ -1,0 +1,29 @@
+#!/bin/sh
+# Install, from Debian's packages, what `make test-arm64` needs beyond
+# test/install_deps.sh: the aarch64 cross compiler and C library, qemu's
+# user-mode emulator, and the arm64 serial OpenBLAS through multiarch
+# (dpkg --add-architecture arm64), which lands in
+# /usr/lib/aarch64-linux-gnu/openblas-serial beside the x86 one.  Does
+# nothing when all are present.
+set -e
+PACKAGES="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+	libopenblas-serial-dev:arm64 libopenblas0-serial:arm64"
+missing=""
+for p in $PACKAGES; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+	echo "wals: missing packages:$missing (run as root to install them)" >&2
+	exit 1
+fi
+echo "wals: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+# Debian's mirrors carry arm64 under the same sources; a source limited by
+# an Architectures: line to amd64 is simply not asked for arm64.
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	dpkg --add-architecture arm64
+fi
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing
