@@ -206,6 +206,33 @@ out "  the warm-up pass of round 1 (exclude_rated => true), in a fresh backend: 
 out "  first-touch page faults on shared buffers and the item cache's load on the first call,"
 out "  which a serving connection pool's backends have long paid; not what serving sees"
 
+# --- every family of kernels ---------------------------------------------------------
+# One round per family this CPU runs, forced with wals.kernels in its
+# session: the scoring pass follows the family (int8 first pass with VNNI,
+# AVX2, NEON dot products, or the portable one).
+families=""
+for family in avx512 avx2 neon generic; do
+	if $PSQL -c "SELECT 1 FROM wals_devices() LIMIT 0" -c "SET wals.kernels = '$family'" \
+		> /dev/null 2>&1; then
+		families="$families $family"
+	fi
+done
+out ""
+out "wals_recommend(user, 10, exclude_rated => true) with each family of kernels this CPU runs"
+out "(wals.kernels), one round each, timed as above:"
+out "  kernels      p50 ms    p90 ms   p50 / first family's"
+round=100
+first=""
+for family in $families; do
+	PGOPTIONS="-c wals.kernels=$family" latency_round "$round"
+	# shellcheck disable=SC2046  # two numbers
+	set -- $(percentiles "$round" true timed)
+	[ -n "$first" ] || first=$1
+	out "$(printf '  %-9s   %7s   %7s   %s' "$family" "$1" "$2" \
+		"$(awk -v a="$1" -v b="$first" 'BEGIN { printf "%.2f", a / b }')")"
+	round=$((round + 1))
+done
+
 # --- pgbench ------------------------------------------------------------------------
 # A random user of the model's id range: the data set's ids are dense, so
 # every draw is a known user (checked below).

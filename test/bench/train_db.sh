@@ -162,3 +162,22 @@ for m in 1 5; do
 	sql "VACUUM ANALYZE r${m}m_ratings"
 	train cg_${m}m r${m}m_ratings "$CG, iterations => $SCALING_ITERATIONS, workers => 1"
 done
+
+# Every family of kernels this CPU runs, forced with wals.kernels (in the
+# leader and its parallel worker alike): CG and Cholesky, workers => 1,
+# KERNEL_ITERATIONS iterations each, on the full training table.
+KERNEL_ITERATIONS=5
+families=""
+for family in avx512 avx2 neon generic; do
+	if $PSQL -c "SELECT 1 FROM wals_devices() LIMIT 0" -c "SET wals.kernels = '$family'" \
+		> /dev/null 2>&1; then
+		families="$families $family"
+	fi
+done
+echo "${families# }" > "$RES/families"
+for family in $families; do
+	PGOPTIONS="-c wals.kernels=$family" train "kernels_cg_$family" r20m_ratings \
+		"$CG, iterations => $KERNEL_ITERATIONS, workers => 1"
+	PGOPTIONS="-c wals.kernels=$family" train "kernels_cholesky_$family" r20m_ratings \
+		"$COMMON, solver => 'cholesky', iterations => $KERNEL_ITERATIONS, workers => 1"
+done

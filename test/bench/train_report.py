@@ -239,6 +239,30 @@ def main():
           f"{fmt(per_m, '.3f'):>18}{fmt(marginal, '.3f'):>10}")
         previous = r
     p("")
+
+    # The same table with each family of kernels (wals.kernels).
+    families_path = os.path.join(a.res, "families")
+    families = open(families_path).read().split() if os.path.exists(families_path) else []
+    if families:
+        p(f"kernels: each family this CPU runs, forced with wals.kernels; workers => 1, "
+          f"5 iterations; ratio to the first (widest) family; loss: relative difference")
+        p("  of the final loss from generic's")
+        p(f"  {'kernels':10}{'CG s/it':>10}{'ratio':>8}{'loss':>10}{'chol s/it':>12}{'ratio':>8}{'loss':>10}")
+        fam = {f: (load_run(a.res, f"kernels_cg_{f}"), load_run(a.res, f"kernels_cholesky_{f}"))
+               for f in families}
+        first = fam[families[0]]
+        generic = fam.get("generic")
+        for f in families:
+            cells = ""
+            for k in (0, 1):
+                run = fam[f][k]
+                ratio = run["iter_median"] / first[k]["iter_median"]
+                diff = (abs(run["loss"] - generic[k]["loss"]) / generic[k]["loss"]
+                        if generic else None)
+                cells += (f"{fmt(run['iter_median'], '.3f'):>{10 if k == 0 else 12}}"
+                          f"{ratio:>8.2f}{fmt(diff, '.1e'):>10}")
+            p(f"  {f:10}{cells}")
+        p("")
     with open("/proc/loadavg") as f:
         load_after = " ".join(f.read().split()[:3])
     p(f"benchmark run time: {a.elapsed // 60} min {a.elapsed % 60} s; load average (1, 5, 15 min) "
