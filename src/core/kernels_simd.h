@@ -120,27 +120,29 @@ SIMD(stv) (float *p, int c, int nv, int tail, V x)
  * line is asked for on its own: rows need not start on a line.
  */
 static SIMD_INLINE void
-SIMD(prefetch_row) (const float *y, int f)
+SIMD(prefetch_row) (const float *y, int f, int nv)
 {
 	int			k;
 
-	for (k = 0; k < f; k += 16)
+	SIMD_UNROLL
+	for (k = 0; k < nv * SIMD_W; k += 16)
 		__builtin_prefetch(y + k, 0, 3);
 	__builtin_prefetch(y + f - 1, 0, 3);
 }
 
 /* The four cells' rows PREFETCH_CELLS ahead of cell i, if the row has them. */
 static SIMD_INLINE void
-SIMD(prefetch_ahead) (const float *Y, const int32_t *idx, int i, int n, int f)
+SIMD(prefetch_ahead) (const float *Y, const int32_t *idx, int i, int n, int f,
+					  int nv)
 {
 	const int32_t *ahead = idx + i + PREFETCH_CELLS;
 
 	if (i + PREFETCH_CELLS + 4 > n)
 		return;
-	SIMD(prefetch_row) (Y + (size_t) ahead[0] * f, f);
-	SIMD(prefetch_row) (Y + (size_t) ahead[1] * f, f);
-	SIMD(prefetch_row) (Y + (size_t) ahead[2] * f, f);
-	SIMD(prefetch_row) (Y + (size_t) ahead[3] * f, f);
+	SIMD(prefetch_row) (Y + (size_t) ahead[0] * f, f, nv);
+	SIMD(prefetch_row) (Y + (size_t) ahead[1] * f, f, nv);
+	SIMD(prefetch_row) (Y + (size_t) ahead[2] * f, f, nv);
+	SIMD(prefetch_row) (Y + (size_t) ahead[3] * f, f, nv);
 }
 
 /*
@@ -254,7 +256,7 @@ SIMD(row_pass_reg) (const float *Y, const int32_t *idx, const float *val,
 	{
 		int			live = SIMD(group_rows) (Y, idx, i, n, f, y);
 
-		SIMD(prefetch_ahead) (Y, idx, i, n, f);
+		SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
 		SIMD(dots4) (y, vv, nv, tail, d);
 		vfactors4(coef, val + i, live, d, t);
 		if (both)
@@ -290,7 +292,7 @@ SIMD(row_pass_mem) (const float *Y, const int32_t *idx, const float *val,
 		int			live = SIMD(group_rows) (Y, idx, i, n, f, y);
 		V			d[4] = {vzero(), vzero(), vzero(), vzero()};
 
-		SIMD(prefetch_ahead) (Y, idx, i, n, f);
+		SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
 		for (c = 0; c < nv; c++)
 		{
 			V			vc = SIMD(ldv) (v, c, nv, tail);
@@ -415,7 +417,7 @@ SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
 	{
 		int			live = SIMD(group_rows) (Y, idx, i, n, f, y);
 
-		SIMD(prefetch_ahead) (Y, idx, i, n, f);
+		SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
 		SIMD(dots4) (y, xv, nv, tail, d);
 		vsum4(d[0], d[1], d[2], d[3], sums);
 		for (c = 0; c < live; c++)
@@ -546,7 +548,7 @@ SIMD(chol_gather_reg) (const float *Y, const int32_t *idx, const float *val,
 	for (j = 0; j < n; j++)
 	{
 		if ((j & 3) == 0)
-			SIMD(prefetch_ahead) (Y, idx, j, n, f);
+			SIMD(prefetch_ahead) (Y, idx, j, n, f, nv);
 		SIMD(gather_cell) (Y + (size_t) idx[j] * f, W + (size_t) j * SIMD_W * np,
 						   fmaf(coef->a1, val[j], coef->a0),
 						   fmaf(coef->b1, val[j], coef->b0), bv, nv, np, tail);
