@@ -33,8 +33,9 @@
  *
  * Loops over a row's vectors have trip counts that are constants once the
  * always-inline functions below are instantiated for 1 to SIMD_ONE
- * vectors; fully unrolled, their arrays of vectors become registers, and
- * only a row's last vector needs a short load.
+ * vectors, and once more for rows of whole vectors (f a multiple of the
+ * width, as f = 32, 64, 128 are), which need no short loads at all; fully
+ * unrolled, their arrays of vectors become registers.
  *
  * The including file defines, before including this one:
  *	 SIMD_W			floats per vector
@@ -232,9 +233,9 @@ SIMD(update4_mem) (const float *const *y, const V *t, float *o, int nv,
 static SIMD_INLINE void
 SIMD(row_pass_reg) (const float *Y, const int32_t *idx, const float *val,
 					int n, int f, const WalsPassCoef *coef, const float *v,
-					float *out, const int nv, const int both)
+					float *out, const int nv, const int both, const int whole)
 {
-	int			tail = SIMD(tail_of) (f);
+	int			tail = whole ? SIMD_W : SIMD(tail_of) (f);
 	V			vv[SIMD_ONE];
 	V			o[SIMD_ONE];
 	float		acc[SIMD_ONE * SIMD_W] __attribute__((aligned(64)));
@@ -322,12 +323,26 @@ SIMD(row_pass) (const float *Y, const int32_t *idx, const float *val, int n,
 {
 	int			nv = (f + SIMD_W - 1) / SIMD_W;
 
-#define ROW_BOTH(k) SIMD(row_pass_reg) (Y, idx, val, n, f, coef, v, out, k, 1)
-#define ROW_ONE(k) SIMD(row_pass_reg) (Y, idx, val, n, f, coef, v, out, k, 0)
-	if (nv <= SIMD_BOTH)
-		SIMD_DISPATCH(nv, SIMD_BOTH, ROW_BOTH);
+#define ROW_BOTH(k) SIMD(row_pass_reg) (Y, idx, val, n, f, coef, v, out, k, 1, whole)
+#define ROW_ONE(k) SIMD(row_pass_reg) (Y, idx, val, n, f, coef, v, out, k, 0, whole)
+	if (nv <= SIMD_ONE && f % SIMD_W == 0)
+	{
+		const int	whole = 1;
+
+		if (nv <= SIMD_BOTH)
+			SIMD_DISPATCH(nv, SIMD_BOTH, ROW_BOTH);
+		else
+			SIMD_DISPATCH(nv, SIMD_ONE, ROW_ONE);
+	}
 	else if (nv <= SIMD_ONE)
-		SIMD_DISPATCH(nv, SIMD_ONE, ROW_ONE);
+	{
+		const int	whole = 0;
+
+		if (nv <= SIMD_BOTH)
+			SIMD_DISPATCH(nv, SIMD_BOTH, ROW_BOTH);
+		else
+			SIMD_DISPATCH(nv, SIMD_ONE, ROW_ONE);
+	}
 	else
 		SIMD(row_pass_mem) (Y, idx, val, n, f, coef, v, out);
 #undef ROW_BOTH
@@ -400,9 +415,9 @@ SIMD(symv) (const float *G, int f, float alpha, const float *v, float *out)
 /* x.y_i of four cells at a time, x in registers (nv a constant). */
 static SIMD_INLINE void
 SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
-				const float *x, float *out, const int nv)
+				const float *x, float *out, const int nv, const int whole)
 {
-	int			tail = SIMD(tail_of) (f);
+	int			tail = whole ? SIMD_W : SIMD(tail_of) (f);
 	V			xv[SIMD_ONE];
 	const float *y[4];
 	V			d[4];
@@ -451,9 +466,19 @@ SIMD(dots) (const float *Y, const int32_t *idx, int n, int f, const float *x,
 {
 	int			nv = (f + SIMD_W - 1) / SIMD_W;
 
-#define DOTS(k) SIMD(dots_reg) (Y, idx, n, f, x, out, k)
-	if (nv <= SIMD_ONE)
+#define DOTS(k) SIMD(dots_reg) (Y, idx, n, f, x, out, k, whole)
+	if (nv <= SIMD_ONE && f % SIMD_W == 0)
+	{
+		const int	whole = 1;
+
 		SIMD_DISPATCH(nv, SIMD_ONE, DOTS);
+	}
+	else if (nv <= SIMD_ONE)
+	{
+		const int	whole = 0;
+
+		SIMD_DISPATCH(nv, SIMD_ONE, DOTS);
+	}
 	else
 		SIMD(dots_mem) (Y, idx, n, f, x, out);
 #undef DOTS
@@ -534,9 +559,9 @@ SIMD(gather_cell) (const float *y, float *w, float s, float t, V *bv, int nv,
 static SIMD_INLINE void
 SIMD(chol_gather_reg) (const float *Y, const int32_t *idx, const float *val,
 					   int n, int f, const WalsPassCoef *coef, float *W,
-					   float *b, const int nv)
+					   float *b, const int nv, const int whole)
 {
-	int			tail = SIMD(tail_of) (f);
+	int			tail = whole ? SIMD_W : SIMD(tail_of) (f);
 	int			np = wals_pad(f) / SIMD_W;
 	V			bv[SIMD_ONE];
 	int			j;
@@ -568,9 +593,18 @@ SIMD(chol_gather) (const float *Y, const int32_t *idx, const float *val,
 	int			j;
 	int			c;
 
-#define GATHER(k) SIMD(chol_gather_reg) (Y, idx, val, n, f, coef, W, b, k)
+#define GATHER(k) SIMD(chol_gather_reg) (Y, idx, val, n, f, coef, W, b, k, whole)
+	if (nv <= SIMD_ONE && f % SIMD_W == 0)
+	{
+		const int	whole = 1;
+
+		SIMD_DISPATCH(nv, SIMD_ONE, GATHER);
+		return;
+	}
 	if (nv <= SIMD_ONE)
 	{
+		const int	whole = 0;
+
 		SIMD_DISPATCH(nv, SIMD_ONE, GATHER);
 		return;
 	}
