@@ -2,8 +2,8 @@
  * score.c
  *	  Exact top-k recommendation scores: an int8 first pass with provable
  *	  bounds, exact rescoring of the items those bounds cannot rule out,
- *	  and batches of users that share the first pass or, without VNNI,
- *	  go through the matrix product.
+ *	  and batches of users that share the first pass or, on the portable
+ *	  path, go through the matrix product.
  *
  * A query's reference is the scan of every eligible item with the core's
  * float dot product (wals_score_dot).  Scanning 27,000 float rows of 64
@@ -67,9 +67,27 @@
  * norms |ey| and 16 norms |y|.  Bytes are stored as q_y + 128, unsigned,
  * because vpdpbusd multiplies unsigned bytes by signed ones and only the
  * signed operand can be a broadcast from memory (the query's four bytes);
- * the 128 sum_j q_x,j it adds is subtracted once per query.  The portable
- * path reads the same layout in 16-byte vectors of int16 products, which
- * every vector unit has.
+ * the 128 sum_j q_x,j it adds is subtracted once per query.
+ *
+ * Paths.  What computes the byte sums follows the kernel family in use
+ * (wals_kernels_use): AVX-512 with VNNI; AVX2, which AVX-512 without VNNI
+ * uses too; and a portable path that reads the layout in 16-byte vectors
+ * of int16 products, which every vector unit has.  The integer sums are
+ * exact on every path, in any order, so all give the same a; only their
+ * evaluations of E may round differently, which the bound allows for.
+ * AVX2 multiplies bytes only in vpmaddubsw, which adds two products of an
+ * unsigned and a signed byte into an int16 lane that saturates, and the
+ * stored bytes times q_x could reach 2 * 255 * 127.  A lane of stored
+ * bytes (0 to 255) lies between 255 times the sum of its negative query
+ * bytes and 255 times the sum of its positive ones, so where neither sum
+ * exceeds 128 in magnitude, 255 * 128 = 32640 fits and the lane is exact.
+ * Such "narrow" groups of four factors (about 86% on random or trained
+ * factors) go in as stored, two groups in one lane (added with vpaddw,
+ * which wraps, exact where the true sum fits) where all their bytes
+ * together still meet the condition.  The other groups go in as |q_x|
+ * times q_y with q_x's sign (vpsignb): products of at most 127^2, lanes of
+ * at most 32258 (neither byte is ever -128).  vpmaddwd then adds the lanes
+ * into int32 sums, exactly.
  *
  * Filters are applied inside the scan: a sorted skip list and an optional
  * sorted allow list are walked beside the block index, making a 16-bit
@@ -77,12 +95,12 @@
  * jumped over.  The bounds only prune when k is small beside the eligible
  * items; otherwise the exact scan is cheaper, and gives the same result.
  *
- * A batch with VNNI runs the first pass of SCAN_USERS users block by
- * block, so that a block read from memory serves them all: a single query
- * is bound by the traffic from the last-level cache, a batch by
- * arithmetic.  Without VNNI, where byte products cost several
- * instructions, the batch scores blocks of users against blocks of items
- * with one cblas_sgemm each.  The product's scores s obey the same
+ * A batch with byte products in vectors (VNNI, AVX2) runs the first pass
+ * of SCAN_USERS users block by block, so that a block read from memory
+ * serves them all: a single query is bound by the traffic from the
+ * last-level cache, a batch by arithmetic.  On the portable path, where
+ * byte products cost several instructions each, the batch scores blocks
+ * of users against blocks of items with one cblas_sgemm each.  The product's scores s obey the same
  * rounding bound as the reference, so |s - r| <= M = 2 (gamma |x| max|y| +
  * eta).  If S_k is the k-th best s, k items have r >= S_k - M, so every
  * item of the reference top k has s >= S_k - 2M.  A heap per user keeps
@@ -91,6 +109,7 @@
  * does not (many near-ties), that user alone is scanned exactly.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
@@ -101,7 +120,10 @@
 /* Items per block: one vector of 16 int32 or float lanes. */
 #define BLOCK 16
 
-/* Sums of f products of a byte and a signed byte stay inside int32. */
+/*
+ * Sums of f products of a byte and a signed byte stay inside int32, from
+ * the byte offset's correction on: f (128 + 255) 127 < 2^31.
+ */
 #define SCORE_MAX_F 32768
 
 /* Past this |x| max|y|, scores may near overflow: scan exactly. */
@@ -121,6 +143,13 @@
  */
 #define PRODUCT_USERS 64
 #define PRODUCT_ITEMS 2048
+
+/*
+ * The scan asks for the block this many ahead, every cache line of it:
+ * the hardware's own prefetching alone left a single query waiting on
+ * memory, about 5% of its time with VNNI and 10% on the AVX2 path.
+ */
+#define PREFETCH_BLOCKS 4
 
 /*
  * Queries sharing each block of the first pass in a batch: the block is
@@ -436,6 +465,9 @@ exact_topk(const WalsScoreIndex *ix, const float *x,
 typedef struct QueryScratch
 {
 	int32_t    *qx;				/* groups of four signed bytes */
+	int32_t    *offset;			/* see Query */
+	int32_t    *qx_ordered;
+	int32_t    *qabs_ordered;
 	int16_t    *pairs;			/* 16 per group, see Query */
 	int32_t    *lower_idx;		/* the lower-bound heap, k entries */
 	float	   *lower_score;
@@ -461,19 +493,29 @@ query_scratch_layout(const WalsScoreIndex *ix, int k, unsigned char *p,
 	if (qs)
 	{
 		qs->qx = (int32_t *) p;
-		qs->pairs = (int16_t *) (p + sq);
-		qs->lower_idx = (int32_t *) (p + sq + sp);
-		qs->lower_score = (float *) (p + sq + sp + sk);
-		qs->cand = (int32_t *) (p + sq + sp + 2 * sk);
-		qs->cand_upper = (float *) (p + sq + sp + 2 * sk + sn);
+		qs->offset = (int32_t *) (p + sq);
+		qs->qx_ordered = (int32_t *) (p + 2 * sq);
+		qs->qabs_ordered = (int32_t *) (p + 3 * sq);
+		qs->pairs = (int16_t *) (p + 4 * sq);
+		qs->lower_idx = (int32_t *) (p + 4 * sq + sp);
+		qs->lower_score = (float *) (p + 4 * sq + sp + sk);
+		qs->cand = (int32_t *) (p + 4 * sq + sp + 2 * sk);
+		qs->cand_upper = (float *) (p + 4 * sq + sp + 2 * sk + sn);
 	}
-	return sq + sp + 2 * sk + 2 * sn;
+	return 4 * sq + sp + 2 * sk + 2 * sn;
 }
 
 /* What the first pass needs of a query, from prepare_query. */
 typedef struct Query
 {
 	const int32_t *qx;			/* q_x, groups of four signed bytes */
+	/* for block_avx2: the groups in the order it takes them */
+	const int32_t *offset;		/* byte offsets in a block, narrow first */
+	const int32_t *qx_ordered;	/* their q_x */
+	const int32_t *qabs_ordered;	/* and |q_x| */
+	int			paired;			/* how many are in pairs */
+	int			narrow;			/* how many are narrow, those included */
+	int32_t		corr_narrow;	/* corr's share of the narrow groups */
 	const int16_t *pairs;		/* per group, q_x of positions 0 and 2 in 8
 								 * alternating int16, then of 1 and 3 */
 	int32_t		corr;			/* -128 sum_j q_x,j: the byte offset's share */
@@ -482,6 +524,107 @@ typedef struct Query
 	float		B;
 	float		eta;
 } Query;
+
+/*
+ * Whether block_avx2 may add vpmaddubsw's int16 lanes of groups a and b
+ * of query bytes (b may be none) without saturating or wrapping, as the
+ * header explains (Paths).  A lane adds the products of bytes 0 and 1 of
+ * a group, or of bytes 2 and 3.
+ */
+static int
+lanes_fit(const int8_t *a, const int8_t *b)
+{
+	int			h;
+	int			j;
+
+	for (h = 0; h < 4; h += 2)
+	{
+		int			pos = 0;
+		int			neg = 0;
+
+		for (j = h; j < h + 2; j++)
+		{
+			pos += (a[j] > 0 ? a[j] : 0) + (b[j] > 0 ? b[j] : 0);
+			neg += (a[j] < 0 ? a[j] : 0) + (b[j] < 0 ? b[j] : 0);
+		}
+		if (pos > 128 || neg < -128)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Narrow groups a group tries as partners: enough to pair nearly as many
+ * as trying all of them does, in time linear in f.
+ */
+#define PAIR_WINDOW 8
+
+/*
+ * Order the groups of query bytes q8 for block_avx2: pairs of narrow
+ * groups that fit one lane together, then the other narrow groups, then
+ * the wide ones; the scratch receives their offsets in a block, their
+ * bytes, and the bytes' absolute values.  q->paired and q->narrow count
+ * the groups before the others and before the wide ones; q->corr_narrow
+ * is the narrow groups' share of corr.
+ */
+static void
+order_groups(const int8_t *q8, int groups, const QueryScratch *qs, Query *q)
+{
+	static const int8_t none[4] = {0};
+	int32_t    *order = qs->offset; /* group numbers, offsets at the end */
+	int			front = 0;
+	int			back;
+	int			n = 0;
+	int			i;
+	int			j;
+
+	for (i = 0; i < groups; i++)
+		if (lanes_fit(q8 + 4 * i, none))
+			order[n++] = i;
+	q->narrow = back = n;
+	for (i = 0; i < groups; i++)
+		if (!lanes_fit(q8 + 4 * i, none))
+			order[n++] = i;
+
+	/* Pairs gather at the front, narrow groups left alone at the back. */
+	while (front < back)
+	{
+		int32_t		g = order[front];
+
+		for (j = front + 1; j < back && j <= front + PAIR_WINDOW; j++)
+			if (lanes_fit(q8 + 4 * g, q8 + 4 * order[j]))
+				break;
+		if (j < back && j <= front + PAIR_WINDOW)
+		{
+			order[front] = order[j];
+			order[j] = order[front + 1];
+			order[front + 1] = g;
+			front += 2;
+		}
+		else
+		{
+			order[front] = order[--back];
+			order[back] = g;
+		}
+	}
+	q->paired = front;
+
+	q->corr_narrow = 0;
+	for (i = 0; i < groups; i++)
+	{
+		const int8_t *x = q8 + 4 * order[i];
+		uint8_t    *xabs = (uint8_t *) &qs->qabs_ordered[i];
+
+		memcpy(&qs->qx_ordered[i], x, 4);
+		for (j = 0; j < 4; j++)
+		{
+			xabs[j] = (uint8_t) abs(x[j]);
+			if (i < q->narrow)
+				q->corr_narrow -= 128 * x[j];
+		}
+		order[i] *= 64;
+	}
+}
 
 /*
  * Quantise x into the scratch and derive the bound's terms.  Returns 0
@@ -537,7 +680,11 @@ prepare_query(const WalsScoreIndex *ix, const float *x, const QueryScratch *qs,
 		}
 	xqn = sqrt(xq2) * (1.0 + SLACK_DOUBLE);
 	en = sqrt(e2) * (1.0 + SLACK_DOUBLE);
+	order_groups(q8, ix->groups, qs, q);
 	q->qx = qs->qx;
+	q->offset = qs->offset;
+	q->qx_ordered = qs->qx_ordered;
+	q->qabs_ordered = qs->qabs_ordered;
 	q->pairs = qs->pairs;
 	q->corr = (int32_t) (-128 * qsum);
 	q->sx = s;
@@ -640,8 +787,10 @@ typedef uint32_t (*BlockFn) (const unsigned char *blk, int groups,
  */
 #ifdef __GNUC__
 #define SCORE_INLINE inline __attribute__((always_inline))
+#define SCORE_PREFETCH(p) __builtin_prefetch(p)
 #else
 #define SCORE_INLINE inline
+#define SCORE_PREFETCH(p) ((void) (p))
 #endif
 
 /* The first block from b on that one of the nu users may take. */
@@ -695,6 +844,12 @@ scan_body(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
 
 	for (b = next_block(c, nu, 0, nblocks); b < nblocks;
 		 b = next_block(c, nu, b + 1, nblocks))
+	{
+		size_t		o;
+
+		if (b + PREFETCH_BLOCKS < nblocks)
+			for (o = 0; o < bb; o += 64)
+				SCORE_PREFETCH(ix->blocks + (size_t) (b + PREFETCH_BLOCKS) * bb + o);
 		for (u = 0; u < nu; u++)
 		{
 			float		lower[BLOCK];
@@ -709,6 +864,7 @@ scan_body(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
 			if (cand)
 				scan_take(&st[u], b * BLOCK, cand, lower, upper);
 		}
+	}
 }
 
 /* Every item's bounds, for tests, through the same block function. */
@@ -739,11 +895,11 @@ bounds_body(const WalsScoreIndex *ix, const Query *q, float *lower,
 
 /*
  * 16 bytes as 8 int16 or 4 int32 lanes, the width every vector unit has.
- * Without VNNI a byte product is cheapest in 16 bits: the four bytes of
- * item j are two int16 lanes, and each lane's low and high byte, made
- * signed (q_y, without the offset), times the query's bytes for those
- * positions (Query.pairs) gives products of at most 127^2, two of which
- * still fit in an int16 before they are widened.
+ * Without byte products in hardware, one is cheapest in 16 bits: the four
+ * bytes of item j are two int16 lanes, and each lane's low and high byte,
+ * made signed (q_y, without the offset), times the query's bytes for
+ * those positions (Query.pairs) gives products of at most 127^2, two of
+ * which still fit in an int16 before they are widened.
  */
 typedef int16_t ScoreI16 __attribute__((vector_size(16), may_alias));
 typedef uint16_t ScoreU16 __attribute__((vector_size(16), may_alias));
@@ -850,7 +1006,7 @@ bounds_portable(const WalsScoreIndex *ix, const Query *q, float *lower,
 	bounds_body(ix, q, lower, upper, block_portable);
 }
 
-/* ---------- AVX-512 VNNI ---------- */
+/* ---------- x86: AVX-512 VNNI, and AVX2 without byte dot products ---------- */
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define SCORE_X86 1
@@ -859,6 +1015,8 @@ bounds_portable(const WalsScoreIndex *ix, const Query *q, float *lower,
 
 #define WALS_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")))
 #define WALS_VNNI_INLINE WALS_VNNI inline __attribute__((always_inline))
+#define WALS_AVX2 __attribute__((target("avx2,fma")))
+#define WALS_AVX2_INLINE WALS_AVX2 inline __attribute__((always_inline))
 
 /*
  * block_portable in vectors: one vpdpbusd per group adds four products to
@@ -924,6 +1082,99 @@ bounds_vnni(const WalsScoreIndex *ix, const Query *q, float *lower,
 			float *upper)
 {
 	bounds_body(ix, q, lower, upper, block_vnni);
+}
+
+/* The bounds of eight items from their sums, as block_vnni forms them. */
+static WALS_AVX2_INLINE uint32_t
+bounds8_avx2(__m256i sums, const float *meta, const Query *q,
+			 float threshold, float *lower, float *upper)
+{
+	__m256		a = _mm256_mul_ps(_mm256_cvtepi32_ps(sums),
+								  _mm256_mul_ps(_mm256_set1_ps(q->sx),
+												_mm256_loadu_ps(meta)));
+	__m256		e = _mm256_fmadd_ps(_mm256_set1_ps(q->A),
+									_mm256_loadu_ps(meta + BLOCK),
+									_mm256_fmadd_ps(_mm256_set1_ps(q->B),
+													_mm256_loadu_ps(meta + 2 * BLOCK),
+													_mm256_set1_ps(q->eta)));
+	__m256		up = _mm256_add_ps(a, e);
+
+	_mm256_storeu_ps(lower, _mm256_sub_ps(a, e));
+	_mm256_storeu_ps(upper, up);
+	return (uint32_t) _mm256_movemask_ps(_mm256_cmp_ps(up, _mm256_set1_ps(threshold),
+													   _CMP_GE_OQ));
+}
+
+/*
+ * block_portable in AVX2, eight items a vector, in the order of
+ * order_groups; why no int16 lane saturates or wraps is in the header
+ * (Paths).  Per vector, a pair of narrow groups costs two vpmaddubsw, a
+ * vpaddw and one vpmaddwd, a wide group a vpxor, a vpsignb, a vpmaddubsw
+ * and a vpmaddwd; only ports 0 and 1 run the multiplies and vpsignb, so
+ * those counts bound the loop.
+ */
+static WALS_AVX2_INLINE uint32_t
+block_avx2(const unsigned char *blk, int groups, const Query *q,
+		   float threshold, uint32_t eligible, float *lower, float *upper)
+{
+	const float *meta = (const float *) (blk + 64 * (size_t) groups);
+	const __m256i flip = _mm256_set1_epi8((char) 0x80);
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256i		lo = _mm256_set1_epi32(q->corr_narrow);
+	__m256i		hi = lo;
+	uint32_t	cand;
+	int			i;
+
+	for (i = 0; i < q->paired; i += 2)
+	{
+		const __m256i *p = (const __m256i *) (blk + q->offset[i]);
+		const __m256i *r = (const __m256i *) (blk + q->offset[i + 1]);
+		__m256i		xp = _mm256_set1_epi32(q->qx_ordered[i]);
+		__m256i		xr = _mm256_set1_epi32(q->qx_ordered[i + 1]);
+
+		lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(_mm256_load_si256(p), xp),
+																	 _mm256_maddubs_epi16(_mm256_load_si256(r), xr)),
+													ones));
+		hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(_mm256_load_si256(p + 1), xp),
+																	 _mm256_maddubs_epi16(_mm256_load_si256(r + 1), xr)),
+													ones));
+	}
+	for (; i < q->narrow; i++)
+	{
+		const __m256i *p = (const __m256i *) (blk + q->offset[i]);
+		__m256i		x = _mm256_set1_epi32(q->qx_ordered[i]);
+
+		lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(p), x), ones));
+		hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(p + 1), x), ones));
+	}
+	for (; i < groups; i++)
+	{
+		const __m256i *p = (const __m256i *) (blk + q->offset[i]);
+		__m256i		x = _mm256_set1_epi32(q->qx_ordered[i]);
+		__m256i		xabs = _mm256_set1_epi32(q->qabs_ordered[i]);
+		__m256i		y0 = _mm256_xor_si256(_mm256_load_si256(p), flip);
+		__m256i		y1 = _mm256_xor_si256(_mm256_load_si256(p + 1), flip);
+
+		lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_maddubs_epi16(xabs, _mm256_sign_epi8(y0, x)), ones));
+		hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_maddubs_epi16(xabs, _mm256_sign_epi8(y1, x)), ones));
+	}
+	cand = bounds8_avx2(lo, meta, q, threshold, lower, upper);
+	cand |= bounds8_avx2(hi, meta + 8, q, threshold, lower + 8, upper + 8) << 8;
+	return cand & eligible;
+}
+
+static WALS_AVX2 void
+scan_avx2(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
+		  int nu)
+{
+	scan_body(ix, q, c, st, nu, block_avx2);
+}
+
+static WALS_AVX2 void
+bounds_avx2(const WalsScoreIndex *ix, const Query *q, float *lower,
+			float *upper)
+{
+	bounds_body(ix, q, lower, upper, block_avx2);
 }
 
 #endif							/* x86 */
@@ -1125,8 +1376,10 @@ first_pass_scratch_size(const WalsScoreIndex *ix, int k)
 	return SCAN_USERS * query_scratch_layout(ix, k, NULL, NULL);
 }
 
+#ifdef SCORE_X86
+
 /*
- * The batch where byte products are in hardware: SCAN_USERS queries share
+ * The batch where byte products are in vectors: SCAN_USERS queries share
  * each block of the first pass, which then costs arithmetic rather than
  * memory traffic.
  */
@@ -1173,6 +1426,8 @@ batch_first_pass(const WalsScoreIndex *ix, const float *X, int64_t lo,
 	}
 }
 
+#endif
+
 /* ---------- dispatch ---------- */
 
 static const ScorePath portable_path = {
@@ -1182,6 +1437,10 @@ static const ScorePath portable_path = {
 #ifdef SCORE_X86
 static const ScorePath vnni_path = {
 	"avx512vnni", scan_vnni, bounds_vnni, batch_first_pass
+};
+
+static const ScorePath avx2_path = {
+	"avx2", scan_avx2, bounds_avx2, batch_first_pass
 };
 #endif
 
@@ -1201,7 +1460,9 @@ score_path(void)
 		case WALS_ISA_AVX512:
 			if (wals_cpu_feature(WALS_CPU_VNNI))
 				return &vnni_path;
-			return &portable_path;
+			return &avx2_path;
+		case WALS_ISA_AVX2:
+			return &avx2_path;
 #endif
 		default:
 			return &portable_path;

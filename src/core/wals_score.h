@@ -80,8 +80,9 @@ extern size_t wals_score_batch_scratch_size(const WalsScoreIndex *ix, int k);
  * wals_score_topk for users [lo, hi) of X (rows of f floats), with user u's
  * filter at filters[u] (filters NULL: none for anyone), its results at
  * idx + u k and score + u k, and their count at count[u].  Several users
- * share each read of the index (with VNNI) or each block of a matrix
- * product (without), which costs less per user than a query each.
+ * share each read of the index (where bytes are multiplied in vectors) or
+ * each block of a matrix product (the portable path), which costs less per
+ * user than a query each.
  */
 extern void wals_score_topk_batch(const WalsScoreIndex *ix, const float *X,
 								  int64_t lo, int64_t hi,
@@ -100,8 +101,8 @@ extern int	wals_score_bounds(const WalsScoreIndex *ix, const float *x,
 
 /*
  * The first pass's instruction set, which follows the kernel family in use
- * (wals_kernels_use): "avx512vnni" for avx512 on a CPU with VNNI, else
- * "portable".
+ * (wals_kernels_use): "avx512vnni" for avx512 on a CPU with VNNI, "avx2"
+ * for avx512 without it and for avx2, and "portable" for generic.
  */
 extern const char *wals_score_path(void);
 

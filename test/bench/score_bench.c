@@ -16,8 +16,10 @@
  * wals.kernels does), which brings its own first-pass path: one row per
  * family, with the query's p50 and p99, the batch's throughput (the median
  * of BATCH_RUNS), and both against the widest family's.  The families take
- * turns query by query and run by run, so that a machine's slow spells
- * fall on all of them.  Every result is checked against the reference of
+ * turns of QUERY_TURN queries and of one batch, so that a machine's slow
+ * spells fall on all of them, while each turn is long enough that a switch
+ * of instruction set (AVX-512 lowers the clock for a while) costs it
+ * nothing measurable.  Every result is checked against the reference of
  * its family (every item through wals_score_dot, the same heap) and
  * mismatches are counted: the figure must be 0.  Below the rows, for
  * scale, the scan the server used before this engine (cblas_sgemv, then
@@ -38,6 +40,7 @@
 #define BENCH_RANK 8
 #define FULL_USERS 138000
 #define BATCH_RUNS 3
+#define QUERY_TURN 100
 #define MAX_FAMILIES WALS_ISA_COUNT
 
 static uint64_t rng_state = 42;
@@ -332,7 +335,7 @@ time_sgemv(const WalsScoreIndex *ix, const float *U, int queries,
 
 /*
  * Each family's seconds per query (sec[p][q]), the families taking turns
- * on each query; their mismatches go to differing[p].
+ * of QUERY_TURN queries; their mismatches go to differing[p].
  */
 static void
 time_queries(const WalsScoreIndex *ix, const float *U, int queries,
@@ -341,24 +344,28 @@ time_queries(const WalsScoreIndex *ix, const float *U, int queries,
 {
 	void	   *scratch = xalloc(wals_score_scratch_size(ix, k), 1);
 	Results		got;
+	int			q0;
 	int			q;
 	int			p;
 
 	results_alloc(&got, 1, k);
-	for (q = 0; q < queries; q++)
+	for (q0 = 0; q0 < queries; q0 += QUERY_TURN)
 		for (p = 0; p < nfam; p++)
 		{
-			const WalsScoreFilter *filter = filters ? &filters[q] : NULL;
-			double		t0;
-
 			wals_kernels_use(fam[p].kernels);
-			t0 = now();
-			got.count[0] = wals_score_topk(ix, U + (size_t) q * ix->f, filter, k,
-										   got.idx, got.score, scratch);
-			sec[p][q] = now() - t0;
-			differing[p] += differs(got.count[0], got.idx, got.score,
-									ref[p].count[q], ref[p].idx + (size_t) q * k,
-									ref[p].score + (size_t) q * k);
+			for (q = q0; q < q0 + QUERY_TURN && q < queries; q++)
+			{
+				const WalsScoreFilter *filter = filters ? &filters[q] : NULL;
+				double		t0 = now();
+
+				got.count[0] = wals_score_topk(ix, U + (size_t) q * ix->f, filter,
+											   k, got.idx, got.score, scratch);
+				sec[p][q] = now() - t0;
+				differing[p] += differs(got.count[0], got.idx, got.score,
+										ref[p].count[q],
+										ref[p].idx + (size_t) q * k,
+										ref[p].score + (size_t) q * k);
+			}
 		}
 	wals_kernels_use("auto");
 	results_free(&got);

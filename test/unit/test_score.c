@@ -588,6 +588,81 @@ test_bounds(const char *path)
 }
 
 /*
+ * The first pass's integer sums, exactly, where products of bytes are
+ * formed in pieces that could overflow or saturate: every factor on the
+ * integer grid with a largest entry of 127 (scales of 1, no quantisation
+ * error), so that the reference is exact and the middle of an item's
+ * bounds must be within half a unit of it.  Items take the extreme bytes
+ * (+-127 stored as 255 and 1); queries take pairs of bytes at each edge
+ * of what one int16 lane holds: positive or negative sums of 128 (64 + 64,
+ * 127 + 1) and of 129, opposite signs at full scale, and zeros.
+ */
+static void
+test_integer_grid(const char *path)
+{
+	enum
+	{
+		N = 300
+	};
+	static const int item_bytes[] = {127, -127, 1, -1, 0, 64, -64, 126, -100};
+	static const int query_pairs[][2] = {
+		{64, 64}, {-64, -64}, {127, 1}, {-1, -127}, {127, 2}, {-2, -127},
+		{65, 64}, {127, 127}, {-127, -127}, {127, -127}, {-127, 127},
+		{0, 127}, {-127, 0}, {0, 0}, {100, 28}, {-28, -101}
+	};
+	static const int widths[] = {64, 62, 7};
+	TestRng		rng;
+	int			w;
+
+	rng_seed(&rng, 18);
+	for (w = 0; w < 3; w++)
+	{
+		int			f = widths[w];
+		float	   *Y = test_alloc((size_t) N * f, sizeof(float));
+		float	   *lower = test_alloc(N, sizeof(float));
+		float	   *upper = test_alloc(N, sizeof(float));
+		float	   *x = test_alloc(f, sizeof(float));
+		TestIndex	t;
+		int64_t		i;
+		int			r;
+		int			j;
+
+		for (i = 0; i < N; i++)
+			for (j = 0; j < f; j++)
+				Y[(size_t) i * f + j] = (float) (j == f - 1 ? (i % 2 ? -127 : 127) :
+												 item_bytes[rng_below(&rng, 9)]);
+		index_make(&t, Y, N, f);
+		t.scratch = test_alloc(wals_score_scratch_size(&t.ix, 1), 1);
+		for (r = 0; r < 16; r++)
+		{
+			int			applied;
+			int			exact = 1;
+
+			for (j = 0; j < f; j++)
+				x[j] = (float) query_pairs[(j / 2 + r) % 16][j % 2];
+			x[0] = 127.0f;
+			applied = wals_score_bounds(&t.ix, x, lower, upper, t.scratch);
+			for (i = 0; applied && i < N; i++)
+			{
+				float		ref = wals_kernels()->dot(x, Y + (size_t) i * f, f);
+
+				exact &= lower[i] <= ref && ref <= upper[i] &&
+					fabs(0.5 * ((double) lower[i] + upper[i]) - ref) < 0.5;
+			}
+			CHECK(applied && exact, "%s: integer sums exact, f=%d rotation %d",
+				  path, f, r);
+			CHECK(query_matches_k(&t, x, NULL, 10),
+				  "%s: top 10 on the integer grid, f=%d rotation %d", path, f, r);
+		}
+		index_free(&t);
+		free(Y);
+		free(lower);
+		free(upper);
+		free(x);
+	}
+}
+
+/*
  * Items whose exact scores all tie and whose float scores differ only by
  * rounding: the rows are permutations of one vector whose large entries
  * cancel, and x is constant, so which item wins depends on the order of
@@ -806,8 +881,10 @@ test_path_choice(const char *family, const char *path)
 {
 	const char *want = "portable";
 
-	if (strcmp(family, "avx512") == 0 && wals_cpu_feature(WALS_CPU_VNNI))
-		want = "avx512vnni";
+	if (strcmp(family, "avx512") == 0)
+		want = wals_cpu_feature(WALS_CPU_VNNI) ? "avx512vnni" : "avx2";
+	else if (strcmp(family, "avx2") == 0)
+		want = "avx2";
 	CHECK(strcmp(path, want) == 0, "%s kernels choose the %s path, not %s",
 		  family, want, path);
 }
@@ -836,6 +913,7 @@ test_score(void)
 		test_queries(label);
 		test_edges(label);
 		test_bounds(label);
+		test_integer_grid(label);
 		test_batch(label);
 		test_cancellation(label);
 	}
