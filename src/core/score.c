@@ -71,8 +71,9 @@
  *
  * Paths.  What computes the byte sums follows the kernel family in use
  * (wals_kernels_use): AVX-512 with VNNI; AVX2, which AVX-512 without VNNI
- * uses too; and a portable path that reads the layout in 16-byte vectors
- * of int16 products, which every vector unit has.  The integer sums are
+ * uses too; NEON with SDOT (Arm's dotprod) or without; and a portable path
+ * that reads the layout in 16-byte vectors of int16 products, which every
+ * vector unit has.  The integer sums are
  * exact on every path, in any order, so all give the same a; only their
  * evaluations of E may round differently, which the bound allows for.
  * AVX2 multiplies bytes only in vpmaddubsw, which adds two products of an
@@ -87,7 +88,11 @@
  * together still meet the condition.  The other groups go in as |q_x|
  * times q_y with q_x's sign (vpsignb): products of at most 127^2, lanes of
  * at most 32258 (neither byte is ever -128).  vpmaddwd then adds the lanes
- * into int32 sums, exactly.
+ * into int32 sums, exactly.  NEON multiplies signed bytes by signed bytes,
+ * so its paths turn the stored bytes back into q_y: SDOT adds four
+ * products into an int32 lane; without it, vmull_s8 forms products of at
+ * most 127^2 in int16 lanes and vmlal_s8 adds one more, as the portable
+ * path does, before they are widened.
  *
  * Filters are applied inside the scan: a sorted skip list and an optional
  * sorted allow list are walked beside the block index, making a 16-bit
@@ -95,18 +100,22 @@
  * jumped over.  The bounds only prune when k is small beside the eligible
  * items; otherwise the exact scan is cheaper, and gives the same result.
  *
- * A batch with byte products in vectors (VNNI, AVX2) runs the first pass
- * of SCAN_USERS users block by block, so that a block read from memory
- * serves them all: a single query is bound by the traffic from the
- * last-level cache, a batch by arithmetic.  On the portable path, where
- * byte products cost several instructions each, the batch scores blocks
- * of users against blocks of items with one cblas_sgemm each.  The product's scores s obey the same
- * rounding bound as the reference, so |s - r| <= M = 2 (gamma |x| max|y| +
- * eta).  If S_k is the k-th best s, k items have r >= S_k - M, so every
- * item of the reference top k has s >= S_k - 2M.  A heap per user keeps
- * the best k + 8 products; when its worst lies below S_k - 2M it holds
- * every such item, which are then rescored with wals_score_dot; when it
- * does not (many near-ties), that user alone is scanned exactly.
+ * A batch with byte products in vectors (all but the portable path) runs
+ * the first pass of SCAN_USERS users block by block, so that a block read
+ * from memory serves them all: a single query is bound by the traffic
+ * from the last-level cache, a batch by arithmetic.  On the portable path,
+ * where byte products cost several instructions each, the batch scores
+ * blocks of users against blocks of items with one cblas_sgemm each.  The
+ * product's scores s obey the same rounding bound as the reference, so
+ * |s - r| <= M = 2 (gamma |x| max|y| + eta).  If S_k is the k-th best s,
+ * k items have r >= S_k - M, so every item of the reference top k has
+ * s >= S_k - 2M.  A heap per user keeps the best k + 8 products; when its
+ * worst lies below S_k - 2M it holds every such item, which are then
+ * rescored with wals_score_dot; when it does not (many near-ties), that
+ * user alone is scanned exactly.  The batches of NEON without SDOT were
+ * chosen without an Arm machine to time them: its byte products take
+ * about as many instructions per item as the matrix product's
+ * multiply-adds of four floats, and read a quarter of the memory.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -1179,6 +1188,195 @@ bounds_avx2(const WalsScoreIndex *ix, const Query *q, float *lower,
 
 #endif							/* x86 */
 
+/* ---------- Arm: NEON, with or without SDOT ---------- */
+
+#if defined(__aarch64__) && defined(__GNUC__)
+#define SCORE_NEON 1
+
+#include <arm_neon.h>
+
+#define WALS_NEON_INLINE inline __attribute__((always_inline))
+
+/*
+ * GCC compiles SDOT in functions of their own target; clang 14's
+ * arm_neon.h offers it only where the whole file is built for it, which is
+ * all PostgreSQL's bitcode of this file needs (the server runs GCC's).
+ */
+#if defined(__ARM_FEATURE_DOTPROD)
+#define WALS_DOTPROD
+#elif !defined(__clang__)
+#define WALS_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+
+/* The bounds of four items from their sums, as block_vnni forms them. */
+static WALS_NEON_INLINE uint32_t
+bounds4_neon(int32x4_t sums, const float *meta, const Query *q,
+			 float threshold, float *lower, float *upper)
+{
+	static const uint32_t lane_bits[4] = {1, 2, 4, 8};
+	float32x4_t a = vmulq_f32(vcvtq_f32_s32(sums),
+							  vmulq_n_f32(vld1q_f32(meta), q->sx));
+	float32x4_t e = vfmaq_n_f32(vfmaq_n_f32(vdupq_n_f32(q->eta),
+											vld1q_f32(meta + 2 * BLOCK), q->B),
+								vld1q_f32(meta + BLOCK), q->A);
+	float32x4_t up = vaddq_f32(a, e);
+
+	vst1q_f32(lower, vsubq_f32(a, e));
+	vst1q_f32(upper, up);
+	return vaddvq_u32(vandq_u32(vcgeq_f32(up, vdupq_n_f32(threshold)),
+								vld1q_u32(lane_bits)));
+}
+
+/* The candidates among 16 items from their sums, four to a vector. */
+static WALS_NEON_INLINE uint32_t
+bounds16_neon(const int32x4_t *sums, const unsigned char *blk, int groups,
+			  const Query *q, float threshold, uint32_t eligible,
+			  float *lower, float *upper)
+{
+	const float *meta = (const float *) (blk + 64 * (size_t) groups);
+	uint32_t	cand = 0;
+	int			c;
+
+	for (c = 0; c < 4; c++)
+		cand |= bounds4_neon(sums[c], meta + 4 * c, q, threshold,
+							 lower + 4 * c, upper + 4 * c) << (4 * c);
+	return cand & eligible;
+}
+
+/*
+ * block_portable in NEON without SDOT.  Bytes made signed again (q_y)
+ * times q_x in vmull_s8 are products of at most 127^2 in int16 lanes;
+ * vmlal_s8 adds those of the next group, at most 32258 in all, still
+ * exact; vpadalq_s16 adds adjacent lanes into int32, two per item, which
+ * vpaddq_s32 adds at the end.
+ */
+static WALS_NEON_INLINE uint32_t
+block_neon(const unsigned char *blk, int groups, const Query *q,
+		   float threshold, uint32_t eligible, float *lower, float *upper)
+{
+	const uint8x16_t flip = vdupq_n_u8(0x80);
+	int32x4_t	lo[4];
+	int32x4_t	hi[4];
+	int32x4_t	sums[4];
+	int			g;
+	int			c;
+
+	for (c = 0; c < 4; c++)
+		lo[c] = hi[c] = vdupq_n_s32(0);
+	for (g = 0; g + 2 <= groups; g += 2)
+	{
+		const unsigned char *p = blk + 64 * (size_t) g;
+		int8x16_t	x0 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g]));
+		int8x16_t	x1 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g + 1]));
+
+		for (c = 0; c < 4; c++)
+		{
+			int8x16_t	y0 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16 * c), flip));
+			int8x16_t	y1 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 64 + 16 * c), flip));
+
+			lo[c] = vpadalq_s16(lo[c], vmlal_s8(vmull_s8(vget_low_s8(y0), vget_low_s8(x0)),
+												vget_low_s8(y1), vget_low_s8(x1)));
+			hi[c] = vpadalq_s16(hi[c], vmlal_high_s8(vmull_high_s8(y0, x0), y1, x1));
+		}
+	}
+	if (g < groups)
+	{
+		const unsigned char *p = blk + 64 * (size_t) g;
+		int8x16_t	x0 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g]));
+
+		for (c = 0; c < 4; c++)
+		{
+			int8x16_t	y0 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16 * c), flip));
+
+			lo[c] = vpadalq_s16(lo[c], vmull_s8(vget_low_s8(y0), vget_low_s8(x0)));
+			hi[c] = vpadalq_s16(hi[c], vmull_high_s8(y0, x0));
+		}
+	}
+	for (c = 0; c < 4; c++)
+		sums[c] = vpaddq_s32(lo[c], hi[c]);
+	return bounds16_neon(sums, blk, groups, q, threshold, eligible, lower,
+						 upper);
+}
+
+static void
+scan_neon(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
+		  int nu)
+{
+	scan_body(ix, q, c, st, nu, block_neon);
+}
+
+static void
+bounds_neon(const WalsScoreIndex *ix, const Query *q, float *lower,
+			float *upper)
+{
+	bounds_body(ix, q, lower, upper, block_neon);
+}
+
+#ifdef WALS_DOTPROD
+#define SCORE_DOTPROD 1
+
+/*
+ * block_portable with SDOT, which adds four products of signed bytes into
+ * each int32 lane: q_y (the stored byte made signed again) times q_x,
+ * exact.  Two sets of accumulators alternate between groups, so that no
+ * SDOT waits for the one before.
+ */
+static WALS_DOTPROD WALS_NEON_INLINE uint32_t
+block_dotprod(const unsigned char *blk, int groups, const Query *q,
+			  float threshold, uint32_t eligible, float *lower, float *upper)
+{
+	const uint8x16_t flip = vdupq_n_u8(0x80);
+	int32x4_t	even[4];
+	int32x4_t	odd[4];
+	int32x4_t	sums[4];
+	int			g;
+	int			c;
+
+	for (c = 0; c < 4; c++)
+		even[c] = odd[c] = vdupq_n_s32(0);
+	for (g = 0; g + 2 <= groups; g += 2)
+	{
+		const unsigned char *p = blk + 64 * (size_t) g;
+		int8x16_t	x0 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g]));
+		int8x16_t	x1 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g + 1]));
+
+		for (c = 0; c < 4; c++)
+		{
+			even[c] = vdotq_s32(even[c], vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16 * c), flip)), x0);
+			odd[c] = vdotq_s32(odd[c], vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 64 + 16 * c), flip)), x1);
+		}
+	}
+	if (g < groups)
+	{
+		const unsigned char *p = blk + 64 * (size_t) g;
+		int8x16_t	x0 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g]));
+
+		for (c = 0; c < 4; c++)
+			even[c] = vdotq_s32(even[c], vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16 * c), flip)), x0);
+	}
+	for (c = 0; c < 4; c++)
+		sums[c] = vaddq_s32(even[c], odd[c]);
+	return bounds16_neon(sums, blk, groups, q, threshold, eligible, lower,
+						 upper);
+}
+
+static WALS_DOTPROD void
+scan_dotprod(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
+			 int nu)
+{
+	scan_body(ix, q, c, st, nu, block_dotprod);
+}
+
+static WALS_DOTPROD void
+bounds_dotprod(const WalsScoreIndex *ix, const Query *q, float *lower,
+			   float *upper)
+{
+	bounds_body(ix, q, lower, upper, block_dotprod);
+}
+#endif							/* WALS_DOTPROD */
+
+#endif							/* aarch64 */
+
 /* ---------- batch: through the matrix product ---------- */
 
 /* One user of a product block: its heap of products and its filter. */
@@ -1376,7 +1574,7 @@ first_pass_scratch_size(const WalsScoreIndex *ix, int k)
 	return SCAN_USERS * query_scratch_layout(ix, k, NULL, NULL);
 }
 
-#ifdef SCORE_X86
+#if defined(SCORE_X86) || defined(SCORE_NEON)
 
 /*
  * The batch where byte products are in vectors: SCAN_USERS queries share
@@ -1444,6 +1642,18 @@ static const ScorePath avx2_path = {
 };
 #endif
 
+#ifdef SCORE_NEON
+static const ScorePath neon_path = {
+	"neon", scan_neon, bounds_neon, batch_first_pass
+};
+#endif
+
+#ifdef SCORE_DOTPROD
+static const ScorePath dotprod_path = {
+	"neon-dotprod", scan_dotprod, bounds_dotprod, batch_first_pass
+};
+#endif
+
 /*
  * The path of the kernel family in use, so that wals_kernels_use (the
  * server's wals.kernels) moves scoring along with the solvers, and tests
@@ -1463,6 +1673,14 @@ score_path(void)
 			return &avx2_path;
 		case WALS_ISA_AVX2:
 			return &avx2_path;
+#endif
+#ifdef SCORE_NEON
+		case WALS_ISA_NEON:
+#ifdef SCORE_DOTPROD
+			if (wals_cpu_feature(WALS_CPU_DOTPROD))
+				return &dotprod_path;
+#endif
+			return &neon_path;
 #endif
 		default:
 			return &portable_path;

@@ -102,7 +102,8 @@ extern int	wals_score_bounds(const WalsScoreIndex *ix, const float *x,
 /*
  * The first pass's instruction set, which follows the kernel family in use
  * (wals_kernels_use): "avx512vnni" for avx512 on a CPU with VNNI, "avx2"
- * for avx512 without it and for avx2, and "portable" for generic.
+ * for avx512 without it and for avx2, "neon-dotprod" or "neon" for neon on
+ * a CPU with or without Arm's dotprod, and "portable" for generic.
  */
 extern const char *wals_score_path(void);
 

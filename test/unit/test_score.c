@@ -885,6 +885,8 @@ test_path_choice(const char *family, const char *path)
 		want = wals_cpu_feature(WALS_CPU_VNNI) ? "avx512vnni" : "avx2";
 	else if (strcmp(family, "avx2") == 0)
 		want = "avx2";
+	else if (strcmp(family, "neon") == 0)
+		want = wals_cpu_feature(WALS_CPU_DOTPROD) ? "neon-dotprod" : "neon";
 	CHECK(strcmp(path, want) == 0, "%s kernels choose the %s path, not %s",
 		  family, want, path);
 }
