@@ -433,9 +433,9 @@ bench_families(const WalsScoreIndex *ix, const float *U, int queries,
 	time_queries(ix, U, queries, filters, k, fam, nfam, ref, sec, differing);
 	time_batches(ix, U, users, filters, k, fam, nfam, ref, batch_sec,
 				 differing);
-	printf("    %-8s %-12s %9s %9s %7s %11s %9s %7s %9s\n", "kernels",
-		   "first pass", "query p50", "p99", "/widest", "batch u/s",
-		   "138k u", "/widest", "differing");
+	printf("    %-8s %-12s %10s %10s %8s  %13s %10s %8s %9s\n", "kernels",
+		   "first pass", "query p50", "p99", "x widest", "batch users/s",
+		   "138k users", "x widest", "differing");
 	for (p = 0; p < nfam; p++)
 	{
 		double		p50 = quantile(sec[p], queries, 0.5);
@@ -443,7 +443,7 @@ bench_families(const WalsScoreIndex *ix, const float *U, int queries,
 
 		if (p == 0)
 			p50_widest = p50;
-		printf("    %-8s %-12s %6.1f us %6.1f us %7.2f %11.0f %7.2f s %7.2f %9d\n",
+		printf("    %-8s %-12s %7.1f us %7.1f us %8.2f  %13.0f %8.2f s %8.2f %9d\n",
 			   fam[p].kernels, fam[p].path, 1e6 * p50, 1e6 * p99,
 			   p50 / p50_widest, users / batch_sec[p],
 			   FULL_USERS * batch_sec[p] / users, batch_sec[p] / batch_sec[0],
@@ -466,24 +466,51 @@ bench_families(const WalsScoreIndex *ix, const float *U, int queries,
 	free(gemv_sec);
 }
 
-/* The CPU, its byte-product features, and what runs where. */
+/* The value of key on a line of /proc/cpuinfo, or NULL for another key. */
+static const char *
+cpuinfo_value(char *line, const char *key)
+{
+	size_t		len = strlen(key);
+	char	   *colon = strchr(line, ':');
+
+	if (colon == NULL || strncmp(line, key, len) != 0 ||
+		strspn(line + len, " \t") != (size_t) (colon - line) - len)
+		return NULL;
+	line[strcspn(line, "\n")] = '\0';
+	return colon + 1 + strspn(colon + 1, " ");
+}
+
+/*
+ * The CPU's name and numbers as /proc/cpuinfo gives them (a virtual
+ * machine may show a generic name, qemu-user the host's), its byte-product
+ * features, and what runs where.
+ */
 static void
 print_machine(const Family *fam, int nfam)
 {
+	static const char *const keys[] = {"model name", "cpu family", "model",
+	"stepping", "CPU implementer", "CPU part"};
+	char		values[6][128] = {{0}};
 	FILE	   *cpuinfo = fopen("/proc/cpuinfo", "r");
 	char		line[256];
-	char		model[256] = "unknown (no model name in /proc/cpuinfo)\n";
+	int			key;
 	int			p;
 
 	while (cpuinfo && fgets(line, sizeof(line), cpuinfo))
-		if (strncmp(line, "model name", 10) == 0)
+		for (key = 0; key < 6; key++)
 		{
-			snprintf(model, sizeof(model), "%s", strchr(line, ':') + 2);
-			break;
+			const char *value = values[key][0] ? NULL : cpuinfo_value(line, keys[key]);
+
+			if (value)
+				snprintf(values[key], sizeof(values[key]), "%s", value);
 		}
 	if (cpuinfo)
 		fclose(cpuinfo);
-	printf("cpu: %s", model);
+	printf("cpu: %s (", values[0][0] ? values[0] : "no model name");
+	for (key = 1, p = 0; key < 6; key++)
+		if (values[key][0])
+			printf("%s%s %s", p++ ? ", " : "", keys[key], values[key]);
+	printf(")\n");
 	printf("byte dot products: AVX-512 VNNI %s, Arm dotprod %s\n",
 		   wals_cpu_feature(WALS_CPU_VNNI) ? "yes" : "no",
 		   wals_cpu_feature(WALS_CPU_DOTPROD) ? "yes" : "no");
@@ -493,7 +520,7 @@ print_machine(const Family *fam, int nfam)
 	printf("; widest: %s\n", fam[0].kernels);
 	printf("OpenBLAS (old serving, batches by matrix product): %s, core %s\n",
 		   openblas_get_config(), openblas_get_corename());
-	printf("one thread\n");
+	printf("one thread; each row's queries and batches rescore with its family's dot product\n");
 }
 
 int
