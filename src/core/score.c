@@ -73,9 +73,9 @@
  * (wals_kernels_use): AVX-512 with VNNI; AVX2, which AVX-512 without VNNI
  * uses too; NEON with SDOT (Arm's dotprod) or without; and a portable path
  * that reads the layout in 16-byte vectors of int16 products, which every
- * vector unit has.  The integer sums are
- * exact on every path, in any order, so all give the same a; only their
- * evaluations of E may round differently, which the bound allows for.
+ * vector unit has.  The integer sums are exact on every path, in any
+ * order, so all give the same a; only their evaluations of E may round
+ * differently, which the bound allows for.
  * AVX2 multiplies bytes only in vpmaddubsw, which adds two products of an
  * unsigned and a signed byte into an int16 lane that saturates, and the
  * stored bytes times q_x could reach 2 * 255 * 127.  A lane of stored
@@ -112,9 +112,9 @@
  * s >= S_k - 2M.  A heap per user keeps the best k + 8 products; when its
  * worst lies below S_k - 2M it holds every such item, which are then
  * rescored with wals_score_dot; when it does not (many near-ties), that
- * user alone is scanned exactly.  The batches of NEON without SDOT were
- * chosen without an Arm machine to time them: its byte products take
- * about as many instructions per item as the matrix product's
+ * user alone is scanned exactly.  NEON without SDOT shares the first pass
+ * too, a choice made without an Arm machine to time it: its byte products
+ * take about as many instructions per item as the matrix product's
  * multiply-adds of four floats, and read a quarter of the memory.
  */
 #include <math.h>
@@ -518,7 +518,7 @@ query_scratch_layout(const WalsScoreIndex *ix, int k, unsigned char *p,
 typedef struct Query
 {
 	const int32_t *qx;			/* q_x, groups of four signed bytes */
-	/* for block_avx2: the groups in the order it takes them */
+	/* for block_avx2, cheap beside any scan: the groups in its order */
 	const int32_t *offset;		/* byte offsets in a block, narrow first */
 	const int32_t *qx_ordered;	/* their q_x */
 	const int32_t *qabs_ordered;	/* and |q_x| */
@@ -1015,7 +1015,7 @@ bounds_portable(const WalsScoreIndex *ix, const Query *q, float *lower,
 	bounds_body(ix, q, lower, upper, block_portable);
 }
 
-/* ---------- x86: AVX-512 VNNI, and AVX2 without byte dot products ---------- */
+/* ---------- x86: AVX-512 VNNI, and AVX2 ---------- */
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define SCORE_X86 1
