@@ -51,6 +51,11 @@
  * vfactors4 (a group's four factors from its sums, broadcast).
  */
 
+/* A tile's rows of partial sums (chol_chunk) must divide a panel's four. */
+#if SIMD_ACC != 4 && SIMD_ACC != 8 && SIMD_ACC != 16
+#error "SIMD_ACC must be 4, 8 or 16"
+#endif
+
 #define SIMD_INLINE SIMD_FN inline __attribute__((always_inline))
 #define SIMD_UNROLL _Pragma("GCC unroll 16")
 #define SIMD_TILE (SIMD_ACC / 4)
@@ -740,7 +745,7 @@ SIMD(chol_chunk) (float *A, int f, int kb, int cs, int first, float *inv,
 			for (c = 0; c < w; c++)
 				part[g][r][c] = g > 0 ? vzero() :
 					vld(A + (size_t) (kb + (r < nr ? r : 0)) * fp + SIMD_W * (cs + c));
-	for (m = 0; m + sets <= kb; m += sets)
+	for (m = 0; m < kb; m += sets)
 	{
 		SIMD_UNROLL
 		for (g = 0; g < sets; g++)
@@ -761,20 +766,6 @@ SIMD(chol_chunk) (float *A, int f, int kb, int cs, int first, float *inv,
 				part[g][2][c] = vfnma(b2, u, part[g][2][c]);
 				part[g][3][c] = vfnma(b3, u, part[g][3][c]);
 			}
-		}
-	}
-	for (; m < kb; m++)
-	{
-		const float *um = A + (size_t) m * fp;
-
-		SIMD_UNROLL
-		for (c = 0; c < w; c++)
-		{
-			V			u = vld(um + SIMD_W * (cs + c));
-
-			SIMD_UNROLL
-			for (r = 0; r < 4; r++)
-				acc[r][c] = vfnma(vset1(um[kb + r]), u, acc[r][c]);
 		}
 	}
 	SIMD_UNROLL
