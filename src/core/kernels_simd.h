@@ -152,19 +152,20 @@ SIMD(prefetch_ahead) (const float *Y, const int32_t *idx, int i, int n, int f,
 }
 
 /*
- * The rows of cells i..i+3 of a row of n cells; past the row's end they
- * repeat cell i's row, which live (the number of real cells) tells the
- * caller to give a factor of zero, so short rows take no slower path.
+ * The rows of cells i..i+3 of a row; past the row's end, in its last group
+ * (live, the group's cells in the row, below four), they repeat cell i's
+ * row, which the factors then weigh with zero, so short rows take no
+ * slower path.  Full groups pass a constant four, and the test goes.
  */
-static SIMD_INLINE int
-SIMD(group_rows) (const float *Y, const int32_t *idx, int i, int n, int f,
+static SIMD_INLINE void
+SIMD(group_rows) (const float *Y, const int32_t *idx, int i, int f, int live,
 				  const float **y)
 {
 	int			k;
 
+	SIMD_UNROLL
 	for (k = 0; k < 4; k++)
-		y[k] = Y + (size_t) idx[i + (i + k < n ? k : 0)] * f;
-	return n - i < 4 ? n - i : 4;
+		y[k] = Y + (size_t) idx[i + (k < live ? k : 0)] * f;
 }
 
 /*
@@ -260,11 +261,21 @@ SIMD(row_pass_reg) (const float *Y, const int32_t *idx, const float *val,
 	}
 	for (i = 0; i < n; i += 4)
 	{
-		int			live = SIMD(group_rows) (Y, idx, i, n, f, y);
+		int			live = n - i < 4 ? n - i : 4;
 
-		SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
-		SIMD(dots4) (y, vv, nv, tail, d);
-		vfactors4(coef, val + i, live, d, t);
+		if (live == 4)
+		{
+			SIMD(group_rows) (Y, idx, i, f, 4, y);
+			SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
+			SIMD(dots4) (y, vv, nv, tail, d);
+			vfactors4(coef, val + i, 4, d, t);
+		}
+		else
+		{
+			SIMD(group_rows) (Y, idx, i, f, live, y);
+			SIMD(dots4) (y, vv, nv, tail, d);
+			vfactors4(coef, val + i, live, d, t);
+		}
 		if (both)
 			SIMD(update4) (y, t, o, nv, tail);
 		else
@@ -295,9 +306,10 @@ SIMD(row_pass_mem) (const float *Y, const int32_t *idx, const float *val,
 		SIMD(stv) (out, c, nv, tail, vzero());
 	for (i = 0; i < n; i += 4)
 	{
-		int			live = SIMD(group_rows) (Y, idx, i, n, f, y);
+		int			live = n - i < 4 ? n - i : 4;
 		V			d[4] = {vzero(), vzero(), vzero(), vzero()};
 
+		SIMD(group_rows) (Y, idx, i, f, live, y);
 		SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
 		for (c = 0; c < nv; c++)
 		{
@@ -433,14 +445,19 @@ SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
 	SIMD_UNROLL
 	for (c = 0; c < nv; c++)
 		xv[c] = SIMD(ldv) (x, c, nv, tail);
-	for (i = 0; i < n; i += 4)
+	for (i = 0; i + 4 <= n; i += 4)
 	{
-		int			live = SIMD(group_rows) (Y, idx, i, n, f, y);
-
+		SIMD(group_rows) (Y, idx, i, f, 4, y);
 		SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
 		SIMD(dots4) (y, xv, nv, tail, d);
+		vsum4(d[0], d[1], d[2], d[3], out + i);
+	}
+	if (i < n)
+	{
+		SIMD(group_rows) (Y, idx, i, f, n - i, y);
+		SIMD(dots4) (y, xv, nv, tail, d);
 		vsum4(d[0], d[1], d[2], d[3], sums);
-		for (c = 0; c < live; c++)
+		for (c = 0; c < n - i; c++)
 			out[i + c] = sums[c];
 	}
 }
