@@ -200,17 +200,18 @@ alloc_scratch(const WalsShared *sh)
 
 /*
  * The peak of a training.  While the matrices are built, the rows read
- * (12 bytes each) live beside the item matrix they are scattered into
- * (8 bytes a rating), or beside the whole shared segment, which is backed
- * in full when it is created; while the sweeps run, the matrices, the
- * factors and every process's scratch.
+ * (12 bytes each) and the scratch of the sorts live beside the item matrix
+ * they are scattered into (8 bytes a rating), or beside the whole shared
+ * segment, which is backed in full when it is created; while the sweeps
+ * run, the matrices, the factors and every process's scratch.
  */
 static double
 estimate_bytes(const WalsLayout *l, int64 cells, int64 scratch_floats, int procs,
 			   bool shared)
 {
 	double		rows = (double) cells * (sizeof(int32) * 2 + sizeof(float));
-	double		build = rows + (shared ? (double) l->total :
+	double		sorts = (double) wals_csr_scratch_bytes((size_t) cells);
+	double		build = rows + sorts + (shared ? (double) l->total :
 								(double) cells * (sizeof(int32) + sizeof(float)));
 	double		sweeps = (double) l->total +
 		(double) procs * scratch_floats * sizeof(float);

@@ -6,15 +6,107 @@
  * (wals_csr_scatter) turns them into a CSR by item whose rows are not yet
  * sorted; transposing that (wals_csr_transpose_merge) walks the items in
  * order, so every user row comes out sorted by item with duplicate cells
- * side by side, and they merge in the same pass over the row.  A plain
- * transpose back gives the final CSR by item.  Each step reads one buffer
- * and writes another of the same size, so no more than two copies of the
- * ratings ever exist, and nothing costs more than O(nnz + rows + columns):
- * no comparison sort, no hash of cells, no count per cell.
+ * side by side, and they merge as each row is placed.  A plain transpose
+ * back gives the final CSR by item.  Each step reads one buffer and writes
+ * another of the same size, so no more than two copies of the ratings ever
+ * exist, and nothing costs more than O(nnz + rows + columns): no comparison
+ * sort of cells, no hash of cells, no count per cell.
+ *
+ * A counting sort writes each cell at the cursor of its row, and with 27k
+ * items or 138k users, the cursors and the lines they write to outgrow the
+ * caches and the TLB: nearly every cell misses, and the three sorts of 15
+ * million ratings took 0.65 to 0.7 s of CPU on a 2-core Xeon VM without
+ * huge pages (a training's shared segment has none), 0.5 s with them.  So
+ * large sorts take two stable passes (plan_parts).  Pass A cuts the rows
+ * into a few hundred runs of consecutive rows and writes each cell to its
+ * run's partition, packing the row's offset in the run with the column in
+ * one int32; the cells of a partition gather in a line buffer and go out a
+ * whole 64-byte line at a time with non-temporal stores, which neither
+ * read the line first nor evict what the pass still uses.  Pass B sorts
+ * each partition (a few hundred kilobytes) through a scratch of its size,
+ * all in cache, and merges its rows' duplicates while they are there.
+ * Both passes keep the input order within a row, so the result is the
+ * one-level sort's to the bit, in 0.3 s on the same VM, huge pages or not
+ * (test/bench/csr_bench).  The caller provides the scratch; without it,
+ * and for small sorts, the one-level sort remains.
  */
 #include <math.h>
+#include <stdbool.h>
+#include <string.h>
 
 #include "wals_core.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/*
+ * Pass A writes to at most this many partitions; rows so many, or columns
+ * so wide, that they cannot be cut this coarsely take the one-level sort.
+ */
+#define CSR_MAX_PARTS		2048
+
+/*
+ * A partition of several rows holds at most 1 / CSR_PART_SHARE of the
+ * cells (CSR_MIN_PART_CELLS at least), which makes a few hundred
+ * partitions: with fewer, pass B's would outgrow the cache; with more,
+ * pass A's line buffers would.
+ */
+#define CSR_PART_SHARE		512
+#define CSR_MIN_PART_CELLS	4096
+
+/*
+ * Sorts of fewer cells, whose output of a few megabytes stays in cache, or
+ * into fewer rows, whose cursors and lines do, are faster in one level
+ * (below 300k cells the two levels cost a third more; past a million they
+ * save a fifth, and over half past ten million).
+ */
+#define CSR_MIN_CELLS		(1 << 19)
+#define CSR_ONE_LEVEL_ROWS	4096
+
+/* Runs of duplicates longer than this are heapsorted, not insertion-sorted. */
+#define CSR_SHORT_RUN		32
+
+/* Cells to a 64-byte line of indices, or of values. */
+#define CSR_LINE			16
+
+/*
+ * During a two-level sort a row's start carries its partition in the bits
+ * above CSR_START_BITS, where no cell index reaches.
+ */
+#define CSR_START_BITS		48
+#define CSR_START_MASK		(((int64_t) 1 << CSR_START_BITS) - 1)
+
+/* The caller's scratch is used from its first 64-byte boundary. */
+#define CSR_ALIGN			64
+
+/* One partition's pending cells in pass A, a line of each array. */
+typedef struct CsrLine
+{
+	int32_t		idx[CSR_LINE];
+	float		val[CSR_LINE];
+} CsrLine;
+
+/*
+ * The partitions of a two-level sort into out, in the caller's scratch.
+ * Rows are grouped greedily into runs of consecutive rows that hold at
+ * most max_cells cells, save a single row that alone holds more, and at
+ * most 2^(31 - colbits) rows, so that a row's offset in its run and a
+ * column index pack into one non-negative int32.
+ */
+typedef struct CsrParts
+{
+	int64_t		nparts;
+	int			colbits;		/* bits of the largest column index */
+	int64_t		max_cells;		/* of a partition of several rows */
+	bool		buffered;		/* pass A writes through lines */
+	int64_t    *first;			/* first row of each partition, then nrows */
+	int64_t    *begin;			/* first cell of each partition */
+	int64_t    *cursor;			/* next cell of each; after pass A, its end */
+	CsrLine    *lines;			/* one per partition, in pass A */
+	int32_t    *cell_idx;		/* max_cells, in pass B, over the lines */
+	float	   *cell_val;
+} CsrParts;
 
 /*
  * Turn counts at ptr[1..n] into start offsets at ptr[0..n), so that a
@@ -32,16 +124,440 @@ counts_to_starts(int64_t *ptr, int64_t n)
 
 /*
  * After a scatter each cursor ptr[j] has advanced to the start of j + 1;
- * shifting by one restores the starts without a second array.
+ * shifting by one restores the starts without a second array, the first
+ * being start, and drops any tag above CSR_START_BITS.
  */
 static void
-cursors_to_starts(int64_t *ptr, int64_t n)
+cursors_to_starts(int64_t *ptr, int64_t n, int64_t start)
 {
 	int64_t		j;
 
 	for (j = n; j > 0; j--)
-		ptr[j] = ptr[j - 1];
-	ptr[0] = 0;
+		ptr[j] = ptr[j - 1] & CSR_START_MASK;
+	ptr[0] = start;
+}
+
+/* Cells a partition of several rows may hold, in a sort of n cells. */
+static size_t
+part_cells(size_t n)
+{
+	size_t		cells = n / CSR_PART_SHARE;
+
+	return cells > CSR_MIN_PART_CELLS ? cells : CSR_MIN_PART_CELLS;
+}
+
+/* The scratch holds the lines of pass A, then the cells of pass B. */
+static size_t
+shared_bytes(size_t n)
+{
+	size_t		lines = CSR_MAX_PARTS * sizeof(CsrLine);
+	size_t		cells = part_cells(n) * (sizeof(int32_t) + sizeof(float));
+
+	return lines > cells ? lines : cells;
+}
+
+/* See wals_core.h. */
+size_t
+wals_csr_scratch_bytes(size_t n)
+{
+	if (n < CSR_MIN_CELLS)
+		return 0;
+	return CSR_ALIGN + shared_bytes(n) + (3 * CSR_MAX_PARTS + 1) * sizeof(int64_t);
+}
+
+/* Point pp's arrays into the scratch; false when it is too small for n cells. */
+static bool
+carve_scratch(CsrParts *pp, size_t n, void *scratch, size_t scratch_bytes)
+{
+	char	   *at = (char *) (((uintptr_t) scratch + CSR_ALIGN - 1) &
+							   ~(uintptr_t) (CSR_ALIGN - 1));
+
+	if (scratch == NULL || n < CSR_MIN_CELLS ||
+		scratch_bytes < wals_csr_scratch_bytes(n))
+		return false;
+	pp->max_cells = (int64_t) part_cells(n);
+	pp->lines = (CsrLine *) at;
+	pp->cell_idx = (int32_t *) at;
+	pp->cell_val = (float *) (pp->cell_idx + pp->max_cells);
+	pp->first = (int64_t *) (at + shared_bytes(n));
+	pp->begin = pp->first + CSR_MAX_PARTS + 1;
+	pp->cursor = pp->begin + CSR_MAX_PARTS;
+	return true;
+}
+
+/* Bits needed to write every index below ncols. */
+static int
+index_bits(int64_t ncols)
+{
+	int			bits = 0;
+
+	while (bits < 31 && ((int64_t) 1 << bits) < ncols)
+		bits++;
+	return bits;
+}
+
+/*
+ * With the counts of out's rows at indptr[1..nrows], plan the partitions,
+ * turn the counts into row starts and tag each start with its row's
+ * partition in the bits above CSR_START_BITS.  False, leaving the counts as
+ * they were, when the sort is better taken in one level: out is small, the
+ * scratch is missing or too small, or the rows do not fit in CSR_MAX_PARTS
+ * partitions.
+ */
+static bool
+plan_parts(CsrParts *pp, WalsCsr *out, size_t n, void *scratch,
+		   size_t scratch_bytes)
+{
+	int64_t    *indptr = out->indptr;
+	int64_t		max_rows;
+	int64_t		cells = 0;
+	int64_t		np = 0;
+	int64_t		r;
+	int64_t		p;
+
+	if (out->nrows <= CSR_ONE_LEVEL_ROWS || n >= CSR_START_MASK ||
+		!carve_scratch(pp, n, scratch, scratch_bytes))
+		return false;
+	pp->colbits = index_bits(out->ncols);
+	max_rows = (int64_t) 1 << (31 - pp->colbits);
+
+	pp->first[0] = 0;
+	pp->begin[0] = 0;
+	for (r = 0; r < out->nrows; r++)
+	{
+		int64_t		c = indptr[r + 1];
+
+		if (r > pp->first[np] &&
+			(cells + c > pp->max_cells || r - pp->first[np] == max_rows))
+		{
+			if (++np == CSR_MAX_PARTS)
+				return false;
+			pp->first[np] = r;
+			pp->begin[np] = pp->begin[np - 1] + cells;
+			cells = 0;
+		}
+		cells += c;
+	}
+	pp->nparts = np + 1;
+	pp->first[pp->nparts] = out->nrows;
+
+	counts_to_starts(indptr, out->nrows);
+	for (p = 0; p < pp->nparts; p++)
+	{
+		pp->cursor[p] = pp->begin[p];
+		for (r = pp->first[p]; r < pp->first[p + 1]; r++)
+			indptr[r] |= p << CSR_START_BITS;
+	}
+#ifdef __SSE2__
+	/* whole lines go out only where both arrays start on a line */
+	pp->buffered = ((uintptr_t) out->indices % CSR_ALIGN) == 0 &&
+		((uintptr_t) out->values % CSR_ALIGN) == 0;
+#else
+	/* without non-temporal stores, lines would only add a copy */
+	pp->buffered = false;
+#endif
+	return true;
+}
+
+#ifdef __SSE2__
+/* Copy the cells [from, to) of a partition's line to out. */
+static void
+spill_cells(const CsrLine *line, WalsCsr *out, int64_t from, int64_t to)
+{
+	int64_t		k;
+
+	for (k = from; k < to; k++)
+	{
+		out->indices[k] = line->idx[k % CSR_LINE];
+		out->values[k] = line->val[k % CSR_LINE];
+	}
+}
+
+/*
+ * Write partition p's full line of cells ending at last with non-temporal
+ * stores, which need not read the lines they fill, unless part of the line
+ * belongs to the partition before.
+ */
+static void
+spill_line(const CsrParts *pp, const CsrLine *line, WalsCsr *out, int64_t p,
+		   int64_t last)
+{
+	int64_t		from = last + 1 - CSR_LINE;
+	__m128i    *idx = (__m128i *) (out->indices + from);
+	__m128i    *val = (__m128i *) (out->values + from);
+	int			q;
+
+	if (from < pp->begin[p])
+	{
+		spill_cells(line, out, pp->begin[p], last + 1);
+		return;
+	}
+	for (q = 0; q < 4; q++)
+	{
+		_mm_stream_si128(idx + q, _mm_load_si128((const __m128i *) line->idx + q));
+		_mm_stream_si128(val + q, _mm_load_si128((const __m128i *) line->val + q));
+	}
+}
+
+/*
+ * The end of pass A: the cells still in the lines, then a fence, since
+ * non-temporal stores are not ordered with the loads of pass B.
+ */
+static void
+flush_lines(const CsrParts *pp, WalsCsr *out)
+{
+	int64_t		p;
+
+	if (!pp->buffered)
+		return;
+	for (p = 0; p < pp->nparts; p++)
+	{
+		int64_t		end = pp->cursor[p];
+		int64_t		from = end - end % CSR_LINE;
+
+		if (from < pp->begin[p])
+			from = pp->begin[p];
+		spill_cells(&pp->lines[p], out, from, end);
+	}
+	_mm_sfence();
+}
+#else
+/* Without non-temporal stores, pass A writes in place: nothing to flush. */
+static void
+flush_lines(const CsrParts *pp, WalsCsr *out)
+{
+	(void) pp;
+	(void) out;
+}
+#endif
+
+/*
+ * Pass A: one cell to the next free place of its partition, its column
+ * packed with its row's offset in the partition.  The input is read in
+ * order, so each partition keeps it.
+ */
+static inline void
+put_cell(CsrParts *pp, WalsCsr *out, int32_t r, int32_t c, float v)
+{
+	int64_t		p = out->indptr[r] >> CSR_START_BITS;
+	int64_t		dst = pp->cursor[p]++;
+	uint32_t	offset = (uint32_t) (r - pp->first[p]);
+	int32_t		packed = (int32_t) ((offset << pp->colbits) | (uint32_t) c);
+
+#ifdef __SSE2__
+	if (pp->buffered)
+	{
+		CsrLine    *line = &pp->lines[p];
+
+		line->idx[dst % CSR_LINE] = packed;
+		line->val[dst % CSR_LINE] = v;
+		if (dst % CSR_LINE == CSR_LINE - 1)
+			spill_line(pp, line, out, p, dst);
+		return;
+	}
+#endif
+	out->indices[dst] = packed;
+	out->values[dst] = v;
+}
+
+/*
+ * Pass B within one partition of several rows, cells [start, end): a stable
+ * counting sort by row through the scratch, where the cells, the rows'
+ * cursors and the part of out they go to all fit in cache.  The tagged row
+ * starts serve as cursors, the tag above any cell index, and become the
+ * plain row starts again.
+ */
+static void
+sort_part(const CsrParts *pp, WalsCsr *out, int64_t first, int64_t last,
+		  int64_t start, int64_t end)
+{
+	int64_t    *indptr = out->indptr;
+	int32_t		mask = (int32_t) (((uint32_t) 1 << pp->colbits) - 1);
+	int			shift = pp->colbits;
+	int64_t		m = end - start;
+	int64_t		k;
+
+	memcpy(pp->cell_idx, out->indices + start, m * sizeof(int32_t));
+	memcpy(pp->cell_val, out->values + start, m * sizeof(float));
+	for (k = 0; k < m; k++)
+	{
+		int64_t    *cursor = &indptr[first + (pp->cell_idx[k] >> shift)];
+		int64_t		dst = (*cursor)++ & CSR_START_MASK;
+
+		out->indices[dst] = pp->cell_idx[k] & mask;
+		out->values[dst] = pp->cell_val[k];
+	}
+	/* the last row's end is the next partition's, and not this one's to write */
+	cursors_to_starts(indptr + first, last - first - 1, start);
+}
+
+/* Sift v[root] down the max-heap v[0..n). */
+static void
+sift_down(float *v, int64_t root, int64_t n)
+{
+	float		x = v[root];
+
+	for (;;)
+	{
+		int64_t		child = 2 * root + 1;
+
+		if (child >= n)
+			break;
+		if (child + 1 < n && v[child + 1] > v[child])
+			child++;
+		if (!(v[child] > x))
+			break;
+		v[root] = v[child];
+		root = child;
+	}
+	v[root] = x;
+}
+
+/*
+ * Sort the finite v[0..n) in place, ascending.  Runs of duplicates are short
+ * and rare, and an insertion sort suits them; but a pair repeated a hundred
+ * thousand times, as a bot's clicks may be, would make it quadratic, so long
+ * runs take a heapsort.
+ */
+static void
+sort_values(float *v, int64_t n)
+{
+	int64_t		a;
+
+	if (n > CSR_SHORT_RUN)
+	{
+		for (a = n / 2 - 1; a >= 0; a--)
+			sift_down(v, a, n);
+		for (a = n - 1; a > 0; a--)
+		{
+			float		top = v[0];
+
+			v[0] = v[a];
+			v[a] = top;
+			sift_down(v, 0, a);
+		}
+		return;
+	}
+	for (a = 1; a < n; a++)
+	{
+		float		x = v[a];
+		int64_t		b = a;
+
+		for (; b > 0 && v[b - 1] > x; b--)
+			v[b] = v[b - 1];
+		v[b] = x;
+	}
+}
+
+/*
+ * One cell from the run of duplicates values[0..len).  The values are
+ * sorted first and summed in double, so the result does not depend on the
+ * order the rows were read in, which float addition alone would not give
+ * for three or more.  Explicit ratings are averaged: a repeated rating is a
+ * re-rating, not more evidence.
+ */
+static float
+merge_run(WalsFeedback feedback, float *values, int64_t len)
+{
+	double		sum = 0.0;
+	int64_t		a;
+
+	sort_values(values, len);
+	for (a = 0; a < len; a++)
+		sum += values[a];
+	if (feedback == WALS_EXPLICIT)
+		sum /= (double) len;
+	return (float) sum;
+}
+
+/*
+ * Compact rows [first, last) of csr in place, folding runs of equal columns
+ * into one cell, and write the new row starts, from *w on, to
+ * indptr[first..last).  The rows start at indptr[first..last) and the last
+ * ends at end.  The write position never passes the read position, so no
+ * second buffer is needed, and a run's length is known when it ends, so no
+ * count per cell unless the caller asks for them (counts not NULL).  A sum
+ * of finite duplicates can still overflow a float, hence the check.
+ */
+static WalsStatus
+merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
+		   int64_t end, int64_t *w, int32_t *counts)
+{
+	int64_t		r;
+
+	for (r = first; r < last; r++)
+	{
+		int64_t		k = csr->indptr[r];
+		int64_t		stop = r + 1 < last ? csr->indptr[r + 1] : end;
+
+		csr->indptr[r] = *w;
+		while (k < stop)
+		{
+			int64_t		run = k + 1;
+
+			while (run < stop && csr->indices[run] == csr->indices[k])
+				run++;
+			csr->indices[*w] = csr->indices[k];
+			csr->values[*w] = run - k == 1 ? csr->values[k] :
+				merge_run(feedback, csr->values + k, run - k);
+			if (!isfinite(csr->values[*w]))
+				return WALS_ENONFINITE;
+			if (counts != NULL)
+				counts[*w] = (int32_t) (run - k);
+			(*w)++;
+			k = run;
+		}
+	}
+	return WALS_OK;
+}
+
+/* merge_rows over every row of csr, sorted in place. */
+static WalsStatus
+merge_duplicates(WalsFeedback feedback, WalsCsr *csr, int32_t *counts)
+{
+	int64_t		w = 0;
+	WalsStatus	status = merge_rows(feedback, csr, 0, csr->nrows,
+									csr->indptr[csr->nrows], &w, counts);
+
+	csr->indptr[csr->nrows] = w;
+	return status;
+}
+
+/*
+ * Pass B for every partition, merging each partition's rows right after
+ * sorting them, while they are in cache, when merge is set.  A partition of
+ * one row is in place already: its offset is 0, so its packed cells are
+ * plain column indices.
+ */
+static WalsStatus
+sort_parts(const CsrParts *pp, WalsCsr *out, bool merge, WalsFeedback feedback)
+{
+	int64_t		start = 0;
+	int64_t		w = 0;
+	int64_t		p;
+
+	for (p = 0; p < pp->nparts; p++)
+	{
+		int64_t		first = pp->first[p];
+		int64_t		last = pp->first[p + 1];
+		int64_t		end = pp->cursor[p];
+
+		if (last - first == 1)
+			out->indptr[first] = start;
+		else
+			sort_part(pp, out, first, last, start, end);
+		if (merge)
+		{
+			WalsStatus	status = merge_rows(feedback, out, first, last, end,
+											&w, NULL);
+
+			if (status != WALS_OK)
+				return status;
+		}
+		start = end;
+	}
+	out->indptr[out->nrows] = merge ? w : start;
+	return WALS_OK;
 }
 
 /*
@@ -51,8 +567,9 @@ cursors_to_starts(int64_t *ptr, int64_t n)
 WalsStatus
 wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 				 const int32_t *row, const int32_t *col, const float *val,
-				 WalsCsr *out)
+				 WalsCsr *out, void *scratch, size_t scratch_bytes)
 {
+	CsrParts	pp;
 	int64_t		j;
 	size_t		k;
 
@@ -71,8 +588,16 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 			return WALS_ENONFINITE;
 		out->indptr[row[k] + 1]++;
 	}
-	counts_to_starts(out->indptr, nrows);
 
+	if (plan_parts(&pp, out, n, scratch, scratch_bytes))
+	{
+		for (k = 0; k < n; k++)
+			put_cell(&pp, out, row[k], col[k], val[k]);
+		flush_lines(&pp, out);
+		return sort_parts(&pp, out, false, WALS_IMPLICIT);
+	}
+
+	counts_to_starts(out->indptr, nrows);
 	for (k = 0; k < n; k++)
 	{
 		int64_t		pos = out->indptr[row[k]]++;
@@ -80,101 +605,21 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 		out->indices[pos] = col[k];
 		out->values[pos] = val[k];
 	}
-	cursors_to_starts(out->indptr, nrows);
+	cursors_to_starts(out->indptr, nrows, 0);
 	return WALS_OK;
 }
 
 /*
- * One cell from the run of duplicates values[0..len).  The values are
- * sorted first and summed in double, so the result does not depend on the
- * order the rows were read in, which float addition alone would not give
- * for three or more.  Explicit ratings are averaged: a repeated rating is a
- * re-rating, not more evidence.  Runs are short and rare, so an insertion
- * sort is enough.
- */
-static float
-merge_run(WalsFeedback feedback, float *values, int64_t len)
-{
-	double		sum = 0.0;
-	int64_t		a;
-
-	for (a = 1; a < len; a++)
-	{
-		float		v = values[a];
-		int64_t		b = a;
-
-		for (; b > 0 && values[b - 1] > v; b--)
-			values[b] = values[b - 1];
-		values[b] = v;
-	}
-	for (a = 0; a < len; a++)
-		sum += values[a];
-	if (feedback == WALS_EXPLICIT)
-		sum /= (double) len;
-	return (float) sum;
-}
-
-/*
- * Compact each row in place, folding runs of equal columns into one cell.
- * The write position never passes the read position, so no second buffer is
- * needed, and a run's length is known when it ends, so no count per cell
- * unless the caller asks for them (counts not NULL).  A sum of finite
- * duplicates can still overflow a float, hence the check.
+ * One counting sort by column, in one level or two; walking in's rows in
+ * order makes each output row sorted by construction, and merge folds its
+ * duplicates.
  */
 static WalsStatus
-merge_duplicates(WalsFeedback feedback, WalsCsr *csr, int32_t *counts)
-{
-	int64_t		w = 0;
-	int64_t		start = 0;
-	int64_t		r;
-
-	for (r = 0; r < csr->nrows; r++)
-	{
-		int64_t		end = csr->indptr[r + 1];
-		int64_t		k = start;
-
-		while (k < end)
-		{
-			int64_t		run = k + 1;
-
-			while (run < end && csr->indices[run] == csr->indices[k])
-				run++;
-			csr->indices[w] = csr->indices[k];
-			csr->values[w] = run - k == 1 ? csr->values[k] :
-				merge_run(feedback, csr->values + k, run - k);
-			if (!isfinite(csr->values[w]))
-				return WALS_ENONFINITE;
-			if (counts != NULL)
-				counts[w] = (int32_t) (run - k);
-			w++;
-			k = run;
-		}
-		start = end;
-		csr->indptr[r + 1] = w;
-	}
-	return WALS_OK;
-}
-
-/*
- * The transpose puts each out row in order of in's rows, so equal cells of
- * one (row, column) pair meet whatever order in's rows had.
- */
-WalsStatus
-wals_csr_transpose_merge(WalsFeedback feedback, const WalsCsr *in, WalsCsr *out)
-{
-	wals_csr_transpose(in, out);
-	return merge_duplicates(feedback, out, NULL);
-}
-
-/*
- * One counting sort by column; walking the rows in order makes each output
- * row sorted by construction.  The caller sizes out from in (ncols + 1
- * pointers, nnz cells).
- */
-void
-wals_csr_transpose(const WalsCsr *in, WalsCsr *out)
+transpose(const WalsCsr *in, WalsCsr *out, void *scratch, size_t scratch_bytes,
+		  bool merge, WalsFeedback feedback)
 {
 	int64_t		nnz = in->indptr[in->nrows];
+	CsrParts	pp;
 	int64_t		j;
 	int64_t		u;
 
@@ -184,8 +629,17 @@ wals_csr_transpose(const WalsCsr *in, WalsCsr *out)
 		out->indptr[j] = 0;
 	for (j = 0; j < nnz; j++)
 		out->indptr[in->indices[j] + 1]++;
-	counts_to_starts(out->indptr, in->ncols);
 
+	if (plan_parts(&pp, out, (size_t) nnz, scratch, scratch_bytes))
+	{
+		for (u = 0; u < in->nrows; u++)
+			for (j = in->indptr[u]; j < in->indptr[u + 1]; j++)
+				put_cell(&pp, out, in->indices[j], (int32_t) u, in->values[j]);
+		flush_lines(&pp, out);
+		return sort_parts(&pp, out, merge, feedback);
+	}
+
+	counts_to_starts(out->indptr, in->ncols);
 	for (u = 0; u < in->nrows; u++)
 	{
 		for (j = in->indptr[u]; j < in->indptr[u + 1]; j++)
@@ -196,7 +650,34 @@ wals_csr_transpose(const WalsCsr *in, WalsCsr *out)
 			out->values[dst] = in->values[j];
 		}
 	}
-	cursors_to_starts(out->indptr, in->ncols);
+	cursors_to_starts(out->indptr, in->ncols, 0);
+	return merge ? merge_duplicates(feedback, out, NULL) : WALS_OK;
+}
+
+/*
+ * The transpose puts each out row in order of in's rows, so equal cells of
+ * one (row, column) pair meet whatever order in's rows had.
+ */
+WalsStatus
+wals_csr_transpose_merge(WalsFeedback feedback, const WalsCsr *in, WalsCsr *out,
+						 void *scratch, size_t scratch_bytes)
+{
+	return transpose(in, out, scratch, scratch_bytes, true, feedback);
+}
+
+/* See wals_core.h. */
+void
+wals_csr_transpose_with(const WalsCsr *in, WalsCsr *out, void *scratch,
+						size_t scratch_bytes)
+{
+	(void) transpose(in, out, scratch, scratch_bytes, false, WALS_IMPLICIT);
+}
+
+/* The caller sizes out from in (ncols + 1 pointers, nnz cells). */
+void
+wals_csr_transpose(const WalsCsr *in, WalsCsr *out)
+{
+	wals_csr_transpose_with(in, out, NULL, 0);
 }
 
 /*
@@ -217,7 +698,7 @@ wals_csr_from_coo(WalsFeedback feedback,
 	by_col.indptr = tmp_indptr;
 	by_col.indices = tmp_idx;
 	by_col.values = tmp_val;
-	status = wals_csr_scatter(ncols, nrows, n, col, row, val, &by_col);
+	status = wals_csr_scatter(ncols, nrows, n, col, row, val, &by_col, NULL, 0);
 	if (status != WALS_OK)
 		return status;
 	wals_csr_transpose(&by_col, out);

@@ -159,16 +159,26 @@ extern int64_t wals_ids_find(const int64_t *ids, int64_t n, int64_t id);
 /* ---------- sparse build (csr.c) ---------- */
 
 /*
+ * Bytes of scratch with which a scatter or transpose of n cells may take
+ * the faster two-level counting sort (see csr.c): about n / 64, 300 kB at
+ * least, and 0 for sorts too small to need it.
+ */
+extern size_t wals_csr_scratch_bytes(size_t n);
+
+/*
  * Counting-scatter coordinates (row[k], col[k], val[k]), k < n, into out, an
  * nrows x ncols CSR whose indptr has nrows + 1 entries and whose indices and
  * values have room for n.  Within a row, cells keep their input order, so
  * columns are unsorted and may repeat: out is only fit for
- * wals_csr_transpose_merge.  Returns WALS_EINVAL for a size or an index out
- * of range and WALS_ENONFINITE for a non-finite value.
+ * wals_csr_transpose_merge.  With a scratch of wals_csr_scratch_bytes(n)
+ * (or more; NULL or less takes the one-level sort) a large scatter is
+ * faster; the result is the same.  Returns WALS_EINVAL for a size or an
+ * index out of range and WALS_ENONFINITE for a non-finite value.
  */
 extern WalsStatus wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 								   const int32_t *row, const int32_t *col,
-								   const float *val, WalsCsr *out);
+								   const float *val, WalsCsr *out,
+								   void *scratch, size_t scratch_bytes);
 
 /*
  * The transpose of in (whose rows may be unsorted and repeat columns) with
@@ -176,13 +186,19 @@ extern WalsStatus wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
  * order that does not depend on the order of in's rows.  out is sized from
  * in (ncols + 1 pointers, room for all of in's cells); on return its rows
  * are strictly increasing and out->indptr[out->nrows] is the merged nnz.
+ * scratch as for wals_csr_scatter, of wals_csr_scratch_bytes(in's nnz).
  * Returns WALS_ENONFINITE when a merged cell overflows a float.
  */
 extern WalsStatus wals_csr_transpose_merge(WalsFeedback feedback,
-										   const WalsCsr *in, WalsCsr *out);
+										   const WalsCsr *in, WalsCsr *out,
+										   void *scratch, size_t scratch_bytes);
 
 /* The transpose of a CSR (its CSC, as a CSR by column); rows stay sorted. */
 extern void wals_csr_transpose(const WalsCsr *in, WalsCsr *out);
+
+/* wals_csr_transpose, through a scratch as for wals_csr_transpose_merge. */
+extern void wals_csr_transpose_with(const WalsCsr *in, WalsCsr *out,
+									void *scratch, size_t scratch_bytes);
 
 /*
  * wals_csr_scatter by column into the scratch (tmp_indptr of ncols + 1,

@@ -3,9 +3,15 @@
  *	  Sparse build: the scatter keeping input order, duplicates merged
  *	  (summed or averaged) the same whatever the input order, empty rows and
  *	  columns, rows strictly increasing, bad input refused, and the
- *	  transposes checked cell by cell and by round trip.
+ *	  transposes checked cell by cell and by round trip.  Sorts large
+ *	  enough for the two-level path must give the one-level result to the
+ *	  bit, on arrays on a cache line (non-temporal stores) and off one,
+ *	  with repeats, empty rows, a row holding most cells, every bit of the
+ *	  packed index in use, and the fallbacks to one level.  A pair repeated
+ *	  a hundred thousand times merges in n log n.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -224,7 +230,7 @@ test_scatter(void)
 	float		values[5];
 	WalsCsr		c = {0, 0, indptr, indices, values};
 
-	CHECK(wals_csr_scatter(3, 5, 5, row, col, val, &c) == WALS_OK, "scatter");
+	CHECK(wals_csr_scatter(3, 5, 5, row, col, val, &c, NULL, 0) == WALS_OK, "scatter");
 	CHECK(c.nrows == 3 && c.ncols == 5, "scatter shape");
 	CHECK(indptr[0] == 0 && indptr[1] == 2 && indptr[2] == 5 && indptr[3] == 5,
 		  "scatter indptr");
@@ -232,12 +238,13 @@ test_scatter(void)
 		  "row 0 in input order");
 	CHECK(indices[2] == 4 && values[2] == 1.0f && indices[3] == 0 && values[3] == 3.0f &&
 		  indices[4] == 4 && values[4] == 4.0f, "row 1 in input order, repeats kept");
-	CHECK(wals_csr_scatter(2, 5, 5, row, col, val, &c) == WALS_OK, "two rows");
-	CHECK(wals_csr_scatter(3, 4, 5, row, col, val, &c) == WALS_EINVAL,
+	CHECK(wals_csr_scatter(2, 5, 5, row, col, val, &c, NULL, 0) == WALS_OK, "two rows");
+	CHECK(wals_csr_scatter(3, 4, 5, row, col, val, &c, NULL, 0) == WALS_EINVAL,
 		  "column past the end");
-	CHECK(wals_csr_scatter(1, 5, 5, row, col, val, &c) == WALS_EINVAL,
+	CHECK(wals_csr_scatter(1, 5, 5, row, col, val, &c, NULL, 0) == WALS_EINVAL,
 		  "row past the end");
-	CHECK(wals_csr_scatter(3, (int64_t) INT32_MAX + 1, 0, row, col, val, &c) == WALS_EINVAL,
+	CHECK(wals_csr_scatter(3, (int64_t) INT32_MAX + 1, 0, row, col, val, &c,
+						   NULL, 0) == WALS_EINVAL,
 		  "more columns than int32 indices");
 }
 
@@ -326,6 +333,348 @@ test_bad_input(void)
 	build_free(&b);
 }
 
+/*
+ * A large sort's shape: cells drawn over rows and columns, every row
+ * divisible by 7 and the last 100 left empty, a share (in percent) on one
+ * hot row and one hot column, and a share repeated.  scatter_only for
+ * columns too many for the transposes' buffers.
+ */
+typedef struct BigCase
+{
+	const char *name;
+	int64_t		nrows;
+	int64_t		ncols;
+	size_t		n;
+	int			hot_pct;
+	int			repeat_pct;
+	int			scatter_only;
+} BigCase;
+
+/* Buffers on a 64-byte boundary, or shift bytes past one. */
+static void *
+aligned_buffer(size_t bytes, size_t shift)
+{
+	void	   *p = NULL;
+
+	if (posix_memalign(&p, 64, bytes + 64) != 0)
+	{
+		fprintf(stderr, "out of memory\n");
+		exit(2);
+	}
+	memset(p, 0, bytes + 64);
+	return (char *) p + shift;
+}
+
+/*
+ * A CSR of nrows rows with room for n cells, whose arrays start shift bytes
+ * past a line.
+ */
+static void
+big_csr(WalsCsr *c, int64_t nrows, size_t n, size_t shift)
+{
+	c->indptr = aligned_buffer((nrows + 1) * sizeof(int64_t), 0);
+	c->indices = aligned_buffer(n * sizeof(int32_t), shift);
+	c->values = aligned_buffer(n * sizeof(float), shift);
+}
+
+static void
+big_csr_free(WalsCsr *c, size_t shift)
+{
+	free(c->indptr);
+	free((char *) c->indices - shift);
+	free((char *) c->values - shift);
+}
+
+/* Same shape, row starts and cells, to the bit. */
+static int
+csr_same(const WalsCsr *a, const WalsCsr *b)
+{
+	int64_t		nnz = a->indptr[a->nrows];
+
+	return a->nrows == b->nrows && a->ncols == b->ncols &&
+		memcmp(a->indptr, b->indptr, (a->nrows + 1) * sizeof(int64_t)) == 0 &&
+		memcmp(a->indices, b->indices, nnz * sizeof(int32_t)) == 0 &&
+		memcmp(a->values, b->values, nnz * sizeof(float)) == 0;
+}
+
+/* Whether any byte of the scratch changed from its fill. */
+static int
+touched(const unsigned char *scratch, size_t bytes)
+{
+	size_t		k;
+
+	for (k = 0; k < bytes; k++)
+		if (scratch[k] != 0xA5)
+			return 1;
+	return 0;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t	x = *(const uint64_t *) a;
+	uint64_t	y = *(const uint64_t *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* Distinct (row, col) pairs, the nnz a merge must leave. */
+static int64_t
+distinct_pairs(const int32_t *row, const int32_t *col, size_t n)
+{
+	uint64_t   *key = test_alloc(n, sizeof(uint64_t));
+	int64_t		count = 0;
+	size_t		k;
+
+	for (k = 0; k < n; k++)
+		key[k] = ((uint64_t) row[k] << 32) | (uint32_t) col[k];
+	qsort(key, n, sizeof(uint64_t), cmp_u64);
+	for (k = 0; k < n; k++)
+		count += k == 0 || key[k] != key[k - 1];
+	free(key);
+	return count;
+}
+
+static int32_t
+draw_index(TestRng *rng, int64_t size, int skip_empty)
+{
+	for (;;)
+	{
+		int32_t		k = (int32_t) (rng_next(rng) % (uint64_t) size);
+
+		if (!skip_empty || (k % 7 != 0 && k < size - 100))
+			return k;
+	}
+}
+
+/*
+ * The build of ingest.c, scatter then merging transpose then transpose,
+ * through a scratch of scratch_bytes (past a line by shift) on arrays
+ * shift bytes past a line, against the one-level build without a scratch.
+ * two_level: whether the scatter must use the scratch (1), must not (0),
+ * or may only plan in it (-1).
+ */
+static void
+check_big(const BigCase *bc, size_t shift, size_t scratch_bytes, int two_level)
+{
+	int32_t    *row = test_alloc(bc->n, sizeof(int32_t));
+	int32_t    *col = test_alloc(bc->n, sizeof(int32_t));
+	float	   *val = test_alloc(bc->n, sizeof(float));
+	size_t		alloc = wals_csr_scratch_bytes(bc->n) + 64;
+	unsigned char *scratch = aligned_buffer(alloc, shift);
+	WalsCsr		a_row;
+	WalsCsr		b_row;
+	WalsCsr		a_col;
+	WalsCsr		b_col;
+	TestRng		rng;
+	size_t		k;
+
+	rng_seed(&rng, (uint64_t) bc->nrows * 31 + bc->ncols + shift);
+	for (k = 0; k < bc->n; k++)
+	{
+		int			pct = rng_below(&rng, 100);
+
+		if (k > 0 && pct < bc->repeat_pct)
+		{
+			size_t		j = rng_next(&rng) % k;
+
+			row[k] = row[j];
+			col[k] = col[j];
+		}
+		else
+		{
+			row[k] = pct < bc->hot_pct ? (int32_t) (bc->nrows / 3 + 1) :
+				draw_index(&rng, bc->nrows, 1);
+			pct = rng_below(&rng, 100);
+			col[k] = pct < bc->hot_pct ? (int32_t) (bc->ncols / 2 + 1) :
+				draw_index(&rng, bc->ncols, 0);
+		}
+		val[k] = (float) (1 + rng_below(&rng, 5));
+	}
+	memset(scratch, 0xA5, alloc - shift);
+	big_csr(&a_row, bc->nrows, bc->n, shift);
+	big_csr(&b_row, bc->nrows, bc->n, shift);
+
+	CHECK(wals_csr_scatter(bc->nrows, bc->ncols, bc->n, row, col, val, &a_row,
+						   scratch, scratch_bytes) == WALS_OK &&
+		  wals_csr_scatter(bc->nrows, bc->ncols, bc->n, row, col, val, &b_row,
+						   NULL, 0) == WALS_OK, "%s: scatter", bc->name);
+	CHECK(csr_same(&a_row, &b_row), "%s: scatter differs from one level",
+		  bc->name);
+	CHECK(two_level < 0 || touched(scratch, alloc - shift) == two_level,
+		  "%s: scatter %s the two-level path", bc->name,
+		  two_level ? "did not take" : "took");
+	if (!bc->scatter_only)
+	{
+		big_csr(&a_col, bc->ncols, bc->n, shift);
+		big_csr(&b_col, bc->ncols, bc->n, shift);
+		CHECK(wals_csr_transpose_merge(WALS_IMPLICIT, &a_row, &a_col, scratch,
+									   scratch_bytes) == WALS_OK &&
+			  wals_csr_transpose_merge(WALS_IMPLICIT, &b_row, &b_col,
+									   NULL, 0) == WALS_OK,
+			  "%s: merging transpose", bc->name);
+		CHECK(csr_same(&a_col, &b_col) && well_formed(&a_col),
+			  "%s: merging transpose differs from one level", bc->name);
+		CHECK(a_col.indptr[bc->ncols] == distinct_pairs(col, row, bc->n),
+			  "%s: %lld cells after merging, %lld distinct pairs", bc->name,
+			  (long long) a_col.indptr[bc->ncols],
+			  (long long) distinct_pairs(col, row, bc->n));
+		wals_csr_transpose_with(&a_col, &a_row, scratch, scratch_bytes);
+		wals_csr_transpose(&b_col, &b_row);
+		CHECK(csr_same(&a_row, &b_row) && well_formed(&a_row),
+			  "%s: transpose differs from one level", bc->name);
+		big_csr_free(&a_col, shift);
+		big_csr_free(&b_col, shift);
+	}
+	big_csr_free(&a_row, shift);
+	big_csr_free(&b_row, shift);
+	free(scratch - shift);
+	free(row);
+	free(col);
+	free(val);
+}
+
+/*
+ * Two levels on lines and off them, every case against one level; then the
+ * fallbacks: a scratch one byte short, and columns so wide that too few
+ * rows fit a partition for the partitions to fit their limit.
+ */
+static void
+test_two_level(void)
+{
+	static const BigCase cases[] = {
+		{"repeats and empty rows", 20000, 30000, 800000, 0, 5, 0},
+		{"a row with most cells", 8000, 5000, 600000, 60, 2, 0},
+		{"every packed bit", 1000000, 1 << 20, 600000, 0, 1, 0},
+		{"too wide for two levels", 6000, 1 << 30, 600000, 0, 1, 1},
+	};
+
+	CHECK(wals_csr_scratch_bytes(100000) == 0, "a small sort wants a scratch");
+	CHECK(wals_csr_scratch_bytes(100000000) >= 100000000 / 64,
+		  "scratch of %zu bytes for 10^8 cells",
+		  wals_csr_scratch_bytes(100000000));
+	check_big(&cases[0], 0, wals_csr_scratch_bytes(cases[0].n), 1);
+	check_big(&cases[1], 0, wals_csr_scratch_bytes(cases[1].n), 1);
+	check_big(&cases[2], 0, wals_csr_scratch_bytes(cases[2].n), 1);
+	check_big(&cases[0], 4, wals_csr_scratch_bytes(cases[0].n), 1);
+	check_big(&cases[1], 4, wals_csr_scratch_bytes(cases[1].n), 1);
+	check_big(&cases[0], 0, wals_csr_scratch_bytes(cases[0].n) - 1, 0);
+	check_big(&cases[3], 0, wals_csr_scratch_bytes(cases[3].n), -1);
+}
+
+/*
+ * Duplicates summing past a float are caught when the merge runs inside the
+ * second pass too.
+ */
+static void
+test_two_level_overflow(void)
+{
+	size_t		n = 600000;
+	int64_t		nrows = 9000;
+	int32_t    *row = test_alloc(n, sizeof(int32_t));
+	int32_t    *col = test_alloc(n, sizeof(int32_t));
+	float	   *val = test_alloc(n, sizeof(float));
+	size_t		bytes = wals_csr_scratch_bytes(n);
+	void	   *scratch = aligned_buffer(bytes, 0);
+	WalsCsr		by_row;
+	WalsCsr		by_col;
+	size_t		k;
+
+	for (k = 0; k < n; k++)
+	{
+		row[k] = (int32_t) (k % nrows);
+		col[k] = (int32_t) (k % 7919);
+		val[k] = 1.0f;
+	}
+	row[n - 1] = row[0];
+	col[n - 1] = col[0];
+	val[0] = val[n - 1] = 3e38f;
+	big_csr(&by_row, nrows, n, 0);
+	big_csr(&by_col, 7919, n, 0);
+	CHECK(wals_csr_scatter(nrows, 7919, n, row, col, val, &by_row,
+						   scratch, bytes) == WALS_OK, "scatter");
+	CHECK(wals_csr_transpose_merge(WALS_IMPLICIT, &by_row, &by_col,
+								   scratch, bytes) == WALS_ENONFINITE,
+		  "duplicates summing past float in two levels");
+	big_csr_free(&by_row, 0);
+	big_csr_free(&by_col, 0);
+	free(scratch);
+	free(row);
+	free(col);
+	free(val);
+}
+
+static int
+cmp_float(const void *a, const void *b)
+{
+	float		x = *(const float *) a;
+	float		y = *(const float *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * One pair repeated 100000 times, past the insertion sort of short runs:
+ * merged in n log n, to the sum of the values in ascending order, whatever
+ * their order, among a few other cells.
+ */
+static void
+test_long_run(WalsFeedback fb)
+{
+	size_t		n = 100003;
+	int32_t    *row = test_alloc(n, sizeof(int32_t));
+	int32_t    *col = test_alloc(n, sizeof(int32_t));
+	float	   *val = test_alloc(n, sizeof(float));
+	float	   *sorted = test_alloc(n, sizeof(float));
+	CsrBuild	a;
+	CsrBuild	b;
+	TestRng		rng;
+	double		sum = 0.0;
+	size_t		k;
+
+	rng_seed(&rng, 77);
+	for (k = 0; k < n; k++)
+	{
+		row[k] = k < 3 ? (int32_t) k : 1;
+		col[k] = k < 3 ? 0 : 2;
+		val[k] = sorted[k] = k < 3 ? 1.0f :
+			(float) rng_uniform(&rng) * (k % 2 ? 16777216.0f : 1.0f);
+	}
+	qsort(sorted + 3, n - 3, sizeof(float), cmp_float);
+	for (k = 3; k < n; k++)
+		sum += sorted[k];
+	if (fb == WALS_EXPLICIT)
+		sum /= (double) (n - 3);
+	CHECK(build(&a, fb, 3, 3, n, row, col, val) == WALS_OK, "build long run");
+	for (k = n - 1; k > 0; k--)
+	{
+		size_t		j = rng_next(&rng) % (k + 1);
+		float		t = val[k];
+		int32_t		r = row[k];
+		int32_t		c = col[k];
+
+		val[k] = val[j];
+		row[k] = row[j];
+		col[k] = col[j];
+		val[j] = t;
+		row[j] = r;
+		col[j] = c;
+	}
+	CHECK(build(&b, fb, 3, 3, n, row, col, val) == WALS_OK, "build long run shuffled");
+	CHECK(a.csr.indptr[3] == 4 && b.csr.indptr[3] == 4, "four cells");
+	CHECK(a.csr.indices[2] == 2 && a.csr.values[2] == (float) sum &&
+		  a.counts[2] == (int32_t) (n - 3), "long run %g, expected %g",
+		  a.csr.values[2], sum);
+	CHECK(memcmp(a.csr.values, b.csr.values, 4 * sizeof(float)) == 0,
+		  "long run depends on the input order");
+	build_free(&a);
+	build_free(&b);
+	free(row);
+	free(col);
+	free(val);
+	free(sorted);
+}
+
 /* Entry point: every sparse-build check. */
 void
 test_csr(void)
@@ -337,4 +686,8 @@ test_csr(void)
 	test_random(WALS_IMPLICIT, 11);
 	test_random(WALS_EXPLICIT, 12);
 	test_bad_input();
+	test_long_run(WALS_IMPLICIT);
+	test_long_run(WALS_EXPLICIT);
+	test_two_level();
+	test_two_level_overflow();
 }
