@@ -24,7 +24,7 @@ HEADERS_wals =
 DATA = sql/wals--0.1.0.sql $(wildcard sql/wals--*--*.sql)
 REGRESS = $(sort $(filter-out wals--%,$(basename $(notdir $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --inputdir=. --load-extension=wals
-EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/gpu/check_train test/gpu/host_engine.so gpu/wals_cuda.so results regression.diffs regression.out tmp_check
+EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/gpu/check_train test/gpu/host_engine.so gpu/wals_cuda.so results regression.diffs regression.out tmp_check
 
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 # The serial OpenBLAS: one thread per process, so parallel workers never
@@ -105,6 +105,15 @@ test/bench/score_bench: $(CORE_SRCS) test/bench/score_bench.c $(wildcard src/cor
 
 score-bench: test/bench/score_bench
 
+# Seconds of each pass of the matrix build, one level against two, on
+# synthetic ratings, no server:
+# ./test/bench/csr_bench [users items draws sorted|user|random huge|4k reps]
+test/bench/csr_bench: $(CORE_SRCS) test/bench/csr_bench.c $(wildcard src/core/*.h)
+	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
+		-Isrc/core -I$(BLAS_INC) -o $@ $(CORE_SRCS) test/bench/csr_bench.c $(BLAS_LDFLAGS)
+
+csr-bench: test/bench/csr_bench
+
 # The GPU engine against src/core; it skips, saying why, where no GPU is
 # usable or the engine was not built.
 test/gpu/check_train: test/gpu/check_train.c $(CORE_SRCS) $(wildcard src/core/*.h) gpu/wals_cuda.h
@@ -121,7 +130,7 @@ test/gpu/host_engine$(DLSUFFIX): test/gpu/host_engine.c $(CORE_SRCS) $(wildcard 
 		-Wno-unused-parameter -fPIC -fvisibility=hidden -shared \
 		-Isrc/core -Igpu -I$(BLAS_INC) -o $@ test/gpu/host_engine.c $(CORE_SRCS) $(BLAS_LDFLAGS)
 
-.PHONY: unit gpu-check deps demo test tap regress bench solver-bench score-bench
+.PHONY: unit gpu-check deps demo test tap regress bench solver-bench score-bench csr-bench
 gpu-check: test/gpu/check_train test/gpu/host_engine$(DLSUFFIX)
 	./test/gpu/check_train $(abspath test/gpu/host_engine$(DLSUFFIX))
 	./test/gpu/check_train $(abspath gpu/wals_cuda$(DLSUFFIX))
