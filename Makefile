@@ -192,7 +192,7 @@ test/unit/wals_unit_arm64: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h tes
 .PHONY: deps-arm64 build-arm64 unit-arm64 test-arm64
 # After deps: the two must not run apt-get at once under make -j.
 deps-arm64: deps
-	./test/install_arm64_deps.sh
+	./test/install_deps.sh --arm64
 
 build-arm64: $(ARM64_DIR)/wals$(DLSUFFIX) test/unit/wals_unit_arm64
 	@if $(ARM64_MULTIARCH)-readelf -h $(ARM64_DIR)/wals$(DLSUFFIX) | grep -q AArch64; then \

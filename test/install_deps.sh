@@ -2,11 +2,20 @@
 # Install, from Debian's packages, everything wals needs to build and test:
 # the PostgreSQL 15 server and its headers, the single-threaded OpenBLAS, the
 # Perl modules of the TAP tests, and pg_cron, which the scheduling test
-# drives.  Does nothing when all are present.
+# drives.  With --arm64, what `make test-arm64` needs instead: the aarch64
+# cross compiler and C library, qemu's user-mode emulator, and the arm64
+# serial OpenBLAS through multiarch (dpkg --add-architecture arm64), which
+# lands in /usr/lib/aarch64-linux-gnu/openblas-serial beside the x86 one.
+# Does nothing when all are present.
 set -e
-PACKAGES="postgresql-15 postgresql-server-dev-15 postgresql-common
-	libopenblas-serial-dev libopenblas0-serial libipc-run-perl make gcc
-	postgresql-15-cron"
+if [ "$1" = "--arm64" ]; then
+	PACKAGES="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+		libopenblas-serial-dev:arm64 libopenblas0-serial:arm64"
+else
+	PACKAGES="postgresql-15 postgresql-server-dev-15 postgresql-common
+		libopenblas-serial-dev libopenblas0-serial libipc-run-perl make gcc
+		postgresql-15-cron"
+fi
 missing=""
 for p in $PACKAGES; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
@@ -19,5 +28,10 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "wals: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
+# Debian's mirrors carry arm64 under the same sources; a source limited by
+# an Architectures: line to amd64 is simply not asked for arm64.
+if [ "$1" = "--arm64" ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	dpkg --add-architecture arm64
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends $missing

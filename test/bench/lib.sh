@@ -74,6 +74,18 @@ gen() {
 
 sql() { $PSQL -At -c "$1"; }
 
+# kernel_families: the families of kernels this CPU runs, widest first, as
+# wals.kernels names them (a SET the CPU cannot run fails once the library
+# is loaded).
+kernel_families() {
+	for family in avx512 avx2 neon generic; do
+		if $PSQL -c "SELECT 1 FROM wals_devices() LIMIT 0" -c "SET wals.kernels = '$family'" \
+			> /dev/null 2>&1; then
+			printf '%s ' "$family"
+		fi
+	done
+}
+
 # load TABLE FILE: a headerless user_id,item_id,rating CSV, indexed by user
 # (serving with exclude_rated looks up the user's rows).
 load() {

@@ -210,13 +210,7 @@ out "  which a serving connection pool's backends have long paid; not what servi
 # One round per family this CPU runs, forced with wals.kernels in its
 # session: the scoring pass follows the family (int8 first pass with VNNI,
 # AVX2, NEON dot products, or the portable one).
-families=""
-for family in avx512 avx2 neon generic; do
-	if $PSQL -c "SELECT 1 FROM wals_devices() LIMIT 0" -c "SET wals.kernels = '$family'" \
-		> /dev/null 2>&1; then
-		families="$families $family"
-	fi
-done
+families=$(kernel_families)
 out ""
 out "wals_recommend(user, 10, exclude_rated => true) with each family of kernels this CPU runs"
 out "(wals.kernels), one round each, timed as above:"

@@ -167,13 +167,7 @@ done
 # leader and its parallel worker alike): CG and Cholesky, workers => 1,
 # KERNEL_ITERATIONS iterations each, on the full training table.
 KERNEL_ITERATIONS=5
-families=""
-for family in avx512 avx2 neon generic; do
-	if $PSQL -c "SELECT 1 FROM wals_devices() LIMIT 0" -c "SET wals.kernels = '$family'" \
-		> /dev/null 2>&1; then
-		families="$families $family"
-	fi
-done
+families=$(kernel_families)
 echo "${families# }" > "$RES/families"
 for family in $families; do
 	PGOPTIONS="-c wals.kernels=$family" train "kernels_cg_$family" r20m_ratings \
