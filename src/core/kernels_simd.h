@@ -93,6 +93,24 @@
 		} \
 	} while (0)
 
+/*
+ * The same, with whole, a constant in CALL's scope, telling whether f is a
+ * multiple of the width: rows of whole vectors then need no short loads.
+ */
+#define SIMD_DISPATCH_F(f, n, limit, CALL) \
+	do { \
+		if ((f) % SIMD_W == 0) \
+		{ \
+			const int	whole = 1; \
+			SIMD_DISPATCH(n, limit, CALL); \
+		} \
+		else \
+		{ \
+			const int	whole = 0; \
+			SIMD_DISPATCH(n, limit, CALL); \
+		} \
+	} while (0)
+
 /* Floats in the last vector of an f-vector, 1 to SIMD_W. */
 static SIMD_INLINE int
 SIMD(tail_of) (int f)
@@ -342,24 +360,10 @@ SIMD(row_pass) (const float *Y, const int32_t *idx, const float *val, int n,
 
 #define ROW_BOTH(k) SIMD(row_pass_reg) (Y, idx, val, n, f, coef, v, out, k, 1, whole)
 #define ROW_ONE(k) SIMD(row_pass_reg) (Y, idx, val, n, f, coef, v, out, k, 0, whole)
-	if (nv <= SIMD_ONE && f % SIMD_W == 0)
-	{
-		const int	whole = 1;
-
-		if (nv <= SIMD_BOTH)
-			SIMD_DISPATCH(nv, SIMD_BOTH, ROW_BOTH);
-		else
-			SIMD_DISPATCH(nv, SIMD_ONE, ROW_ONE);
-	}
+	if (nv <= SIMD_BOTH)
+		SIMD_DISPATCH_F(f, nv, SIMD_BOTH, ROW_BOTH);
 	else if (nv <= SIMD_ONE)
-	{
-		const int	whole = 0;
-
-		if (nv <= SIMD_BOTH)
-			SIMD_DISPATCH(nv, SIMD_BOTH, ROW_BOTH);
-		else
-			SIMD_DISPATCH(nv, SIMD_ONE, ROW_ONE);
-	}
+		SIMD_DISPATCH_F(f, nv, SIMD_ONE, ROW_ONE);
 	else
 		SIMD(row_pass_mem) (Y, idx, val, n, f, coef, v, out);
 #undef ROW_BOTH
@@ -489,18 +493,8 @@ SIMD(dots) (const float *Y, const int32_t *idx, int n, int f, const float *x,
 	int			nv = (f + SIMD_W - 1) / SIMD_W;
 
 #define DOTS(k) SIMD(dots_reg) (Y, idx, n, f, x, out, k, whole)
-	if (nv <= SIMD_ONE && f % SIMD_W == 0)
-	{
-		const int	whole = 1;
-
-		SIMD_DISPATCH(nv, SIMD_ONE, DOTS);
-	}
-	else if (nv <= SIMD_ONE)
-	{
-		const int	whole = 0;
-
-		SIMD_DISPATCH(nv, SIMD_ONE, DOTS);
-	}
+	if (nv <= SIMD_ONE)
+		SIMD_DISPATCH_F(f, nv, SIMD_ONE, DOTS);
 	else
 		SIMD(dots_mem) (Y, idx, n, f, x, out);
 #undef DOTS
@@ -616,18 +610,9 @@ SIMD(chol_gather) (const float *Y, const int32_t *idx, const float *val,
 	int			c;
 
 #define GATHER(k) SIMD(chol_gather_reg) (Y, idx, val, n, f, coef, W, b, k, whole)
-	if (nv <= SIMD_ONE && f % SIMD_W == 0)
-	{
-		const int	whole = 1;
-
-		SIMD_DISPATCH(nv, SIMD_ONE, GATHER);
-		return;
-	}
 	if (nv <= SIMD_ONE)
 	{
-		const int	whole = 0;
-
-		SIMD_DISPATCH(nv, SIMD_ONE, GATHER);
+		SIMD_DISPATCH_F(f, nv, SIMD_ONE, GATHER);
 		return;
 	}
 #undef GATHER
@@ -1049,6 +1034,7 @@ static const WalsKernels SIMD(kernels) = {
 #undef SIMD_TILE
 #undef PREFETCH_CELLS
 #undef SIMD_DISPATCH
+#undef SIMD_DISPATCH_F
 #undef SIMD_W
 #undef V
 #undef SIMD_FN
