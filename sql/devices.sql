@@ -66,6 +66,14 @@ SELECT count(DISTINCT k.family) >= 2 AS families_compared,
        bool_and(abs(k.loss - g.loss) <= 1e-5 * g.loss) AS losses_agree
 FROM kernel_losses k JOIN kernel_losses g USING (workers, iteration)
 WHERE g.family = 'generic';
+-- the workers run the family the leader was set to: a family gives the
+-- same losses, to the bit, with and without them, where any other differs
+SELECT bool_and(w0.loss = w2.loss) AS workers_follow_the_setting,
+       bool_or(w2.loss <> g.loss) AS families_differ
+FROM kernel_losses w0
+JOIN kernel_losses w2 USING (family, iteration)
+JOIN kernel_losses g USING (iteration)
+WHERE w0.workers = 0 AND w2.workers = 2 AND g.family = 'generic' AND g.workers = 0;
 SELECT wals_drop_model('kernels');
 DROP TABLE kernel_losses;
 RESET wals.kernels;
