@@ -6,9 +6,9 @@
  * A row pass reads each of the row's cells once: the dot product y_i.v and
  * the update out += t_i y_i share the loaded y_i.  While v fits in the
  * registers it stays there for the whole row, and so does out where both
- * fit (AVX-512 and NEON up to f = 64 and 16; on AVX2's sixteen registers
- * f = 64 is eight vectors each, so out goes to a buffer in L1, read and
- * written once per group of four cells).  Cells go four at a time, so
+ * fit (up to f = 64 on AVX-512, 32 on NEON, 16 on AVX2; on AVX2's sixteen
+ * registers f = 64 is eight vectors each, so out goes to a buffer in L1,
+ * read and written once per group of four cells).  Cells go four at a time, so
  * that the four horizontal sums share their shuffles and the updates of
  * out come in independent groups.  Factor rows are read in place through
  * the row's indices, with software prefetching: gathering them into a
@@ -45,7 +45,7 @@
  *	 SIMD_ISA, SIMD_NAME	the table's WalsIsa and name
  *	 SIMD_ONE		vectors of one f-vector kept in registers at most
  *	 SIMD_BOTH		the same when a row pass keeps two, v and out
- *	 SIMD_ACC		accumulators of a register tile (a multiple of 4)
+ *	 SIMD_ACC		accumulators of a register tile: 4, 8 or 16
  * and the primitives vzero, vset1, vld, vst, vldn, vstn, vfma, vfnma,
  * vmul, vadd, vlane, vfirst, vrsqrt, vsum4, vreduce, vkeep_from, vput and
  * vfactors4 (a group's four factors from its sums, broadcast).
