@@ -1,7 +1,8 @@
 # wals: Weighted Alternating Least Squares inside PostgreSQL (PGXS build).
 #
 #   make demo    install what is needed, build, install, train a sample model
-#   make test    unit tests of src/core, pg_regress, TAP (and gpu/ with nvcc)
+#   make test    unit tests of src/core, pg_regress, TAP (and gpu/ with nvcc),
+#                then on x86-64 the aarch64 build and unit tests (test-arm64)
 #   make unit    only the unit tests of src/core (no server)
 
 EXTENSION = wals
@@ -153,6 +154,9 @@ test: deps
 	$(MAKE) gpu-check
 	./test/run_regress.sh
 	./test/run_tap.sh
+ifeq ($(MULTIARCH),x86_64-linux-gnu)
+	$(MAKE) test-arm64
+endif
 
 # aarch64 without an Arm machine: Debian's cross compiler builds wals.so
 # (every object with the flags PGXS uses here, against the server headers,
