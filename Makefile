@@ -91,7 +91,7 @@ test/unit/wals_unit: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test/unit
 
 # Seconds per iteration of the core solvers on synthetic data, no server:
 # ./test/bench/solver_bench [users items nnz f cg|cholesky cg_steps iterations kernels]
-test/bench/solver_bench: $(CORE_SRCS) test/bench/solver_bench.c $(wildcard src/core/*.h)
+test/bench/solver_bench: $(CORE_SRCS) test/bench/solver_bench.c test/bench/bench_random.h $(wildcard src/core/*.h)
 	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
 		-Isrc/core -I$(BLAS_INC) -o $@ $(CORE_SRCS) test/bench/solver_bench.c $(BLAS_LDFLAGS)
 
@@ -100,7 +100,7 @@ solver-bench: test/bench/solver_bench
 # Microseconds per top-k query and batch throughput of the scoring engine
 # on synthetic item factors, no server:
 # ./test/bench/score_bench [items f k queries users]
-test/bench/score_bench: $(CORE_SRCS) test/bench/score_bench.c $(wildcard src/core/*.h)
+test/bench/score_bench: $(CORE_SRCS) test/bench/score_bench.c test/bench/bench_random.h $(wildcard src/core/*.h)
 	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
 		-Isrc/core -I$(BLAS_INC) -o $@ $(CORE_SRCS) test/bench/score_bench.c $(BLAS_LDFLAGS)
 
@@ -109,7 +109,7 @@ score-bench: test/bench/score_bench
 # Seconds of each pass of the matrix build, one level against two, on
 # synthetic ratings, no server:
 # ./test/bench/csr_bench [users items draws sorted|user|random huge|4k reps]
-test/bench/csr_bench: $(CORE_SRCS) test/bench/csr_bench.c $(wildcard src/core/*.h)
+test/bench/csr_bench: $(CORE_SRCS) test/bench/csr_bench.c test/bench/bench_random.h $(wildcard src/core/*.h)
 	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra -Werror \
 		-Isrc/core -I$(BLAS_INC) -o $@ $(CORE_SRCS) test/bench/csr_bench.c $(BLAS_LDFLAGS)
 

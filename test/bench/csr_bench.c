@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "wals_core.h"
+#include "bench_random.h"
 
 #define BENCH_PASSES 3
 #define BENCH_MAX_REPS 50
@@ -47,34 +48,6 @@
 static const char *const pass_names[BENCH_PASSES] = {
 	"scatter by item", "transpose+merge", "transpose"
 };
-
-static uint64_t rng_state = 42;
-
-static uint64_t
-rng_next(void)
-{
-	uint64_t	z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-static double
-rng_uniform(void)
-{
-	return (double) (rng_next() >> 11) / 9007199254740992.0;
-}
-
-/* Box-Muller; the offset keeps log away from 0. */
-static double
-rng_normal(void)
-{
-	double		u1 = rng_uniform() + 1e-300;
-	double		u2 = rng_uniform();
-
-	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 
 /*
  * Zeroed memory on whole huge pages, faulted in now so that no pass pays
@@ -97,39 +70,6 @@ bench_alloc(size_t bytes, int huge)
 	(void) madvise(p, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	memset(p, 0, size);
 	return p;
-}
-
-/*
- * The process's CPU time, not the wall clock: the machines this runs on are
- * shared, and a single-threaded run's CPU time is what an idle machine's
- * clock would show, without the time spent waiting for a core.
- */
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Index of the first cdf entry above u: inverse-transform sampling. */
-static int32_t
-draw(const double *cdf, int32_t n, double u)
-{
-	int32_t		lo = 0;
-	int32_t		hi = n - 1;
-
-	while (lo < hi)
-	{
-		int32_t		mid = lo + (hi - lo) / 2;
-
-		if (cdf[mid] > u)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo;
 }
 
 static int
@@ -308,7 +248,7 @@ build_once(const char *path, size_t n, int32_t users, int32_t items,
 		   WalsCsr *by_item, WalsCsr *by_user, void *scratch, size_t bytes,
 		   double *secs)
 {
-	double		t0 = now();
+	double		t0 = cpu_seconds();
 	double		t1;
 	double		t2;
 
@@ -318,18 +258,18 @@ build_once(const char *path, size_t n, int32_t users, int32_t items,
 		fprintf(stderr, "csr_bench: %s scatter failed\n", path);
 		exit(1);
 	}
-	t1 = now();
+	t1 = cpu_seconds();
 	if (wals_csr_transpose_merge(WALS_IMPLICIT, by_item, by_user,
 								 scratch, bytes) != WALS_OK)
 	{
 		fprintf(stderr, "csr_bench: %s merge failed\n", path);
 		exit(1);
 	}
-	t2 = now();
+	t2 = cpu_seconds();
 	wals_csr_transpose_with(by_user, by_item, scratch, bytes);
 	secs[0] = t1 - t0;
 	secs[1] = t2 - t1;
-	secs[2] = now() - t2;
+	secs[2] = cpu_seconds() - t2;
 }
 
 int

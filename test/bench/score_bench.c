@@ -34,6 +34,7 @@
 #include <cblas.h>
 
 #include "wals_internal.h"
+#include "bench_random.h"
 #include "wals_score.h"
 
 #define SKIP_ITEMS 50
@@ -42,34 +43,6 @@
 #define BATCH_RUNS 3
 #define QUERY_TURN 100
 #define MAX_FAMILIES WALS_ISA_COUNT
-
-static uint64_t rng_state = 42;
-
-static uint64_t
-rng_next(void)
-{
-	uint64_t	z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-static double
-rng_uniform(void)
-{
-	return (double) (rng_next() >> 11) / 9007199254740992.0;
-}
-
-/* Box-Muller; the offset keeps log away from 0. */
-static double
-rng_normal(void)
-{
-	double		u1 = rng_uniform() + 1e-300;
-	double		u2 = rng_uniform();
-
-	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 
 static void *
 xalloc(size_t n, size_t size)

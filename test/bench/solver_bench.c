@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "wals_internal.h"
+#include "bench_random.h"
 
 /* Rows per call, as training hands them out between cancel checks. */
 #define BENCH_CHUNK 4096
@@ -42,34 +43,6 @@
 static const char *const part_names[BENCH_PARTS] = {
 	"user sweep", "gram X", "item sweep", "gram Y", "loss"
 };
-
-static uint64_t rng_state = 42;
-
-static uint64_t
-rng_next(void)
-{
-	uint64_t	z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-static double
-rng_uniform(void)
-{
-	return (double) (rng_next() >> 11) / 9007199254740992.0;
-}
-
-/* Box-Muller; the offset keeps log away from 0. */
-static double
-rng_normal(void)
-{
-	double		u1 = rng_uniform() + 1e-300;
-	double		u2 = rng_uniform();
-
-	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 
 static void *
 xalloc(size_t n, size_t size)
@@ -100,39 +73,6 @@ xalloc_floats(size_t n)
 	}
 	memset(p, 0, sizeof(float) * (n ? n : 1));
 	return p;
-}
-
-/*
- * The process's CPU time, not the wall clock: the machines this runs on are
- * shared, and a single-threaded run's CPU time is what an idle machine's
- * clock would show, without the time spent waiting for a core.
- */
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Index of the first cdf entry above u: inverse-transform sampling. */
-static int32_t
-draw(const double *cdf, int32_t n, double u)
-{
-	int32_t		lo = 0;
-	int32_t		hi = n - 1;
-
-	while (lo < hi)
-	{
-		int32_t		mid = lo + (hi - lo) / 2;
-
-		if (cdf[mid] > u)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo;
 }
 
 /* Marsaglia and Tsang's method, boosted for shapes below 1. */
@@ -313,7 +253,7 @@ make_ratings(int64_t users, int64_t items, int64_t nnz, WalsCsr *R)
 
 	for (tries = 0;; tries++)
 	{
-		rng_state = 42;
+		bench_rng_state = 42;
 		draw_ratings(users, items, (int64_t) draws, R);
 		if (R->indptr[users] >= 0.99 * nnz || tries == 4)
 			break;
@@ -431,17 +371,17 @@ run_family(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
 	{
 		double		t[BENCH_PARTS + 1];
 
-		t[0] = now();
+		t[0] = cpu_seconds();
 		half_sweep(params, R, Y, GY, X, scratch);
-		t[1] = now();
+		t[1] = cpu_seconds();
 		compute_gram(X, users, f, GX);
-		t[2] = now();
+		t[2] = cpu_seconds();
 		half_sweep(params, Rt, X, GX, Y, scratch);
-		t[3] = now();
+		t[3] = cpu_seconds();
 		compute_gram(Y, items, f, GY);
-		t[4] = now();
+		t[4] = cpu_seconds();
 		run->loss[it] = compute_loss(params, R, Rt, X, Y, GX, GY);
-		t[5] = now();
+		t[5] = cpu_seconds();
 
 		printf("  iteration %d: %.3f s (", it + 1, t[5] - t[0]);
 		for (p = 0; p < BENCH_PARTS; p++)
@@ -514,7 +454,7 @@ main(int argc, char **argv)
 	params.alpha = 1.0f;
 	params.w0 = 1.0f;
 
-	t0 = now();
+	t0 = cpu_seconds();
 	make_ratings(users, items, nnz, &R);
 	merged = R.indptr[users];
 	Rt.indptr = xalloc(items + 1, sizeof(int64_t));
@@ -525,7 +465,7 @@ main(int argc, char **argv)
 	print_machine();
 	printf("data: %lld users x %lld items, %lld ratings (merged), longest user row %lld, longest item row %lld, built in %.1f s\n",
 		   (long long) users, (long long) items, (long long) merged,
-		   (long long) max_row(&R), (long long) max_row(&Rt), now() - t0);
+		   (long long) max_row(&R), (long long) max_row(&Rt), cpu_seconds() - t0);
 	printf("model: implicit, alpha 1, lambda 0.1, f %d, %s", f, solver);
 	if (params.solver == WALS_CG)
 		printf(" %d steps", cg_steps);
