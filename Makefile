@@ -23,8 +23,9 @@ HEADERS_wals =
 # wals--0.1.0.sql and then each update script in turn, so an upgraded
 # database and a fresh one get the same objects.
 DATA = sql/wals--0.1.0.sql $(wildcard sql/wals--*--*.sql)
-REGRESS = $(sort $(filter-out wals--%,$(basename $(notdir $(wildcard sql/*.sql)))))
-REGRESS_OPTS = --inputdir=. --load-extension=wals
+# The pg_regress suite: test/sql/*.sql against test/expected/*.out.
+REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+REGRESS_OPTS = --inputdir=test --load-extension=wals
 EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/gpu/check_train test/gpu/host_engine.so gpu/wals_cuda.so results regression.diffs regression.out tmp_check
 
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
