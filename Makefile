@@ -47,8 +47,14 @@ SHLIB_LINK = $(BLAS_LDFLAGS)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+# Without PGXS only the targets that install it first (deps, demo, test and
+# the benchmarks run test/install_deps.sh, then make again) can go on;
+# anything else would build a partial tree or install to the wrong place.
+BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 bench bench-serve bench-gpu
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+else ifneq ($(filter-out $(BOOTSTRAP_GOALS),$(or $(MAKECMDGOALS),all)),)
+$(error wals: PGXS not found: "$(PG_CONFIG) --pgxs" gave nothing. Install postgresql-server-dev-15 (make deps does, as root) or set PG_CONFIG to the pg_config of your server)
 endif
 
 # The CUDA engine, gpu/wals_cuda.so, is built and installed beside wals.so
