@@ -110,6 +110,10 @@ SET ROLE wals_devices_user;
 SET wals.cuda_library = '/tmp/anything.so';
 \echo :LAST_ERROR_SQLSTATE
 SHOW wals.gpu_min_ratings;
+-- while the kernels are any role's choice, for its own session
+SET wals.kernels = 'generic';
+SELECT kernels FROM wals_devices() WHERE device = 'cpu';
+RESET wals.kernels;
 RESET ROLE;
 DROP ROLE wals_devices_user;
 
