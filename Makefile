@@ -114,7 +114,7 @@ test/unit/wals_unit: $(CORE_SRCS) $(UNIT_SRCS) $(CORE_HDRS) $(wildcard test/unit
 #     two, on synthetic ratings,
 #     ./test/bench/csr_bench [users items draws sorted|user|random huge|4k reps]
 BENCH_PROGS = test/bench/solver_bench test/bench/score_bench test/bench/csr_bench
-$(BENCH_PROGS): test/bench/%: test/bench/%.c test/bench/bench_random.h $(CORE_SRCS) $(CORE_HDRS)
+$(BENCH_PROGS): test/bench/%: test/bench/%.c test/bench/bench_common.h $(CORE_SRCS) $(CORE_HDRS)
 	$(HOST_CC) -o $@ $< $(CORE_SRCS) $(BLAS_LDFLAGS)
 
 solver-bench: test/bench/solver_bench

@@ -37,7 +37,8 @@
 #include <time.h>
 
 #include "wals_core.h"
-#include "bench_random.h"
+#define BENCH_NAME "csr_bench"
+#include "bench_common.h"
 
 #define BENCH_PASSES 3
 #define BENCH_MAX_REPS 50
@@ -70,15 +71,6 @@ bench_alloc(size_t bytes, int huge)
 	(void) madvise(p, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	memset(p, 0, size);
 	return p;
-}
-
-static int
-cmp_int32(const void *a, const void *b)
-{
-	int32_t		x = *(const int32_t *) a;
-	int32_t		y = *(const int32_t *) b;
-
-	return (x > y) - (x < y);
 }
 
 /* Swap cells a and b of the coordinates. */

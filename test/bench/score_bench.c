@@ -34,7 +34,8 @@
 #include <cblas.h>
 
 #include "wals_internal.h"
-#include "bench_random.h"
+#define BENCH_NAME "score_bench"
+#include "bench_common.h"
 #include "wals_score.h"
 
 #define SKIP_ITEMS 50
@@ -43,19 +44,6 @@
 #define BATCH_RUNS 3
 #define QUERY_TURN 100
 #define MAX_FAMILIES WALS_ISA_COUNT
-
-static void *
-xalloc(size_t n, size_t size)
-{
-	void	   *p = calloc(n ? n : 1, size);
-
-	if (p == NULL)
-	{
-		fprintf(stderr, "score_bench: out of memory\n");
-		exit(2);
-	}
-	return p;
-}
 
 static double
 now(void)
@@ -106,15 +94,6 @@ cmp_double(const void *a, const void *b)
 {
 	double		x = *(const double *) a;
 	double		y = *(const double *) b;
-
-	return (x > y) - (x < y);
-}
-
-static int
-cmp_int32(const void *a, const void *b)
-{
-	int32_t		x = *(const int32_t *) a;
-	int32_t		y = *(const int32_t *) b;
 
 	return (x > y) - (x < y);
 }

@@ -30,7 +30,8 @@
 #include <time.h>
 
 #include "wals_internal.h"
-#include "bench_random.h"
+#define BENCH_NAME "solver_bench"
+#include "bench_common.h"
 
 /* Rows per call, as training hands them out between cancel checks. */
 #define BENCH_CHUNK 4096
@@ -43,19 +44,6 @@
 static const char *const part_names[BENCH_PARTS] = {
 	"user sweep", "gram X", "item sweep", "gram Y", "loss"
 };
-
-static void *
-xalloc(size_t n, size_t size)
-{
-	void	   *p = calloc(n ? n : 1, size);
-
-	if (p == NULL)
-	{
-		fprintf(stderr, "solver_bench: out of memory\n");
-		exit(2);
-	}
-	return p;
-}
 
 /*
  * Factors and scratch on a cache line, as the training's shared segment

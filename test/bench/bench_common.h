@@ -1,14 +1,18 @@
 /*
- * bench_random.h
+ * bench_common.h
  *	  What the benchmarks of src/core without a server share: one stream of
  *	  pseudo-random numbers from a fixed seed, so that every run draws the
- *	  same data, the samplers built on it, and CPU time.
+ *	  same data, the samplers built on it, CPU time, allocation that stops
+ *	  the program when memory runs out, and an int32 comparison for qsort.
+ *	  The including file defines BENCH_NAME, the program's name.
  */
-#ifndef BENCH_RANDOM_H
-#define BENCH_RANDOM_H
+#ifndef BENCH_COMMON_H
+#define BENCH_COMMON_H
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 static uint64_t bench_rng_state = 42;
@@ -73,4 +77,27 @@ cpu_seconds(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-#endif							/* BENCH_RANDOM_H */
+/* Zeroed memory for n elements of size bytes, or the program exits. */
+static inline void *
+xalloc(size_t n, size_t size)
+{
+	void	   *p = calloc(n ? n : 1, size);
+
+	if (p == NULL)
+	{
+		fprintf(stderr, BENCH_NAME ": out of memory\n");
+		exit(2);
+	}
+	return p;
+}
+
+static inline int
+cmp_int32(const void *a, const void *b)
+{
+	int32_t		x = *(const int32_t *) a;
+	int32_t		y = *(const int32_t *) b;
+
+	return (x > y) - (x < y);
+}
+
+#endif							/* BENCH_COMMON_H */
