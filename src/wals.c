@@ -58,8 +58,7 @@ check_kernels(char **newval, void **extra, GucSource source)
 static void
 assign_kernels(const char *newval, void *extra)
 {
-	if (wals_kernels_check(newval) == 1)
-		wals_kernels_use(newval);
+	wals_kernels_use(newval);
 }
 
 void

@@ -539,28 +539,35 @@ wals_kernels_name(void)
 	return wals_kernels()->name;
 }
 
+/* The instruction set a family name stands for, or WALS_ISA_COUNT. */
+static WalsIsa
+isa_named(const char *name)
+{
+	int			isa;
+
+	for (isa = 0; isa < WALS_ISA_COUNT; isa++)
+		if (strcmp(name, isa_names[isa]) == 0)
+			break;
+	return (WalsIsa) isa;
+}
+
 int
 wals_kernels_check(const char *name)
 {
-	int			isa;
+	WalsIsa		isa = isa_named(name);
 
 	if (strcmp(name, "auto") == 0)
 		return 1;
-	for (isa = 0; isa < WALS_ISA_COUNT; isa++)
-		if (strcmp(name, isa_names[isa]) == 0)
-			return wals_kernels_isa((WalsIsa) isa) != NULL;
-	return -1;
+	if (isa == WALS_ISA_COUNT)
+		return -1;
+	return wals_kernels_isa(isa) != NULL;
 }
 
+/* "auto", or a family the CPU cannot run, leaves the choice to wals_kernels(). */
 void
 wals_kernels_use(const char *name)
 {
-	int			isa;
-
-	chosen = NULL;
-	for (isa = 0; isa < WALS_ISA_COUNT; isa++)
-		if (strcmp(name, isa_names[isa]) == 0)
-			chosen = wals_kernels_isa((WalsIsa) isa);
+	chosen = wals_kernels_isa(isa_named(name));
 }
 
 const char *
