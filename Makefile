@@ -9,14 +9,13 @@ EXTENSION = wals
 EXTVERSION = 0.3.0
 
 MODULE_big = wals
-CORE_OBJS = src/core/status.o src/core/idmap.o src/core/csr.o src/core/init.o \
-	src/core/gram.o src/core/solve.o src/core/loss.o src/core/topk.o \
-	src/core/kernels.o src/core/kernels_simd.o src/core/metrics.o \
-	src/core/explain.o src/core/score.o src/core/rated.o
-OBJS = $(CORE_OBJS) src/wals.o src/errors.o src/train_args.o src/ingest.o \
-	src/train.o src/gpu.o src/gpu_train.o src/progress.o src/parallel.o src/memory.o src/warm.o src/store.o src/model.o src/serve_cache.o src/serve_args.o \
-	src/roles.o src/catalog.o src/factors.o src/upgrade.o \
-	src/recommend.o src/foldin.o src/evaluate.o src/refresh.o
+# src/core: the algorithms, pure C with no server; src/catalog, src/train
+# and src/serve: the server's side, one header each (wals_*.h), over the
+# shared src/wals.h.
+CORE_SRCS = $(sort $(wildcard src/core/*.c))
+CORE_OBJS = $(CORE_SRCS:.c=.o)
+SUBSYSTEMS = catalog train serve
+OBJS = $(CORE_OBJS) $(patsubst %.c,%.o,$(sort $(wildcard src/*.c $(SUBSYSTEMS:%=src/%/*.c))))
 HEADERS_wals =
 
 # The base script and every update from it: a new installation runs
@@ -41,7 +40,7 @@ WERROR ?=
 WARNFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers
 OPTFLAGS = -O2
-PG_CPPFLAGS = -I$(srcdir)/src/core -I$(srcdir)/gpu -I$(BLAS_INC) -DWALS_VERSION=\"$(EXTVERSION)\"
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core $(SUBSYSTEMS:%=-I$(srcdir)/src/%) -I$(srcdir)/gpu -I$(BLAS_INC) -DWALS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = $(WARNFLAGS) $(OPTFLAGS)
 SHLIB_LINK = $(BLAS_LDFLAGS)
 
@@ -90,9 +89,9 @@ src/core/kernels.bc: BITCODE_CFLAGS += -Wno-psabi
 
 # PGXS tracks no header dependencies: rebuild every object when a shared
 # header changes, or a stale object would read structs of the old layout.
-$(OBJS): $(wildcard src/*.h src/core/*.h gpu/*.h)
+WALS_HDRS = $(wildcard src/*.h src/*/*.h gpu/*.h)
+$(OBJS): $(WALS_HDRS)
 
-CORE_SRCS = $(CORE_OBJS:.o=.c)
 CORE_HDRS = $(wildcard src/core/*.h)
 UNIT_SRCS = $(sort $(wildcard test/unit/*.c))
 
@@ -184,7 +183,7 @@ ARM64_CFLAGS = $(filter-out -m%,$(CFLAGS))
 ARM64_CPPFLAGS = $(subst -I$(BLAS_INC),-I$(ARM64_BLAS_INC),$(CPPFLAGS))
 EXTRA_CLEAN += test/unit/wals_unit_arm64 $(ARM64_DIR)
 
-$(ARM64_DIR)/%.o: %.c $(wildcard src/*.h src/core/*.h gpu/*.h)
+$(ARM64_DIR)/%.o: %.c $(WALS_HDRS)
 	@mkdir -p $(@D)
 	$(ARM64_CC) $(ARM64_CFLAGS) $(ARM64_CPPFLAGS) -c -o $@ $<
 

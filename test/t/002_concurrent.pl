@@ -24,7 +24,7 @@ CREATE EXTENSION wals;
 CREATE TABLE ratings AS
   SELECT u AS user_id, (u * 7 + g * 13) % 500 + 1 AS item_id, 1 + (u + g) % 5 AS rating
   FROM generate_series(1, 2000) u, generate_series(1, 20) g;
--- a training of it lasts a second or two
+-- a training of it lasts a few tenths of a second
 CREATE TABLE medium AS
   SELECT u AS user_id, (u * 7 + g * 13) % 2000 + 1 AS item_id, 1 + (u + g) % 5 AS rating
   FROM generate_series(1, 10000) u, generate_series(1, 50) g;
@@ -49,6 +49,9 @@ my $version_sql = q{SELECT version FROM wals_models WHERE model = 'c'};
 sub fresh_recs { return $node->safe_psql('postgres', $recs_sql); }
 sub version    { return $node->safe_psql('postgres', $version_sql); }
 
+# When the last query was sent, by the server's clock (send_query).
+my $sent_at;
+
 # Wait until backend $pid waits on a lock of type $event (true) or has
 # finished its query (false).
 sub pid_waits_on_lock
@@ -59,7 +62,7 @@ sub pid_waits_on_lock
 		my $s = $node->safe_psql(
 			'postgres', qq{
 SELECT CASE WHEN wait_event_type = 'Lock' AND wait_event = '$event' THEN 'waiting'
-            WHEN state = 'idle' THEN 'idle' ELSE 'busy' END
+            WHEN state = 'idle' AND state_change > '$sent_at' THEN 'idle' ELSE 'busy' END
 FROM pg_stat_activity WHERE pid = $pid});
 		return 1 if $s eq 'waiting';
 		return 0 if $s eq 'idle';
@@ -87,10 +90,14 @@ sub finish_query
 	return ($out, $err);
 }
 
-# Send a query without waiting for it, then an \echo marking its end.
+# Send a query without waiting for it, then an \echo marking its end.  The
+# server's clock just before is kept: the session counts as done with the
+# query only once it went idle after that time, since psql may not even
+# have sent it when query_until returns.
 sub send_query
 {
 	my ($session, $sql) = @_;
+	$sent_at = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
 	$session->query_until(qr/sent/, "\\echo sent\n$sql;\n\\echo done\n");
 }
 
@@ -194,7 +201,7 @@ my $final = fresh_recs();
 is($sb->query_safe($recs_sql), $final, 'B serves the final model');
 is($sa->query_safe($recs_sql), $final, 'A serves the final model');
 
-# Both autocommit and overlapping, the first lasting a second or so.
+# Both autocommit and overlapping, the first lasting a few tenths of a second.
 send_query($sa, train_sql(5, 'medium', 40));
 ok( $node->poll_query_until(
 		'postgres', qq{SELECT EXISTS (SELECT 1 FROM pg_locks

@@ -13,7 +13,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 
-#include "wals.h"
+#include "wals_train.h"
 
 /* Copy the stored rows of relid into F where their id is known; count them. */
 static int64

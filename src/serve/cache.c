@@ -1,5 +1,5 @@
 /*
- * serve_cache.c
+ * cache.c
  *	  The item factors of each model this backend serves, loaded once per
  *	  version.
  *
@@ -34,7 +34,7 @@
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 
-#include "serve.h"
+#include "wals_serve.h"
 
 /* Rows fetched at a time by the queries over many users. */
 #define WALS_USERS_FETCH 65536

@@ -1,5 +1,5 @@
 /*
- * parallel.c
+ * engine_cpu.c
  *	  The sweeps of a training, run by the leader and parallel workers.
  *
  * The matrices and factors live in one dynamic shared memory segment that
@@ -33,12 +33,15 @@
 #include "storage/shm_toc.h"
 #include "utils/memutils.h"
 
-#include "wals.h"
+#include "wals_train.h"
 
 #define WALS_KEY_SHARED			UINT64CONST(0x57414C5300000001)
 
 /* About this many chunks per half-sweep, for balance between processes. */
 #define WALS_CHUNKS_PER_SWEEP	1024
+
+/* Rows solved between two checks for a cancel, at most. */
+#define WALS_ROWS_PER_CHECK		256
 
 /* Sections of the training's memory start on cache-line boundaries. */
 #define WALS_ALIGN				64

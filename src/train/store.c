@@ -36,7 +36,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "wals.h"
+#include "wals_train.h"
 
 #define WALS_STORE_BATCH	1000
 

@@ -20,7 +20,7 @@
 #include "utils/lsyscache.h"
 #include "utils/builtins.h"
 
-#include "wals.h"
+#include "wals_catalog.h"
 
 PG_FUNCTION_INFO_V1(wals_upgrade_keep_rated);
 PG_FUNCTION_INFO_V1(wals_upgrade_pack_rated);

@@ -1,5 +1,5 @@
 /*
- * gpu.c
+ * devices.c
  *	  Loading the CUDA engine, choosing the device, and wals_devices().
  *
  * wals.so never links CUDA.  The first time a GPU is considered, the library
@@ -20,7 +20,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 
-#include "wals.h"
+#include "wals_train.h"
 #include "wals_cuda.h"
 
 PG_FUNCTION_INFO_V1(wals_devices);

@@ -1,5 +1,5 @@
 /*
- * train_args.c
+ * args.c
  *	  Checking and resolving the arguments of wals_train.
  *
  * Every argument is checked before any work starts, so a bad call costs
@@ -19,7 +19,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "wals.h"
+#include "wals_train.h"
 
 /* Positions of the arguments in the SQL signature of wals_train. */
 enum
@@ -102,42 +102,6 @@ real_arg(FunctionCallInfo fcinfo, int arg, float max)
 	return value;
 }
 
-/*
- * Check that column name, given as argument argname, exists in relation
- * relid (shown as reldisplay) with a type wals reads there: an integer type
- * for ids, any numeric type for ratings, through domains.  Returns the
- * column's name as the system catalog holds it, for SQL text.
- */
-char *
-wals_check_column(Oid relid, const char *reldisplay, const char *name, const char *argname,
-				  bool id)
-{
-	static const Oid id_types[] = {INT2OID, INT4OID, INT8OID};
-	static const Oid rating_types[] = {INT2OID, INT4OID, INT8OID, FLOAT4OID, FLOAT8OID, NUMERICOID};
-	const Oid  *allowed = id ? id_types : rating_types;
-	int			nallowed = id ? lengthof(id_types) : lengthof(rating_types);
-	AttrNumber	attnum = get_attnum(relid, name);
-	Oid			type;
-
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" given as \"%s\" does not exist in relation \"%s\"",
-						name, argname, reldisplay)));
-	type = getBaseType(get_atttype(relid, attnum));
-	for (int i = 0; i < nallowed; i++)
-		if (type == allowed[i])
-			return get_attname(relid, attnum, false);
-	ereport(ERROR,
-			(errcode(ERRCODE_DATATYPE_MISMATCH),
-			 errmsg("column \"%s\" given as \"%s\" has type %s",
-					name, argname, format_type_be(type)),
-			 errhint("\"%s\" must name a column of type %s.", argname,
-					 id ? "smallint, integer or bigint" :
-					 "smallint, integer, bigint, real, double precision or numeric")));
-	return NULL;				/* keep compiler quiet */
-}
-
 static char *
 column_arg(FunctionCallInfo fcinfo, int arg, const WalsTrainArgs *args, bool id)
 {
@@ -146,57 +110,6 @@ column_arg(FunctionCallInfo fcinfo, int arg, const WalsTrainArgs *args, bool id)
 	require_not_null(fcinfo, arg);
 	name = NameStr(*PG_GETARG_NAME(arg));
 	return wals_check_column(args->source, args->source_display, name, arg_names[arg], id);
-}
-
-/*
- * Check a relation given as a source of ratings, or of test ratings: it must
- * exist and be something that can be selected from, and outlive the
- * session, as a model does.  Returns its name.
- */
-char *
-wals_check_source(Oid relid, const char *argname)
-{
-	char	   *relname = get_rel_name(relid);
-	char		relkind;
-
-	if (relname == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u given as \"%s\" does not exist", relid, argname)));
-	relkind = get_rel_relkind(relid);
-	if (relkind != RELKIND_RELATION && relkind != RELKIND_VIEW &&
-		relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE &&
-		relkind != RELKIND_PARTITIONED_TABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" given as \"%s\" is not a table or view", relname, argname),
-				 errhint("\"%s\" must be a table, view, materialized view or foreign table.", argname)));
-	return relname;
-}
-
-/*
- * The source of a trained model, which must still exist, checked as a
- * training checks its source, with its names for SQL text.
- */
-void
-wals_model_source(const WalsModelInfo *info, WalsSourceNames *src)
-{
-	char	   *relname;
-
-	if (!OidIsValid(info->source) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(info->source)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("the source relation of model \"%s\" no longer exists", info->display),
-				 errhint("Train the model again from its new source with wals_train().")));
-	relname = wals_check_source(info->source, "source");
-	src->relation = wals_relation_name(info->source);
-	src->user_col = quote_identifier(wals_check_column(info->source, relname, info->user_col,
-													   "user_col", true));
-	src->item_col = quote_identifier(wals_check_column(info->source, relname, info->item_col,
-													   "item_col", true));
-	src->rating_col = info->rating_col == NULL ? NULL :
-		quote_identifier(wals_check_column(info->source, relname, info->rating_col,
-										   "rating_col", false));
 }
 
 static void

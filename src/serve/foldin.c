@@ -17,7 +17,7 @@
 #include "funcapi.h"
 #include "utils/lsyscache.h"
 
-#include "serve.h"
+#include "wals_serve.h"
 
 PG_FUNCTION_INFO_V1(wals_recommend_items);
 PG_FUNCTION_INFO_V1(wals_similar_items);

@@ -12,7 +12,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
 
-#include "wals.h"
+#include "wals_train.h"
 
 /*
  * Tell other sessions how far the training got: pg_stat_activity shows it

@@ -35,7 +35,7 @@
 #include "utils/rel.h"
 #include "utils/guc.h"
 
-#include "wals.h"
+#include "wals_catalog.h"
 
 /* Become role until wals_unbecome(save), as described above. */
 void

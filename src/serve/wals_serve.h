@@ -1,5 +1,5 @@
 /*
- * serve.h
+ * wals_serve.h
  *	  The serving side: a model's item factors cached per backend, and the
  *	  arguments every serving function shares.
  */
@@ -9,7 +9,7 @@
 #include "executor/spi.h"
 #include "utils/array.h"
 
-#include "wals.h"
+#include "wals_catalog.h"
 #include "wals_score.h"
 
 /*
@@ -34,19 +34,7 @@ typedef struct WalsServeModel
 	size_t		scratch_size;
 } WalsServeModel;
 
-/* A user's rated items, as indices into the model's items, and ratings. */
-typedef struct WalsRated
-{
-	int64		n;
-	int32	   *items;			/* sorted, may repeat */
-	float	   *ratings;
-} WalsRated;
-
-/* factors.c */
-extern void wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
-							const int64 *item_ids, int64 nitems, WalsRated *rated);
-
-/* serve_cache.c */
+/* cache.c */
 extern WalsServeModel *wals_serve_model(text *model);
 extern int64 wals_serve_item(const WalsServeModel *m, int64 id);
 extern bool wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated);
@@ -59,7 +47,7 @@ extern void wals_one_row(const WalsServeModel *m, const int32 *items, const floa
 						 int64 n, WalsCsr *row);
 extern void wals_fold_in(const WalsServeModel *m, const WalsCsr *row, float *x);
 
-/* serve_args.c */
+/* args.c */
 extern int	wals_compare_int32(const void *a, const void *b);
 extern int	wals_compare_int64(const void *a, const void *b);
 extern void wals_sort_cells(int32 *items, float *ratings, int64 n);

@@ -24,7 +24,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
-#include "serve.h"
+#include "wals_serve.h"
 #include "wals_metrics.h"
 
 PG_FUNCTION_INFO_V1(wals_evaluate);

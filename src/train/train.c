@@ -24,20 +24,9 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "wals.h"
+#include "wals_train.h"
 
 PG_FUNCTION_INFO_V1(wals_train);
-
-/* Seconds elapsed since start, for the timings of a training. */
-double
-wals_seconds_since(instr_time start)
-{
-	instr_time	now;
-
-	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, start);
-	return INSTR_TIME_GET_DOUBLE(now);
-}
 
 /*
  * Refuse a training that cannot fit in wals.max_memory from the rows the

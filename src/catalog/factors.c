@@ -22,7 +22,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-#include "serve.h"
+#include "wals_catalog.h"
 
 static void
 bad_table(const WalsModelInfo *info, Oid relid, const char *detail)

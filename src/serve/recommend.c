@@ -2,7 +2,7 @@
  * recommend.c
  *	  Top-k recommendations for known users, one or many, and predictions.
  *
- * A call resolves the model and its cached item side (serve_cache.c), reads
+ * A call resolves the model and its cached item side (cache.c), reads
  * the user's factors through a kept plan, and hands them to the exact
  * scoring engine of src/core with the items to leave out (rated, excluded)
  * or the only ones allowed.  Scores are those of wals_score_dot, the same
@@ -15,7 +15,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 
-#include "serve.h"
+#include "wals_serve.h"
 
 PG_FUNCTION_INFO_V1(wals_recommend);
 PG_FUNCTION_INFO_V1(wals_recommend_batch);

@@ -70,7 +70,7 @@
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
 
-#include "wals.h"
+#include "wals_train.h"
 
 /*
  * Rows between two checks for a cancel and of wals.max_memory: a few
@@ -96,17 +96,6 @@
 /* Huge pages are 2 MB where there are any, and only whole ones count. */
 #define WALS_HUGE_PAGE				(2 * 1024 * 1024)
 
-/* How a column's datums become numbers. */
-typedef enum ValueKind
-{
-	VALUE_INT2,
-	VALUE_INT4,
-	VALUE_INT8,
-	VALUE_FLOAT4,
-	VALUE_FLOAT8,
-	VALUE_NUMERIC
-} ValueKind;
-
 /* The values of a row, in this order, wherever they come from. */
 #define ROW_USER	0
 #define ROW_ITEM	1
@@ -117,7 +106,7 @@ typedef enum ValueKind
 typedef struct RowLayout
 {
 	bool		has_rating;		/* false: every pair counts 1 */
-	ValueKind	kind[ROW_VALUES];
+	WalsValueKind	kind[ROW_VALUES];
 	AttrNumber	attnum[ROW_VALUES]; /* in the table, for a direct scan */
 } RowLayout;
 
@@ -349,13 +338,13 @@ reject_rating(const WalsTrainArgs *args, double value, bool isnull)
 }
 
 static inline int64
-id_value(ValueKind kind, Datum value)
+id_value(WalsValueKind kind, Datum value)
 {
 	switch (kind)
 	{
-		case VALUE_INT2:
+		case WALS_VALUE_INT2:
 			return DatumGetInt16(value);
-		case VALUE_INT4:
+		case WALS_VALUE_INT4:
 			return DatumGetInt32(value);
 		default:
 			return DatumGetInt64(value);
@@ -379,17 +368,17 @@ rating_value(Ingest *in, Datum value)
 {
 	switch (in->layout.kind[ROW_RATING])
 	{
-		case VALUE_INT2:
+		case WALS_VALUE_INT2:
 			return DatumGetInt16(value);
-		case VALUE_INT4:
+		case WALS_VALUE_INT4:
 			return DatumGetInt32(value);
-		case VALUE_INT8:
+		case WALS_VALUE_INT8:
 			return (double) DatumGetInt64(value);
-		case VALUE_FLOAT4:
+		case WALS_VALUE_FLOAT4:
 			return DatumGetFloat4(value);
-		case VALUE_FLOAT8:
+		case WALS_VALUE_FLOAT8:
 			return DatumGetFloat8(value);
-		case VALUE_NUMERIC:
+		case WALS_VALUE_NUMERIC:
 			break;
 	}
 	return numeric_rating(in, value);
@@ -440,53 +429,21 @@ ingest_row(Ingest *in, const Datum *values, const bool *nulls)
 }
 
 /*
- * How a column of one of the accepted types is read, through any domain
- * over it (a domain's datums are its base type's); false for anything else.
- */
-static bool
-value_kind(Oid type, ValueKind *kind)
-{
-	switch (getBaseType(type))
-	{
-		case INT2OID:
-			*kind = VALUE_INT2;
-			return true;
-		case INT4OID:
-			*kind = VALUE_INT4;
-			return true;
-		case INT8OID:
-			*kind = VALUE_INT8;
-			return true;
-		case FLOAT4OID:
-			*kind = VALUE_FLOAT4;
-			return true;
-		case FLOAT8OID:
-			*kind = VALUE_FLOAT8;
-			return true;
-		case NUMERICOID:
-			*kind = VALUE_NUMERIC;
-			return true;
-		default:
-			return false;
-	}
-}
-
-/*
  * The attribute number and kind of a column the caller may SELECT, or false
  * when the column is missing, of another type, or not granted.
  */
 static bool
 readable_column(Relation rel, const char *name, bool rel_granted,
-				bool is_id, AttrNumber *attnum, ValueKind *kind)
+				bool is_id, AttrNumber *attnum, WalsValueKind *kind)
 {
 	Oid			relid = RelationGetRelid(rel);
 
 	*attnum = get_attnum(relid, name);
 	if (*attnum <= 0)
 		return false;
-	if (!value_kind(TupleDescAttr(RelationGetDescr(rel), *attnum - 1)->atttypid, kind))
+	if (!wals_value_kind(TupleDescAttr(RelationGetDescr(rel), *attnum - 1)->atttypid, kind))
 		return false;
-	if (is_id && *kind != VALUE_INT2 && *kind != VALUE_INT4 && *kind != VALUE_INT8)
+	if (is_id && !WALS_VALUE_IS_ID(*kind))
 		return false;
 	return rel_granted ||
 		pg_attribute_aclcheck(relid, *attnum, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
@@ -617,9 +574,9 @@ scan_with_spi(Ingest *in)
 	appendStringInfo(&query, " FROM %s", args->source_name);
 
 	in->layout.has_rating = args->rating_col != NULL;
-	in->layout.kind[ROW_USER] = VALUE_INT8;
-	in->layout.kind[ROW_ITEM] = VALUE_INT8;
-	in->layout.kind[ROW_RATING] = VALUE_FLOAT8;
+	in->layout.kind[ROW_USER] = WALS_VALUE_INT8;
+	in->layout.kind[ROW_ITEM] = WALS_VALUE_INT8;
+	in->layout.kind[ROW_RATING] = WALS_VALUE_FLOAT8;
 
 	receiver.pub.receiveSlot = receive_row;
 	receiver.pub.rStartup = receive_startup;
@@ -755,7 +712,7 @@ prefault_csr(const WalsCsr *csr, int64 nrows, int64 nnz)
 	prefault(csr->values, nnz * sizeof(float));
 }
 
-/* See wals.h. */
+/* See wals_train.h. */
 void
 wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
 {

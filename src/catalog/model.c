@@ -32,7 +32,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "wals.h"
+#include "wals_catalog.h"
 
 PG_FUNCTION_INFO_V1(wals_drop_model);
 

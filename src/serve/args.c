@@ -1,5 +1,5 @@
 /*
- * serve_args.c
+ * args.c
  *	  The arguments the serving functions share, checked in one way, and
  *	  the output of a top-k list.
  */
@@ -10,7 +10,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
-#include "serve.h"
+#include "wals_serve.h"
 
 int
 wals_arg_k(FunctionCallInfo fcinfo, int arg)

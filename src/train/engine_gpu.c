@@ -1,5 +1,5 @@
 /*
- * gpu_train.c
+ * engine_gpu.c
  *	  The sweeps of a training on the CUDA engine.
  *
  * The engine uploads both matrices and the starting factors once, runs each
@@ -14,7 +14,7 @@
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 
-#include "wals.h"
+#include "wals_train.h"
 #include "wals_cuda.h"
 
 static void

@@ -26,7 +26,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-#include "serve.h"
+#include "wals_serve.h"
 
 PG_FUNCTION_INFO_V1(wals_refresh_users);
 

@@ -1,0 +1,131 @@
+/*
+ * source.c
+ *	  The relations ratings are read from, and their columns: checked when
+ *	  a training, an evaluation or a refresh is asked for, by OID and by the
+ *	  names the system catalog holds, never by stored text.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "wals_catalog.h"
+
+/*
+ * Check a relation given as a source of ratings, or of test ratings: it must
+ * exist and be something that can be selected from, and outlive the
+ * session, as a model does.  Returns its name.
+ */
+char *
+wals_check_source(Oid relid, const char *argname)
+{
+	char	   *relname = get_rel_name(relid);
+	char		relkind;
+
+	if (relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u given as \"%s\" does not exist", relid, argname)));
+	relkind = get_rel_relkind(relid);
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_VIEW &&
+		relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE &&
+		relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" given as \"%s\" is not a table or view", relname, argname),
+				 errhint("\"%s\" must be a table, view, materialized view or foreign table.", argname)));
+	return relname;
+}
+
+/*
+ * How a column of type type is read, through any domain over it; false for
+ * the types wals does not read.  The one list of the types of ids and
+ * ratings, for the checks of arguments and for the readers.
+ */
+bool
+wals_value_kind(Oid type, WalsValueKind *kind)
+{
+	switch (getBaseType(type))
+	{
+		case INT2OID:
+			*kind = WALS_VALUE_INT2;
+			return true;
+		case INT4OID:
+			*kind = WALS_VALUE_INT4;
+			return true;
+		case INT8OID:
+			*kind = WALS_VALUE_INT8;
+			return true;
+		case FLOAT4OID:
+			*kind = WALS_VALUE_FLOAT4;
+			return true;
+		case FLOAT8OID:
+			*kind = WALS_VALUE_FLOAT8;
+			return true;
+		case NUMERICOID:
+			*kind = WALS_VALUE_NUMERIC;
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Check that column name, given as argument argname, exists in relation
+ * relid (shown as reldisplay) with a type wals reads there: an integer type
+ * for ids, any numeric type for ratings, through domains.  Returns the
+ * column's name as the system catalog holds it, for SQL text.
+ */
+char *
+wals_check_column(Oid relid, const char *reldisplay, const char *name, const char *argname,
+				  bool id)
+{
+	AttrNumber	attnum = get_attnum(relid, name);
+	Oid			type;
+	WalsValueKind kind;
+
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" given as \"%s\" does not exist in relation \"%s\"",
+						name, argname, reldisplay)));
+	type = get_atttype(relid, attnum);
+	if (wals_value_kind(type, &kind) && (!id || WALS_VALUE_IS_ID(kind)))
+		return get_attname(relid, attnum, false);
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("column \"%s\" given as \"%s\" has type %s",
+					name, argname, format_type_be(getBaseType(type))),
+			 errhint("\"%s\" must name a column of type %s.", argname,
+					 id ? "smallint, integer or bigint" :
+					 "smallint, integer, bigint, real, double precision or numeric")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * The source of a trained model, which must still exist, checked as a
+ * training checks its source, with its names for SQL text.
+ */
+void
+wals_model_source(const WalsModelInfo *info, WalsSourceNames *src)
+{
+	char	   *relname;
+
+	if (!OidIsValid(info->source) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(info->source)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the source relation of model \"%s\" no longer exists", info->display),
+				 errhint("Train the model again from its new source with wals_train().")));
+	relname = wals_check_source(info->source, "source");
+	src->relation = wals_relation_name(info->source);
+	src->user_col = quote_identifier(wals_check_column(info->source, relname, info->user_col,
+													   "user_col", true));
+	src->item_col = quote_identifier(wals_check_column(info->source, relname, info->item_col,
+													   "item_col", true));
+	src->rating_col = info->rating_col == NULL ? NULL :
+		quote_identifier(wals_check_column(info->source, relname, info->rating_col,
+										   "rating_col", false));
+}

@@ -1,0 +1,139 @@
+/*
+ * wals_catalog.h
+ *	  What wals keeps in the database: the catalog of models, their factor
+ *	  tables, their sources, the roles a call acts as, and the SPI plans
+ *	  that read and write them.
+ */
+#ifndef WALS_CATALOG_H
+#define WALS_CATALOG_H
+
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "utils/array.h"
+
+#include "wals.h"
+
+/*
+ * A model as its catalog row describes it (catalog.c), every value checked.
+ * Relations are OIDs: their names are looked up when a statement needs
+ * them, never taken from the catalog's text.
+ */
+typedef struct WalsModelInfo
+{
+	char	   *schema;
+	char	   *name;
+	char	   *display;		/* schema.name, for messages */
+	int64		version;
+	int			factors;
+	Oid			source;			/* InvalidOid when unknown */
+	char	   *user_col;
+	char	   *item_col;
+	char	   *rating_col;		/* NULL: every pair counted 1 */
+	WalsParams	params;			/* as trained */
+	Oid			user_rel;
+	Oid			item_rel;
+	char	   *invalid;		/* the first value wals never writes, or NULL */
+} WalsModelInfo;
+
+/* A model's name as given: schema is NULL when it is not qualified. */
+typedef struct WalsModelName
+{
+	char	   *schema;
+	char	   *name;
+} WalsModelName;
+
+/*
+ * A model's source for SQL text: its name and its columns, quoted, looked
+ * up from its OID (source.c).
+ */
+typedef struct WalsSourceNames
+{
+	char	   *relation;
+	const char *user_col;
+	const char *item_col;
+	const char *rating_col;		/* NULL: every pair counted 1 */
+} WalsSourceNames;
+
+/*
+ * How a column of a type wals reads is read, through any domain over it:
+ * the first three are the types of ids, all six those of ratings.
+ */
+typedef enum WalsValueKind
+{
+	WALS_VALUE_INT2,
+	WALS_VALUE_INT4,
+	WALS_VALUE_INT8,
+	WALS_VALUE_FLOAT4,
+	WALS_VALUE_FLOAT8,
+	WALS_VALUE_NUMERIC
+} WalsValueKind;
+
+#define WALS_VALUE_IS_ID(kind)	((kind) <= WALS_VALUE_INT8)
+
+/* A user's rated items, as indices into the model's items, and ratings. */
+typedef struct WalsRated
+{
+	int64		n;
+	int32	   *items;			/* sorted, may repeat */
+	float	   *ratings;
+} WalsRated;
+
+/* What wals_become saves, to go back to the caller's role. */
+typedef struct WalsRoleSave
+{
+	Oid			userid;
+	int			sec_context;
+	int			guc_level;
+} WalsRoleSave;
+
+/* catalog.c: the rows of wals_models */
+extern char *wals_catalog_table(const char *table);
+extern void wals_model_name_parse(const char *given, const char *what, WalsModelName *out);
+extern char *wals_model_display(const char *schema, const char *name);
+extern char *wals_model_quoted(const char *schema, const char *name);
+extern bool wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info);
+extern void wals_model_resolve(text *model, WalsModelInfo *info);
+extern void wals_no_such_model(const char *schema, const char *name);
+extern void wals_model_check(const WalsModelInfo *info);
+extern void wals_catalog_delete(const WalsModelInfo *info);
+extern int64 wals_next_version(void);
+
+/* spi.c */
+extern struct _SPI_plan *wals_keep_plan(const char *query, int nargs, Oid *types);
+extern void wals_spi_exec(const char *query, int nargs, const Oid *types,
+						  const Datum *values, int expected);
+
+/* model.c: a model as a whole, its lock, its owner, its tables */
+extern void wals_lock_model(const char *schema, const char *name);
+extern WalsModelInfo *wals_model_get(text *model);
+extern Oid	wals_model_owner(const WalsModelInfo *info);
+extern void wals_model_check_owner(const WalsModelInfo *info);
+extern void wals_drop_factor_tables(const WalsModelInfo *info);
+extern char *wals_relation_name(Oid relid);
+
+/* source.c: relations and columns of ratings */
+extern char *wals_check_source(Oid relid, const char *argname);
+extern bool wals_value_kind(Oid type, WalsValueKind *kind);
+extern char *wals_check_column(Oid relid, const char *reldisplay, const char *name,
+							   const char *argname, bool id);
+extern void wals_model_source(const WalsModelInfo *info, WalsSourceNames *src);
+
+/* factors.c: what is read back from factor tables, checked */
+extern void wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
+extern void wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
+							  const WalsModelInfo *info);
+extern int64 wals_read_id(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
+						  bool *isnull);
+extern void wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
+							const int64 *item_ids, int64 nitems, WalsRated *rated);
+extern ArrayType *wals_real_array(const float *v, int64 n);
+extern bytea *wals_rated_bytea(const int64 *item_ids, const int32 *indices,
+							   const float *values, int64 n);
+
+/* roles.c */
+extern void wals_become(Oid role, WalsRoleSave *save);
+extern void wals_unbecome(const WalsRoleSave *save);
+extern void wals_become_catalog_writer(WalsRoleSave *save);
+extern Oid	wals_extension_schema(void);
+
+#endif							/* WALS_CATALOG_H */

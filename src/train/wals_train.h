@@ -1,0 +1,145 @@
+/*
+ * wals_train.h
+ *	  Training: the arguments of wals_train, the ratings read, the devices,
+ *	  the engines that sweep, and what is stored.
+ */
+#ifndef WALS_TRAIN_H
+#define WALS_TRAIN_H
+
+#include "wals_catalog.h"
+
+/* Initial factors are normal with this deviation, as in ref_wals.py. */
+#define WALS_INIT_SCALE				0.01f
+
+/* Everything wals_train was asked, checked and resolved (args.c). */
+typedef struct WalsTrainArgs
+{
+	Oid			source;
+	char	   *source_name;	/* schema-qualified and quoted, for SQL */
+	char	   *source_display; /* as the user would write it, for messages */
+	Oid			schema;			/* the model's schema, where its tables go */
+	char	   *user_col;
+	char	   *item_col;
+	char	   *rating_col;		/* NULL: every pair counts 1 */
+	char	   *model;			/* the model's name in its schema */
+	char	   *model_display;	/* schema.model, for messages */
+	Oid			owner;			/* who owns it, and creates its tables */
+	WalsModelInfo *old;			/* the model trained before, or NULL */
+	WalsParams	params;
+	int			iterations;
+	WalsDevice	device;
+	int			workers;
+	int			seed;
+	bool		warm_start;
+	double		tolerance;		/* negative: no early stop */
+} WalsTrainArgs;
+
+/*
+ * The ratings as read (ingest.c): ids already dense and numbered in id
+ * order, cells not yet merged.  The three arrays are palloc'd and consumed by
+ * wals_build_matrices.
+ */
+typedef struct WalsRatings
+{
+	int64		n;				/* rows read */
+	int32	   *users;			/* n dense user indices */
+	int32	   *items;			/* n dense item indices */
+	float	   *ratings;		/* n ratings (1 when there is no rating_col) */
+	int64		nusers;
+	int64		nitems;
+	int64	   *user_ids;		/* nusers, increasing */
+	int64	   *item_ids;		/* nitems, increasing */
+	int64		null_ids;		/* rows skipped for a NULL id */
+} WalsRatings;
+
+/* The ratings of one training, dense and merged (ingest.c). */
+typedef struct WalsData
+{
+	int64		nusers;
+	int64		nitems;
+	int64		nratings;		/* distinct (user, item) cells */
+	int64		null_ids;		/* rows skipped for a NULL id */
+	int64	   *user_ids;		/* nusers, increasing */
+	int64	   *item_ids;		/* nitems, increasing */
+	WalsCsr		by_user;		/* nusers x nitems */
+	WalsCsr		by_item;		/* nitems x nusers */
+} WalsData;
+
+/* Training results and timings, for the catalog and the summary row. */
+typedef struct WalsTrainResult
+{
+	int			iterations;		/* iterations run */
+	double		loss;
+	double	   *iteration_loss;
+	double	   *iteration_seconds;
+	const char *device;
+	int			workers;
+	double		load_s;
+	double		train_s;
+	double		store_s;
+	double		total_s;
+	int64		version;
+} WalsTrainResult;
+
+/* args.c */
+extern void wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args);
+extern const char *wals_feedback_name(WalsFeedback feedback);
+extern const char *wals_solver_name(WalsSolver solver);
+
+/* ingest.c */
+extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw);
+
+/*
+ * Build both matrices of data from raw into buffers the caller has already
+ * set in data->by_user and data->by_item: indptr of nusers + 1 and
+ * nitems + 1 entries, indices and values of raw->n entries each.  Frees
+ * raw's three arrays as soon as they are consumed and moves its ids and
+ * counts into data.
+ */
+extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
+								WalsData *data);
+
+/* engine_cpu.c: the sweeps, in the leader and parallel workers */
+typedef struct WalsSweeps WalsSweeps;
+extern double wals_sweeps_min_bytes(const WalsTrainArgs *args, double rows);
+extern WalsSweeps *wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
+									 double read_s, WalsData *data);
+extern float *wals_sweeps_user_factors(WalsSweeps *s);
+extern float *wals_sweeps_item_factors(WalsSweeps *s);
+extern void wals_sweeps_run(WalsSweeps *s, const WalsTrainArgs *args,
+							WalsTrainResult *result);
+extern void wals_sweeps_end(WalsSweeps *s);
+
+/* devices.c */
+struct WalsCudaApi;
+extern void wals_device_check(const WalsTrainArgs *args);
+extern const char *wals_device_choose(const WalsTrainArgs *args, int64 nratings);
+extern const struct WalsCudaApi *wals_cuda_api(void);
+
+/*
+ * engine_gpu.c: train on the CUDA engine from the initialised X and Y, which
+ * receive the result.  False when device 'auto' could not start the engine
+ * (a NOTICE says why) and the CPU should train instead.
+ */
+extern bool wals_gpu_train(const WalsTrainArgs *args, const WalsData *data,
+						   float *X, float *Y, WalsTrainResult *result);
+
+/* progress.c */
+extern void wals_report_progress(const WalsTrainArgs *args, int it, const char *phase,
+								 const WalsTrainResult *result);
+extern void wals_report_progress_end(void);
+extern void wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result);
+extern bool wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result,
+								int it, double loss, double seconds);
+
+/* store.c */
+extern void wals_store_model(const WalsTrainArgs *args, const WalsData *data,
+							 const float *X, const float *Y,
+							 WalsTrainResult *result);
+extern void wals_check_factor_tables_free(const WalsTrainArgs *args);
+
+/* warm.c */
+extern void wals_warm_start(const WalsTrainArgs *args, const WalsData *data,
+							float *X, float *Y);
+
+#endif							/* WALS_TRAIN_H */
