@@ -254,8 +254,14 @@ struct CholeskySolver
 
 #define SOLVER_TRY(call, what) \
 	do { \
-		if ((call) != CUSOLVER_STATUS_SUCCESS) \
-			return fail(msg, msglen, (what), "cuSOLVER failed"); \
+		cusolverStatus_t st_ = (call); \
+		if (st_ != CUSOLVER_STATUS_SUCCESS) \
+		{ \
+			char		why_[48]; \
+			snprintf(why_, sizeof(why_), "cuSOLVER status %d", (int) st_); \
+			return fail(err, st_ == CUSOLVER_STATUS_ALLOC_FAILED ? WALS_CUDA_ENOMEM : \
+						WALS_CUDA_EDEVICE, (what), why_); \
+		} \
 	} while (0)
 
 /*
@@ -307,7 +313,7 @@ wals_cuda_cholesky_end(CholeskySolver *c)
 }
 
 static int
-allocate(CholeskySolver *c, char *msg, size_t msglen)
+allocate(CholeskySolver *c, WalsCudaError *err)
 {
 	const char *what = "allocating the Cholesky systems";
 	long long	rows = c->rows;
@@ -327,18 +333,18 @@ allocate(CholeskySolver *c, char *msg, size_t msglen)
 
 /*
  * The solver for problem p, batches of the given number of rows (at least
- * 1); 0, or -1 with msg set and nothing left allocated.
+ * 1); 0, or the code of err, which it fills, with nothing left allocated.
  */
 int
 wals_cuda_cholesky_begin(const WalsCudaProblem *p, long long rows, CholeskySolver **out,
-						 char *msg, size_t msglen)
+						 WalsCudaError *err)
 {
 	CholeskySolver *c = new (std::nothrow) CholeskySolver();
 	int			rc;
 
 	*out = NULL;
 	if (c == NULL)
-		return fail(msg, msglen, "starting the Cholesky solver", "out of host memory");
+		return fail(err, WALS_CUDA_ENOMEM, "starting the Cholesky solver", "out of host memory");
 	c->params.implicit = p->feedback == 0;
 	c->params.alpha = p->alpha;
 	c->params.w0 = p->w0;
@@ -346,9 +352,9 @@ wals_cuda_cholesky_begin(const WalsCudaProblem *p, long long rows, CholeskySolve
 	c->f = p->factors;
 	c->rows = rows;
 	rc = cusolverDnCreate(&c->handle) == CUSOLVER_STATUS_SUCCESS ? 0 :
-		fail(msg, msglen, "starting cuSOLVER", "cusolverDnCreate failed");
+		fail(err, WALS_CUDA_EDEVICE, "starting cuSOLVER", "cusolverDnCreate failed");
 	if (rc == 0)
-		rc = allocate(c, msg, msglen);
+		rc = allocate(c, err);
 	if (rc != 0)
 	{
 		wals_cuda_cholesky_end(c);
@@ -367,8 +373,8 @@ wals_cuda_cholesky_begin(const WalsCudaProblem *p, long long rows, CholeskySolve
 int
 wals_cuda_cholesky_solve(CholeskySolver *c, long long nrows, const long long *indptr,
 						 const int *indices, const float *values, const float *Y,
-						 const float *G, float *X, const char *what, char *msg,
-						 size_t msglen)
+						 const float *G, float *X, int side, const char *what,
+						 WalsCudaError *err)
 {
 	unsigned long long bad = 0;
 	int			f = c->f;
@@ -392,15 +398,7 @@ wals_cuda_cholesky_solve(CholeskySolver *c, long long nrows, const long long *in
 	}
 	CUDA_TRY(cudaMemcpy(&bad, c->bad, sizeof(bad), cudaMemcpyDeviceToHost), what);
 	if (bad != ~0ULL)
-	{
-		char		why[96];
-
-		if (bad % 2 == 0)
-			snprintf(why, sizeof(why), "row %llu has a system that is not positive definite",
-					 bad / 2);
-		else
-			snprintf(why, sizeof(why), "row %llu has a non-finite solution", bad / 2);
-		return fail(msg, msglen, what, why);
-	}
+		return fail_row(err, bad % 2 == 0 ? WALS_CUDA_ESINGULAR : WALS_CUDA_ENONFINITE, side,
+						(long long) (bad / 2), what);
 	return 0;
 }

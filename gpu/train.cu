@@ -153,7 +153,8 @@ symv(const float *__restrict__ G, int f, float alpha, const float *v, float *out
 /*
  * Conjugate gradient for each row of X, one block a row.  Shared memory:
  * x, r, p, Ap (f each), the tile's 32 weights and the warps' partial sums.
- * A non-finite result sets *bad to the row + 1 (the first one wins).
+ * A non-finite result lowers *bad to its row, so that the lowest failing
+ * row is named, as the CPU names it.
  */
 __global__ void
 cg_rows(Weights w, int explicit_scale, int cg_steps, const long long *__restrict__ indptr,
@@ -241,7 +242,7 @@ cg_rows(Weights w, int explicit_scale, int cg_steps, const long long *__restrict
 	for (int k = threadIdx.x; k < f; k += blockDim.x)
 	{
 		if (!isfinite(x[k]))
-			atomicCAS(bad, 0ULL, (unsigned long long) u + 1);
+			atomicMin(bad, (unsigned long long) u);
 		X[(size_t) u * f + k] = x[k];
 	}
 }
@@ -339,13 +340,19 @@ struct Training
 
 #define BLAS_TRY(call, what) \
 	do { \
-		if ((call) != CUBLAS_STATUS_SUCCESS) \
-			return fail(msg, msglen, (what), "cuBLAS failed"); \
+		cublasStatus_t st_ = (call); \
+		if (st_ != CUBLAS_STATUS_SUCCESS) \
+		{ \
+			char		why_[48]; \
+			snprintf(why_, sizeof(why_), "cuBLAS status %d", (int) st_); \
+			return fail(err, st_ == CUBLAS_STATUS_ALLOC_FAILED ? WALS_CUDA_ENOMEM : \
+						WALS_CUDA_EDEVICE, (what), why_); \
+		} \
 	} while (0)
 
 static int
 upload_csr(DeviceCsr *d, long long nrows, const int64_t *indptr, const int32_t *indices,
-		   const float *values, char *msg, size_t msglen)
+		   const float *values, WalsCudaError *err)
 {
 	long long	nnz = indptr[nrows];
 
@@ -385,7 +392,7 @@ release(Training *t)
 
 /* G = Y^T Y: row-major Y (n x f) is column-major f x n, and G is symmetric. */
 static int
-gram(Training *t, const float *Y, long long n, float *G, char *msg, size_t msglen)
+gram(Training *t, const float *Y, long long n, float *G, WalsCudaError *err)
 {
 	const float one = 1.0f;
 	const float zero = 0.0f;
@@ -398,36 +405,32 @@ gram(Training *t, const float *Y, long long n, float *G, char *msg, size_t msgle
 
 static int
 half_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, float *X,
-		   const char *what, char *msg, size_t msglen)
+		   int side, WalsCudaError *err)
 {
 	int			f = t->prob.factors;
 	size_t		shared = sizeof(float) * (4 * (size_t) f + 32 + WALS_CUDA_WARPS);
-	unsigned long long bad = 0;
+	unsigned long long bad = ~0ULL;
+	const char *what = side == WALS_CUDA_USERS ? "solving user factors" : "solving item factors";
 
 	if (R->nrows == 0)
 		return 0;
 	if (t->cholesky != NULL)
 		return wals_cuda_cholesky_solve(t->cholesky, R->nrows, R->indptr, R->indices,
-										R->values, Y, G, X, what, msg, msglen);
-	CUDA_TRY(cudaMemset(t->bad, 0, sizeof(*t->bad)), what);
+										R->values, Y, G, X, side, what, err);
+	CUDA_TRY(cudaMemset(t->bad, 0xff, sizeof(*t->bad)), what);
 	cg_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS, shared>>>(
 		t->weights, t->prob.feedback != 0, t->prob.cg_steps, R->indptr, R->indices,
 		R->values, Y, G, X, R->nrows, f, t->bad);
 	CUDA_TRY(cudaGetLastError(), what);
 	CUDA_TRY(cudaMemcpy(&bad, t->bad, sizeof(bad), cudaMemcpyDeviceToHost), what);
-	if (bad != 0)
-	{
-		char		row[64];
-
-		snprintf(row, sizeof(row), "row %llu has a non-finite solution", bad - 1);
-		return fail(msg, msglen, what, row);
-	}
+	if (bad != ~0ULL)
+		return fail_row(err, WALS_CUDA_ENONFINITE, side, (long long) bad, what);
 	return 0;
 }
 
 static int
 sum_parts(Training *t, const DeviceCsr *R, bool cells, const float *X, const float *Y,
-		  double *total, char *msg, size_t msglen)
+		  double *total, WalsCudaError *err)
 {
 	if (R->nrows == 0)
 		return 0;
@@ -445,7 +448,7 @@ sum_parts(Training *t, const DeviceCsr *R, bool cells, const float *X, const flo
 
 /* w0 sum_ab GX_ab GY_ab, the loss of every unobserved cell at once. */
 static int
-unobserved(Training *t, double *total, char *msg, size_t msglen)
+unobserved(Training *t, double *total, WalsCudaError *err)
 {
 	int			f = t->prob.factors;
 	std::vector<float> gx((size_t) f * f);
@@ -486,7 +489,7 @@ needed_bytes(const WalsCudaProblem *p)
 }
 
 static int
-train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
+train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 {
 	Training   *t = new (std::nothrow) Training();
 	int			f = p->factors;
@@ -498,26 +501,31 @@ train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
 
 	*state = NULL;
 	if (t == NULL)
-		return fail(msg, msglen, "starting a GPU training", "out of host memory");
+		return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", "out of host memory");
 	if (f < 1 || f > 1024 ||
 		(p->solver != WALS_CUDA_CG && p->solver != WALS_CUDA_CHOLESKY))
 	{
 		delete t;
-		return fail(msg, msglen, "starting a GPU training", "unsupported factors or solver");
+		return fail(err, WALS_CUDA_EINVAL, "starting a GPU training", "unsupported factors or solver");
 	}
 	{
 		size_t		free_bytes = 0;
 		size_t		total_bytes = 0;
 		size_t		need = needed_bytes(p);
 
-		if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess || need > free_bytes)
+		cudaError_t info = cudaMemGetInfo(&free_bytes, &total_bytes);
+
+		if (info != cudaSuccess || need > free_bytes)
 		{
 			char		why[128];
 
 			snprintf(why, sizeof(why), "it needs %zu bytes of device memory, %zu are free",
 					 need, free_bytes);
 			delete t;
-			return fail(msg, msglen, "starting a GPU training", why);
+			if (info != cudaSuccess)
+				return fail(err, WALS_CUDA_EDEVICE, "asking the free device memory",
+							cudaGetErrorString(info));
+			return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", why);
 		}
 		if (p->solver == WALS_CUDA_CHOLESKY)
 			batch = wals_cuda_cholesky_rows(f, most, free_bytes - need);
@@ -529,13 +537,13 @@ train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
 	t->weights.lambda = p->regularization;
 
 	rc = cublasCreate(&t->blas) == CUBLAS_STATUS_SUCCESS ? 0 :
-		fail(msg, msglen, "starting cuBLAS", "cublasCreate failed");
+		fail(err, WALS_CUDA_EDEVICE, "starting cuBLAS", "cublasCreate failed");
 	if (rc == 0)
 		rc = upload_csr(&t->by_user, p->nusers, p->user_indptr, p->user_indices,
-						p->user_values, msg, msglen);
+						p->user_values, err);
 	if (rc == 0)
 		rc = upload_csr(&t->by_item, p->nitems, p->item_indptr, p->item_indices,
-						p->item_values, msg, msglen);
+						p->item_values, err);
 	if (rc == 0)
 		rc = [&]() -> int {
 			CUDA_TRY(cudaMalloc(&t->X, xs > 0 ? xs : 1), "allocating the factors");
@@ -550,7 +558,7 @@ train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
 			return 0;
 		}();
 	if (rc == 0 && p->solver == WALS_CUDA_CHOLESKY)
-		rc = wals_cuda_cholesky_begin(p, batch, &t->cholesky, msg, msglen);
+		rc = wals_cuda_cholesky_begin(p, batch, &t->cholesky, err);
 	if (rc != 0)
 	{
 		release(t);
@@ -561,43 +569,43 @@ train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
 }
 
 static int
-iterate(Training *t, double *loss, char *msg, size_t msglen)
+iterate(Training *t, double *loss, WalsCudaError *err)
 {
 	double		total = 0.0;
 
-	if (gram(t, t->Y, t->prob.nitems, t->GY, msg, msglen) != 0 ||
-		half_sweep(t, &t->by_user, t->Y, t->GY, t->X, "solving user factors", msg, msglen) != 0 ||
-		gram(t, t->X, t->prob.nusers, t->GX, msg, msglen) != 0 ||
-		half_sweep(t, &t->by_item, t->X, t->GX, t->Y, "solving item factors", msg, msglen) != 0 ||
-		gram(t, t->Y, t->prob.nitems, t->GY, msg, msglen) != 0 ||
-		sum_parts(t, &t->by_user, true, t->X, t->Y, &total, msg, msglen) != 0 ||
-		sum_parts(t, &t->by_item, false, t->Y, t->X, &total, msg, msglen) != 0 ||
-		unobserved(t, &total, msg, msglen) != 0)
-		return -1;
+	if (gram(t, t->Y, t->prob.nitems, t->GY, err) != 0 ||
+		half_sweep(t, &t->by_user, t->Y, t->GY, t->X, WALS_CUDA_USERS, err) != 0 ||
+		gram(t, t->X, t->prob.nusers, t->GX, err) != 0 ||
+		half_sweep(t, &t->by_item, t->X, t->GX, t->Y, WALS_CUDA_ITEMS, err) != 0 ||
+		gram(t, t->Y, t->prob.nitems, t->GY, err) != 0 ||
+		sum_parts(t, &t->by_user, true, t->X, t->Y, &total, err) != 0 ||
+		sum_parts(t, &t->by_item, false, t->Y, t->X, &total, err) != 0 ||
+		unobserved(t, &total, err) != 0)
+		return err->code;
 	*loss = total;
 	return 0;
 }
 
 /* The loss's host buffers may throw, and no exception may reach the caller. */
 static int
-train_iterate(void *state, double *loss, char *msg, size_t msglen)
+train_iterate(void *state, double *loss, WalsCudaError *err)
 {
 	try
 	{
-		return iterate((Training *) state, loss, msg, msglen);
+		return iterate((Training *) state, loss, err);
 	}
 	catch (const std::bad_alloc &)
 	{
-		return fail(msg, msglen, "training on the GPU", "out of host memory");
+		return fail(err, WALS_CUDA_ENOMEM, "training on the GPU", "out of host memory");
 	}
 	catch (...)
 	{
-		return fail(msg, msglen, "training on the GPU", "unexpected C++ exception");
+		return fail(err, WALS_CUDA_EDEVICE, "training on the GPU", "unexpected C++ exception");
 	}
 }
 
 static int
-train_end(void *state, float *X, float *Y, char *msg, size_t msglen)
+train_end(void *state, float *X, float *Y, WalsCudaError *err)
 {
 	Training   *t = (Training *) state;
 	int			rc = 0;

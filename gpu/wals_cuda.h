@@ -5,7 +5,9 @@
  * wals.so never links CUDA: it opens this library when a GPU is first
  * considered and calls its one exported symbol, wals_cuda_init, which fills
  * a table of functions.  Every function reports failure through its return
- * value and a message buffer; no C++ exception ever crosses this header.
+ * value and a message (the training's through a WalsCudaError, which says
+ * what kind of failure it was, so that the server reports it with the
+ * same SQLSTATE as the CPU's); no C++ exception ever crosses this header.
  */
 #ifndef WALS_CUDA_H
 #define WALS_CUDA_H
@@ -19,7 +21,7 @@ extern "C"
 #endif
 
 /* Bumped whenever the table below changes, so a stale library is refused. */
-#define WALS_CUDA_ABI_VERSION	2
+#define WALS_CUDA_ABI_VERSION	3
 
 /* What the CUDA runtime says of one device. */
 typedef struct WalsCudaDevice
@@ -63,6 +65,23 @@ typedef struct WalsCudaProblem
 	const float *Y;				/* nitems x factors */
 } WalsCudaProblem;
 
+/* Kinds of failure of a training call, and whose row failed. */
+#define WALS_CUDA_EDEVICE		1	/* a call of CUDA, cuBLAS or cuSOLVER failed */
+#define WALS_CUDA_ENOMEM		2	/* out of device or host memory */
+#define WALS_CUDA_ESINGULAR		3	/* a row's system is not positive definite */
+#define WALS_CUDA_ENONFINITE	4	/* a row's solution is not finite */
+#define WALS_CUDA_EINVAL		5	/* a problem this engine cannot train */
+#define WALS_CUDA_USERS			0
+#define WALS_CUDA_ITEMS			1
+
+typedef struct WalsCudaError
+{
+	int			code;			/* one of WALS_CUDA_E* */
+	int			side;			/* WALS_CUDA_USERS or _ITEMS, or -1 */
+	int64_t		row;			/* the lowest failing row of that side, or -1 */
+	char		msg[512];		/* what failed, in the engine's words */
+} WalsCudaError;
+
 typedef struct WalsCudaApi
 {
 	int			abi_version;
@@ -82,15 +101,16 @@ typedef struct WalsCudaApi
 	 * training), run one iteration (Y^T Y, the user half-sweep, X^T X, the
 	 * item half-sweep and the exact loss), and end it, downloading the
 	 * factors when X and Y are not NULL and freeing the device memory in
-	 * every case.  Each returns 0, or -1 with msg set; after a failure of
-	 * train_iterate the caller still calls train_end.  Both solvers run on
-	 * the device; a row whose system is not positive definite (Cholesky)
-	 * or whose solution is not finite fails train_iterate, msg naming it.
+	 * every case.  Each returns 0, or the code of err, which it fills;
+	 * after a failure of train_iterate the caller still calls train_end.
+	 * Both solvers run on the device; a row whose system is not positive
+	 * definite (Cholesky) or whose solution is not finite fails
+	 * train_iterate with err naming the side and the lowest such row.
 	 */
 	int			(*train_begin) (const WalsCudaProblem *problem, void **state,
-								char *msg, size_t msglen);
-	int			(*train_iterate) (void *state, double *loss, char *msg, size_t msglen);
-	int			(*train_end) (void *state, float *X, float *Y, char *msg, size_t msglen);
+								WalsCudaError *err);
+	int			(*train_iterate) (void *state, double *loss, WalsCudaError *err);
+	int			(*train_end) (void *state, float *X, float *Y, WalsCudaError *err);
 } WalsCudaApi;
 
 /* Fill api; returns 0, or -1 when api is NULL. */

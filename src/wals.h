@@ -57,8 +57,31 @@ extern int	wals_max_memory;	/* kB; 0 means no limit */
 extern char *wals_cuda_library;
 extern int	wals_gpu_min_ratings;
 
+/* Whose row a failure concerns. */
+typedef enum WalsSide
+{
+	WALS_SIDE_NONE = -1,
+	WALS_SIDE_USERS,
+	WALS_SIDE_ITEMS
+} WalsSide;
+
+/*
+ * A failure of the core or of a training engine, on any device, as
+ * errors.c reports it: the status, the dense row that failed (-1 when
+ * none) of side, and the engine's own words, or "" for the status's.
+ */
+typedef struct WalsFailure
+{
+	WalsStatus	status;
+	WalsSide	side;
+	int64		row;
+	char		detail[512];
+} WalsFailure;
+
 /* errors.c */
-extern void wals_report_core_status(WalsStatus status, const char *what, int64 row);
+extern void wals_report_failure(const WalsFailure *failure, const char *what,
+								const int64 *user_ids, const int64 *item_ids);
+extern void wals_report_core_status(WalsStatus status, const char *what);
 
 /* memory.c */
 extern char *wals_pretty_bytes(double bytes);

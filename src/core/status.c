@@ -27,6 +27,10 @@ wals_status_string(WalsStatus status)
 			return "system is not positive definite";
 		case WALS_ETOOBIG:
 			return "too many distinct ids";
+		case WALS_ENOMEM:
+			return "out of memory";
+		case WALS_EDEVICE:
+			return "the device failed";
 	}
 	return "unknown status";
 }

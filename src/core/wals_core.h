@@ -36,7 +36,9 @@ typedef enum WalsStatus
 	WALS_EINVAL,				/* an argument is out of its domain */
 	WALS_ENONFINITE,			/* a rating or a result is NaN or infinite */
 	WALS_ESINGULAR,				/* a row's system is not positive definite */
-	WALS_ETOOBIG				/* more distinct ids than int32 indices allow */
+	WALS_ETOOBIG,				/* more distinct ids than int32 indices allow */
+	WALS_ENOMEM,				/* a training engine ran out of its memory */
+	WALS_EDEVICE				/* a training engine's device failed */
 } WalsStatus;
 
 /* A short lower-case description of a status, for error details. */

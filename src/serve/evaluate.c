@@ -137,7 +137,12 @@ evaluate_block(EvalState *e, EvalBlock *b)
 		if (st == WALS_OK && e->rmse)
 			st = wals_rmse_user(&e->sq, scores, m->nitems, e->items, e->ratings, n);
 		if (st != WALS_OK)
-			wals_report_core_status(st, "evaluating the model", b->users[j]);
+		{
+			WalsFailure failure = {st, WALS_SIDE_USERS, 0, ""};
+
+			wals_report_failure(&failure, psprintf("evaluating model \"%s\"", m->info.display),
+								&b->users[j], NULL);
+		}
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(e->block_cxt);

@@ -96,7 +96,7 @@ wals_one_row(const WalsServeModel *m, const int32 *items, const float *ratings, 
 						   row, palloc(sizeof(int64) * (m->nitems + 1)),
 						   palloc(sizeof(int32) * Max(n, 1)), palloc(sizeof(float) * Max(n, 1)), NULL);
 	if (st != WALS_OK)
-		wals_report_core_status(st, "merging the ratings given", 0);
+		wals_report_core_status(st, "merging the ratings given");
 }
 
 /* The factors of a user with the ratings of row, by the exact solver. */
@@ -113,7 +113,7 @@ wals_fold_in(const WalsServeModel *m, const WalsCsr *row, float *x)
 	memset(x, 0, sizeof(float) * m->factors);
 	st = wals_solve_rows(&params, row, m->Y, m->G, x, 0, 1, scratch, &bad);
 	if (st != WALS_OK)
-		wals_report_core_status(st, "folding in the ratings given", 0);
+		wals_report_core_status(st, "folding in the ratings given");
 }
 
 /*
@@ -265,7 +265,7 @@ wals_explain(PG_FUNCTION_ARGS)
 							  m->Y + item * m->factors, contrib,
 							  palloc(sizeof(double) * wals_explain_scratch(m->factors)));
 		if (st != WALS_OK)
-			wals_report_core_status(st, "explaining the user's ratings", 0);
+			wals_report_core_status(st, "explaining the user's ratings");
 		k = (int) Min((int64) k, Max(n, 1));
 		idx = palloc(sizeof(int32) * k);
 		best = palloc(sizeof(float) * k);

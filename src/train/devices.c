@@ -132,27 +132,27 @@ wals_device_check(const WalsTrainArgs *args)
 }
 
 /*
- * The device of a training of nratings ratings: 'auto' takes a usable GPU
- * from wals.gpu_min_ratings ratings up, below which the CPU is faster, and
- * says in a NOTICE why it trains on the CPU when it has none.
+ * The device of a training of nratings ratings, CPU or GPU: 'auto' takes a
+ * usable GPU from wals.gpu_min_ratings ratings up, below which the CPU is
+ * faster, and says in a NOTICE why it trains on the CPU when it has none.
  */
-const char *
+WalsDevice
 wals_device_choose(const WalsTrainArgs *args, int64 nratings)
 {
 	const char *why = NULL;
 
 	if (args->device == WALS_DEVICE_GPU)
-		return "gpu";
+		return WALS_DEVICE_GPU;
 	if (args->device == WALS_DEVICE_CPU || nratings < wals_gpu_min_ratings)
-		return "cpu";
+		return WALS_DEVICE_CPU;
 	if (usable_gpus(&why) == 0)
 	{
 		ereport(NOTICE,
 				(errmsg("model \"%s\" trains on the CPU: no GPU is usable: %s",
 						args->model_display, why)));
-		return "cpu";
+		return WALS_DEVICE_CPU;
 	}
-	return "gpu";
+	return WALS_DEVICE_GPU;
 }
 
 /* The engine's functions, once wals_device_check or _choose picked a GPU. */

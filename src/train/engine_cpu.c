@@ -1,13 +1,14 @@
 /*
  * engine_cpu.c
- *	  The sweeps of a training, run by the leader and parallel workers.
+ *	  The CPU engine: the sweeps of a training, run by the leader and
+ *	  parallel workers.
  *
- * The matrices and factors live in one dynamic shared memory segment that
- * the leader fills once (or in private memory when no worker is asked for).
- * Workers are launched once per training through a ParallelContext, attach
- * to that segment, and then serve every half-sweep: for each task the leader
- * resets a shared cursor, workers and leader claim chunks of rows from it
- * until none is left, and the leader waits until every chunk is finished.
+ * The matrices and factors live in the training's workspace (workspace.c),
+ * a dynamic shared memory segment when workers are asked for.  Workers are
+ * launched once per training through a ParallelContext, attach to that
+ * segment, and then serve every half-sweep: for each task the leader resets
+ * a shared cursor, workers and leader claim chunks of rows from it until
+ * none is left, and the leader waits until every chunk is finished.
  * Launching once keeps the cost of starting processes and of faulting the
  * segment's pages into them out of the iterations.
  *
@@ -16,7 +17,12 @@
  * and the processes finish together.  The loss is summed per chunk in chunk
  * order, so a training gives the same bits whatever the number of workers.
  *
- * A cancel or an error in any process ends the training: workers check for
+ * A row that cannot be solved is not an error in the process that meets
+ * it: the lowest such row is recorded in shared memory, chunks not yet
+ * claimed are skipped, and iterate hands the failure to train.c, which
+ * reports it as it reports any engine's.  Since chunks are claimed in row
+ * order, the row named is the lowest failing one, as on the GPU.  A cancel
+ * or any other error in a process ends the training: workers check for
  * interrupts between chunks and while they wait; an error in a worker is
  * rethrown in the leader, and the leader's abort terminates the workers.
  */
@@ -27,9 +33,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
-#include "portability/instr_time.h"
 #include "storage/condition_variable.h"
-#include "storage/dsm.h"
 #include "storage/shm_toc.h"
 #include "utils/memutils.h"
 
@@ -43,8 +47,8 @@
 /* Rows solved between two checks for a cancel, at most. */
 #define WALS_ROWS_PER_CHECK		256
 
-/* Sections of the training's memory start on cache-line boundaries. */
-#define WALS_ALIGN				64
+/* No row has failed. */
+#define WALS_NO_FAILURE			PG_UINT64_MAX
 
 typedef enum WalsTask
 {
@@ -55,38 +59,19 @@ typedef enum WalsTask
 	WALS_TASK_QUIT
 } WalsTask;
 
-/* Byte offsets of the sections of the training's memory. */
-typedef struct WalsLayout
-{
-	Size		x;
-	Size		y;
-	Size		gx;
-	Size		gy;
-	Size		user_indptr;
-	Size		user_indices;
-	Size		user_values;
-	Size		item_indptr;
-	Size		item_indices;
-	Size		item_values;
-	Size		user_chunks;
-	Size		item_chunks;
-	Size		loss_parts;
-	Size		total;
-} WalsLayout;
-
 /*
- * What every process needs to find and run the tasks.  The cursor packs the
- * task's generation (high 32 bits) with the next chunk to claim, so that a
- * process that lagged behind can never claim a chunk of a later task under
- * an earlier one's description.
+ * What every process needs to find and run the tasks, followed in the same
+ * block by the chunk bounds of each side and the loss of each user chunk.
+ * The cursor packs the task's generation (high 32 bits) with the next chunk
+ * to claim, so that a process that lagged behind can never claim a chunk of
+ * a later task under an earlier one's description.  failed holds twice the
+ * lowest failing row of the current task, plus one when its solution was
+ * not finite rather than its system not positive definite.
  */
 typedef struct WalsShared
 {
 	WalsParams	params;
-	dsm_handle	data_handle;
-	WalsLayout	layout;
-	int64		nusers;
-	int64		nitems;
+	WalsWorkspaceShape workspace;
 	int64		scratch_floats; /* each process's solver scratch */
 	int64		user_nchunks;
 	int64		item_nchunks;
@@ -94,39 +79,26 @@ typedef struct WalsShared
 	uint32		nchunks;		/* chunks of the current task */
 	pg_atomic_uint64 cursor;
 	pg_atomic_uint32 finished;
+	pg_atomic_uint64 failed;
 	ConditionVariable task_cv;
 	ConditionVariable done_cv;
 } WalsShared;
 
 /* One process's view of the training. */
-struct WalsSweeps
+typedef struct CpuEngine
 {
 	WalsShared *shared;
-	char	   *base;
-	dsm_segment *data_seg;		/* NULL when the memory is private */
+	WalsWorkspace *ws;
+	WalsWorkspace attached;		/* a worker's own mapping of the workspace */
+	const WalsProblem *problem; /* the leader's; NULL in a worker */
 	ParallelContext *pcxt;
-	WalsCsr		by_user;
-	WalsCsr		by_item;
-	float	   *X;
-	float	   *Y;
-	float	   *GX;
-	float	   *GY;
 	int64	   *user_chunks;	/* user_nchunks + 1 bounds */
 	int64	   *item_chunks;
 	double	   *loss_parts;		/* one per user chunk */
 	float	   *scratch;
-};
+} CpuEngine;
 
 PGDLLEXPORT void wals_parallel_main(dsm_segment *seg, shm_toc *toc);
-
-static Size
-add_section(Size *offset, Size bytes)
-{
-	Size		at = TYPEALIGN(WALS_ALIGN, *offset);
-
-	*offset = at + Max(bytes, 1);
-	return at;
-}
 
 /*
  * Rows between two checks for a cancel: a row costs about f^2 (CG) to f^3
@@ -145,52 +117,33 @@ max_chunks(int64 nrows, int f)
 	return nrows / rows_per_check(f) + WALS_CHUNKS_PER_SWEEP + 1;
 }
 
-static void
-plan_layout(WalsLayout *l, int64 nusers, int64 nitems, int64 cells, int f)
+/* Bytes of the shared block of a training with these chunk counts. */
+static Size
+shared_bytes(int64 user_nchunks, int64 item_nchunks)
 {
-	Size		off = 0;
-
-	l->x = add_section(&off, (Size) nusers * f * sizeof(float));
-	l->y = add_section(&off, (Size) nitems * f * sizeof(float));
-	l->gx = add_section(&off, (Size) f * f * sizeof(float));
-	l->gy = add_section(&off, (Size) f * f * sizeof(float));
-	l->user_indptr = add_section(&off, (Size) (nusers + 1) * sizeof(int64));
-	l->user_indices = add_section(&off, (Size) cells * sizeof(int32));
-	l->user_values = add_section(&off, (Size) cells * sizeof(float));
-	l->item_indptr = add_section(&off, (Size) (nitems + 1) * sizeof(int64));
-	l->item_indices = add_section(&off, (Size) cells * sizeof(int32));
-	l->item_values = add_section(&off, (Size) cells * sizeof(float));
-	l->user_chunks = add_section(&off, (Size) (max_chunks(nusers, f) + 1) * sizeof(int64));
-	l->item_chunks = add_section(&off, (Size) (max_chunks(nitems, f) + 1) * sizeof(int64));
-	l->loss_parts = add_section(&off, (Size) max_chunks(nusers, f) * sizeof(double));
-	l->total = TYPEALIGN(WALS_ALIGN, off);
+	return MAXALIGN(sizeof(WalsShared)) +
+		sizeof(int64) * (user_nchunks + 1 + item_nchunks + 1) +
+		sizeof(double) * Max(user_nchunks, 1);
 }
 
-/* Point a process's view at the sections of the memory at base. */
-static void
-map_sections(WalsSweeps *s, char *base)
+/*
+ * The most memory the engine needs beside the workspace: the shared block
+ * with as many chunks as a training of nusers and nitems rows can have.
+ */
+double
+wals_cpu_engine_bytes(int64 nusers, int64 nitems, int f)
 {
-	const WalsShared *sh = s->shared;
-	const WalsLayout *l = &sh->layout;
+	return (double) shared_bytes(max_chunks(nusers, f), max_chunks(nitems, f));
+}
 
-	s->base = base;
-	s->X = (float *) (base + l->x);
-	s->Y = (float *) (base + l->y);
-	s->GX = (float *) (base + l->gx);
-	s->GY = (float *) (base + l->gy);
-	s->by_user.nrows = sh->nusers;
-	s->by_user.ncols = sh->nitems;
-	s->by_user.indptr = (int64 *) (base + l->user_indptr);
-	s->by_user.indices = (int32 *) (base + l->user_indices);
-	s->by_user.values = (float *) (base + l->user_values);
-	s->by_item.nrows = sh->nitems;
-	s->by_item.ncols = sh->nusers;
-	s->by_item.indptr = (int64 *) (base + l->item_indptr);
-	s->by_item.indices = (int32 *) (base + l->item_indices);
-	s->by_item.values = (float *) (base + l->item_values);
-	s->user_chunks = (int64 *) (base + l->user_chunks);
-	s->item_chunks = (int64 *) (base + l->item_chunks);
-	s->loss_parts = (double *) (base + l->loss_parts);
+static void
+map_chunks(CpuEngine *e)
+{
+	char	   *tail = (char *) e->shared + MAXALIGN(sizeof(WalsShared));
+
+	e->user_chunks = (int64 *) tail;
+	e->item_chunks = e->user_chunks + e->shared->user_nchunks + 1;
+	e->loss_parts = (double *) (e->item_chunks + e->shared->item_nchunks + 1);
 }
 
 /* Each process's solver scratch, in the memory of the current context. */
@@ -199,109 +152,6 @@ alloc_scratch(const WalsShared *sh)
 {
 	return MemoryContextAllocHuge(CurrentMemoryContext,
 								  Max(sh->scratch_floats, 1) * sizeof(float));
-}
-
-/*
- * The peak of a training.  While the matrices are built, the rows read
- * (12 bytes each) and the scratch of the sorts live beside the item matrix
- * they are scattered into (8 bytes a rating), or beside the whole shared
- * segment, which is backed in full when it is created; while the sweeps
- * run, the matrices, the factors and every process's scratch.
- */
-static double
-estimate_bytes(const WalsLayout *l, int64 cells, int64 scratch_floats, int procs,
-			   bool shared)
-{
-	double		rows = (double) cells * (sizeof(int32) * 2 + sizeof(float));
-	double		sorts = (double) wals_csr_scratch_bytes((size_t) cells);
-	double		build = rows + sorts + (shared ? (double) l->total :
-								(double) cells * (sizeof(int32) + sizeof(float)));
-	double		sweeps = (double) l->total +
-		(double) procs * scratch_floats * sizeof(float);
-
-	return Max(build, sweeps);
-}
-
-/*
- * The least memory a training of rows rows can need, whatever its users and
- * items: for refusing a hopeless training before it reads anything.
- */
-double
-wals_sweeps_min_bytes(const WalsTrainArgs *args, double rows)
-{
-	WalsLayout	l;
-	int64		cells = (int64) rows;
-
-	plan_layout(&l, 0, 0, cells, args->params.factors);
-	return estimate_bytes(&l, cells, 0, args->workers + 1, args->workers > 0);
-}
-
-/*
- * Plan and allocate the memory of a training of raw (read in read_s
- * seconds, for the NOTICE), refusing it when it exceeds wals.max_memory, and
- * point data's matrices at it; the caller then builds them with
- * wals_build_matrices.
- */
-WalsSweeps *
-wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
-				  double read_s, WalsData *data)
-{
-	WalsSweeps *s = palloc0(sizeof(WalsSweeps));
-	WalsShared *sh = palloc0(sizeof(WalsShared));
-	int			f = args->params.factors;
-	double		estimate;
-	char	   *base;
-
-	s->shared = sh;
-	ConditionVariableInit(&sh->task_cv);
-	ConditionVariableInit(&sh->done_cv);
-	sh->params = args->params;
-	sh->nusers = raw->nusers;
-	sh->nitems = raw->nitems;
-	/*
-	 * The scratch grows with the longest row only up to one Cholesky block,
-	 * so the number of ratings, a bound on any row, sizes it without a pass
-	 * over them to find the longest.
-	 */
-	sh->scratch_floats = wals_solve_scratch(&args->params, raw->n);
-	plan_layout(&sh->layout, raw->nusers, raw->nitems, raw->n, f);
-
-	estimate = estimate_bytes(&sh->layout, raw->n, sh->scratch_floats, args->workers + 1,
-							  args->workers > 0);
-	ereport(NOTICE,
-			(errmsg("training model \"%s\" on %lld rows read (%lld users, %lld items)",
-					args->model_display, (long long) raw->n, (long long) raw->nusers,
-					(long long) raw->nitems),
-			 errdetail("Read in %.3f s. The training needs about %s, leader and workers together.",
-					   read_s, wals_pretty_bytes(estimate))));
-	wals_memory_check(estimate, "the matrices, factors and scratch");
-
-	if (args->workers > 0)
-		s->data_seg = dsm_create(sh->layout.total + WALS_ALIGN, DSM_CREATE_NULL_IF_MAXSEGMENTS);
-	if (s->data_seg != NULL)
-	{
-		base = dsm_segment_address(s->data_seg);
-		sh->data_handle = dsm_segment_handle(s->data_seg);
-	}
-	else
-		base = MemoryContextAllocHuge(CurrentMemoryContext, sh->layout.total + WALS_ALIGN);
-	map_sections(s, (char *) TYPEALIGN(WALS_ALIGN, base));
-
-	data->by_user = s->by_user;
-	data->by_item = s->by_item;
-	return s;
-}
-
-float *
-wals_sweeps_user_factors(WalsSweeps *s)
-{
-	return s->X;
-}
-
-float *
-wals_sweeps_item_factors(WalsSweeps *s)
-{
-	return s->Y;
 }
 
 /*
@@ -333,47 +183,61 @@ cut_chunks(const WalsCsr *R, int f, int64 *bounds)
 	return n;
 }
 
+/* Lower the shared failure to that of row, unless a lower one is there. */
 static void
-run_chunk(WalsSweeps *s, WalsTask task, uint32 chunk)
+record_failure(WalsShared *sh, WalsStatus status, int64 row)
 {
-	const WalsParams *params = &s->shared->params;
+	uint64		mine = (uint64) row * 2 + (status == WALS_ESINGULAR ? 0 : 1);
+	uint64		seen = pg_atomic_read_u64(&sh->failed);
+
+	while (mine < seen && !pg_atomic_compare_exchange_u64(&sh->failed, &seen, mine))
+		;
+}
+
+static void
+run_chunk(CpuEngine *e, WalsTask task, uint32 chunk)
+{
+	const WalsParams *params = &e->shared->params;
+	WalsWorkspace *ws = e->ws;
 	int64		bad_row = -1;
-	WalsStatus	status;
+	WalsStatus	status = WALS_OK;
 
 	switch (task)
 	{
 		case WALS_TASK_SOLVE_USERS:
-			status = wals_solve_rows(params, &s->by_user, s->Y, s->GY, s->X,
-									 s->user_chunks[chunk], s->user_chunks[chunk + 1],
-									 s->scratch, &bad_row);
-			wals_report_core_status(status, "solving user factors", bad_row);
+			status = wals_solve_rows(params, &ws->by_user, ws->Y, ws->GY, ws->X,
+									 e->user_chunks[chunk], e->user_chunks[chunk + 1],
+									 e->scratch, &bad_row);
 			break;
 		case WALS_TASK_SOLVE_ITEMS:
-			status = wals_solve_rows(params, &s->by_item, s->X, s->GX, s->Y,
-									 s->item_chunks[chunk], s->item_chunks[chunk + 1],
-									 s->scratch, &bad_row);
-			wals_report_core_status(status, "solving item factors", bad_row);
+			status = wals_solve_rows(params, &ws->by_item, ws->X, ws->GX, ws->Y,
+									 e->item_chunks[chunk], e->item_chunks[chunk + 1],
+									 e->scratch, &bad_row);
 			break;
 		case WALS_TASK_LOSS:
-			s->loss_parts[chunk] = wals_loss_rows(params, &s->by_user, s->X, s->Y,
-												  s->user_chunks[chunk],
-												  s->user_chunks[chunk + 1]);
+			e->loss_parts[chunk] = wals_loss_rows(params, &ws->by_user, ws->X, ws->Y,
+												  e->user_chunks[chunk],
+												  e->user_chunks[chunk + 1]);
 			break;
 		case WALS_TASK_NONE:
 		case WALS_TASK_QUIT:
 			break;
 	}
+	if (status != WALS_OK)
+		record_failure(e->shared, status, bad_row);
 }
 
 /*
  * Claim and run chunks of generation gen until none is left.  A claim is a
  * compare-and-swap on the whole cursor, so it fails once the leader has
- * moved on to another generation.
+ * moved on to another generation.  Once a row has failed, the chunks still
+ * unclaimed are counted finished without being run: they hold only higher
+ * rows, and the half-sweep's result will not be used.
  */
 static void
-work_on(WalsSweeps *s, uint32 gen)
+work_on(CpuEngine *e, uint32 gen)
 {
-	WalsShared *sh = s->shared;
+	WalsShared *sh = e->shared;
 	WalsTask	task;
 	uint32		nchunks;
 	uint64		cur;
@@ -392,7 +256,8 @@ work_on(WalsSweeps *s, uint32 gen)
 			continue;
 
 		CHECK_FOR_INTERRUPTS();
-		run_chunk(s, task, chunk);
+		if (pg_atomic_read_u64(&sh->failed) == WALS_NO_FAILURE)
+			run_chunk(e, task, chunk);
 		if (pg_atomic_add_fetch_u32(&sh->finished, 1) == nchunks)
 			ConditionVariableBroadcast(&sh->done_cv);
 		cur = pg_atomic_read_u64(&sh->cursor);
@@ -401,9 +266,9 @@ work_on(WalsSweeps *s, uint32 gen)
 
 /* Publish a task, work on it, and wait until every chunk is done. */
 static void
-run_task(WalsSweeps *s, WalsTask task, uint32 nchunks)
+run_task(CpuEngine *e, WalsTask task, uint32 nchunks)
 {
-	WalsShared *sh = s->shared;
+	WalsShared *sh = e->shared;
 	uint32		gen = (uint32) (pg_atomic_read_u64(&sh->cursor) >> 32) + 1;
 
 	sh->task = task;
@@ -411,12 +276,12 @@ run_task(WalsSweeps *s, WalsTask task, uint32 nchunks)
 	pg_atomic_write_u32(&sh->finished, 0);
 	pg_write_barrier();
 	pg_atomic_write_u64(&sh->cursor, (uint64) gen << 32);
-	if (s->pcxt != NULL)
+	if (e->pcxt != NULL)
 		ConditionVariableBroadcast(&sh->task_cv);
 	if (task == WALS_TASK_QUIT)
 		return;
 
-	work_on(s, gen);
+	work_on(e, gen);
 
 	if (pg_atomic_read_u32(&sh->finished) < nchunks)
 	{
@@ -425,6 +290,29 @@ run_task(WalsSweeps *s, WalsTask task, uint32 nchunks)
 			ConditionVariableSleep(&sh->done_cv, PG_WAIT_EXTENSION);
 		ConditionVariableCancelSleep();
 	}
+}
+
+/*
+ * Solve one side; false with failure set when a row could not be solved.
+ */
+static bool
+solve_side(CpuEngine *e, WalsSide side, WalsFailure *failure)
+{
+	WalsShared *sh = e->shared;
+	uint64		failed;
+
+	e->problem->phase(e->problem->phase_arg, side == WALS_SIDE_USERS ?
+					  "solving user factors" : "solving item factors");
+	run_task(e, side == WALS_SIDE_USERS ? WALS_TASK_SOLVE_USERS : WALS_TASK_SOLVE_ITEMS,
+			 (uint32) (side == WALS_SIDE_USERS ? sh->user_nchunks : sh->item_nchunks));
+	failed = pg_atomic_read_u64(&sh->failed);
+	if (failed == WALS_NO_FAILURE)
+		return true;
+	failure->status = failed % 2 == 0 ? WALS_ESINGULAR : WALS_ENONFINITE;
+	failure->side = side;
+	failure->row = (int64) (failed / 2);
+	failure->detail[0] = '\0';
+	return false;
 }
 
 /* G = Y^T Y over all rows, by the leader; O(rows f^2), small beside a sweep. */
@@ -443,140 +331,167 @@ compute_gram(const float *Y, int64 nrows, int f, float *G)
 
 /* The exact objective; GX and GY must be those of the current factors. */
 static double
-compute_loss(WalsSweeps *s)
+compute_loss(CpuEngine *e)
 {
-	WalsShared *sh = s->shared;
+	WalsShared *sh = e->shared;
+	WalsWorkspace *ws = e->ws;
 	const WalsParams *params = &sh->params;
 	double		loss;
 
-	run_task(s, WALS_TASK_LOSS, (uint32) sh->user_nchunks);
-	loss = wals_loss_unobserved(params, s->GX, s->GY);
+	e->problem->phase(e->problem->phase_arg, "computing the loss");
+	run_task(e, WALS_TASK_LOSS, (uint32) sh->user_nchunks);
+	loss = wals_loss_unobserved(params, ws->GX, ws->GY);
 	for (int64 c = 0; c < sh->user_nchunks; c++)
-		loss += s->loss_parts[c];
-	return loss + wals_reg_rows(params, &s->by_item, s->Y, 0, sh->nitems);
-}
-
-/* Alternate the half-sweeps until the iterations run out or the loss settles. */
-static void
-iterate(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *result)
-{
-	WalsShared *sh = s->shared;
-	int			f = args->params.factors;
-
-	wals_iterations_begin(args, result);
-	compute_gram(s->Y, sh->nitems, f, s->GY);
-	for (int it = 0; it < args->iterations; it++)
-	{
-		instr_time	start;
-
-		INSTR_TIME_SET_CURRENT(start);
-		wals_report_progress(args, it, "solving user factors", result);
-		run_task(s, WALS_TASK_SOLVE_USERS, (uint32) sh->user_nchunks);
-		compute_gram(s->X, sh->nusers, f, s->GX);
-		wals_report_progress(args, it, "solving item factors", result);
-		run_task(s, WALS_TASK_SOLVE_ITEMS, (uint32) sh->item_nchunks);
-		compute_gram(s->Y, sh->nitems, f, s->GY);
-		wals_report_progress(args, it, "computing the loss", result);
-		if (wals_iteration_done(args, result, it, compute_loss(s), wals_seconds_since(start)))
-			break;
-	}
+		loss += e->loss_parts[c];
+	return loss + wals_reg_rows(params, &ws->by_item, ws->Y, 0, sh->workspace.nitems);
 }
 
 /*
  * Launch the workers, which attach to the training's memory and wait for
- * tasks.  Without a shared segment, or when none can be launched, the
- * leader trains alone.
+ * tasks, with the shared block in the parallel context's segment.  Without
+ * a shared workspace, or when none can be launched, the leader trains alone
+ * with the block in its own memory.
  */
 static void
-launch_workers(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *result)
+launch_workers(CpuEngine *e, const WalsTrainArgs *args, const WalsShared *local, Size bytes)
 {
-	WalsShared *local = s->shared;
 	WalsShared *sh;
 
-	result->workers = 0;
-	if (args->workers == 0)
-		return;
-	if (s->data_seg == NULL)
-	{
+	if (args->workers > 0 && e->ws->seg == NULL)
 		ereport(NOTICE,
 				(errmsg("no dynamic shared memory segment is available; model \"%s\" trains in the leader alone",
 						args->model_display),
 				 errhint("Raise max_connections or free dynamic shared memory segments to train with parallel workers.")));
-		return;
-	}
-
-	EnterParallelMode();
-	s->pcxt = CreateParallelContext("wals", "wals_parallel_main", args->workers);
-	shm_toc_estimate_chunk(&s->pcxt->estimator, sizeof(WalsShared));
-	shm_toc_estimate_keys(&s->pcxt->estimator, 1);
-	InitializeParallelDSM(s->pcxt);
-
-	if (s->pcxt->seg != NULL)
+	if (args->workers > 0 && e->ws->seg != NULL)
 	{
-		sh = shm_toc_allocate(s->pcxt->toc, sizeof(WalsShared));
-		memcpy(sh, local, sizeof(WalsShared));
-		pg_atomic_init_u64(&sh->cursor, 0);
-		pg_atomic_init_u32(&sh->finished, 0);
-		ConditionVariableInit(&sh->task_cv);
-		ConditionVariableInit(&sh->done_cv);
-		shm_toc_insert(s->pcxt->toc, WALS_KEY_SHARED, sh);
-		s->shared = sh;
-		LaunchParallelWorkers(s->pcxt);
-		result->workers = s->pcxt->nworkers_launched;
+		EnterParallelMode();
+		e->pcxt = CreateParallelContext("wals", "wals_parallel_main", args->workers);
+		shm_toc_estimate_chunk(&e->pcxt->estimator, bytes);
+		shm_toc_estimate_keys(&e->pcxt->estimator, 1);
+		InitializeParallelDSM(e->pcxt);
 	}
-	if (result->workers == 0)
+
+	if (e->pcxt != NULL && e->pcxt->seg != NULL)
+		sh = shm_toc_allocate(e->pcxt->toc, bytes);
+	else
+		sh = palloc(bytes);
+	memcpy(sh, local, bytes);
+	pg_atomic_init_u64(&sh->cursor, 0);
+	pg_atomic_init_u32(&sh->finished, 0);
+	pg_atomic_init_u64(&sh->failed, WALS_NO_FAILURE);
+	ConditionVariableInit(&sh->task_cv);
+	ConditionVariableInit(&sh->done_cv);
+	e->shared = sh;
+	map_chunks(e);
+
+	if (e->pcxt != NULL && e->pcxt->seg != NULL)
+	{
+		shm_toc_insert(e->pcxt->toc, WALS_KEY_SHARED, sh);
+		LaunchParallelWorkers(e->pcxt);
+	}
+	if (args->workers > 0 && e->ws->seg != NULL &&
+		(e->pcxt->seg == NULL || e->pcxt->nworkers_launched == 0))
 		ereport(NOTICE,
 				(errmsg("no parallel worker could be launched; model \"%s\" trains in the leader alone",
 						args->model_display),
 				 errhint("Raise max_worker_processes or max_parallel_workers, or pass workers => 0.")));
 }
 
-static void
-stop_workers(WalsSweeps *s)
+/*
+ * Cut the chunks, launch the workers, and compute the Gram of the starting
+ * item factors, which the first user half-sweep needs.
+ */
+static bool
+cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 {
-	if (s->pcxt == NULL)
-		return;
-	if (s->pcxt->nworkers_launched > 0)
-	{
-		run_task(s, WALS_TASK_QUIT, 0);
-		WaitForParallelWorkersToFinish(s->pcxt);
-	}
-	DestroyParallelContext(s->pcxt);
-	s->pcxt = NULL;
-	ExitParallelMode();
+	const WalsTrainArgs *args = problem->args;
+	WalsWorkspace *ws = problem->workspace;
+	int			f = args->params.factors;
+	CpuEngine  *e = palloc0(sizeof(CpuEngine));
+	int64	   *user_chunks = palloc(sizeof(int64) * (max_chunks(ws->shape.nusers, f) + 1));
+	int64	   *item_chunks = palloc(sizeof(int64) * (max_chunks(ws->shape.nitems, f) + 1));
+	WalsShared *local;
+	Size		bytes;
+	int64		user_nchunks;
+	int64		item_nchunks;
+
+	Assert(problem->X == ws->X && problem->Y == ws->Y);
+	e->ws = ws;
+	e->problem = problem;
+	user_nchunks = cut_chunks(&ws->by_user, f, user_chunks);
+	item_nchunks = cut_chunks(&ws->by_item, f, item_chunks);
+	bytes = shared_bytes(user_nchunks, item_nchunks);
+
+	local = palloc0(bytes);
+	local->params = args->params;
+	local->workspace = ws->shape;
+	local->scratch_floats = wals_solve_scratch(&args->params, ws->shape.cells);
+	local->user_nchunks = user_nchunks;
+	local->item_nchunks = item_nchunks;
+	e->shared = local;
+	map_chunks(e);
+	memcpy(e->user_chunks, user_chunks, sizeof(int64) * (user_nchunks + 1));
+	memcpy(e->item_chunks, item_chunks, sizeof(int64) * (item_nchunks + 1));
+	pfree(user_chunks);
+	pfree(item_chunks);
+
+	e->scratch = alloc_scratch(local);
+	launch_workers(e, args, local, bytes);
+	pfree(local);
+	problem->workers = e->pcxt != NULL ? e->pcxt->nworkers_launched : 0;
+
+	compute_gram(ws->Y, ws->shape.nitems, f, ws->GY);
+	*state = e;
+	return true;
+}
+
+/* One iteration: both half-sweeps, each followed by its Gram, and the loss. */
+static bool
+cpu_iterate(void *state, double *loss, WalsFailure *failure)
+{
+	CpuEngine  *e = state;
+	WalsWorkspace *ws = e->ws;
+	int			f = ws->shape.factors;
+
+	if (!solve_side(e, WALS_SIDE_USERS, failure))
+		return false;
+	compute_gram(ws->X, ws->shape.nusers, f, ws->GX);
+	if (!solve_side(e, WALS_SIDE_ITEMS, failure))
+		return false;
+	compute_gram(ws->Y, ws->shape.nitems, f, ws->GY);
+	*loss = compute_loss(e);
+	return true;
 }
 
 /*
- * Run the training on matrices already built into the memory of
- * wals_sweeps_begin and factors already initialised; fills result's loss,
- * iterations, per-iteration log and worker count.
+ * Stop the workers.  The factors are already in the workspace, where X and
+ * Y point.  After an error the transaction's abort stops the workers and
+ * frees everything, so there is nothing to do without X.
  */
-void
-wals_sweeps_run(WalsSweeps *s, const WalsTrainArgs *args, WalsTrainResult *result)
+static bool
+cpu_end(void *state, float *X, float *Y, WalsFailure *failure)
 {
-	WalsShared *sh = s->shared;
-	int			f = args->params.factors;
+	CpuEngine  *e = state;
 
-	pg_atomic_init_u64(&sh->cursor, 0);
-	pg_atomic_init_u32(&sh->finished, 0);
-	sh->user_nchunks = cut_chunks(&s->by_user, f, s->user_chunks);
-	sh->item_nchunks = cut_chunks(&s->by_item, f, s->item_chunks);
-	s->scratch = alloc_scratch(sh);
-
-	launch_workers(s, args, result);
-	iterate(s, args, result);
-	stop_workers(s);
-	wals_report_progress_end();
+	if (e == NULL || X == NULL || e->pcxt == NULL)
+		return true;
+	if (e->pcxt->nworkers_launched > 0)
+	{
+		run_task(e, WALS_TASK_QUIT, 0);
+		WaitForParallelWorkersToFinish(e->pcxt);
+	}
+	DestroyParallelContext(e->pcxt);
+	e->pcxt = NULL;
+	ExitParallelMode();
+	return true;
 }
 
-/* Release the training's memory; the factors must have been stored. */
-void
-wals_sweeps_end(WalsSweeps *s)
-{
-	if (s->data_seg != NULL)
-		dsm_detach(s->data_seg);
-	s->data_seg = NULL;
-}
+const WalsEngine wals_cpu_engine = {
+	.name = "cpu",
+	.begin = cpu_begin,
+	.iterate = cpu_iterate,
+	.end = cpu_end,
+};
 
 /*
  * Entry point of a parallel worker: attach to the training's memory, then
@@ -585,18 +500,15 @@ wals_sweeps_end(WalsSweeps *s)
 void
 wals_parallel_main(dsm_segment *seg, shm_toc *toc)
 {
-	WalsSweeps	s = {0};
+	CpuEngine	e = {0};
 	WalsShared *sh = shm_toc_lookup(toc, WALS_KEY_SHARED, false);
-	dsm_segment *data_seg = dsm_attach(sh->data_handle);
 	uint32		seen = 0;
 
-	if (data_seg == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("could not map the shared memory of the training")));
-	s.shared = sh;
-	map_sections(&s, (char *) TYPEALIGN(WALS_ALIGN, dsm_segment_address(data_seg)));
-	s.scratch = alloc_scratch(sh);
+	e.shared = sh;
+	wals_workspace_attach(&sh->workspace, &e.attached);
+	e.ws = &e.attached;
+	map_chunks(&e);
+	e.scratch = alloc_scratch(sh);
 
 	for (;;)
 	{
@@ -611,7 +523,7 @@ wals_parallel_main(dsm_segment *seg, shm_toc *toc)
 		pg_read_barrier();
 		if (sh->task == WALS_TASK_QUIT)
 			break;
-		work_on(&s, gen);
+		work_on(&e, gen);
 	}
-	dsm_detach(data_seg);
+	wals_workspace_release(&e.attached);
 }

@@ -1,33 +1,44 @@
 /*
  * engine_gpu.c
- *	  The sweeps of a training on the CUDA engine.
+ *	  The GPU engine: the engine interface over the CUDA library of gpu/
+ *	  (loaded by devices.c).
  *
- * The engine uploads both matrices and the starting factors once, runs each
- * iteration on the device, hands back its exact loss, and downloads the
- * factors at the end.  The host checks for a cancel between iterations, and
- * whatever ends the training early (a cancel, an error of the engine or of
- * the server) first lets the engine free the device memory, so that a
- * backend never keeps a GPU's memory for a training that is over.
+ * The library uploads both matrices and the starting factors once, runs
+ * each iteration on the device, hands back its exact loss, and downloads
+ * the factors at the end.  Its failures come back as a kind, a side and a
+ * row, which map onto the statuses of src/core, so that train.c reports
+ * them exactly as it reports the CPU's; the library's own words (CUDA's)
+ * go to the detail.  Whatever ends the training early first lets the
+ * library free the device memory (end without X), so that a backend never
+ * keeps a GPU's memory for a training that is over.
  */
 #include "postgres.h"
-
-#include "miscadmin.h"
-#include "portability/instr_time.h"
 
 #include "wals_train.h"
 #include "wals_cuda.h"
 
-static void
-describe_problem(const WalsTrainArgs *args, const WalsData *data,
-				 const float *X, const float *Y, WalsCudaProblem *p)
+typedef struct GpuEngine
 {
-	p->feedback = args->params.feedback == WALS_EXPLICIT ? 1 : 0;
-	p->solver = args->params.solver == WALS_CG ? WALS_CUDA_CG : WALS_CUDA_CHOLESKY;
-	p->factors = args->params.factors;
-	p->cg_steps = args->params.cg_steps;
-	p->regularization = args->params.regularization;
-	p->alpha = args->params.alpha;
-	p->w0 = args->params.w0;
+	const WalsCudaApi *cuda;
+	void	   *training;
+	WalsProblem *problem;
+	instr_time	begun;
+	double		upload_s;
+} GpuEngine;
+
+static void
+describe_problem(const WalsProblem *problem, WalsCudaProblem *p)
+{
+	const WalsParams *params = &problem->args->params;
+	const WalsData *data = problem->data;
+
+	p->feedback = params->feedback == WALS_EXPLICIT ? 1 : 0;
+	p->solver = params->solver == WALS_CG ? WALS_CUDA_CG : WALS_CUDA_CHOLESKY;
+	p->factors = params->factors;
+	p->cg_steps = params->cg_steps;
+	p->regularization = params->regularization;
+	p->alpha = params->alpha;
+	p->w0 = params->w0;
 	p->nusers = data->nusers;
 	p->nitems = data->nitems;
 	p->user_indptr = data->by_user.indptr;
@@ -36,81 +47,94 @@ describe_problem(const WalsTrainArgs *args, const WalsData *data,
 	p->item_indptr = data->by_item.indptr;
 	p->item_indices = data->by_item.indices;
 	p->item_values = data->by_item.values;
-	p->X = X;
-	p->Y = Y;
+	p->X = problem->X;
+	p->Y = problem->Y;
 }
 
-bool
-wals_gpu_train(const WalsTrainArgs *args, const WalsData *data,
-			   float *X, float *Y, WalsTrainResult *result)
+/* The library's failure as the failure of any engine. */
+static bool
+failed(const WalsCudaError *err, WalsFailure *failure)
 {
-	const WalsCudaApi *cuda = wals_cuda_api();
-	WalsCudaProblem problem;
-	void	   *state = NULL;
-	char		msg[512] = "";
-	instr_time	start;
-	double		upload_s;
-
-	describe_problem(args, data, X, Y, &problem);
-	wals_report_progress(args, 0, "uploading to the GPU", result);
-	INSTR_TIME_SET_CURRENT(start);
-	if (cuda->train_begin(&problem, &state, msg, sizeof(msg)) != 0)
+	switch (err->code)
 	{
-		if (args->device == WALS_DEVICE_AUTO)
-		{
-			ereport(NOTICE,
-					(errmsg("model \"%s\" trains on the CPU: the GPU engine could not start: %s",
-							args->model_display, msg)));
-			return false;
-		}
-		ereport(ERROR,
-				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("the GPU engine could not start training model \"%s\": %s",
-						args->model_display, msg),
-				 errhint("Pass device => 'auto' to train on the CPU when the GPU cannot.")));
+		case WALS_CUDA_ESINGULAR:
+			failure->status = WALS_ESINGULAR;
+			break;
+		case WALS_CUDA_ENONFINITE:
+			failure->status = WALS_ENONFINITE;
+			break;
+		case WALS_CUDA_ENOMEM:
+			failure->status = WALS_ENOMEM;
+			break;
+		case WALS_CUDA_EINVAL:
+			failure->status = WALS_EINVAL;
+			break;
+		default:
+			failure->status = WALS_EDEVICE;
+			break;
 	}
-	upload_s = wals_seconds_since(start);
+	failure->side = err->side == WALS_CUDA_USERS ? WALS_SIDE_USERS :
+		err->side == WALS_CUDA_ITEMS ? WALS_SIDE_ITEMS : WALS_SIDE_NONE;
+	failure->row = failure->side == WALS_SIDE_NONE ? -1 : err->row;
+	strlcpy(failure->detail, err->msg, sizeof(failure->detail));
+	return false;
+}
 
-	wals_iterations_begin(args, result);
-	PG_TRY();
-	{
-		for (int it = 0; it < args->iterations; it++)
-		{
-			double		loss;
+static bool
+gpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
+{
+	GpuEngine  *e = palloc0(sizeof(GpuEngine));
+	WalsCudaProblem p;
+	WalsCudaError err = {0};
 
-			CHECK_FOR_INTERRUPTS();
-			INSTR_TIME_SET_CURRENT(start);
-			wals_report_progress(args, it, "sweeping on the GPU", result);
-			if (cuda->train_iterate(state, &loss, msg, sizeof(msg)) != 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-						 errmsg("the GPU engine failed in iteration %d of model \"%s\": %s",
-								it + 1, args->model_display, msg),
-						 errhint("Pass device => 'cpu' to train on the CPU.")));
-			if (wals_iteration_done(args, result, it, loss, wals_seconds_since(start)))
-				break;
-		}
-	}
-	PG_CATCH();
-	{
-		char		ignored[512];
-
-		cuda->train_end(state, NULL, NULL, ignored, sizeof(ignored));
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-
-	INSTR_TIME_SET_CURRENT(start);
-	if (cuda->train_end(state, X, Y, msg, sizeof(msg)) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("the GPU engine could not hand back the factors of model \"%s\": %s",
-						args->model_display, msg)));
-	wals_report_progress_end();
-	ereport(NOTICE,
-			(errmsg("model \"%s\" trained on the GPU", args->model_display),
-			 errdetail("Uploaded in %.3f s, downloaded in %.3f s.",
-					   upload_s, wals_seconds_since(start))));
-	result->workers = 0;
+	e->cuda = wals_cuda_api();
+	e->problem = problem;
+	describe_problem(problem, &p);
+	problem->phase(problem->phase_arg, "uploading to the GPU");
+	INSTR_TIME_SET_CURRENT(e->begun);
+	if (e->cuda->train_begin(&p, &e->training, &err) != 0)
+		return failed(&err, failure);
+	e->upload_s = wals_seconds_since(e->begun);
+	problem->workers = 0;
+	*state = e;
 	return true;
 }
+
+static bool
+gpu_iterate(void *state, double *loss, WalsFailure *failure)
+{
+	GpuEngine  *e = state;
+	WalsCudaError err = {0};
+
+	e->problem->phase(e->problem->phase_arg, "sweeping on the GPU");
+	if (e->cuda->train_iterate(e->training, loss, &err) != 0)
+		return failed(&err, failure);
+	return true;
+}
+
+static bool
+gpu_end(void *state, float *X, float *Y, WalsFailure *failure)
+{
+	GpuEngine  *e = state;
+	WalsCudaError err = {0};
+	instr_time	start;
+
+	if (e == NULL)
+		return true;
+	INSTR_TIME_SET_CURRENT(start);
+	if (e->cuda->train_end(e->training, X, Y, &err) != 0)
+		return X == NULL || failed(&err, failure);
+	if (X != NULL)
+		ereport(NOTICE,
+				(errmsg("model \"%s\" trained on the GPU", e->problem->args->model_display),
+				 errdetail("Uploaded in %.3f s, downloaded in %.3f s.",
+						   e->upload_s, wals_seconds_since(start))));
+	return true;
+}
+
+const WalsEngine wals_gpu_engine = {
+	.name = "gpu",
+	.begin = gpu_begin,
+	.iterate = gpu_iterate,
+	.end = gpu_end,
+};

@@ -210,12 +210,12 @@ side_map(Ingest *in, IdSide *side, int32 *out)
 		void	   *buffer;
 
 		if (bytes > MaxAllocHugeSize)
-			wals_report_core_status(WALS_ETOOBIG, side->what, -1);
+			wals_report_core_status(WALS_ETOOBIG, side->what);
 		buffer = alloc_huge(in->cxt, bytes);
 		prefault(buffer, bytes);
 		wals_report_core_status(wals_idmap_move(&side->map, buffer, bytes,
 												side->pending, in->nbatch),
-								side->what, -1);
+								side->what);
 		if (side->buffer != NULL)
 			pfree(side->buffer);
 		side->buffer = buffer;
@@ -223,7 +223,7 @@ side_map(Ingest *in, IdSide *side, int32 *out)
 	}
 	wals_report_core_status(wals_idmap_insert_many(&side->map, side->pending,
 												   in->nbatch, out),
-							side->what, -1);
+							side->what);
 }
 
 /*
@@ -694,7 +694,7 @@ check_merge(const WalsTrainArgs *args, WalsStatus status)
 				 errmsg("column \"%s\" given as \"rating_col\" has repeated (user, item) pairs whose ratings sum past the range of real",
 						args->rating_col),
 				 errhint("Implicit feedback sums the ratings of a repeated pair; aggregate or scale them in a view.")));
-	wals_report_core_status(status, "building the rating matrix", -1);
+	wals_report_core_status(status, "building the rating matrix");
 }
 
 /*
@@ -730,7 +730,7 @@ wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
 	wals_report_core_status(wals_csr_scatter(raw->nitems, raw->nusers, raw->n,
 											 raw->items, raw->users, raw->ratings,
 											 &data->by_item, scratch, scratch_bytes),
-							"building the rating matrix", -1);
+							"building the rating matrix");
 	pfree(raw->users);
 	pfree(raw->items);
 	pfree(raw->ratings);

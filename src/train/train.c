@@ -1,13 +1,18 @@
 /*
  * train.c
- *	  wals_train: ingest, alternate the two half-sweeps, store.
+ *	  wals_train: ingest, iterate an engine, store.
  *
  * The whole training runs inside the caller's transaction: ratings are read
  * with the caller's snapshot and privileges, the matrices and factors live
- * in memory owned by the transaction (shared with parallel workers, see
- * parallel.c), and the new model is written by store.c only once every
- * iteration has succeeded.  An error or a cancel anywhere unwinds the
- * transaction and leaves the previous model as it was.
+ * in memory owned by the transaction (the workspace, shared with parallel
+ * workers, see workspace.c), and the new model is written by store.c only
+ * once every iteration has succeeded.  An error or a cancel anywhere
+ * unwinds the transaction and leaves the previous model as it was.
+ *
+ * The engines (engine_cpu.c, engine_gpu.c) only begin, iterate and end;
+ * the one loop over iterations is here, with everything that does not
+ * depend on the device: cancel checks, progress, the training log, the
+ * early stop, and the report of a failure through errors.c.
  */
 #include "postgres.h"
 
@@ -48,7 +53,8 @@ check_source_size(const WalsTrainArgs *args)
 	relkind = ((Form_pg_class) GETSTRUCT(tuple))->relkind;
 	ReleaseSysCache(tuple);
 	if ((relkind == RELKIND_RELATION || relkind == RELKIND_MATVIEW) && rows > 0)
-		wals_memory_check(wals_sweeps_min_bytes(args, rows),
+		wals_memory_check(wals_workspace_min_bytes(args, rows,
+												   wals_cpu_engine_bytes(0, 0, args->params.factors)),
 						  psprintf("the %.0f rows of \"%s\" its statistics count",
 								   rows, args->source_display));
 }
@@ -135,6 +141,127 @@ return_summary(FunctionCallInfo fcinfo, const WalsTrainArgs *args,
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
+/* Where the progress callback of an engine finds its iteration. */
+typedef struct Progress
+{
+	const WalsTrainArgs *args;
+	const WalsTrainResult *result;
+	int			it;
+} Progress;
+
+static void
+report_phase(void *arg, const char *phase)
+{
+	Progress   *p = arg;
+
+	wals_report_progress(p->args, p->it, phase, p->result);
+}
+
+/* What a failure of the engine was doing, for its message. */
+static char *
+doing(const WalsTrainArgs *args, const WalsEngine *engine, int it)
+{
+	if (it < 0)
+		return psprintf("starting to train model \"%s\" on the %s", args->model_display,
+						engine == &wals_gpu_engine ? "GPU" : "CPU");
+	if (it >= args->iterations)
+		return psprintf("handing back the factors of model \"%s\"", args->model_display);
+	return psprintf("training model \"%s\", iteration %d", args->model_display, it + 1);
+}
+
+/*
+ * Begin training on the engine of device; false when device 'auto' chose a
+ * GPU whose engine could not start (a NOTICE says why), and the CPU should
+ * train instead.
+ */
+static bool
+begin(const WalsEngine *engine, WalsProblem *problem, void **state)
+{
+	const WalsTrainArgs *args = problem->args;
+	WalsFailure failure = {0};
+
+	if (engine->begin(problem, state, &failure))
+		return true;
+	if (engine == &wals_gpu_engine && args->device == WALS_DEVICE_AUTO)
+	{
+		ereport(NOTICE,
+				(errmsg("model \"%s\" trains on the CPU: the GPU engine could not start: %s",
+						args->model_display, failure.detail)));
+		return false;
+	}
+	wals_report_failure(&failure, doing(args, engine, -1), problem->data->user_ids,
+						problem->data->item_ids);
+	return false;
+}
+
+/*
+ * Run the iterations on an engine that has begun, letting it release what
+ * it holds when anything ends them with an error.
+ */
+static void
+run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem,
+			   Progress *progress, WalsTrainResult *result)
+{
+	const WalsTrainArgs *args = problem->args;
+	const WalsData *data = problem->data;
+	WalsFailure failure = {0};
+
+	wals_iterations_begin(args, result);
+	PG_TRY();
+	{
+		for (int it = 0; it < args->iterations; it++)
+		{
+			instr_time	start;
+			double		loss = 0;
+
+			CHECK_FOR_INTERRUPTS();
+			INSTR_TIME_SET_CURRENT(start);
+			progress->it = it;
+			if (!engine->iterate(state, &loss, &failure))
+				wals_report_failure(&failure, doing(args, engine, it), data->user_ids,
+									data->item_ids);
+			if (wals_iteration_done(args, result, it, loss, wals_seconds_since(start)))
+				break;
+		}
+	}
+	PG_CATCH();
+	{
+		engine->end(state, NULL, NULL, &failure);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Train on the engine of device from the initialised factors of problem,
+ * which receive the result.
+ */
+static void
+train(WalsDevice device, WalsProblem *problem, WalsTrainResult *result)
+{
+	const WalsTrainArgs *args = problem->args;
+	const WalsEngine *engine = device == WALS_DEVICE_GPU ? &wals_gpu_engine : &wals_cpu_engine;
+	Progress	progress = {args, result, 0};
+	WalsFailure failure = {0};
+	void	   *state = NULL;
+
+	problem->phase = report_phase;
+	problem->phase_arg = &progress;
+	if (!begin(engine, problem, &state))
+	{
+		engine = &wals_cpu_engine;
+		begin(engine, problem, &state);
+	}
+	result->device = engine->name;
+	result->workers = problem->workers;
+
+	run_iterations(engine, state, problem, &progress, result);
+	if (!engine->end(state, problem->X, problem->Y, &failure))
+		wals_report_failure(&failure, doing(args, engine, args->iterations),
+							problem->data->user_ids, problem->data->item_ids);
+	wals_report_progress_end();
+}
+
 /*
  * wals_train(source regclass, user_col name, item_col name, rating_col name,
  *			  model text, factors int, iterations int, regularization real,
@@ -150,9 +277,9 @@ wals_train(PG_FUNCTION_ARGS)
 	WalsTrainArgs args;
 	WalsRatings raw;
 	WalsData	data;
-	WalsSweeps *sweeps;
-	float	   *X;
-	float	   *Y;
+	WalsWorkspace *ws;
+	WalsProblem problem = {0};
+	WalsDevice	device;
 	WalsTrainResult result = {0};
 	MemoryContext cxt;
 	MemoryContext oldcxt;
@@ -171,24 +298,25 @@ wals_train(PG_FUNCTION_ARGS)
 
 	check_before_reading(&args);
 	wals_ingest(&args, &raw);
-	result.device = wals_device_choose(&args, raw.n);
-	sweeps = wals_sweeps_begin(&args, &raw, wals_seconds_since(start), &data);
+	device = wals_device_choose(&args, raw.n);
+	ws = wals_workspace_create(&args, &raw, wals_seconds_since(start),
+							   wals_cpu_engine_bytes(raw.nusers, raw.nitems, args.params.factors),
+							   &data);
 	wals_build_matrices(&args, &raw, &data);
 	result.load_s = wals_seconds_since(start);
 
 	INSTR_TIME_SET_CURRENT(phase);
-	X = wals_sweeps_user_factors(sweeps);
-	Y = wals_sweeps_item_factors(sweeps);
-	init_factors(&args, &data, X, Y);
-	if (strcmp(result.device, "gpu") != 0 || !wals_gpu_train(&args, &data, X, Y, &result))
-	{
-		result.device = "cpu";
-		wals_sweeps_run(sweeps, &args, &result);
-	}
+	init_factors(&args, &data, ws->X, ws->Y);
+	problem.args = &args;
+	problem.data = &data;
+	problem.workspace = ws;
+	problem.X = ws->X;
+	problem.Y = ws->Y;
+	train(device, &problem, &result);
 	result.train_s = wals_seconds_since(phase);
 
-	wals_store_model(&args, &data, X, Y, &result);
-	wals_sweeps_end(sweeps);
+	wals_store_model(&args, &data, ws->X, ws->Y, &result);
+	wals_workspace_release(ws);
 
 	SPI_finish();
 	MemoryContextSwitchTo(oldcxt);

@@ -6,6 +6,8 @@
 #ifndef WALS_TRAIN_H
 #define WALS_TRAIN_H
 
+#include "storage/dsm.h"
+
 #include "wals_catalog.h"
 
 /* Initial factors are normal with this deviation, as in ref_wals.py. */
@@ -99,30 +101,105 @@ extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw);
 extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
 								WalsData *data);
 
-/* engine_cpu.c: the sweeps, in the leader and parallel workers */
-typedef struct WalsSweeps WalsSweeps;
-extern double wals_sweeps_min_bytes(const WalsTrainArgs *args, double rows);
-extern WalsSweeps *wals_sweeps_begin(const WalsTrainArgs *args, const WalsRatings *raw,
-									 double read_s, WalsData *data);
-extern float *wals_sweeps_user_factors(WalsSweeps *s);
-extern float *wals_sweeps_item_factors(WalsSweeps *s);
-extern void wals_sweeps_run(WalsSweeps *s, const WalsTrainArgs *args,
-							WalsTrainResult *result);
-extern void wals_sweeps_end(WalsSweeps *s);
+/* Byte offsets of the sections of a training's workspace. */
+typedef struct WalsWorkspaceLayout
+{
+	Size		x;
+	Size		y;
+	Size		gx;
+	Size		gy;
+	Size		user_indptr;
+	Size		user_indices;
+	Size		user_values;
+	Size		item_indptr;
+	Size		item_indices;
+	Size		item_values;
+	Size		total;
+} WalsWorkspaceLayout;
+
+/* What a parallel worker needs to find a workspace and map it. */
+typedef struct WalsWorkspaceShape
+{
+	int64		nusers;
+	int64		nitems;
+	int64		cells;			/* rows read: a bound on the cells merged */
+	int			factors;
+	dsm_handle	handle;			/* of the shared segment, when there is one */
+	WalsWorkspaceLayout layout;
+} WalsWorkspaceShape;
+
+/*
+ * The memory of a training (workspace.c): both matrices, both factor
+ * matrices and their Grams, shared with parallel workers when seg is set.
+ */
+typedef struct WalsWorkspace
+{
+	WalsWorkspaceShape shape;
+	dsm_segment *seg;			/* NULL when the memory is private */
+	WalsCsr		by_user;
+	WalsCsr		by_item;
+	float	   *X;
+	float	   *Y;
+	float	   *GX;
+	float	   *GY;
+} WalsWorkspace;
+
+/* workspace.c */
+extern double wals_workspace_min_bytes(const WalsTrainArgs *args, double rows,
+									   double engine_bytes);
+extern WalsWorkspace *wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw,
+											double read_s, double engine_bytes,
+											WalsData *data);
+extern void wals_workspace_attach(const WalsWorkspaceShape *shape, WalsWorkspace *ws);
+extern void wals_workspace_release(WalsWorkspace *ws);
+
+/*
+ * A training as every engine receives it: the arguments, the matrices and
+ * starting factors in the workspace, and where to say which phase of an
+ * iteration it is in.  begin sets workers, the parallel workers it runs.
+ */
+typedef struct WalsProblem
+{
+	const WalsTrainArgs *args;
+	const WalsData *data;
+	WalsWorkspace *workspace;
+	float	   *X;				/* the workspace's, which receive the result */
+	float	   *Y;
+	void		(*phase) (void *arg, const char *phase);
+	void	   *phase_arg;
+	int			workers;
+} WalsProblem;
+
+/*
+ * A training engine.  begin takes the problem, iterate runs one iteration
+ * (both half-sweeps and the exact loss of the factors they leave), and end
+ * hands back the factors into X and Y.  Each returns false with *failure
+ * filled, which train.c reports through errors.c, so that a failure reads
+ * the same on every engine; only what the server itself raises (a cancel, a
+ * parallel worker's error) is raised inside.  end with X NULL is called from
+ * an error's cleanup: it releases what the transaction's abort would not
+ * (device memory), and neither fails nor waits.
+ */
+typedef struct WalsEngine
+{
+	const char *name;			/* as wals_models.device records it */
+	bool		(*begin) (WalsProblem *problem, void **state, WalsFailure *failure);
+	bool		(*iterate) (void *state, double *loss, WalsFailure *failure);
+	bool		(*end) (void *state, float *X, float *Y, WalsFailure *failure);
+} WalsEngine;
+
+/* engine_cpu.c: the leader and parallel workers */
+extern const WalsEngine wals_cpu_engine;
+extern double wals_cpu_engine_bytes(int64 nusers, int64 nitems, int f);
+
+/* engine_gpu.c: the CUDA engine of gpu/, through devices.c */
+extern const WalsEngine wals_gpu_engine;
 
 /* devices.c */
 struct WalsCudaApi;
 extern void wals_device_check(const WalsTrainArgs *args);
-extern const char *wals_device_choose(const WalsTrainArgs *args, int64 nratings);
+extern WalsDevice wals_device_choose(const WalsTrainArgs *args, int64 nratings);
 extern const struct WalsCudaApi *wals_cuda_api(void);
-
-/*
- * engine_gpu.c: train on the CUDA engine from the initialised X and Y, which
- * receive the result.  False when device 'auto' could not start the engine
- * (a NOTICE says why) and the CPU should train instead.
- */
-extern bool wals_gpu_train(const WalsTrainArgs *args, const WalsData *data,
-						   float *X, float *Y, WalsTrainResult *result);
 
 /* progress.c */
 extern void wals_report_progress(const WalsTrainArgs *args, int it, const char *phase,

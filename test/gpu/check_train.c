@@ -11,7 +11,6 @@
  * Where no GPU is usable it says why and skips (exit 0), so that the suite
  * passes on machines without one; the last line is "N passed, N failed".
  */
-#include <ctype.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -165,7 +164,7 @@ check_shape(const Shape *shape, WalsSolver solver)
 	float	   *scratch;
 	WalsCudaProblem problem;
 	void	   *state = NULL;
-	char		msg[512] = "";
+	WalsCudaError err = {0};
 	int			ok = 1;
 
 	make_data(shape, &R, &Rt);
@@ -173,9 +172,9 @@ check_shape(const Shape *shape, WalsSolver solver)
 	scratch = malloc(sizeof(float) * (wals_solve_scratch(&params, R.indptr[R.nrows]) + 1));
 	start_factors(X, shape->users, Y, shape->items, f);
 	make_problem(&params, &R, &Rt, X, Y, &problem);
-	if (cuda.train_begin(&problem, &state, msg, sizeof(msg)) != 0)
+	if (cuda.train_begin(&problem, &state, &err) != 0)
 	{
-		printf("FAIL %s, %s: train_begin: %s\n", shape->name, solver_name(solver), msg);
+		printf("FAIL %s, %s: train_begin: %s\n", shape->name, solver_name(solver), err.msg);
 		n_failed++;
 		return;
 	}
@@ -185,10 +184,10 @@ check_shape(const Shape *shape, WalsSolver solver)
 		double		cpu = cpu_iteration(&params, &R, &Rt, X, Y, GX, GY, scratch);
 		double		rel;
 
-		if (cuda.train_iterate(state, &gpu, msg, sizeof(msg)) != 0)
+		if (cuda.train_iterate(state, &gpu, &err) != 0)
 		{
 			printf("FAIL %s, %s: iteration %d: %s\n", shape->name, solver_name(solver),
-				   it + 1, msg);
+				   it + 1, err.msg);
 			ok = 0;
 			break;
 		}
@@ -200,7 +199,7 @@ check_shape(const Shape *shape, WalsSolver solver)
 			ok = 0;
 		}
 	}
-	cuda.train_end(state, NULL, NULL, msg, sizeof(msg));
+	cuda.train_end(state, NULL, NULL, &err);
 	free(R.indptr);
 	free(R.indices);
 	free(R.values);
@@ -216,19 +215,6 @@ check_shape(const Shape *shape, WalsSolver solver)
 		n_passed++;
 	else
 		n_failed++;
-}
-
-/* Whether msg names row, as "row N" with no further digit. */
-static int
-names_row(const char *msg, int64_t row)
-{
-	char		word[32];
-	int			n = snprintf(word, sizeof(word), "row %lld", (long long) row);
-
-	for (const char *at = strstr(msg, word); at != NULL; at = strstr(at + 1, word))
-		if (!isdigit((unsigned char) at[n]))
-			return 1;
-	return 0;
 }
 
 /*
@@ -253,7 +239,7 @@ check_indefinite(void)
 	float	   *scratch;
 	WalsCudaProblem problem;
 	void	   *state = NULL;
-	char		msg[512] = "";
+	WalsCudaError err = {0};
 	int64_t		bad = -1;
 	WalsStatus	status;
 	double		loss = 0.0;
@@ -271,9 +257,9 @@ check_indefinite(void)
 	start_factors(X, Rs.nrows, Y, shape.items, f);
 	make_problem(&params, &Rs, &Rt, X, Y, &problem);
 
-	if (cuda.train_begin(&problem, &state, msg, sizeof(msg)) != 0)
+	if (cuda.train_begin(&problem, &state, &err) != 0)
 	{
-		printf("FAIL %s: train_begin: %s\n", shape.name, msg);
+		printf("FAIL %s: train_begin: %s\n", shape.name, err.msg);
 		ok = 0;
 	}
 	else
@@ -286,18 +272,20 @@ check_indefinite(void)
 				   shape.name);
 			ok = 0;
 		}
-		else if (cuda.train_iterate(state, &loss, msg, sizeof(msg)) == 0)
+		else if (cuda.train_iterate(state, &loss, &err) == 0)
 		{
 			printf("FAIL %s: the iteration succeeded\n", shape.name);
 			ok = 0;
 		}
-		else if (strstr(msg, "positive definite") == NULL || !names_row(msg, bad))
+		else if (err.code != WALS_CUDA_ESINGULAR || err.side != WALS_CUDA_USERS ||
+				 err.row != bad)
 		{
-			printf("FAIL %s: \"%s\" does not name row %lld as not positive definite\n",
-				   shape.name, msg, (long long) bad);
+			printf("FAIL %s: failure %d of side %d, row %lld (\"%s\"); expected user row %lld "
+				   "as not positive definite\n", shape.name, err.code, err.side,
+				   (long long) err.row, err.msg, (long long) bad);
 			ok = 0;
 		}
-		cuda.train_end(state, NULL, NULL, msg, sizeof(msg));
+		cuda.train_end(state, NULL, NULL, &err);
 	}
 	free(R.indptr);
 	free(R.indices);

@@ -119,18 +119,26 @@ release(HostTraining *t)
 	free(t);
 }
 
+/* Fill err as the CUDA engine would; returns its code. */
 static int
-host_train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msglen)
+failed(WalsCudaError *err, int code, int side, int64_t row, const char *why)
+{
+	err->code = code;
+	err->side = side;
+	err->row = row;
+	snprintf(err->msg, sizeof(err->msg), "%s", why);
+	return code;
+}
+
+static int
+host_train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 {
 	HostTraining *t = calloc(1, sizeof(HostTraining));
 	size_t		f = (size_t) p->factors;
 	int64_t		nnz = p->user_indptr[p->nusers];
 
 	if (t == NULL)
-	{
-		snprintf(msg, msglen, "out of host memory");
-		return -1;
-	}
+		return failed(err, WALS_CUDA_ENOMEM, -1, -1, "out of host memory");
 	t->params.feedback = p->feedback == 1 ? WALS_EXPLICIT : WALS_IMPLICIT;
 	t->params.solver = p->solver == WALS_CUDA_CG ? WALS_CG : WALS_CHOLESKY;
 	t->params.factors = p->factors;
@@ -149,10 +157,12 @@ host_train_begin(const WalsCudaProblem *p, void **state, char *msg, size_t msgle
 	held += t->bytes;
 	if (held > memory_total())
 	{
-		snprintf(msg, msglen, "out of device memory: the training needs %zu bytes, %zu are free",
+		char		why[160];
+
+		snprintf(why, sizeof(why), "out of device memory: the training needs %zu bytes, %zu are free",
 				 t->bytes, memory_total() - (held - t->bytes));
 		release(t);
-		return -1;
+		return failed(err, WALS_CUDA_ENOMEM, -1, -1, why);
 	}
 	*state = t;
 	return 0;
@@ -167,19 +177,22 @@ pause_ms(long ms)
 }
 
 static int
-host_train_iterate(void *state, double *loss, char *msg, size_t msglen)
+host_train_iterate(void *state, double *loss, WalsCudaError *err)
 {
 	HostTraining *t = state;
 	int			f = t->params.factors;
 	int64_t		bad = -1;
+	int			side = WALS_CUDA_USERS;
 	WalsStatus	st;
 
 	t->iteration++;
 	pause_ms((long) env_size("WALS_HOST_ENGINE_DELAY_MS", 0));
 	if ((int) env_size("WALS_HOST_ENGINE_FAIL_AT", 0) == t->iteration)
 	{
-		snprintf(msg, msglen, "injected failure in iteration %d", t->iteration);
-		return -1;
+		char		why[64];
+
+		snprintf(why, sizeof(why), "injected failure in iteration %d", t->iteration);
+		return failed(err, WALS_CUDA_EDEVICE, -1, -1, why);
 	}
 
 	memset(t->GY, 0, sizeof(float) * f * f);
@@ -189,14 +202,14 @@ host_train_iterate(void *state, double *loss, char *msg, size_t msglen)
 	{
 		memset(t->GX, 0, sizeof(float) * f * f);
 		wals_gram_rows(t->X, 0, t->R.nrows, f, t->GX);
+		side = WALS_CUDA_ITEMS;
 		st = wals_solve_rows(&t->params, &t->Rt, t->X, t->GX, t->Y, 0, t->Rt.nrows,
 							 t->scratch, &bad);
 	}
 	if (st != WALS_OK)
-	{
-		snprintf(msg, msglen, "%s in row %lld", wals_status_string(st), (long long) bad);
-		return -1;
-	}
+		return failed(err, st == WALS_ESINGULAR ? WALS_CUDA_ESINGULAR :
+					  st == WALS_ENONFINITE ? WALS_CUDA_ENONFINITE : WALS_CUDA_EINVAL,
+					  side, bad, wals_status_string(st));
 	memset(t->GY, 0, sizeof(float) * f * f);
 	wals_gram_rows(t->Y, 0, t->Rt.nrows, f, t->GY);
 	*loss = wals_loss_unobserved(&t->params, t->GX, t->GY) +
@@ -206,7 +219,7 @@ host_train_iterate(void *state, double *loss, char *msg, size_t msglen)
 }
 
 static int
-host_train_end(void *state, float *X, float *Y, char *msg, size_t msglen)
+host_train_end(void *state, float *X, float *Y, WalsCudaError *err)
 {
 	HostTraining *t = state;
 

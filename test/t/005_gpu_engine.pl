@@ -120,12 +120,13 @@ my $before = $node->safe_psql('postgres',
 $ENV{WALS_HOST_ENGINE_FAIL_AT} = 3;
 $node->restart;
 ($ret, $stdout, $stderr) = $node->psql(
-	'postgres', q{SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+	'postgres', q{\set VERBOSITY verbose
+	  SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
 	    model => 'g_cg', factors => 8, iterations => 4, device => 'gpu');
 	  SELECT memory_free = memory_total FROM wals_devices() WHERE device = 'gpu0'},
 	on_error_stop => 0);
-like($stderr, qr/ERROR:  the GPU engine failed in iteration 3 of model "public.g_cg": injected failure in iteration 3/,
-	'a failing engine is an error naming the iteration and the reason');
+like($stderr, qr/ERROR:  38000: the GPU failed while training model "public.g_cg", iteration 3\nDETAIL:  injected failure in iteration 3/,
+	'a failing engine is an error naming the iteration, with the engine\'s words in the detail');
 is($stdout, 't', 'the failed training freed the device memory');
 is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 'g_cg'}),
 	$before, 'the previous model survives a failing engine');
@@ -135,10 +136,13 @@ delete $ENV{WALS_HOST_ENGINE_FAIL_AT};
 # A device too small for the training.
 $ENV{WALS_HOST_ENGINE_MEMORY} = 10000;
 $node->restart;
-($ret, $stdout, $stderr) = train('g_cg', "device => 'gpu'");
-like($stderr, qr/ERROR:  the GPU engine could not start training model "public.g_cg": out of device memory/,
-	'device gpu on a device too small is an error');
-like($stderr, qr/HINT:  Pass device => 'auto'/, 'with a hint');
+($ret, $stdout, $stderr) = $node->psql(
+	'postgres', q{\set VERBOSITY verbose
+	  SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+	    model => 'g_cg', factors => 8, device => 'gpu')});
+like($stderr, qr/ERROR:  53200: out of memory while starting to train model "public.g_cg" on the GPU\nDETAIL:  out of device memory/,
+	'device gpu on a device too small is an out-of-memory error');
+like($stderr, qr/HINT:  Lower "factors", or pass device => 'cpu'/, 'with a hint');
 ($ret, $stdout, $stderr) = $node->psql(
 	'postgres', q{SET client_min_messages = notice; SET wals.gpu_min_ratings = 1;
 	  SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
@@ -149,6 +153,35 @@ like($stderr, qr/NOTICE:  model "public.small" trains on the CPU: the GPU engine
 is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 'g_cg'}),
 	$before, 'the previous model survives a device too small');
 delete $ENV{WALS_HOST_ENGINE_MEMORY};
+
+# ---------------------------------------------------------------------------
+# A row that cannot be solved reads the same on either device: the same
+# SQLSTATE, the same message, the user named by id.  A confidence that
+# overflows a float makes the system of user 77 unsolvable.
+$node->restart;
+$node->safe_psql('postgres',
+	q{CREATE TABLE overflow AS SELECT * FROM ratings UNION ALL SELECT 77, 5, 1e38});
+for my $solver ('cholesky', 'cg')
+{
+	my %error;
+	for my $run ([ 'cpu', 0 ], [ 'cpu', 2 ], [ 'gpu', 0 ])
+	{
+		my ($device, $workers) = @$run;
+		($ret, $stdout, $stderr) = $node->psql(
+			'postgres', qq{\\set VERBOSITY verbose
+			  SELECT device FROM wals_train('overflow', 'user_id', 'item_id', 'rating',
+			    model => 'overflow', factors => 8, alpha => 1e6, solver => '$solver',
+			    device => '$device', workers => $workers)});
+		($error{"$device$workers"}) = $stderr =~ /(ERROR:.*)$/m;
+		$error{"$device$workers"} //= $stderr;
+	}
+	like($error{cpu0}, qr/^ERROR:  22(023|003): .*\buser 77\b.* while training model "public.overflow", iteration 1$/,
+		"$solver: a row that cannot be solved is an error naming its user");
+	is($error{cpu2}, $error{cpu0}, "$solver: the same with parallel workers");
+	is($error{gpu0}, $error{cpu0}, "$solver: the GPU engine reports it the same way");
+}
+is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_models WHERE model = 'overflow'}),
+	'0', 'no model is left by the failed trainings');
 
 # ---------------------------------------------------------------------------
 # A cancel between iterations frees the device memory.
