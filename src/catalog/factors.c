@@ -169,7 +169,7 @@ wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *i
 	{
 		int64		index = wals_ids_find(item_ids, nitems, ids[i]);
 
-		if (!isfinite(values[i]) || (values[i] < 0 && info->params.feedback == WALS_IMPLICIT))
+		if (!wals_rating_ok(values[i], info->params.feedback))
 			bad_value(info, psprintf("A row's ratings hold %g.", values[i]));
 		if (index < 0)
 			continue;

@@ -27,6 +27,7 @@
 #ifndef WALS_CORE_H
 #define WALS_CORE_H
 
+#include <float.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,18 @@ typedef enum WalsFeedback
 	WALS_IMPLICIT = 0,
 	WALS_EXPLICIT
 } WalsFeedback;
+
+/*
+ * Whether a model of this feedback takes rating r, wherever a rating comes
+ * from (a source, an argument, a stored row): finite as a float, and not
+ * negative for implicit feedback, where it counts interactions.  A NaN
+ * fails the first comparison, as every comparison with it is false.
+ */
+static inline int
+wals_rating_ok(double r, WalsFeedback feedback)
+{
+	return r >= -FLT_MAX && r <= FLT_MAX && !(r < 0 && feedback == WALS_IMPLICIT);
+}
 
 typedef enum WalsSolver
 {

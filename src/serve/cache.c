@@ -114,9 +114,9 @@ load_items(WalsServeModel *m, const WalsModelInfo *info)
 	m->G = MemoryContextAllocZero(m->cxt, sizeof(float) * f * f);
 	wals_gram_rows(m->Y, 0, m->nitems, f, m->G);
 	index_size = wals_score_index_size(m->nitems, f);
-	if (wals_score_index_build(&m->index, m->Y, m->nitems, f,
-							   MemoryContextAllocHuge(m->cxt, Max(index_size, 1))) != WALS_OK)
-		elog(ERROR, "wals: could not index the item factors of model \"%s\"", info->display);
+	wals_report_core_status(wals_score_index_build(&m->index, m->Y, m->nitems, f,
+												   MemoryContextAllocHuge(m->cxt, Max(index_size, 1))),
+							psprintf("indexing the item factors of model \"%s\"", info->display));
 }
 
 /* The plan of the query for one user's row. */
@@ -452,9 +452,9 @@ wals_serve_cosine(WalsServeModel *m)
 	}
 	ix = MemoryContextAllocZero(m->cxt, sizeof(WalsScoreIndex));
 	index_size = wals_score_index_size(m->nitems, f);
-	if (wals_score_index_build(ix, unit, m->nitems, f,
-							   MemoryContextAllocHuge(m->cxt, Max(index_size, 1))) != WALS_OK)
-		elog(ERROR, "wals: could not index the item factors of model \"%s\"", m->info.display);
+	wals_report_core_status(wals_score_index_build(ix, unit, m->nitems, f,
+												   MemoryContextAllocHuge(m->cxt, Max(index_size, 1))),
+							psprintf("indexing the item factors of model \"%s\"", m->info.display));
 	m->cosine = ix;
 	return ix;
 }

@@ -1,13 +1,11 @@
 /*
  * foldin.c
- *	  Serving beyond the trained users: fold-in of a new user's ratings,
- *	  similar items, and explanations.
+ *	  Serving beyond the trained users: fold-in of a new user's ratings.
  *
  * Fold-in solves the one row a training would solve for a user with these
  * ratings, against the cached item factors and their Gram, with the model's
  * own weights and regularization, exactly (Cholesky), then scores it like
- * any user.  Explanations split a score into one share per rated item
- * through the same system (src/core/explain.c).
+ * any user (wals_recommend_items) or stores it (wals_refresh_users).
  */
 #include "postgres.h"
 
@@ -20,8 +18,6 @@
 #include "wals_serve.h"
 
 PG_FUNCTION_INFO_V1(wals_recommend_items);
-PG_FUNCTION_INFO_V1(wals_similar_items);
-PG_FUNCTION_INFO_V1(wals_explain);
 
 /*
  * The ratings argument: one real per item, none null; NULL for the whole
@@ -78,16 +74,17 @@ wals_one_row(const WalsServeModel *m, const int32 *items, const float *ratings, 
 
 	for (int64 i = 0; i < n; i++)
 	{
-		if (!isfinite(ratings[i]))
-			ereport(ERROR,
-					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("\"ratings\" contains a value that is not finite: %g", ratings[i])));
-		if (m->info.params.feedback == WALS_IMPLICIT && ratings[i] < 0)
+		if (wals_rating_ok(ratings[i], m->info.params.feedback))
+			continue;
+		if (isfinite(ratings[i]))
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("\"ratings\" contains a negative value, %g, for model \"%s\" of implicit feedback",
 							ratings[i], m->info.display),
 					 errhint("Implicit ratings count interactions: pass values of 0 or more.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("\"ratings\" contains a value that is not finite: %g", ratings[i])));
 	}
 	row->indptr = palloc(sizeof(int64) * 2);
 	row->indices = palloc(sizeof(int32) * Max(n, 1));
@@ -181,104 +178,6 @@ wals_recommend_items(PG_FUNCTION_ARGS)
 			filter.skip = wals_merge_items(filter.skip, filter.nskip, row.indices, row.indptr[1],
 										   &filter.nskip);
 		wals_put_topk(fcinfo, m, &m->index, x, &filter, k);
-	}
-	SPI_finish();
-	return (Datum) 0;
-}
-
-/*
- * wals_similar_items(item_id bigint, k int, model text)
- *	 RETURNS TABLE(item_id bigint, similarity real)
- *
- * The k items whose factors are closest in cosine to the item's, the item
- * itself left out; no rows for an unknown item or one whose factors are
- * all zero.
- */
-Datum
-wals_similar_items(PG_FUNCTION_ARGS)
-{
-	int			k = wals_arg_k(fcinfo, 1);
-	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
-	WalsServeModel *m;
-	int64		item;
-
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	SPI_connect();
-	m = wals_serve_model(model);
-	item = PG_ARGISNULL(0) ? -1 : wals_serve_item(m, PG_GETARG_INT64(0));
-	if (item >= 0)
-	{
-		const WalsScoreIndex *cosine = wals_serve_cosine(m);
-		const float *unit = cosine->Y + item * m->factors;
-		int32		self = (int32) item;
-		WalsScoreFilter filter = {&self, 1, NULL, 0};
-		bool		zero = true;
-
-		for (int a = 0; a < m->factors; a++)
-			zero = zero && unit[a] == 0.0f;
-		if (!zero)
-			wals_put_topk(fcinfo, m, cosine, unit, &filter, k);
-	}
-	SPI_finish();
-	return (Datum) 0;
-}
-
-/*
- * wals_explain(user_id bigint, item_id bigint, model text, k int)
- *	 RETURNS TABLE(rated_item_id bigint, contribution real)
- *
- * The k rated items of the user (as the model keeps them: from the last
- * training, or wals_refresh_users) that add most to the item's score,
- * largest first; no rows for an unknown user or item.  The contributions of all rated
- * items add up to the score of the user folded in from those ratings.
- */
-Datum
-wals_explain(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
-	int			k = wals_arg_k(fcinfo, 3);
-	WalsServeModel *m;
-	WalsRated	rated;
-	float	   *x;
-	int64		item;
-
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	SPI_connect();
-	m = wals_serve_model(model);
-	item = PG_ARGISNULL(1) ? -1 : wals_serve_item(m, PG_GETARG_INT64(1));
-	x = palloc(sizeof(float) * m->factors);
-	if (!PG_ARGISNULL(0) && item >= 0 && wals_serve_user(m, PG_GETARG_INT64(0), x, &rated))
-	{
-		WalsCsr		row;
-		int64		n;
-		float	   *contrib;
-		int32	   *idx;
-		float	   *best;
-		int			found;
-		WalsStatus	st;
-
-		wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
-		n = row.indptr[1];
-		contrib = palloc(sizeof(float) * Max(n, 1));
-		st = wals_explain_row(&m->info.params, m->G, m->Y, row.indices, row.values, n,
-							  m->Y + item * m->factors, contrib,
-							  palloc(sizeof(double) * wals_explain_scratch(m->factors)));
-		if (st != WALS_OK)
-			wals_report_core_status(st, "explaining the user's ratings");
-		k = (int) Min((int64) k, Max(n, 1));
-		idx = palloc(sizeof(int32) * k);
-		best = palloc(sizeof(float) * k);
-		found = wals_topk_select(contrib, n, NULL, 0, k, idx, best);
-		for (int r = 0; r < found; r++)
-		{
-			Datum		values[2];
-			bool		nulls[2] = {false, false};
-
-			values[0] = Int64GetDatum(m->ids[row.indices[idx[r]]]);
-			values[1] = Float4GetDatum(best[r]);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
 	}
 	SPI_finish();
 	return (Datum) 0;

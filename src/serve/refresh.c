@@ -71,7 +71,7 @@ read_ratings(WalsServeModel *m, SPIPlanPtr plan, int64 user, WalsRated *rated)
 			continue;
 		if (m->info.rating_col == NULL)
 			rating = 1.0;
-		else if (rnull || !(fabs(rating) <= FLT_MAX) || (implicit && rating < 0))
+		else if (rnull || !wals_rating_ok(rating, m->info.params.feedback))
 			ereport(ERROR,
 					(errcode(rnull ? ERRCODE_NULL_VALUE_NOT_ALLOWED : ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("column \"%s\" of the source of model \"%s\" holds the rating %s for user " INT64_FORMAT,

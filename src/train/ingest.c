@@ -1,6 +1,6 @@
 /*
  * ingest.c
- *	  Reading the ratings of a training and building its two matrices.
+ *	  Reading the ratings of a training.
  *
  * A training must see exactly the rows "SELECT user_col, item_col,
  * rating_col FROM source" would show the caller, and nothing more.  When
@@ -20,37 +20,15 @@
  * distinct ids sorted and the rows renumbered in place, so that dense
  * indices follow id order (src/core/idmap.c).
  *
- * Each matrix takes 8 bytes a cell.  Building by user first would need the
- * rows and both matrices at once; instead the rows are scattered by item
- * into the buffers of the item matrix and freed at once, and every later
- * step only reads one matrix's buffers to write the other's
- * (src/core/csr.c).  Large buffers are mapped lazily, so the peak is about
- * 20 bytes a rating while the rows still exist, and 16 afterwards, plus
- * the scratch the three sorts share (a 64th of a byte a rating, 300 kB at
- * least), which the memory estimate counts.
- *
- * Those sorts, not page faults, made building cost more than reading: with
- * its buffers faulted in ahead, building 15.2 million ratings (138k users,
- * 27k items) took 0.6 to 0.8 s after a read of 0.55 s on a 2-core Xeon VM,
- * nearly all of it cells missing the cache and the TLB as they went to
- * their rows, in the shared segment above all, which gets no huge pages.
- * Sorting in two passes through the scratch brought it to 0.35 to 0.42 s;
- * renumbering the ids after the read costs some 25 ms.
- *
- * A large training writes half a gigabyte of fresh memory, and faulting it
- * in page by page, then missing the TLB on most random writes, can cost
- * more than the reading itself, in virtual machines above all.  So large
- * buffers ask for transparent huge pages and are faulted in ahead of use, a
- * few megabytes per system call, and the rows of a table are sized from the
- * planner's estimate up front: moving a growing array would break its huge
- * pages.
+ * Large buffers ask for transparent huge pages and are faulted in ahead of
+ * use (pages.c), and the rows of a table are sized from the planner's
+ * estimate up front: moving a growing array would break its huge pages.
+ * The matrices are built from the rows by matrices.c.
  */
 #include "postgres.h"
 
 #include <float.h>
 #include <math.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "access/heapam.h"
 #include "access/table.h"
@@ -92,9 +70,6 @@
  * doubling.
  */
 #define WALS_INGEST_INITIAL_ROWS	65536
-
-/* Huge pages are 2 MB where there are any, and only whole ones count. */
-#define WALS_HUGE_PAGE				(2 * 1024 * 1024)
 
 /* The values of a row, in this order, wherever they come from. */
 #define ROW_USER	0
@@ -147,46 +122,6 @@ typedef struct IngestReceiver
 	Ingest	   *ingest;
 } IngestReceiver;
 
-/* Ask for huge pages for [p, p + bytes); only a hint. */
-static void
-advise_huge_pages(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-	uintptr_t	start = TYPEALIGN(WALS_HUGE_PAGE, (uintptr_t) p);
-	uintptr_t	end = TYPEALIGN_DOWN(WALS_HUGE_PAGE, (uintptr_t) p + bytes);
-
-	if (end > start)
-		(void) madvise((void *) start, end - start, MADV_HUGEPAGE);
-#endif
-}
-
-static void *
-alloc_huge(MemoryContext cxt, size_t bytes)
-{
-	void	   *p = MemoryContextAllocHuge(cxt, Max(bytes, 1));
-
-	advise_huge_pages(p, bytes);
-	return p;
-}
-
-/*
- * Fault in the whole pages of [p, p + bytes) for writing, in one call; the
- * contents are unchanged.  Only a hint: where the kernel cannot, pages fault
- * in on first touch as usual.
- */
-static void
-prefault(void *p, size_t bytes)
-{
-#ifdef MADV_POPULATE_WRITE
-	uintptr_t	page = (uintptr_t) sysconf(_SC_PAGESIZE);
-	uintptr_t	start = TYPEALIGN(page, (uintptr_t) p);
-	uintptr_t	end = TYPEALIGN_DOWN(page, (uintptr_t) p + bytes);
-
-	if (end > start)
-		(void) madvise((void *) start, end - start, MADV_POPULATE_WRITE);
-#endif
-}
-
 static void
 side_init(IdSide *side, const char *what)
 {
@@ -211,8 +146,8 @@ side_map(Ingest *in, IdSide *side, int32 *out)
 
 		if (bytes > MaxAllocHugeSize)
 			wals_report_core_status(WALS_ETOOBIG, side->what);
-		buffer = alloc_huge(in->cxt, bytes);
-		prefault(buffer, bytes);
+		buffer = wals_alloc_huge(in->cxt, bytes);
+		wals_prefault(buffer, bytes);
 		wals_report_core_status(wals_idmap_move(&side->map, buffer, bytes,
 												side->pending, in->nbatch),
 								side->what);
@@ -245,9 +180,9 @@ grow_rows(Ingest *in)
 	in->user_idx = repalloc_huge(in->user_idx, capacity * sizeof(int32));
 	in->item_idx = repalloc_huge(in->item_idx, capacity * sizeof(int32));
 	in->ratings = repalloc_huge(in->ratings, capacity * sizeof(float));
-	advise_huge_pages(in->user_idx, capacity * sizeof(int32));
-	advise_huge_pages(in->item_idx, capacity * sizeof(int32));
-	advise_huge_pages(in->ratings, capacity * sizeof(float));
+	wals_advise_huge_pages(in->user_idx, capacity * sizeof(int32));
+	wals_advise_huge_pages(in->item_idx, capacity * sizeof(int32));
+	wals_advise_huge_pages(in->ratings, capacity * sizeof(float));
 	in->capacity = capacity;
 }
 
@@ -261,9 +196,9 @@ prefault_rows(Ingest *in)
 	if (in->n + WALS_INGEST_BATCH <= from)
 		return;
 	to = Min(in->capacity, from + WALS_INGEST_PREFAULT_ROWS);
-	prefault(in->user_idx + from, (to - from) * sizeof(int32));
-	prefault(in->item_idx + from, (to - from) * sizeof(int32));
-	prefault(in->ratings + from, (to - from) * sizeof(float));
+	wals_prefault(in->user_idx + from, (to - from) * sizeof(int32));
+	wals_prefault(in->item_idx + from, (to - from) * sizeof(int32));
+	wals_prefault(in->ratings + from, (to - from) * sizeof(float));
 	in->prefaulted = to;
 }
 
@@ -273,9 +208,9 @@ alloc_rows(Ingest *in, double capacity)
 {
 	in->capacity = (int64) Min(Max(capacity, WALS_INGEST_BATCH),
 							   (double) (MaxAllocHugeSize / sizeof(int32)));
-	in->user_idx = alloc_huge(in->cxt, in->capacity * sizeof(int32));
-	in->item_idx = alloc_huge(in->cxt, in->capacity * sizeof(int32));
-	in->ratings = alloc_huge(in->cxt, in->capacity * sizeof(float));
+	in->user_idx = wals_alloc_huge(in->cxt, in->capacity * sizeof(int32));
+	in->item_idx = wals_alloc_huge(in->cxt, in->capacity * sizeof(int32));
+	in->ratings = wals_alloc_huge(in->cxt, in->capacity * sizeof(float));
 	in->prefaulted = 0;
 	prefault_rows(in);
 }
@@ -397,8 +332,7 @@ check_rating(Ingest *in, Datum value, bool isnull)
 	if (unlikely(isnull))
 		reject_rating(in->args, 0, true);
 	r = rating_value(in, value);
-	if (unlikely(!(fabs(r) <= FLT_MAX) ||
-				 (r < 0 && in->args->params.feedback == WALS_IMPLICIT)))
+	if (unlikely(!wals_rating_ok(r, in->args->params.feedback)))
 		reject_rating(in->args, r, false);
 	return (float) r;
 }
@@ -628,8 +562,8 @@ static int64 *
 side_finish(Ingest *in, IdSide *side, int32 *index, int64 *count)
 {
 	size_t		nids = side->map.count;
-	int64	   *ids = alloc_huge(in->cxt, nids * sizeof(int64));
-	int32	   *rank = alloc_huge(in->cxt, nids * sizeof(int32));
+	int64	   *ids = wals_alloc_huge(in->cxt, nids * sizeof(int64));
+	int32	   *rank = wals_alloc_huge(in->cxt, nids * sizeof(int32));
 
 	wals_idmap_rank(&side->map, ids, rank);
 	pfree(side->buffer);
@@ -681,71 +615,3 @@ wals_ingest(const WalsTrainArgs *args, WalsRatings *raw)
 	raw->ratings = in.ratings;
 }
 
-/*
- * Summing duplicates is the one way finite ratings can become a rating the
- * model cannot hold; say so in terms of the column.
- */
-static void
-check_merge(const WalsTrainArgs *args, WalsStatus status)
-{
-	if (status == WALS_ENONFINITE && args->rating_col != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("column \"%s\" given as \"rating_col\" has repeated (user, item) pairs whose ratings sum past the range of real",
-						args->rating_col),
-				 errhint("Implicit feedback sums the ratings of a repeated pair; aggregate or scale them in a view.")));
-	wals_report_core_status(status, "building the rating matrix");
-}
-
-/*
- * Ready the buffers of a matrix about to be written, up to nnz cells: they
- * are the caller's, but asking for huge pages is only a hint.
- */
-static void
-prefault_csr(const WalsCsr *csr, int64 nrows, int64 nnz)
-{
-	advise_huge_pages(csr->indptr, (nrows + 1) * sizeof(int64));
-	advise_huge_pages(csr->indices, nnz * sizeof(int32));
-	advise_huge_pages(csr->values, nnz * sizeof(float));
-	prefault(csr->indptr, (nrows + 1) * sizeof(int64));
-	prefault(csr->indices, nnz * sizeof(int32));
-	prefault(csr->values, nnz * sizeof(float));
-}
-
-/* See wals_train.h. */
-void
-wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
-{
-	size_t		scratch_bytes = wals_csr_scratch_bytes(raw->n);
-	void	   *scratch = MemoryContextAllocHuge(CurrentMemoryContext,
-											 Max(scratch_bytes, 1));
-
-	data->nusers = raw->nusers;
-	data->nitems = raw->nitems;
-	data->user_ids = raw->user_ids;
-	data->item_ids = raw->item_ids;
-	data->null_ids = raw->null_ids;
-
-	prefault_csr(&data->by_item, raw->nitems, raw->n);
-	wals_report_core_status(wals_csr_scatter(raw->nitems, raw->nusers, raw->n,
-											 raw->items, raw->users, raw->ratings,
-											 &data->by_item, scratch, scratch_bytes),
-							"building the rating matrix");
-	pfree(raw->users);
-	pfree(raw->items);
-	pfree(raw->ratings);
-	raw->users = NULL;
-	raw->items = NULL;
-	raw->ratings = NULL;
-	CHECK_FOR_INTERRUPTS();
-
-	prefault_csr(&data->by_user, raw->nusers, raw->n);
-	check_merge(args, wals_csr_transpose_merge(args->params.feedback,
-											   &data->by_item, &data->by_user,
-											   scratch, scratch_bytes));
-	data->nratings = data->by_user.indptr[data->nusers];
-	CHECK_FOR_INTERRUPTS();
-
-	wals_csr_transpose_with(&data->by_user, &data->by_item, scratch, scratch_bytes);
-	pfree(scratch);
-}

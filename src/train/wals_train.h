@@ -91,8 +91,13 @@ extern const char *wals_solver_name(WalsSolver solver);
 /* ingest.c */
 extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw);
 
+/* pages.c */
+extern void wals_advise_huge_pages(void *p, size_t bytes);
+extern void *wals_alloc_huge(MemoryContext cxt, size_t bytes);
+extern void wals_prefault(void *p, size_t bytes);
+
 /*
- * Build both matrices of data from raw into buffers the caller has already
+ * matrices.c: build both matrices of data from raw into buffers the caller has already
  * set in data->by_user and data->by_item: indptr of nusers + 1 and
  * nitems + 1 entries, indices and values of raw->n entries each.  Frees
  * raw's three arrays as soon as they are consumed and moves its ids and

@@ -1,0 +1,62 @@
+/*
+ * pages.c
+ *	  Transparent huge pages and faulting in ahead of use, for the large
+ *	  buffers of a training.
+ *
+ * A large training writes half a gigabyte of fresh memory, and faulting it
+ * in page by page, then missing the TLB on most random writes, can cost
+ * more than reading the ratings, in virtual machines above all.  So large
+ * buffers ask for transparent huge pages and are faulted in ahead of use, a
+ * few megabytes per system call.  Both are hints: where the kernel offers
+ * neither, pages fault in on first touch as usual.
+ */
+#include "postgres.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "wals_train.h"
+
+/* Huge pages are 2 MB where there are any, and only whole ones count. */
+#define WALS_HUGE_PAGE				(2 * 1024 * 1024)
+
+/* Ask for huge pages for [p, p + bytes); only a hint. */
+void
+wals_advise_huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+	uintptr_t	start = TYPEALIGN(WALS_HUGE_PAGE, (uintptr_t) p);
+	uintptr_t	end = TYPEALIGN_DOWN(WALS_HUGE_PAGE, (uintptr_t) p + bytes);
+
+	if (end > start)
+		(void) madvise((void *) start, end - start, MADV_HUGEPAGE);
+#endif
+}
+
+/* A huge allocation in cxt, asking for huge pages. */
+void *
+wals_alloc_huge(MemoryContext cxt, size_t bytes)
+{
+	void	   *p = MemoryContextAllocHuge(cxt, Max(bytes, 1));
+
+	wals_advise_huge_pages(p, bytes);
+	return p;
+}
+
+/*
+ * Fault in the whole pages of [p, p + bytes) for writing, in one call; the
+ * contents are unchanged.  Only a hint: where the kernel cannot, pages fault
+ * in on first touch as usual.
+ */
+void
+wals_prefault(void *p, size_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+	uintptr_t	page = (uintptr_t) sysconf(_SC_PAGESIZE);
+	uintptr_t	start = TYPEALIGN(page, (uintptr_t) p);
+	uintptr_t	end = TYPEALIGN_DOWN(page, (uintptr_t) p + bytes);
+
+	if (end > start)
+		(void) madvise((void *) start, end - start, MADV_POPULATE_WRITE);
+#endif
+}
