@@ -25,7 +25,12 @@ DATA = sql/wals--0.1.0.sql $(wildcard sql/wals--*--*.sql)
 # The pg_regress suite: test/sql/*.sql against test/expected/*.out.
 REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
 REGRESS_OPTS = --inputdir=test --load-extension=wals
-EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/gpu/check_train test/gpu/host_engine.so gpu/wals_cuda.so results regression.diffs regression.out tmp_check
+# The TAP tests, test/t/*.pl, through PGXS's prove_installcheck: `make
+# installcheck` runs both suites (test/installcheck.sh gives them a
+# throwaway server, and a user other than root).
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/gpu/check_train test/gpu/host_engine.so gpu/wals_cuda.so results regression.diffs regression.out
 
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 # The serial OpenBLAS: one thread per process, so parallel workers never
@@ -133,7 +138,7 @@ test/gpu/host_engine$(DLSUFFIX): test/gpu/host_engine.c $(CORE_SRCS) $(CORE_HDRS
 	$(HOST_CC) -Wno-unused-parameter -fPIC -fvisibility=hidden -shared \
 		-o $@ $< $(CORE_SRCS) $(BLAS_LDFLAGS)
 
-.PHONY: unit gpu-check deps demo test tap regress bench solver-bench score-bench csr-bench
+.PHONY: unit gpu-check deps demo test bench solver-bench score-bench csr-bench
 gpu-check: test/gpu/check_train test/gpu/host_engine$(DLSUFFIX)
 	./test/gpu/check_train $(abspath test/gpu/host_engine$(DLSUFFIX))
 	./test/gpu/check_train $(abspath gpu/wals_cuda$(DLSUFFIX))
@@ -154,8 +159,7 @@ test: deps
 	$(MAKE) install
 	$(MAKE) unit WERROR=-Werror
 	$(MAKE) gpu-check WERROR=-Werror
-	./test/run_regress.sh
-	./test/run_tap.sh
+	./test/installcheck.sh
 ifeq ($(MULTIARCH),x86_64-linux-gnu)
 	$(MAKE) test-arm64 WERROR=-Werror
 endif

@@ -14,7 +14,7 @@ use Test::More;
 use Time::HiRes qw(time);
 
 my $engine = $ENV{WALS_HOST_ENGINE};
-plan skip_all => 'WALS_HOST_ENGINE is not set (run_tap.sh sets it after make gpu-check)'
+plan skip_all => 'WALS_HOST_ENGINE is not set (test/installcheck.sh sets it after make gpu-check)'
   unless defined $engine && -r $engine;
 
 my $node = PostgreSQL::Test::Cluster->new('main');

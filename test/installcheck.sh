@@ -1,0 +1,74 @@
+#!/bin/sh
+# The pg_regress suite and the TAP tests through PGXS's own target, `make
+# installcheck` (REGRESS, and TAP_TESTS with prove_installcheck), against a
+# throwaway cluster from pg_virtualenv.  The extension must be installed.
+#
+#   ./test/installcheck.sh                          both suites
+#   ./test/installcheck.sh REGRESS=edges PROVE_TESTS=test/t/001_cancel.pl
+#                                                   make variables, for fewer
+#
+# PostgreSQL refuses to run initdb or a server as root, and the TAP tests
+# start clusters of their own, so as root (as `make test` runs) the suites
+# run as the "postgres" system user (or $WALS_TEST_USER) from a copy of the
+# tree that user owns: the checkout itself may not be readable by it.  The
+# copy is removed when both suites pass; when one fails, the differences of
+# pg_regress and the end of the failed TAP tests' logs are printed and the
+# copy is kept.
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+PG_CONFIG=${PG_CONFIG:-pg_config}
+version=$("$PG_CONFIG" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
+run_user=${WALS_TEST_USER:-postgres}
+
+dir=$root
+as_user=""
+if [ "$(id -u)" -eq 0 ]; then
+	if ! id "$run_user" >/dev/null 2>&1; then
+		echo "installcheck.sh: user \"$run_user\" does not exist; set WALS_TEST_USER to an unprivileged user" >&2
+		exit 1
+	fi
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/wals_installcheck.XXXXXX")
+	tar -C "$root" --exclude=./.git --exclude=./test/bench/cache --exclude=./build \
+		-cf - . | tar -C "$dir" -xf -
+	chown -R "$run_user" "$dir"
+	as_user="runuser -u $run_user --"
+fi
+
+# The host stand-in for the CUDA engine (make gpu-check builds it) drives
+# the GPU side of training in t/005_gpu_engine.pl.
+engine=""
+if [ -f "$dir/test/gpu/host_engine.so" ]; then
+	engine="$dir/test/gpu/host_engine.so"
+fi
+
+cd "$dir"
+status=0
+# shellcheck disable=SC2086  # $as_user is a word list
+$as_user env WALS_HOST_ENGINE="$engine" \
+	pg_virtualenv -v "$version" make -s installcheck PG_CONFIG="$PG_CONFIG" "$@" || status=$?
+
+if [ "$status" -eq 0 ]; then
+	if [ "$dir" != "$root" ]; then
+		cd /
+		rm -rf "$dir"
+	fi
+	exit 0
+fi
+
+if [ -f regression.diffs ]; then
+	cat regression.diffs
+fi
+for test_log in tmp_check/log/regress_log_*; do
+	[ -f "$test_log" ] || continue
+	grep -q 'Failed test' "$test_log" || continue
+	name=${test_log#tmp_check/log/regress_log_}
+	for log in "$test_log" tmp_check/log/"$name"_*.log; do
+		[ -f "$log" ] || continue
+		echo
+		echo "======== $log (last 150 lines) ========"
+		tail -n 150 "$log"
+	done
+done
+echo "installcheck.sh: failed; everything is kept in $dir" >&2
+exit "$status"
