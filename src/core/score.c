@@ -116,6 +116,12 @@
  * too, a choice made without an Arm machine to time it: its byte products
  * take about as many instructions per item as the matrix product's
  * multiply-adds of four floats, and read a quarter of the memory.
+ *
+ * Files.  This one holds the index, the preparation of a query, the exact
+ * scan and rescoring, both batches and the choice of path.  The first
+ * pass of each path is in score_portable.c, score_x86.c or score_arm.c,
+ * each built for its own instruction set around the loops that
+ * score_internal.h shares with them.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -123,11 +129,7 @@
 
 #include <cblas.h>
 
-#include "wals_internal.h"
-#include "wals_score.h"
-
-/* Items per block: one vector of 16 int32 or float lanes. */
-#define BLOCK 16
+#include "score_internal.h"
 
 /*
  * Sums of f products of a byte and a signed byte stay inside int32, from
@@ -154,13 +156,6 @@
 #define PRODUCT_ITEMS 2048
 
 /*
- * The scan asks for the block this many ahead, every cache line of it:
- * the hardware's own prefetching alone left a single query waiting on
- * memory, about 5% of its time with VNNI and 10% on the AVX2 path.
- */
-#define PREFETCH_BLOCKS 4
-
-/*
  * Queries sharing each block of the first pass in a batch: the block is
  * read from memory once for all of them, and their state stays in the
  * first-level cache.
@@ -184,19 +179,6 @@ align_ptr(void *p)
 {
 	return (unsigned char *) (((uintptr_t) p + WALS_ALIGN - 1) &
 							  ~(uintptr_t) (WALS_ALIGN - 1));
-}
-
-static int64_t
-block_count(int64_t n)
-{
-	return (n + BLOCK - 1) / BLOCK;
-}
-
-/* Bytes of one block: the factor groups, then scales, errors, norms. */
-static size_t
-block_bytes(int groups)
-{
-	return (size_t) (groups + 3) * 64;
 }
 
 /* The least float not below v. */
@@ -332,17 +314,6 @@ wals_score_index_build(WalsScoreIndex *ix, const float *Y, int64_t n, int f,
 
 /* ---------- filters ---------- */
 
-/* Positions in a filter's two lists, which only move forward. */
-typedef struct Cursor
-{
-	const int32_t *skip;
-	int64_t		nskip;
-	int64_t		s;
-	const int32_t *allow;		/* NULL: every item */
-	int64_t		nallow;
-	int64_t		a;
-} Cursor;
-
 static void
 cursor_init(Cursor *c, const WalsScoreFilter *filter)
 {
@@ -376,45 +347,6 @@ cursor_admits(Cursor *c, int64_t i)
 			return 0;
 	}
 	return !cursor_skips(c, i);
-}
-
-/* The first block from b on that holds an allowed item, or nblocks. */
-static inline int64_t
-cursor_next_block(Cursor *c, int64_t b, int64_t nblocks)
-{
-	int64_t		first;
-
-	if (c->allow == NULL)
-		return b;
-	while (c->a < c->nallow && c->allow[c->a] < b * BLOCK)
-		c->a++;
-	if (c->a == c->nallow)
-		return nblocks;
-	first = c->allow[c->a] / BLOCK;
-	return first < nblocks ? first : nblocks;
-}
-
-/* The eligible lanes of block b of an index of n items. */
-static inline uint32_t
-cursor_block_mask(Cursor *c, int64_t b, int64_t n)
-{
-	int64_t		base = b * BLOCK;
-	int64_t		end = base + BLOCK;
-	uint32_t	mask = 0xffff;
-
-	if (c->allow)
-	{
-		mask = 0;
-		for (; c->a < c->nallow && c->allow[c->a] < end; c->a++)
-			if (c->allow[c->a] >= base)
-				mask |= 1u << (c->allow[c->a] - base);
-	}
-	for (; c->s < c->nskip && c->skip[c->s] < end; c->s++)
-		if (c->skip[c->s] >= base)
-			mask &= ~(1u << (c->skip[c->s] - base));
-	if (end > n)
-		mask &= (1u << (n - base)) - 1;
-	return mask;
 }
 
 /* Whether the bounds can prune enough for k among the filter's items. */
@@ -513,26 +445,6 @@ query_scratch_layout(const WalsScoreIndex *ix, int k, unsigned char *p,
 	}
 	return 4 * sq + sp + 2 * sk + 2 * sn;
 }
-
-/* What the first pass needs of a query, from prepare_query. */
-typedef struct Query
-{
-	const int32_t *qx;			/* q_x, groups of four signed bytes */
-	/* for block_avx2, cheap beside any scan: the groups in its order */
-	const int32_t *offset;		/* byte offsets in a block, narrow first */
-	const int32_t *qx_ordered;	/* their q_x */
-	const int32_t *qabs_ordered;	/* and |q_x| */
-	int			paired;			/* how many are in pairs */
-	int			narrow;			/* how many are narrow, those included */
-	int32_t		corr_narrow;	/* corr's share of the narrow groups */
-	const int16_t *pairs;		/* per group, q_x of positions 0 and 2 in 8
-								 * alternating int16, then of 1 and 3 */
-	int32_t		corr;			/* -128 sum_j q_x,j: the byte offset's share */
-	float		sx;				/* s_x */
-	float		A;				/* the terms of E, see the header */
-	float		B;
-	float		eta;
-} Query;
 
 /*
  * Whether block_avx2 may add vpmaddubsw's int16 lanes of groups a and b
@@ -704,16 +616,6 @@ prepare_query(const WalsScoreIndex *ix, const float *x, const QueryScratch *qs,
 	return 1;
 }
 
-/* A query's first pass: the running floor and the candidates so far. */
-typedef struct Scan
-{
-	WalsTopK	lower;			/* the k best lower bounds */
-	float		threshold;		/* the k-th of them, -inf until k are in */
-	int32_t    *cand;			/* items whose upper bound reached it */
-	float	   *cand_upper;
-	int64_t		ncand;
-} Scan;
-
 /*
  * Start the first pass of query x in its scratch, or return 0 where the
  * query must scan exactly: the bounds would not prune, or do not apply.
@@ -732,30 +634,6 @@ query_begin(const WalsScoreIndex *ix, const float *x,
 	st->ncand = 0;
 	cursor_init(c, filter);
 	return 1;
-}
-
-/*
- * Record block items as candidates (mask cand) and push their lower bounds.
- * Items pushed below a threshold raised by an earlier lane are refused by
- * the heap itself.
- */
-static void
-scan_take(Scan *st, int64_t base, uint32_t cand, const float *lower,
-		  const float *upper)
-{
-	int			lane;
-
-	for (lane = 0; lane < BLOCK; lane++)
-	{
-		if (!(cand >> lane & 1))
-			continue;
-		st->cand[st->ncand] = (int32_t) (base + lane);
-		st->cand_upper[st->ncand++] = upper[lane];
-		if (lower[lane] > st->threshold)
-			wals_topk_push(&st->lower, (int32_t) (base + lane), lower[lane]);
-	}
-	if (st->lower.size == st->lower.k)
-		st->threshold = st->lower.score[0];
 }
 
 /*
@@ -780,44 +658,6 @@ struct ScorePath
 
 static const ScorePath *score_path(void);
 
-/*
- * A path's core: the bounds of the 16 items of blk for query q; returns
- * the eligible lanes whose upper bound reaches threshold, storing both
- * bounds when there are any.
- */
-typedef uint32_t (*BlockFn) (const unsigned char *blk, int groups,
-							 const Query *q, float threshold,
-							 uint32_t eligible, float *lower, float *upper);
-
-/*
- * The loops around a block function are written once and inlined into
- * each path's functions, where the constant block function is inlined in
- * turn, compiled for that path's instruction set.
- */
-#ifdef __GNUC__
-#define SCORE_INLINE inline __attribute__((always_inline))
-#define SCORE_PREFETCH(p) __builtin_prefetch(p)
-#else
-#define SCORE_INLINE inline
-#define SCORE_PREFETCH(p) ((void) (p))
-#endif
-
-/* The first block from b on that one of the nu users may take. */
-static int64_t
-next_block(Cursor *c, int nu, int64_t b, int64_t nblocks)
-{
-	int64_t		first = nblocks;
-	int			u;
-
-	for (u = 0; u < nu && first > b; u++)
-	{
-		int64_t		next = cursor_next_block(&c[u], b, nblocks);
-
-		first = next < first ? next : first;
-	}
-	return first;
-}
-
 /* The candidates whose upper bound reaches the final floor, rescored. */
 static int
 rescore(const WalsScoreIndex *ix, const float *x, const Scan *st, int k,
@@ -835,547 +675,6 @@ rescore(const WalsScoreIndex *ix, const float *x, const Scan *st, int k,
 						   dot(x, ix->Y + (size_t) st->cand[c] * f, f));
 	return wals_topk_finish(&heap);
 }
-
-/*
- * The first pass of nu queries at once, block by block, so that a block
- * read from memory serves them all while it is in the first-level cache.
- * Each path inlines this body with its own block function, compiled for
- * its own instruction set.
- */
-static SCORE_INLINE void
-scan_body(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
-		  int nu, BlockFn block)
-{
-	int64_t		nblocks = block_count(ix->n);
-	size_t		bb = block_bytes(ix->groups);
-	int64_t		b;
-	int			u;
-
-	for (b = next_block(c, nu, 0, nblocks); b < nblocks;
-		 b = next_block(c, nu, b + 1, nblocks))
-	{
-		size_t		o;
-
-		if (b + PREFETCH_BLOCKS < nblocks)
-			for (o = 0; o < bb; o += 64)
-				SCORE_PREFETCH(ix->blocks + (size_t) (b + PREFETCH_BLOCKS) * bb + o);
-		for (u = 0; u < nu; u++)
-		{
-			float		lower[BLOCK];
-			float		upper[BLOCK];
-			uint32_t	eligible = cursor_block_mask(&c[u], b, ix->n);
-			uint32_t	cand;
-
-			if (eligible == 0)
-				continue;
-			cand = block(ix->blocks + (size_t) b * bb, ix->groups, &q[u],
-						 st[u].threshold, eligible, lower, upper);
-			if (cand)
-				scan_take(&st[u], b * BLOCK, cand, lower, upper);
-		}
-	}
-}
-
-/* Every item's bounds, for tests, through the same block function. */
-static SCORE_INLINE void
-bounds_body(const WalsScoreIndex *ix, const Query *q, float *lower,
-			float *upper, BlockFn block)
-{
-	size_t		bb = block_bytes(ix->groups);
-	int64_t		b;
-
-	for (b = 0; b < block_count(ix->n); b++)
-	{
-		float		lo[BLOCK];
-		float		up[BLOCK];
-		int64_t		j;
-
-		block(ix->blocks + (size_t) b * bb, ix->groups, q, -INFINITY, 0xffff,
-			  lo, up);
-		for (j = 0; j < BLOCK && b * BLOCK + j < ix->n; j++)
-		{
-			lower[b * BLOCK + j] = lo[j];
-			upper[b * BLOCK + j] = up[j];
-		}
-	}
-}
-
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-
-/*
- * 16 bytes as 8 int16 or 4 int32 lanes, the width every vector unit has.
- * Without byte products in hardware, one is cheapest in 16 bits: the four
- * bytes of item j are two int16 lanes, and each lane's low and high byte,
- * made signed (q_y, without the offset), times the query's bytes for
- * those positions (Query.pairs) gives products of at most 127^2, two of
- * which still fit in an int16 before they are widened.
- */
-typedef int16_t ScoreI16 __attribute__((vector_size(16), may_alias));
-typedef uint16_t ScoreU16 __attribute__((vector_size(16), may_alias));
-typedef int32_t ScoreI32 __attribute__((vector_size(16), may_alias));
-typedef uint32_t ScoreU32 __attribute__((vector_size(16), may_alias));
-
-/* The exact q_x.q_y of the 16 items of blk. */
-static inline void
-block_sums(const unsigned char *blk, int groups, const int16_t *pairs,
-		   int32_t *sums)
-{
-	ScoreI32	acc[4] = {{0}};
-	int			g;
-	int			c;
-
-	for (g = 0; g < groups; g++)
-	{
-		ScoreI16	x_low = *(const ScoreI16 *) (pairs + 16 * g);
-		ScoreI16	x_high = *(const ScoreI16 *) (pairs + 16 * g + 8);
-
-		/*
-		 * Shifts left are done unsigned, where they are defined for every
-		 * value; shifts right signed, which extends the sign.
-		 */
-		for (c = 0; c < 4; c++)
-		{
-			ScoreU16	w = *(const ScoreU16 *) (blk + 64 * (size_t) g + 16 * c) ^
-				(uint16_t) 0x8080;	/* q_y + 128 back to q_y */
-			ScoreI16	low = (ScoreI16) (w << 8) >> 8;
-			ScoreI16	high = (ScoreI16) w >> 8;
-			ScoreU32	p = (ScoreU32) (low * x_low + high * x_high);
-
-			acc[c] += ((ScoreI32) (p << 16) >> 16) + ((ScoreI32) p >> 16);
-		}
-	}
-	memcpy(sums, acc, sizeof(acc));
-}
-
-#else
-
-/* Plain loops where vectors or the byte order are unknown. */
-static void
-block_sums(const unsigned char *blk, int groups, const int16_t *pairs,
-		   int32_t *sums)
-{
-	int			g;
-	int			j;
-
-	for (j = 0; j < BLOCK; j++)
-		sums[j] = 0;
-	for (g = 0; g < groups; g++)
-	{
-		const unsigned char *p = blk + 64 * (size_t) g;
-		const int16_t *xg = pairs + 16 * g;
-
-		for (j = 0; j < BLOCK; j++)
-			sums[j] += (p[4 * j] - 128) * xg[0] + (p[4 * j + 1] - 128) * xg[8] +
-				(p[4 * j + 2] - 128) * xg[1] + (p[4 * j + 3] - 128) * xg[9];
-	}
-}
-
-#endif
-
-/*
- * The portable BlockFn.  The integer sums are exact in any order and with
- * either byte offset, so every path gives the same a.
- */
-static uint32_t
-block_portable(const unsigned char *blk, int groups, const Query *q,
-			   float threshold, uint32_t eligible, float *lower, float *upper)
-{
-	const float *meta = (const float *) (blk + 64 * (size_t) groups);
-	int32_t		sums[BLOCK];
-	uint32_t	cand = 0;
-	int			j;
-
-	block_sums(blk, groups, q->pairs, sums);
-	for (j = 0; j < BLOCK; j++)
-	{
-		float		a = (float) sums[j] * (q->sx * meta[j]);
-		float		e = q->A * meta[BLOCK + j] +
-			(q->B * meta[2 * BLOCK + j] + q->eta);
-
-		lower[j] = a - e;
-		upper[j] = a + e;
-		if ((eligible >> j & 1) && upper[j] >= threshold)
-			cand |= 1u << j;
-	}
-	return cand;
-}
-
-/* The portable path's scan and bounds. */
-static void
-scan_portable(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
-			  int nu)
-{
-	scan_body(ix, q, c, st, nu, block_portable);
-}
-
-static void
-bounds_portable(const WalsScoreIndex *ix, const Query *q, float *lower,
-				float *upper)
-{
-	bounds_body(ix, q, lower, upper, block_portable);
-}
-
-/* ---------- x86: AVX-512 VNNI, and AVX2 ---------- */
-
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define SCORE_X86 1
-
-#include <immintrin.h>
-
-#define WALS_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")))
-#define WALS_VNNI_INLINE WALS_VNNI inline __attribute__((always_inline))
-#define WALS_AVX2 __attribute__((target("avx2,fma")))
-#define WALS_AVX2_INLINE WALS_AVX2 inline __attribute__((always_inline))
-
-/*
- * block_portable in vectors: one vpdpbusd per group adds four products to
- * each of the 16 item sums.  Four accumulators break the chain of
- * dependent vpdpbusd; integer sums do not depend on their order.
- */
-static WALS_VNNI_INLINE uint32_t
-block_vnni(const unsigned char *blk, int groups, const Query *q,
-		   float threshold, uint32_t eligible, float *lower, float *upper)
-{
-	const float *meta = (const float *) (blk + 64 * (size_t) groups);
-	__m512i		a0 = _mm512_set1_epi32(q->corr);
-	__m512i		a1 = _mm512_setzero_si512();
-	__m512i		a2 = _mm512_setzero_si512();
-	__m512i		a3 = _mm512_setzero_si512();
-	__m512		a;
-	__m512		e;
-	__m512		lo;
-	__m512		up;
-	__mmask16	cand;
-	int			g = 0;
-
-	for (; g + 4 <= groups; g += 4)
-	{
-		const unsigned char *p = blk + 64 * (size_t) g;
-
-		a0 = _mm512_dpbusd_epi32(a0, _mm512_load_si512(p), _mm512_set1_epi32(q->qx[g]));
-		a1 = _mm512_dpbusd_epi32(a1, _mm512_load_si512(p + 64), _mm512_set1_epi32(q->qx[g + 1]));
-		a2 = _mm512_dpbusd_epi32(a2, _mm512_load_si512(p + 128), _mm512_set1_epi32(q->qx[g + 2]));
-		a3 = _mm512_dpbusd_epi32(a3, _mm512_load_si512(p + 192), _mm512_set1_epi32(q->qx[g + 3]));
-	}
-	for (; g < groups; g++)
-		a0 = _mm512_dpbusd_epi32(a0, _mm512_load_si512(blk + 64 * (size_t) g),
-								 _mm512_set1_epi32(q->qx[g]));
-	a0 = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
-	a = _mm512_mul_ps(_mm512_cvtepi32_ps(a0),
-					  _mm512_mul_ps(_mm512_set1_ps(q->sx), _mm512_load_ps(meta)));
-	e = _mm512_fmadd_ps(_mm512_set1_ps(q->A), _mm512_load_ps(meta + BLOCK),
-						_mm512_fmadd_ps(_mm512_set1_ps(q->B),
-										_mm512_load_ps(meta + 2 * BLOCK),
-										_mm512_set1_ps(q->eta)));
-	lo = _mm512_sub_ps(a, e);
-	up = _mm512_add_ps(a, e);
-	cand = _mm512_mask_cmp_ps_mask((__mmask16) eligible, up,
-								   _mm512_set1_ps(threshold), _CMP_GE_OQ);
-	if (cand)
-	{
-		_mm512_storeu_ps(lower, lo);
-		_mm512_storeu_ps(upper, up);
-	}
-	return cand;
-}
-
-static WALS_VNNI void
-scan_vnni(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
-		  int nu)
-{
-	scan_body(ix, q, c, st, nu, block_vnni);
-}
-
-static WALS_VNNI void
-bounds_vnni(const WalsScoreIndex *ix, const Query *q, float *lower,
-			float *upper)
-{
-	bounds_body(ix, q, lower, upper, block_vnni);
-}
-
-/* The bounds of eight items from their sums, as block_vnni forms them. */
-static WALS_AVX2_INLINE uint32_t
-bounds8_avx2(__m256i sums, const float *meta, const Query *q,
-			 float threshold, float *lower, float *upper)
-{
-	__m256		a = _mm256_mul_ps(_mm256_cvtepi32_ps(sums),
-								  _mm256_mul_ps(_mm256_set1_ps(q->sx),
-												_mm256_loadu_ps(meta)));
-	__m256		e = _mm256_fmadd_ps(_mm256_set1_ps(q->A),
-									_mm256_loadu_ps(meta + BLOCK),
-									_mm256_fmadd_ps(_mm256_set1_ps(q->B),
-													_mm256_loadu_ps(meta + 2 * BLOCK),
-													_mm256_set1_ps(q->eta)));
-	__m256		up = _mm256_add_ps(a, e);
-
-	_mm256_storeu_ps(lower, _mm256_sub_ps(a, e));
-	_mm256_storeu_ps(upper, up);
-	return (uint32_t) _mm256_movemask_ps(_mm256_cmp_ps(up, _mm256_set1_ps(threshold),
-													   _CMP_GE_OQ));
-}
-
-/*
- * block_portable in AVX2, eight items a vector, in the order of
- * order_groups; why no int16 lane saturates or wraps is in the header
- * (Paths).  Per vector, a pair of narrow groups costs two vpmaddubsw, a
- * vpaddw and one vpmaddwd, a wide group a vpxor, a vpsignb, a vpmaddubsw
- * and a vpmaddwd; only ports 0 and 1 run the multiplies and vpsignb, so
- * those counts bound the loop.
- */
-static WALS_AVX2_INLINE uint32_t
-block_avx2(const unsigned char *blk, int groups, const Query *q,
-		   float threshold, uint32_t eligible, float *lower, float *upper)
-{
-	const float *meta = (const float *) (blk + 64 * (size_t) groups);
-	const __m256i flip = _mm256_set1_epi8((char) 0x80);
-	const __m256i ones = _mm256_set1_epi16(1);
-	__m256i		lo = _mm256_set1_epi32(q->corr_narrow);
-	__m256i		hi = lo;
-	uint32_t	cand;
-	int			i;
-
-	for (i = 0; i < q->paired; i += 2)
-	{
-		const __m256i *p = (const __m256i *) (blk + q->offset[i]);
-		const __m256i *r = (const __m256i *) (blk + q->offset[i + 1]);
-		__m256i		xp = _mm256_set1_epi32(q->qx_ordered[i]);
-		__m256i		xr = _mm256_set1_epi32(q->qx_ordered[i + 1]);
-
-		lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(_mm256_load_si256(p), xp),
-																	 _mm256_maddubs_epi16(_mm256_load_si256(r), xr)),
-													ones));
-		hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(_mm256_load_si256(p + 1), xp),
-																	 _mm256_maddubs_epi16(_mm256_load_si256(r + 1), xr)),
-													ones));
-	}
-	for (; i < q->narrow; i++)
-	{
-		const __m256i *p = (const __m256i *) (blk + q->offset[i]);
-		__m256i		x = _mm256_set1_epi32(q->qx_ordered[i]);
-
-		lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(p), x), ones));
-		hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_load_si256(p + 1), x), ones));
-	}
-	for (; i < groups; i++)
-	{
-		const __m256i *p = (const __m256i *) (blk + q->offset[i]);
-		__m256i		x = _mm256_set1_epi32(q->qx_ordered[i]);
-		__m256i		xabs = _mm256_set1_epi32(q->qabs_ordered[i]);
-		__m256i		y0 = _mm256_xor_si256(_mm256_load_si256(p), flip);
-		__m256i		y1 = _mm256_xor_si256(_mm256_load_si256(p + 1), flip);
-
-		lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_maddubs_epi16(xabs, _mm256_sign_epi8(y0, x)), ones));
-		hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_maddubs_epi16(xabs, _mm256_sign_epi8(y1, x)), ones));
-	}
-	cand = bounds8_avx2(lo, meta, q, threshold, lower, upper);
-	cand |= bounds8_avx2(hi, meta + 8, q, threshold, lower + 8, upper + 8) << 8;
-	return cand & eligible;
-}
-
-static WALS_AVX2 void
-scan_avx2(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
-		  int nu)
-{
-	scan_body(ix, q, c, st, nu, block_avx2);
-}
-
-static WALS_AVX2 void
-bounds_avx2(const WalsScoreIndex *ix, const Query *q, float *lower,
-			float *upper)
-{
-	bounds_body(ix, q, lower, upper, block_avx2);
-}
-
-#endif							/* x86 */
-
-/* ---------- Arm: NEON, with or without SDOT ---------- */
-
-#if defined(__aarch64__) && defined(__GNUC__)
-#define SCORE_NEON 1
-
-#include <arm_neon.h>
-
-#define WALS_NEON_INLINE inline __attribute__((always_inline))
-
-/*
- * GCC compiles SDOT in functions of their own target; clang 14's
- * arm_neon.h offers it only where the whole file is built for it, which is
- * all PostgreSQL's bitcode of this file needs (the server runs GCC's).
- */
-#if defined(__ARM_FEATURE_DOTPROD)
-#define WALS_DOTPROD
-#elif !defined(__clang__)
-#define WALS_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
-#endif
-
-/* The bounds of four items from their sums, as block_vnni forms them. */
-static WALS_NEON_INLINE uint32_t
-bounds4_neon(int32x4_t sums, const float *meta, const Query *q,
-			 float threshold, float *lower, float *upper)
-{
-	static const uint32_t lane_bits[4] = {1, 2, 4, 8};
-	float32x4_t a = vmulq_f32(vcvtq_f32_s32(sums),
-							  vmulq_n_f32(vld1q_f32(meta), q->sx));
-	float32x4_t e = vfmaq_n_f32(vfmaq_n_f32(vdupq_n_f32(q->eta),
-											vld1q_f32(meta + 2 * BLOCK), q->B),
-								vld1q_f32(meta + BLOCK), q->A);
-	float32x4_t up = vaddq_f32(a, e);
-
-	vst1q_f32(lower, vsubq_f32(a, e));
-	vst1q_f32(upper, up);
-	return vaddvq_u32(vandq_u32(vcgeq_f32(up, vdupq_n_f32(threshold)),
-								vld1q_u32(lane_bits)));
-}
-
-/* The candidates among 16 items from their sums, four to a vector. */
-static WALS_NEON_INLINE uint32_t
-bounds16_neon(const int32x4_t *sums, const unsigned char *blk, int groups,
-			  const Query *q, float threshold, uint32_t eligible,
-			  float *lower, float *upper)
-{
-	const float *meta = (const float *) (blk + 64 * (size_t) groups);
-	uint32_t	cand = 0;
-	int			c;
-
-	for (c = 0; c < 4; c++)
-		cand |= bounds4_neon(sums[c], meta + 4 * c, q, threshold,
-							 lower + 4 * c, upper + 4 * c) << (4 * c);
-	return cand & eligible;
-}
-
-/*
- * block_portable in NEON without SDOT.  Bytes made signed again (q_y)
- * times q_x in vmull_s8 are products of at most 127^2 in int16 lanes;
- * vmlal_s8 adds those of the next group, at most 32258 in all, still
- * exact; vpadalq_s16 adds adjacent lanes into int32, two per item, which
- * vpaddq_s32 adds at the end.
- */
-static WALS_NEON_INLINE uint32_t
-block_neon(const unsigned char *blk, int groups, const Query *q,
-		   float threshold, uint32_t eligible, float *lower, float *upper)
-{
-	const uint8x16_t flip = vdupq_n_u8(0x80);
-	int32x4_t	lo[4];
-	int32x4_t	hi[4];
-	int32x4_t	sums[4];
-	int			g;
-	int			c;
-
-	for (c = 0; c < 4; c++)
-		lo[c] = hi[c] = vdupq_n_s32(0);
-	for (g = 0; g + 2 <= groups; g += 2)
-	{
-		const unsigned char *p = blk + 64 * (size_t) g;
-		int8x16_t	x0 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g]));
-		int8x16_t	x1 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g + 1]));
-
-		for (c = 0; c < 4; c++)
-		{
-			int8x16_t	y0 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16 * c), flip));
-			int8x16_t	y1 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 64 + 16 * c), flip));
-
-			lo[c] = vpadalq_s16(lo[c], vmlal_s8(vmull_s8(vget_low_s8(y0), vget_low_s8(x0)),
-												vget_low_s8(y1), vget_low_s8(x1)));
-			hi[c] = vpadalq_s16(hi[c], vmlal_high_s8(vmull_high_s8(y0, x0), y1, x1));
-		}
-	}
-	if (g < groups)
-	{
-		const unsigned char *p = blk + 64 * (size_t) g;
-		int8x16_t	x0 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g]));
-
-		for (c = 0; c < 4; c++)
-		{
-			int8x16_t	y0 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16 * c), flip));
-
-			lo[c] = vpadalq_s16(lo[c], vmull_s8(vget_low_s8(y0), vget_low_s8(x0)));
-			hi[c] = vpadalq_s16(hi[c], vmull_high_s8(y0, x0));
-		}
-	}
-	for (c = 0; c < 4; c++)
-		sums[c] = vpaddq_s32(lo[c], hi[c]);
-	return bounds16_neon(sums, blk, groups, q, threshold, eligible, lower,
-						 upper);
-}
-
-static void
-scan_neon(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
-		  int nu)
-{
-	scan_body(ix, q, c, st, nu, block_neon);
-}
-
-static void
-bounds_neon(const WalsScoreIndex *ix, const Query *q, float *lower,
-			float *upper)
-{
-	bounds_body(ix, q, lower, upper, block_neon);
-}
-
-#ifdef WALS_DOTPROD
-#define SCORE_DOTPROD 1
-
-/*
- * block_portable with SDOT, which adds four products of signed bytes into
- * each int32 lane: q_y (the stored byte made signed again) times q_x,
- * exact.  Two sets of accumulators alternate between groups, so that no
- * SDOT waits for the one before.
- */
-static WALS_DOTPROD WALS_NEON_INLINE uint32_t
-block_dotprod(const unsigned char *blk, int groups, const Query *q,
-			  float threshold, uint32_t eligible, float *lower, float *upper)
-{
-	const uint8x16_t flip = vdupq_n_u8(0x80);
-	int32x4_t	even[4];
-	int32x4_t	odd[4];
-	int32x4_t	sums[4];
-	int			g;
-	int			c;
-
-	for (c = 0; c < 4; c++)
-		even[c] = odd[c] = vdupq_n_s32(0);
-	for (g = 0; g + 2 <= groups; g += 2)
-	{
-		const unsigned char *p = blk + 64 * (size_t) g;
-		int8x16_t	x0 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g]));
-		int8x16_t	x1 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g + 1]));
-
-		for (c = 0; c < 4; c++)
-		{
-			even[c] = vdotq_s32(even[c], vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16 * c), flip)), x0);
-			odd[c] = vdotq_s32(odd[c], vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 64 + 16 * c), flip)), x1);
-		}
-	}
-	if (g < groups)
-	{
-		const unsigned char *p = blk + 64 * (size_t) g;
-		int8x16_t	x0 = vreinterpretq_s8_s32(vdupq_n_s32(q->qx[g]));
-
-		for (c = 0; c < 4; c++)
-			even[c] = vdotq_s32(even[c], vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16 * c), flip)), x0);
-	}
-	for (c = 0; c < 4; c++)
-		sums[c] = vaddq_s32(even[c], odd[c]);
-	return bounds16_neon(sums, blk, groups, q, threshold, eligible, lower,
-						 upper);
-}
-
-static WALS_DOTPROD void
-scan_dotprod(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
-			 int nu)
-{
-	scan_body(ix, q, c, st, nu, block_dotprod);
-}
-
-static WALS_DOTPROD void
-bounds_dotprod(const WalsScoreIndex *ix, const Query *q, float *lower,
-			   float *upper)
-{
-	bounds_body(ix, q, lower, upper, block_dotprod);
-}
-#endif							/* WALS_DOTPROD */
-
-#endif							/* aarch64 */
 
 /* ---------- batch: through the matrix product ---------- */
 
@@ -1629,28 +928,33 @@ batch_first_pass(const WalsScoreIndex *ix, const float *X, int64_t lo,
 /* ---------- dispatch ---------- */
 
 static const ScorePath portable_path = {
-	"portable", scan_portable, bounds_portable, batch_product
+	"portable", wals_score_scan_portable, wals_score_bounds_portable,
+	batch_product
 };
 
 #ifdef SCORE_X86
 static const ScorePath vnni_path = {
-	"avx512vnni", scan_vnni, bounds_vnni, batch_first_pass
+	"avx512vnni", wals_score_scan_vnni, wals_score_bounds_vnni,
+	batch_first_pass
 };
 
 static const ScorePath avx2_path = {
-	"avx2", scan_avx2, bounds_avx2, batch_first_pass
+	"avx2", wals_score_scan_avx2, wals_score_bounds_avx2,
+	batch_first_pass
 };
 #endif
 
 #ifdef SCORE_NEON
 static const ScorePath neon_path = {
-	"neon", scan_neon, bounds_neon, batch_first_pass
+	"neon", wals_score_scan_neon, wals_score_bounds_neon,
+	batch_first_pass
 };
 #endif
 
 #ifdef SCORE_DOTPROD
 static const ScorePath dotprod_path = {
-	"neon-dotprod", scan_dotprod, bounds_dotprod, batch_first_pass
+	"neon-dotprod", wals_score_scan_dotprod, wals_score_bounds_dotprod,
+	batch_first_pass
 };
 #endif
 
