@@ -66,7 +66,8 @@ wals_rating_ok(double r, WalsFeedback feedback)
 typedef enum WalsSolver
 {
 	WALS_CHOLESKY = 0,
-	WALS_CG
+	WALS_CG,
+	WALS_SUBSPACE				/* iALS++: exact solves of blocks of dimensions */
 } WalsSolver;
 
 typedef struct WalsParams
@@ -78,6 +79,7 @@ typedef struct WalsParams
 	float		regularization; /* lambda */
 	float		alpha;			/* implicit confidence slope */
 	float		w0;				/* unobserved weight, already resolved */
+	int			block_size;		/* dimensions per block of WALS_SUBSPACE */
 } WalsParams;
 
 /*
@@ -303,6 +305,63 @@ extern double wals_reg_rows(const WalsParams *params, const WalsCsr *Rt,
 /* The unobserved term over every cell, w0 sum_ab GX_ab GY_ab (trace identity). */
 extern double wals_loss_unobserved(const WalsParams *params,
 								   const float *GX, const float *GY);
+
+/* ---------- acceleration (accel.c) ---------- */
+
+/*
+ * ALS-NCG (arXiv:1508.03110) moves all factors z = (X, Y) at once along a
+ * direction d, which train.c chooses from the gradient and an ALS sweep.
+ * Along d the objective is a quartic in the step t, L(z + t d) =
+ * sum_k coef[k] t^k, whose five coefficients come exactly from one pass
+ * over the observed cells and the same Gram identities as the loss.
+ */
+#define WALS_LINE_TERMS 5
+
+/* Floats of scratch wals_gradient_rows needs at f factors. */
+extern size_t wals_accel_scratch(int f);
+
+/*
+ * out rows [lo, hi) (stride f) = dL/dx_u at X, given the other side Y and
+ * its Gram G = Y^T Y (not read when w0 is 0); R as for wals_solve_rows.
+ */
+extern void wals_gradient_rows(const WalsParams *params, const WalsCsr *R,
+							   const float *Y, const float *G, const float *X,
+							   int64_t lo, int64_t hi, float *out, float *scratch);
+
+/*
+ * coef += the terms of rows [lo, hi) of R in L(z + t d): their observed
+ * cells' c (p - x(t).y(t))^2 - w0 (x(t).y(t))^2 and lambda s_u |x(t)|^2,
+ * with x(t) = x + t dx and y(t) = y + t dy.  Accumulated in double.
+ */
+extern void wals_line_rows(const WalsParams *params, const WalsCsr *R,
+						   const float *X, const float *DX,
+						   const float *Y, const float *DY,
+						   int64_t lo, int64_t hi, double coef[WALS_LINE_TERMS]);
+
+/* coef += lambda s_i |y_i + t dy_i|^2 over rows [lo, hi), s_i read from Rt. */
+extern void wals_line_reg_rows(const WalsParams *params, const WalsCsr *Rt,
+							   const float *Y, const float *DY,
+							   int64_t lo, int64_t hi, double coef[WALS_LINE_TERMS]);
+
+/* C += X^T D over rows [lo, hi): C_ab = sum_u x_ua d_ub (f x f, row-major). */
+extern void wals_cross_rows(const float *X, const float *D, int64_t lo, int64_t hi,
+							int f, float *C);
+
+/*
+ * coef += the unobserved term w0 trace(GX(t) GY(t)), with GX(t) = GX +
+ * t (CX + CX^T) + t^2 GDX the Gram of X + t DX (CX = X^T DX, GDX = DX^T DX),
+ * and the same for Y.
+ */
+extern void wals_line_unobserved(const WalsParams *params,
+								 const float *GX, const float *CX, const float *GDX,
+								 const float *GY, const float *CY, const float *GDY,
+								 double coef[WALS_LINE_TERMS]);
+
+/*
+ * The step t minimising sum_k coef[k] t^k, and its value: 1, or 0 when the
+ * polynomial has no finite minimum (a step cannot be taken).
+ */
+extern int	wals_quartic_min(const double coef[WALS_LINE_TERMS], double *t, double *value);
 
 /* ---------- explanations (explain.c) ---------- */
 

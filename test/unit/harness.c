@@ -416,6 +416,7 @@ main(void)
 	test_explain_by_hand();
 	test_score();
 	test_rated();
+	test_accel();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
 }

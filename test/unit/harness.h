@@ -106,5 +106,6 @@ extern void test_explain(void);
 extern void test_explain_by_hand(void);
 extern void test_score(void);
 extern void test_rated(void);
+extern void test_accel(void);
 
 #endif							/* WALS_HARNESS_H */

@@ -91,7 +91,7 @@ test_explain(void)
 void
 test_explain_by_hand(void)
 {
-	WalsParams	params = {WALS_IMPLICIT, WALS_CHOLESKY, 2, 3, 1.0f, 1.0f, 1.0f};
+	WalsParams	params = {WALS_IMPLICIT, WALS_CHOLESKY, 2, 3, 1.0f, 1.0f, 1.0f, 0};
 	float		G[4] = {1, 0, 0, 1};
 	float		Y[4] = {1, 0, 2, 5};
 	int32_t		idx[1] = {0};
