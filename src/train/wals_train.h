@@ -13,6 +13,21 @@
 /* Initial factors are normal with this deviation, as in ref_wals.py. */
 #define WALS_INIT_SCALE				0.01f
 
+/* What wraps the ALS sweeps of a training (accel.c). */
+typedef enum WalsAccelerate
+{
+	WALS_ACCEL_NONE = 0,
+	WALS_ACCEL_NCG				/* ALS-NCG: sweeps precondition a nonlinear CG */
+} WalsAccelerate;
+
+/*
+ * The vectors of an accelerated training, each the size of all factors (X
+ * then Y): WALS_VEC_FACTORS is the factors themselves, and the engine keeps
+ * WALS_ACCEL_VECTORS - 1 spares beside them when the problem asks for them.
+ */
+#define WALS_VEC_FACTORS	0
+#define WALS_ACCEL_VECTORS	5
+
 /* Everything wals_train was asked, checked and resolved (args.c). */
 typedef struct WalsTrainArgs
 {
@@ -34,6 +49,7 @@ typedef struct WalsTrainArgs
 	int			seed;
 	bool		warm_start;
 	double		tolerance;		/* negative: no early stop */
+	WalsAccelerate accelerate;
 } WalsTrainArgs;
 
 /*
@@ -173,6 +189,7 @@ typedef struct WalsProblem
 	void		(*phase) (void *arg, const char *phase);
 	void	   *phase_arg;
 	int			workers;
+	bool		accelerate;		/* keep the spare vectors of ALS-NCG */
 } WalsProblem;
 
 /*
@@ -191,6 +208,22 @@ typedef struct WalsEngine
 	bool		(*begin) (WalsProblem *problem, void **state, WalsFailure *failure);
 	bool		(*iterate) (void *state, double *loss, WalsFailure *failure);
 	bool		(*end) (void *state, float *X, float *Y, WalsFailure *failure);
+
+	/*
+	 * The whole-factor operations of an accelerated training, on the
+	 * vectors numbered as above (only when the problem asked for them):
+	 * gradient sets dst to the gradient of L at the factors; combine sets
+	 * dst = a x + b y, reading neither x nor y where its coefficient is 0,
+	 * and refreshes the Grams the next sweep needs when dst is the factors;
+	 * dot gives x.y in double; line gives the coefficients of the quartic
+	 * L(base + t dir) (src/core's wals_line_*).
+	 */
+	bool		(*gradient) (void *state, int dst, WalsFailure *failure);
+	bool		(*combine) (void *state, int dst, double a, int x, double b, int y,
+							WalsFailure *failure);
+	bool		(*dot) (void *state, int x, int y, double *out, WalsFailure *failure);
+	bool		(*line) (void *state, int base, int dir, double coef[WALS_LINE_TERMS],
+						 WalsFailure *failure);
 } WalsEngine;
 
 /* engine_cpu.c: the leader and parallel workers */
