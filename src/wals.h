@@ -19,7 +19,7 @@
 
 /* Limits of the arguments of wals_train, as MIN/MAX pairs. */
 #define WALS_MIN_FACTORS			1
-#define WALS_MAX_FACTORS			1024
+#define WALS_MAX_FACTORS			4096
 #define WALS_MIN_ITERATIONS			1
 #define WALS_MAX_ITERATIONS			10000
 #define WALS_MIN_CG_STEPS			1
@@ -33,6 +33,12 @@
  * solved lose every digit of the data to the regularization or overflow.
  */
 #define WALS_MAX_REAL_PARAM			1e6f
+
+/*
+ * Dimensions per block of solver 'subspace' unless block_size is given (or
+ * f, when smaller): see README, "Acceleration", for the measurements.
+ */
+#define WALS_DEFAULT_BLOCK_SIZE		32
 
 /* Below this many ratings, device => 'auto' trains on the CPU. */
 #define WALS_DEFAULT_GPU_MIN_RATINGS	1000000

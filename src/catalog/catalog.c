@@ -360,6 +360,8 @@ fill_info(WalsModelInfo *info)
 		info->params.solver = WALS_CG;
 	else if (strcmp(solver, "cholesky") == 0)
 		info->params.solver = WALS_CHOLESKY;
+	else if (strcmp(solver, "subspace") == 0)
+		info->params.solver = WALS_SUBSPACE;
 	else
 		bad_value(info, psprintf("\"solver\" is \"%s\"", solver));
 	info->params.cg_steps = int_value(info, 14, "cg_steps", WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS);

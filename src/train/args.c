@@ -41,13 +41,16 @@ enum
 	ARG_WORKERS,
 	ARG_SEED,
 	ARG_WARM_START,
-	ARG_TOLERANCE
+	ARG_TOLERANCE,
+	ARG_ACCELERATE,
+	ARG_BLOCK_SIZE
 };
 
 static const char *const arg_names[] = {
 	"source", "user_col", "item_col", "rating_col", "model", "factors",
 	"iterations", "regularization", "feedback", "alpha", "unobserved_weight",
-	"solver", "cg_steps", "device", "workers", "seed", "warm_start", "tolerance"
+	"solver", "cg_steps", "device", "workers", "seed", "warm_start", "tolerance",
+	"accelerate", "block_size"
 };
 
 const char *
@@ -59,7 +62,13 @@ wals_feedback_name(WalsFeedback feedback)
 const char *
 wals_solver_name(WalsSolver solver)
 {
-	return solver == WALS_CG ? "cg" : "cholesky";
+	return solver == WALS_CG ? "cg" : solver == WALS_SUBSPACE ? "subspace" : "cholesky";
+}
+
+const char *
+wals_accelerate_name(WalsAccelerate accelerate)
+{
+	return accelerate == WALS_ACCEL_NCG ? "ncg" : "none";
 }
 
 static void
@@ -193,11 +202,25 @@ choice_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 		args->params.solver = WALS_CG;
 	else if (pg_strcasecmp(value, "cholesky") == 0)
 		args->params.solver = WALS_CHOLESKY;
+	else if (pg_strcasecmp(value, "subspace") == 0)
+		args->params.solver = WALS_SUBSPACE;
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unrecognized value for \"solver\": \"%s\"", value),
-				 errhint("Valid values are \"cg\" and \"cholesky\".")));
+				 errhint("Valid values are \"cg\", \"cholesky\" and \"subspace\".")));
+
+	require_not_null(fcinfo, ARG_ACCELERATE);
+	value = text_to_cstring(PG_GETARG_TEXT_PP(ARG_ACCELERATE));
+	if (pg_strcasecmp(value, "none") == 0)
+		args->accelerate = WALS_ACCEL_NONE;
+	else if (pg_strcasecmp(value, "ncg") == 0)
+		args->accelerate = WALS_ACCEL_NCG;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized value for \"accelerate\": \"%s\"", value),
+				 errhint("Valid values are \"none\" and \"ncg\".")));
 
 	args->device = (WalsDevice) wals_device;
 	if (!PG_ARGISNULL(ARG_DEVICE))
@@ -215,6 +238,28 @@ choice_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 					 errmsg("unrecognized value for \"device\": \"%s\"", value),
 					 errhint("Valid values are \"auto\", \"cpu\" and \"gpu\".")));
 	}
+}
+
+/*
+ * Dimensions per block of the subspace solver: at most f, and meaningless
+ * to the other solvers, where it is refused rather than ignored.
+ */
+static void
+block_size_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+{
+	int			f = args->params.factors;
+
+	if (PG_ARGISNULL(ARG_BLOCK_SIZE))
+	{
+		args->params.block_size = Min(f, WALS_DEFAULT_BLOCK_SIZE);
+		return;
+	}
+	if (args->params.solver != WALS_SUBSPACE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"block_size\" applies only to solver \"subspace\""),
+				 errhint("Pass solver => 'subspace', or leave \"block_size\" out.")));
+	args->params.block_size = int_arg(fcinfo, ARG_BLOCK_SIZE, 1, f);
 }
 
 /*
@@ -241,6 +286,7 @@ wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 	args->params.factors = int_arg(fcinfo, ARG_FACTORS, WALS_MIN_FACTORS, WALS_MAX_FACTORS);
 	args->iterations = int_arg(fcinfo, ARG_ITERATIONS, WALS_MIN_ITERATIONS, WALS_MAX_ITERATIONS);
 	args->params.cg_steps = int_arg(fcinfo, ARG_CG_STEPS, WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS);
+	block_size_arg(fcinfo, args);
 	args->params.regularization = real_arg(fcinfo, ARG_REGULARIZATION, WALS_MAX_REAL_PARAM);
 	args->params.alpha = real_arg(fcinfo, ARG_ALPHA, WALS_MAX_REAL_PARAM);
 

@@ -56,6 +56,9 @@ typedef enum WalsTask
 	WALS_TASK_SOLVE_USERS,
 	WALS_TASK_SOLVE_ITEMS,
 	WALS_TASK_LOSS,
+	WALS_TASK_GRADIENT_USERS,
+	WALS_TASK_GRADIENT_ITEMS,
+	WALS_TASK_LINE,
 	WALS_TASK_QUIT
 } WalsTask;
 
@@ -76,6 +79,8 @@ typedef struct WalsShared
 	int64		user_nchunks;
 	int64		item_nchunks;
 	WalsTask	task;
+	int			vec_a;			/* the gradient's destination, the line's base */
+	int			vec_b;			/* the line's direction */
 	uint32		nchunks;		/* chunks of the current task */
 	pg_atomic_uint64 cursor;
 	pg_atomic_uint32 finished;
@@ -94,8 +99,9 @@ typedef struct CpuEngine
 	ParallelContext *pcxt;
 	int64	   *user_chunks;	/* user_nchunks + 1 bounds */
 	int64	   *item_chunks;
-	double	   *loss_parts;		/* one per user chunk */
+	double	   *loss_parts;		/* WALS_LINE_TERMS per user chunk */
 	float	   *scratch;
+	float	   *grams;			/* the leader's Grams of a line search */
 } CpuEngine;
 
 PGDLLEXPORT void wals_parallel_main(dsm_segment *seg, shm_toc *toc);
@@ -123,17 +129,39 @@ shared_bytes(int64 user_nchunks, int64 item_nchunks)
 {
 	return MAXALIGN(sizeof(WalsShared)) +
 		sizeof(int64) * (user_nchunks + 1 + item_nchunks + 1) +
-		sizeof(double) * Max(user_nchunks, 1);
+		sizeof(double) * WALS_LINE_TERMS * Max(user_nchunks, 1);
 }
+
+/* The Grams of a line search: of the base, its cross term, of the direction. */
+#define WALS_LINE_GRAMS 6
 
 /*
  * The most memory the engine needs beside the workspace: the shared block
- * with as many chunks as a training of nusers and nitems rows can have.
+ * with as many chunks as a training of nusers and nitems rows can have,
+ * and the Grams of its line searches.
  */
 double
-wals_cpu_engine_bytes(int64 nusers, int64 nitems, int f)
+wals_cpu_engine_bytes(const WalsTrainArgs *args, int64 nusers, int64 nitems)
 {
-	return (double) shared_bytes(max_chunks(nusers, f), max_chunks(nitems, f));
+	int			f = args->params.factors;
+	double		grams = args->accelerate == WALS_ACCEL_NCG ?
+		(double) WALS_LINE_GRAMS * f * f * sizeof(float) : 0;
+
+	return (double) shared_bytes(max_chunks(nusers, f), max_chunks(nitems, f)) + grams;
+}
+
+/* Vector k's part of X (or of Y): the factors themselves for k = 0. */
+static float *
+vec_x(const WalsWorkspace *ws, int k)
+{
+	return k == WALS_VEC_FACTORS ? ws->X : ws->spare[k];
+}
+
+static float *
+vec_y(const WalsWorkspace *ws, int k)
+{
+	return k == WALS_VEC_FACTORS ? ws->Y :
+		ws->spare[k] + (Size) ws->shape.nusers * ws->shape.factors;
 }
 
 static void
@@ -215,9 +243,31 @@ run_chunk(CpuEngine *e, WalsTask task, uint32 chunk)
 									 e->scratch, &bad_row);
 			break;
 		case WALS_TASK_LOSS:
-			e->loss_parts[chunk] = wals_loss_rows(params, &ws->by_user, ws->X, ws->Y,
-												  e->user_chunks[chunk],
-												  e->user_chunks[chunk + 1]);
+			e->loss_parts[(Size) chunk * WALS_LINE_TERMS] =
+				wals_loss_rows(params, &ws->by_user, ws->X, ws->Y,
+							   e->user_chunks[chunk], e->user_chunks[chunk + 1]);
+			break;
+		case WALS_TASK_GRADIENT_USERS:
+			wals_gradient_rows(params, &ws->by_user, ws->Y, ws->GY, ws->X,
+							   e->user_chunks[chunk], e->user_chunks[chunk + 1],
+							   vec_x(ws, e->shared->vec_a), e->scratch);
+			break;
+		case WALS_TASK_GRADIENT_ITEMS:
+			wals_gradient_rows(params, &ws->by_item, ws->X, ws->GX, ws->Y,
+							   e->item_chunks[chunk], e->item_chunks[chunk + 1],
+							   vec_y(ws, e->shared->vec_a), e->scratch);
+			break;
+		case WALS_TASK_LINE:
+			{
+				double	   *coef = e->loss_parts + (Size) chunk * WALS_LINE_TERMS;
+				int			a = e->shared->vec_a;
+				int			b = e->shared->vec_b;
+
+				memset(coef, 0, sizeof(double) * WALS_LINE_TERMS);
+				wals_line_rows(params, &ws->by_user, vec_x(ws, a), vec_x(ws, b),
+							   vec_y(ws, a), vec_y(ws, b), e->user_chunks[chunk],
+							   e->user_chunks[chunk + 1], coef);
+			}
 			break;
 		case WALS_TASK_NONE:
 		case WALS_TASK_QUIT:
@@ -329,6 +379,19 @@ compute_gram(const float *Y, int64 nrows, int f, float *G)
 	}
 }
 
+/* C = X^T D over all rows, by the leader in slices as compute_gram. */
+static void
+cross_rows(const float *X, const float *D, int64 nrows, int f, float *C)
+{
+	int64		step = WALS_ROWS_PER_CHECK * 16;
+
+	for (int64 lo = 0; lo < nrows; lo += step)
+	{
+		CHECK_FOR_INTERRUPTS();
+		wals_cross_rows(X, D, lo, Min(nrows, lo + step), f, C);
+	}
+}
+
 /* The exact objective; GX and GY must be those of the current factors. */
 static double
 compute_loss(CpuEngine *e)
@@ -342,7 +405,7 @@ compute_loss(CpuEngine *e)
 	run_task(e, WALS_TASK_LOSS, (uint32) sh->user_nchunks);
 	loss = wals_loss_unobserved(params, ws->GX, ws->GY);
 	for (int64 c = 0; c < sh->user_nchunks; c++)
-		loss += e->loss_parts[c];
+		loss += e->loss_parts[c * WALS_LINE_TERMS];
 	return loss + wals_reg_rows(params, &ws->by_item, ws->Y, 0, sh->workspace.nitems);
 }
 
@@ -440,6 +503,13 @@ cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	pfree(local);
 	problem->workers = e->pcxt != NULL ? e->pcxt->nworkers_launched : 0;
 
+	/* The gradient of an accelerated training needs both Grams from the start. */
+	if (problem->accelerate)
+	{
+		e->grams = MemoryContextAllocHuge(CurrentMemoryContext,
+										  sizeof(float) * WALS_LINE_GRAMS * f * f);
+		compute_gram(ws->X, ws->shape.nusers, f, ws->GX);
+	}
 	compute_gram(ws->Y, ws->shape.nitems, f, ws->GY);
 	*state = e;
 	return true;
@@ -460,6 +530,157 @@ cpu_iterate(void *state, double *loss, WalsFailure *failure)
 		return false;
 	compute_gram(ws->Y, ws->shape.nitems, f, ws->GY);
 	*loss = compute_loss(e);
+	return true;
+}
+
+/* An operation on vector k that this training cannot run. */
+static bool
+bad_vector(int k, WalsFailure *failure)
+{
+	failure->status = WALS_EINVAL;
+	failure->side = WALS_SIDE_NONE;
+	failure->row = -1;
+	snprintf(failure->detail, sizeof(failure->detail),
+			 "vector %d is not one of this training's spare vectors", k);
+	return false;
+}
+
+static bool
+vector_ok(const CpuEngine *e, int k, WalsFailure *failure)
+{
+	return (k >= 0 && k <= e->ws->shape.spares) || bad_vector(k, failure);
+}
+
+static bool
+cpu_gradient(void *state, int dst, WalsFailure *failure)
+{
+	CpuEngine  *e = state;
+
+	if (dst == WALS_VEC_FACTORS)
+		return bad_vector(dst, failure);
+	if (!vector_ok(e, dst, failure))
+		return false;
+	e->problem->phase(e->problem->phase_arg, "computing the gradient");
+	e->shared->vec_a = dst;
+	run_task(e, WALS_TASK_GRADIENT_USERS, (uint32) e->shared->user_nchunks);
+	run_task(e, WALS_TASK_GRADIENT_ITEMS, (uint32) e->shared->item_nchunks);
+	return true;
+}
+
+/*
+ * Leader alone: a pass over all factors costs a few milliseconds beside a
+ * sweep's seconds.  dst may be x or y, element by element.
+ */
+static bool
+cpu_combine(void *state, int dst, double a, int x, double b, int y, WalsFailure *failure)
+{
+	CpuEngine  *e = state;
+	WalsWorkspace *ws = e->ws;
+	int			f = ws->shape.factors;
+	Size		nx = (Size) ws->shape.nusers * f;
+	Size		ny = (Size) ws->shape.nitems * f;
+
+	if (!vector_ok(e, dst, failure) || !vector_ok(e, x, failure) || !vector_ok(e, y, failure))
+		return false;
+	for (int part = 0; part < 2; part++)
+	{
+		float	   *d = part == 0 ? vec_x(ws, dst) : vec_y(ws, dst);
+		const float *xs = part == 0 ? vec_x(ws, x) : vec_y(ws, x);
+		const float *ys = part == 0 ? vec_x(ws, y) : vec_y(ws, y);
+		Size		n = part == 0 ? nx : ny;
+		float		fa = (float) a;
+		float		fb = (float) b;
+
+		CHECK_FOR_INTERRUPTS();
+		if (b == 0)
+			for (Size k = 0; k < n; k++)
+				d[k] = fa * xs[k];
+		else if (a == 0)
+			for (Size k = 0; k < n; k++)
+				d[k] = fb * ys[k];
+		else
+			for (Size k = 0; k < n; k++)
+				d[k] = fa * xs[k] + fb * ys[k];
+	}
+	if (dst == WALS_VEC_FACTORS)
+	{
+		compute_gram(ws->X, ws->shape.nusers, f, ws->GX);
+		compute_gram(ws->Y, ws->shape.nitems, f, ws->GY);
+	}
+	return true;
+}
+
+static double
+dot_part(const float *a, const float *b, Size n)
+{
+	double		s[4] = {0, 0, 0, 0};
+	Size		k = 0;
+
+	for (; k + 4 <= n; k += 4)
+		for (int j = 0; j < 4; j++)
+			s[j] += (double) a[k + j] * b[k + j];
+	for (; k < n; k++)
+		s[0] += (double) a[k] * b[k];
+	return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+static bool
+cpu_dot(void *state, int x, int y, double *out, WalsFailure *failure)
+{
+	CpuEngine  *e = state;
+	WalsWorkspace *ws = e->ws;
+	int			f = ws->shape.factors;
+
+	if (!vector_ok(e, x, failure) || !vector_ok(e, y, failure))
+		return false;
+	CHECK_FOR_INTERRUPTS();
+	*out = dot_part(vec_x(ws, x), vec_x(ws, y), (Size) ws->shape.nusers * f) +
+		dot_part(vec_y(ws, x), vec_y(ws, y), (Size) ws->shape.nitems * f);
+	return true;
+}
+
+/*
+ * The observed cells by user chunks in the processes, the Grams by the
+ * leader (as between sweeps), and the items' regularisation.
+ */
+static bool
+cpu_line(void *state, int base, int dir, double coef[WALS_LINE_TERMS], WalsFailure *failure)
+{
+	CpuEngine  *e = state;
+	WalsWorkspace *ws = e->ws;
+	WalsShared *sh = e->shared;
+	const WalsParams *params = &sh->params;
+	int			f = ws->shape.factors;
+	Size		ff = (Size) f * f;
+	float	   *M = e->grams;
+	int64		nusers = ws->shape.nusers;
+	int64		nitems = ws->shape.nitems;
+
+	if (e->grams == NULL)
+		return bad_vector(dir, failure);
+	if (!vector_ok(e, base, failure) || !vector_ok(e, dir, failure))
+		return false;
+	e->problem->phase(e->problem->phase_arg, "searching along the direction");
+	sh->vec_a = base;
+	sh->vec_b = dir;
+	run_task(e, WALS_TASK_LINE, (uint32) sh->user_nchunks);
+	memset(coef, 0, sizeof(double) * WALS_LINE_TERMS);
+	for (int64 c = 0; c < sh->user_nchunks; c++)
+		for (int k = 0; k < WALS_LINE_TERMS; k++)
+			coef[k] += e->loss_parts[c * WALS_LINE_TERMS + k];
+	wals_line_reg_rows(params, &ws->by_item, vec_y(ws, base), vec_y(ws, dir), 0, nitems, coef);
+	if (params->w0 == 0.0f)
+		return true;
+
+	memset(M, 0, sizeof(float) * WALS_LINE_GRAMS * ff);
+	compute_gram(vec_x(ws, base), nusers, f, M);
+	cross_rows(vec_x(ws, base), vec_x(ws, dir), nusers, f, M + ff);
+	compute_gram(vec_x(ws, dir), nusers, f, M + 2 * ff);
+	compute_gram(vec_y(ws, base), nitems, f, M + 3 * ff);
+	cross_rows(vec_y(ws, base), vec_y(ws, dir), nitems, f, M + 4 * ff);
+	compute_gram(vec_y(ws, dir), nitems, f, M + 5 * ff);
+	wals_line_unobserved(params, M, M + ff, M + 2 * ff, M + 3 * ff, M + 4 * ff, M + 5 * ff,
+						 coef);
 	return true;
 }
 
@@ -491,6 +712,10 @@ const WalsEngine wals_cpu_engine = {
 	.begin = cpu_begin,
 	.iterate = cpu_iterate,
 	.end = cpu_end,
+	.gradient = cpu_gradient,
+	.combine = cpu_combine,
+	.dot = cpu_dot,
+	.line = cpu_line,
 };
 
 /*

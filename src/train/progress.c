@@ -50,24 +50,34 @@ wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result)
 	result->iterations = 0;
 	result->iteration_loss = palloc(sizeof(double) * args->iterations);
 	result->iteration_seconds = palloc(sizeof(double) * args->iterations);
+	result->iteration_ncg = palloc0(sizeof(bool) * args->iterations);
 }
 
 /*
- * Record iteration it (from 0) with its loss and duration, say so in a
- * NOTICE, and return true when the training should stop early: the loss
+ * Record iteration it (from 0) with its loss, the step of ALS-NCG beyond
+ * its sweep (0 for none) and its duration, say so in a NOTICE, and return true when the training should stop early: the loss
  * improved by less than the tolerance, relative to the previous one.
  */
 bool
 wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
-					double loss, double seconds)
+					double loss, double step, double seconds)
 {
 	result->loss = loss;
 	result->iteration_loss[it] = loss;
 	result->iteration_seconds[it] = seconds;
+	result->iteration_ncg[it] = step > 0;
 	result->iterations = it + 1;
-	ereport(NOTICE,
-			(errmsg("model \"%s\" iteration %d of %d", args->model_display, it + 1, args->iterations),
-			 errdetail("Loss %.6g after %.3f s.", loss, seconds)));
+	if (step > 0)
+		ereport(NOTICE,
+				(errmsg("model \"%s\" iteration %d of %d", args->model_display, it + 1,
+						args->iterations),
+				 errdetail("Loss %.6g after %.3f s, with a step of %.3g along the NCG direction.",
+						   loss, seconds, step)));
+	else
+		ereport(NOTICE,
+				(errmsg("model \"%s\" iteration %d of %d", args->model_display, it + 1,
+						args->iterations),
+				 errdetail("Loss %.6g after %.3f s.", loss, seconds)));
 
 	if (it == 0 || args->tolerance < 0)
 		return false;

@@ -164,7 +164,7 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	return relid;
 }
 
-#define NCATALOG 32
+#define NCATALOG 34
 
 /* Replace the catalog row of the model and append its training log. */
 static void
@@ -216,6 +216,8 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	PARAM(OIDOID, ObjectIdGetDatum(user_rel), false);
 	PARAM(OIDOID, ObjectIdGetDatum(item_rel), false);
 	PARAM(TEXTOID, CStringGetTextDatum(GetUserNameFromId(GetUserId(), false)), false);
+	PARAM(TEXTOID, CStringGetTextDatum(wals_accelerate_name(args->accelerate)), false);
+	PARAM(INT4OID, Int32GetDatum(p->block_size), p->solver != WALS_SUBSPACE);
 #undef PARAM
 
 	wals_become_catalog_writer(&save);
@@ -229,21 +231,22 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 					 " unobserved_weight, solver, cg_steps, seed, tolerance, warm_start,"
 					 " users, items, ratings, loss, device, workers, load_s, train_s,"
 					 " store_s, total_s, version, user_factors, item_factors,"
-					 " trained_by, trained_at)"
+					 " trained_by, accelerate, block_size, trained_at)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
-					 " $28, $29, $30, $31, $32, pg_catalog.now())",
+					 " $28, $29, $30, $31, $32, $33, $34, pg_catalog.now())",
 					 wals_catalog_table("wals_models"));
 	if (SPI_execute_with_args(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"", args->model_display);
 
-	query = psprintf("INSERT INTO %s (schema, model, version, iteration, loss, seconds)"
-					 " VALUES ($1, $2, $3, $4, $5, $6)",
+	query = psprintf("INSERT INTO %s (schema, model, version, iteration, loss, seconds, step)"
+					 " VALUES ($1, $2, $3, $4, $5, $6, $7)",
 					 wals_catalog_table("wals_training_log"));
 	for (int it = 0; it < result->iterations; it++)
 	{
-		Oid			log_types[6] = {NAMEOID, TEXTOID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID};
-		Datum		log_values[6];
+		Oid			log_types[7] = {NAMEOID, TEXTOID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID,
+		TEXTOID};
+		Datum		log_values[7];
 
 		log_values[0] = values[0];
 		log_values[1] = values[1];
@@ -251,7 +254,8 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 		log_values[3] = Int32GetDatum(it + 1);
 		log_values[4] = Float8GetDatum(result->iteration_loss[it]);
 		log_values[5] = Float8GetDatum(result->iteration_seconds[it]);
-		wals_spi_exec(query, 6, log_types, log_values, SPI_OK_INSERT);
+		log_values[6] = CStringGetTextDatum(result->iteration_ncg[it] ? "ncg" : "als");
+		wals_spi_exec(query, 7, log_types, log_values, SPI_OK_INSERT);
 	}
 	wals_unbecome(&save);
 }

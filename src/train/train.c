@@ -54,7 +54,7 @@ check_source_size(const WalsTrainArgs *args)
 	ReleaseSysCache(tuple);
 	if ((relkind == RELKIND_RELATION || relkind == RELKIND_MATVIEW) && rows > 0)
 		wals_memory_check(wals_workspace_min_bytes(args, rows,
-												   wals_cpu_engine_bytes(0, 0, args->params.factors)),
+												   wals_cpu_engine_bytes(args, 0, 0)),
 						  psprintf("the %.0f rows of \"%s\" its statistics count",
 								   rows, args->source_display));
 }
@@ -205,22 +205,30 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 	const WalsTrainArgs *args = problem->args;
 	const WalsData *data = problem->data;
 	WalsFailure failure = {0};
+	WalsNcg		ncg;
 
 	wals_iterations_begin(args, result);
+	wals_ncg_init(&ncg);
 	PG_TRY();
 	{
 		for (int it = 0; it < args->iterations; it++)
 		{
 			instr_time	start;
 			double		loss = 0;
+			double		step = 0;
+			bool		ok;
 
 			CHECK_FOR_INTERRUPTS();
 			INSTR_TIME_SET_CURRENT(start);
 			progress->it = it;
-			if (!engine->iterate(state, &loss, &failure))
+			if (args->accelerate == WALS_ACCEL_NCG)
+				ok = wals_ncg_iterate(engine, state, &ncg, &loss, &step, &failure);
+			else
+				ok = engine->iterate(state, &loss, &failure);
+			if (!ok)
 				wals_report_failure(&failure, doing(args, engine, it), data->user_ids,
 									data->item_ids);
-			if (wals_iteration_done(args, result, it, loss, wals_seconds_since(start)))
+			if (wals_iteration_done(args, result, it, loss, step, wals_seconds_since(start)))
 				break;
 		}
 	}
@@ -247,6 +255,7 @@ train(WalsDevice device, WalsProblem *problem, WalsTrainResult *result)
 
 	problem->phase = report_phase;
 	problem->phase_arg = &progress;
+	problem->accelerate = args->accelerate != WALS_ACCEL_NONE;
 	if (!begin(engine, problem, &state))
 	{
 		engine = &wals_cpu_engine;
@@ -300,7 +309,7 @@ wals_train(PG_FUNCTION_ARGS)
 	wals_ingest(&args, &raw);
 	device = wals_device_choose(&args, raw.n);
 	ws = wals_workspace_create(&args, &raw, wals_seconds_since(start),
-							   wals_cpu_engine_bytes(raw.nusers, raw.nitems, args.params.factors),
+							   wals_cpu_engine_bytes(&args, raw.nusers, raw.nitems),
 							   &data);
 	wals_build_matrices(&args, &raw, &data);
 	result.load_s = wals_seconds_since(start);

@@ -90,6 +90,7 @@ typedef struct WalsTrainResult
 	double		loss;
 	double	   *iteration_loss;
 	double	   *iteration_seconds;
+	bool	   *iteration_ncg;	/* the iteration moved beyond its sweep */
 	const char *device;
 	int			workers;
 	double		load_s;
@@ -103,6 +104,7 @@ typedef struct WalsTrainResult
 extern void wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args);
 extern const char *wals_feedback_name(WalsFeedback feedback);
 extern const char *wals_solver_name(WalsSolver solver);
+extern const char *wals_accelerate_name(WalsAccelerate accelerate);
 
 /* ingest.c */
 extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw);
@@ -135,6 +137,7 @@ typedef struct WalsWorkspaceLayout
 	Size		item_indptr;
 	Size		item_indices;
 	Size		item_values;
+	Size		spares;			/* the spare vectors of an accelerated training */
 	Size		total;
 } WalsWorkspaceLayout;
 
@@ -145,13 +148,17 @@ typedef struct WalsWorkspaceShape
 	int64		nitems;
 	int64		cells;			/* rows read: a bound on the cells merged */
 	int			factors;
+	int			spares;			/* spare vectors: 0, or WALS_ACCEL_VECTORS - 1 */
 	dsm_handle	handle;			/* of the shared segment, when there is one */
 	WalsWorkspaceLayout layout;
 } WalsWorkspaceShape;
 
 /*
  * The memory of a training (workspace.c): both matrices, both factor
- * matrices and their Grams, shared with parallel workers when seg is set.
+ * matrices and their Grams, and the spare vectors of an accelerated
+ * training, shared with parallel workers when seg is set.  The spares are
+ * kept whatever the device, so that a training that falls back from the GPU
+ * to the CPU finds them.
  */
 typedef struct WalsWorkspace
 {
@@ -163,6 +170,7 @@ typedef struct WalsWorkspace
 	float	   *Y;
 	float	   *GX;
 	float	   *GY;
+	float	   *spare[WALS_ACCEL_VECTORS];	/* 1 .. spares: X's part, then Y's */
 } WalsWorkspace;
 
 /* workspace.c */
@@ -226,9 +234,28 @@ typedef struct WalsEngine
 						 WalsFailure *failure);
 } WalsEngine;
 
+/* ncg.c: what an ALS-NCG training carries from one iteration to the next */
+typedef struct WalsNcg
+{
+	bool		restart;		/* the next direction is the sweep's own */
+	double		gp;				/* the last gradient . preconditioned gradient */
+	int			steps;			/* iterations that moved beyond their sweep */
+} WalsNcg;
+
+extern void wals_ncg_init(WalsNcg *ncg);
+
+/*
+ * One iteration of ALS-NCG on an engine that has begun with the spare
+ * vectors: a sweep, then a step along the NCG direction when it lowers the
+ * loss further.  *step is the step length taken, 0 when the iteration kept
+ * its sweep.
+ */
+extern bool wals_ncg_iterate(const WalsEngine *engine, void *state, WalsNcg *ncg,
+							 double *loss, double *step, WalsFailure *failure);
+
 /* engine_cpu.c: the leader and parallel workers */
 extern const WalsEngine wals_cpu_engine;
-extern double wals_cpu_engine_bytes(int64 nusers, int64 nitems, int f);
+extern double wals_cpu_engine_bytes(const WalsTrainArgs *args, int64 nusers, int64 nitems);
 
 /* engine_gpu.c: the CUDA engine of gpu/, through devices.c */
 extern const WalsEngine wals_gpu_engine;
@@ -245,7 +272,7 @@ extern void wals_report_progress(const WalsTrainArgs *args, int it, const char *
 extern void wals_report_progress_end(void);
 extern void wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result);
 extern bool wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result,
-								int it, double loss, double seconds);
+								int it, double loss, double step, double seconds);
 
 /* store.c */
 extern void wals_store_model(const WalsTrainArgs *args, const WalsData *data,

@@ -46,6 +46,8 @@ plan_layout(WalsWorkspaceShape *shape)
 	l->item_indptr = add_section(&off, (Size) (shape->nitems + 1) * sizeof(int64));
 	l->item_indices = add_section(&off, (Size) cells * sizeof(int32));
 	l->item_values = add_section(&off, (Size) cells * sizeof(float));
+	l->spares = add_section(&off, (Size) shape->spares * (shape->nusers + shape->nitems) *
+							f * sizeof(float));
 	l->total = TYPEALIGN(WALS_ALIGN, off);
 }
 
@@ -70,6 +72,9 @@ map_sections(WalsWorkspace *ws, char *base)
 	ws->by_item.indptr = (int64 *) (base + l->item_indptr);
 	ws->by_item.indices = (int32 *) (base + l->item_indices);
 	ws->by_item.values = (float *) (base + l->item_values);
+	for (int k = 1; k <= sh->spares; k++)
+		ws->spare[k] = (float *) (base + l->spares) +
+			(Size) (k - 1) * (sh->nusers + sh->nitems) * sh->factors;
 }
 
 /*
@@ -130,6 +135,7 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 	sh->nitems = raw->nitems;
 	sh->cells = raw->n;
 	sh->factors = args->params.factors;
+	sh->spares = args->accelerate == WALS_ACCEL_NCG ? WALS_ACCEL_VECTORS - 1 : 0;
 	plan_layout(sh);
 
 	estimate = estimate_bytes(sh, &args->params, args->workers + 1, args->workers > 0,

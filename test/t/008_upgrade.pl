@@ -118,7 +118,7 @@ $node->safe_psql('postgres', 'DROP VIEW picks');
 ($ret, $stdout, $stderr) = $node->psql('postgres', 'ALTER EXTENSION wals UPDATE');
 is($ret, 0, 'ALTER EXTENSION wals UPDATE succeeds');
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'wals'}),
-	'0.3.0', 'updated to 0.3.0');
+	'0.4.0', 'updated to 0.4.0');
 like($stderr, qr/WARNING:  model "evil" was removed from the catalog: /,
 	'the row naming tables of another role is removed, with a warning');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM precious')

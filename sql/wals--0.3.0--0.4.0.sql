@@ -1,0 +1,44 @@
+/* sql/wals--0.3.0--0.4.0.sql */
+\echo Use "ALTER EXTENSION wals UPDATE TO '0.4.0'" to load this file. \quit
+
+-- 0.4.0: fewer and cheaper sweeps.  wals_train takes accelerate ('none' or
+-- 'ncg', ALS-NCG) and block_size (the dimensions per block of solver
+-- 'subspace', iALS++); the catalog records both, and the training log says
+-- of each iteration whether it was a plain ALS sweep or an accelerated step.
+
+ALTER TABLE wals_models
+	ADD COLUMN accelerate text NOT NULL DEFAULT 'none',
+	ADD COLUMN block_size int;
+
+-- 'als': the iteration kept its ALS sweep; 'ncg': it moved further, along
+-- the direction of the nonlinear conjugate gradient.
+ALTER TABLE wals_training_log
+	ADD COLUMN step text NOT NULL DEFAULT 'als';
+
+DROP FUNCTION wals_train(regclass, name, name, name, text, int, int, real, text, real,
+						 real, text, int, text, int, int, bool, real);
+
+CREATE FUNCTION wals_train(
+	source regclass,
+	user_col name,
+	item_col name,
+	rating_col name DEFAULT NULL,
+	model text DEFAULT NULL,
+	factors int DEFAULT 64,
+	iterations int DEFAULT 15,
+	regularization real DEFAULT 0.1,
+	feedback text DEFAULT 'implicit',
+	alpha real DEFAULT 1.0,
+	unobserved_weight real DEFAULT NULL,
+	solver text DEFAULT 'cg',
+	cg_steps int DEFAULT 3,
+	device text DEFAULT NULL,
+	workers int DEFAULT NULL,
+	seed int DEFAULT 42,
+	warm_start bool DEFAULT false,
+	tolerance real DEFAULT NULL,
+	accelerate text DEFAULT 'none',
+	block_size int DEFAULT NULL)
+RETURNS SETOF wals_train_result
+AS 'MODULE_PATHNAME', 'wals_train'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
