@@ -238,8 +238,8 @@ typedef struct WalsEngine
 typedef struct WalsNcg
 {
 	bool		restart;		/* the next direction is the sweep's own */
-	double		gp;				/* the last gradient . preconditioned gradient */
-	int			steps;			/* iterations that moved beyond their sweep */
+	double		pp;				/* p.p of the last preconditioned gradient p */
+	int			precond;		/* the vector holding that p */
 } WalsNcg;
 
 extern void wals_ncg_init(WalsNcg *ncg);
