@@ -1,14 +1,16 @@
 /*
  * engine.h
  *	  What the CUDA sources of the engine share among themselves, and no
- *	  caller sees: the Cholesky solver's entry points (cholesky.cu) for the
- *	  training (train.cu), and the one way both report a failed call.
+ *	  caller sees: the exact solvers' entry points (cholesky.cu) for the
+ *	  training (train.cu), a warp's dot product, and the one way both
+ *	  report a failed call.
  */
 #ifndef WALS_CUDA_ENGINE_H
 #define WALS_CUDA_ENGINE_H
 
 #include <cstdio>
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "wals_cuda.h"
@@ -47,12 +49,51 @@ fail_row(WalsCudaError *err, int code, int side, long long row, const char *what
 						WALS_CUDA_EDEVICE, (what), cudaGetErrorString(err_)); \
 	} while (0)
 
-/* cholesky.cu */
+/* Return fail() from the enclosing function, which has err, for cuBLAS. */
+#define BLAS_TRY(call, what) \
+	do { \
+		cublasStatus_t st_ = (call); \
+		if (st_ != CUBLAS_STATUS_SUCCESS) \
+		{ \
+			char		why_[48]; \
+			snprintf(why_, sizeof(why_), "cuBLAS status %d", (int) st_); \
+			return fail(err, st_ == CUBLAS_STATUS_ALLOC_FAILED ? WALS_CUDA_ENOMEM : \
+						WALS_CUDA_EDEVICE, (what), why_); \
+		} \
+	} while (0)
+
+/* a.b over n floats by one warp; lane 0 gets the result. */
+__device__ inline float
+wals_cuda_warp_dot(const float *a, const float *b, int n, int lane)
+{
+	float		d = 0.0f;
+
+	for (int k = lane; k < n; k += 32)
+		d += a[k] * b[k];
+	for (int off = 16; off > 0; off >>= 1)
+		d += __shfl_down_sync(0xffffffffu, d, off);
+	return d;
+}
+
+/*
+ * The unknowns of one system of the exact solvers: all f (Cholesky, and
+ * the subspace solver with block_size >= f, which is the same solve), or
+ * the subspace solver's blocks.
+ */
+static inline int
+wals_cuda_block_dim(const WalsCudaProblem *p)
+{
+	return p->solver == WALS_CUDA_SUBSPACE && p->block_size < p->factors ?
+		p->block_size : p->factors;
+}
+
+/* cholesky.cu: the Cholesky and subspace solvers */
 struct CholeskySolver;
-size_t		wals_cuda_cholesky_bytes(int f, long long rows);
-long long	wals_cuda_cholesky_rows(int f, long long most, size_t spare);
-int			wals_cuda_cholesky_begin(const WalsCudaProblem *p, long long rows,
-									 CholeskySolver **out, WalsCudaError *err);
+size_t		wals_cuda_cholesky_bytes(const WalsCudaProblem *p, long long rows);
+long long	wals_cuda_cholesky_rows(const WalsCudaProblem *p, long long most, size_t spare);
+int			wals_cuda_cholesky_begin(const WalsCudaProblem *p, cublasHandle_t blas,
+									 long long rows, CholeskySolver **out,
+									 WalsCudaError *err);
 int			wals_cuda_cholesky_solve(CholeskySolver *c, long long nrows,
 									 const long long *indptr, const int *indices,
 									 const float *values, const float *Y, const float *G,

@@ -13,8 +13,19 @@
  * threads share the f-vectors of the row in shared memory, and each warp
  * takes cells of the row in turn for the dot products y_i.v, so that a
  * popular item with 100k ratings is one long block rather than a lane of
- * one.  The Cholesky solver (cholesky.cu) solves the same systems exactly,
- * forming them a batch of rows at a time.
+ * one.  The Cholesky and subspace solvers (cholesky.cu) solve the same
+ * systems exactly, or a block of dimensions at a time, forming them a
+ * batch of rows at a time.
+ *
+ * A training that keeps spare vectors (ALS-NCG) adds operations on
+ * vectors of the size of all factors, the factors (X then Y, one buffer)
+ * being vector 0: the gradient, one block a row as the CG kernel's first
+ * residual; linear combinations and dot products, grid-stride over the
+ * whole vector; and the quartic of the loss along a line, per row over the
+ * cells like the loss, and for the unobserved cells the Grams and cross
+ * products of both sides along the line (cuBLAS), reduced on the device.
+ * The Grams of the factors, GX and GY, are kept current between calls
+ * whenever the training keeps spares, since the gradient reads them.
  */
 #include <cmath>
 #include <cstdio>
@@ -30,6 +41,17 @@
 #define WALS_CUDA_THREADS	128
 #define WALS_CUDA_WARPS		(WALS_CUDA_THREADS / 32)
 #define WALS_CUDA_CG_TINY	1e-20f
+
+/*
+ * The grid of the reductions over a whole vector or a Gram, fixed so that
+ * their partial sums add up in the same order every time.
+ */
+#define WALS_CUDA_ACC_BLOCKS	256
+#define WALS_CUDA_ACC_THREADS	256
+#define WALS_CUDA_ACC_TERMS		4
+
+/* What a kernel may take of dynamic shared memory without asking. */
+#define WALS_CUDA_SHARED_DEFAULT	(48 * 1024)
 
 /* The per-row weights of src/core's wals_cell_weights. */
 struct Weights
@@ -53,19 +75,6 @@ cell_weights(const Weights &w, float r, float *c, float *p)
 		*c = 1.0f;
 		*p = r;
 	}
-}
-
-/* a.b over f floats by one warp; lane 0 gets the result. */
-__device__ inline float
-warp_dot(const float *a, const float *b, int f, int lane)
-{
-	float		d = 0.0f;
-
-	for (int k = lane; k < f; k += 32)
-		d += a[k] * b[k];
-	for (int off = 16; off > 0; off >>= 1)
-		d += __shfl_down_sync(0xffffffffu, d, off);
-	return d;
 }
 
 /* Sum of v over the block; every thread gets the result. */
@@ -111,7 +120,7 @@ row_pass(const Weights &w, const float *__restrict__ Y, const int *__restrict__ 
 		__syncthreads();
 		for (int i = warp; i < n; i += WALS_CUDA_WARPS)
 		{
-			float		d = warp_dot(Y + (size_t) idx[start + i] * f, v, f, lane);
+			float		d = wals_cuda_warp_dot(Y + (size_t) idx[start + i] * f, v, f, lane);
 
 			if (lane == 0)
 			{
@@ -275,7 +284,7 @@ loss_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict
 	if (cells)
 		for (int i = warp; i < nnz; i += WALS_CUDA_WARPS)
 		{
-			float		d = warp_dot(x, Y + (size_t) indices[start + i] * f, f, lane);
+			float		d = wals_cuda_warp_dot(x, Y + (size_t) indices[start + i] * f, f, lane);
 
 			if (lane == 0)
 			{
@@ -312,6 +321,239 @@ loss_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict
 	}
 }
 
+/*
+ * The gradient of L at the factors for each row of X: -2 r, r being the CG
+ * kernel's first residual, sum_i (c p - (c - w0) x.y_i) y_i - w0 G x -
+ * lambda s x, for a row without ratings too (-w0 G x - lambda s x).
+ * Shared memory: x and r (f each), the tile's 32 weights and the warps'
+ * partial sums.
+ */
+__global__ void
+grad_rows(Weights w, int explicit_scale, const long long *__restrict__ indptr,
+		  const int *__restrict__ indices, const float *__restrict__ values,
+		  const float *__restrict__ Y, const float *__restrict__ G,
+		  const float *__restrict__ X, long long nrows, int f, float *__restrict__ out)
+{
+	extern __shared__ float shm[];
+	float	   *x = shm;
+	float	   *r = x + f;
+	float	   *tile = r + f;
+	long long	u = blockIdx.x;
+	long long	start;
+	int			nnz;
+	float		s;
+
+	if (u >= nrows)
+		return;
+	start = indptr[u];
+	nnz = (int) (indptr[u + 1] - start);
+	s = explicit_scale ? (float) nnz : 1.0f;
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+		x[k] = X[(size_t) u * f + k];
+	__syncthreads();
+	row_pass(w, Y, indices + start, values + start, nnz, f, x, true, r, tile);
+	if (w.w0 != 0.0f)
+		symv(G, f, -w.w0, x, r);
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+		out[(size_t) u * f + k] = -2.0f * (r[k] - w.lambda * s * x[k]);
+}
+
+/*
+ * Each row's terms of L(z + t d) as the coefficients of t^0 to t^4, in
+ * double as src/core's wals_line_rows sums them.  Along the line a cell's
+ * x.y is a0 + a1 t + a2 t^2 (a0 = x.y, a1 = x.dy + dx.y, a2 = dx.dy), and
+ * its term c (p - x.y)^2 - w0 (x.y)^2 = (c - w0) (x.y)^2 - 2 c p x.y + c p^2;
+ * the row's regularisation is lambda s |x + t dx|^2.  With cells false
+ * only the regularisation (the item side's share).
+ */
+__global__ void
+line_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict__ indptr,
+		  const int *__restrict__ indices, const float *__restrict__ values,
+		  const float *__restrict__ X, const float *__restrict__ DX,
+		  const float *__restrict__ Y, const float *__restrict__ DY,
+		  long long nrows, int f, double *out)
+{
+	__shared__ double red[WALS_CUDA_WARPS][WALS_CUDA_LINE_TERMS];
+	long long	u = blockIdx.x;
+	int			lane = threadIdx.x & 31;
+	int			warp = threadIdx.x >> 5;
+	long long	start;
+	int			nnz;
+	double		acc[WALS_CUDA_LINE_TERMS] = {};
+	const float *x;
+	const float *dx;
+
+	if (u >= nrows)
+		return;
+	start = indptr[u];
+	nnz = (int) (indptr[u + 1] - start);
+	x = X + (size_t) u * f;
+	dx = DX + (size_t) u * f;
+	if (cells)
+		for (int i = warp; i < nnz; i += WALS_CUDA_WARPS)
+		{
+			const float *y = Y + (size_t) indices[start + i] * f;
+			const float *dy = DY + (size_t) indices[start + i] * f;
+			float		a0 = 0.0f;
+			float		a1 = 0.0f;
+			float		a2 = 0.0f;
+
+			for (int k = lane; k < f; k += 32)
+			{
+				a0 += x[k] * y[k];
+				a1 += x[k] * dy[k] + dx[k] * y[k];
+				a2 += dx[k] * dy[k];
+			}
+			for (int off = 16; off > 0; off >>= 1)
+			{
+				a0 += __shfl_down_sync(0xffffffffu, a0, off);
+				a1 += __shfl_down_sync(0xffffffffu, a1, off);
+				a2 += __shfl_down_sync(0xffffffffu, a2, off);
+			}
+			if (lane == 0)
+			{
+				float		c;
+				float		p;
+				double		e;
+				double		cp;
+
+				cell_weights(w, values[start + i], &c, &p);
+				e = (double) c - (double) w.w0;
+				cp = (double) c * (double) p;
+				acc[0] += e * a0 * a0 - 2.0 * cp * a0 + cp * p;
+				acc[1] += 2.0 * e * a0 * a1 - 2.0 * cp * a1;
+				acc[2] += e * ((double) a1 * a1 + 2.0 * a0 * a2) - 2.0 * cp * a2;
+				acc[3] += 2.0 * e * a1 * a2;
+				acc[4] += e * a2 * a2;
+			}
+		}
+	if (warp == 0)
+	{
+		double		xx = 0.0;
+		double		xd = 0.0;
+		double		dd = 0.0;
+		double		ls = (double) w.lambda * (explicit_scale ? (double) nnz : 1.0);
+
+		for (int k = lane; k < f; k += 32)
+		{
+			xx += (double) x[k] * x[k];
+			xd += (double) x[k] * dx[k];
+			dd += (double) dx[k] * dx[k];
+		}
+		for (int off = 16; off > 0; off >>= 1)
+		{
+			xx += __shfl_down_sync(0xffffffffu, xx, off);
+			xd += __shfl_down_sync(0xffffffffu, xd, off);
+			dd += __shfl_down_sync(0xffffffffu, dd, off);
+		}
+		if (lane == 0)
+		{
+			acc[0] += ls * xx;
+			acc[1] += 2.0 * ls * xd;
+			acc[2] += ls * dd;
+		}
+	}
+	if (lane == 0)
+		for (int k = 0; k < WALS_CUDA_LINE_TERMS; k++)
+			red[warp][k] = acc[k];
+	__syncthreads();
+	if (threadIdx.x < WALS_CUDA_LINE_TERMS)
+	{
+		double		sum = 0.0;
+
+		for (int i = 0; i < WALS_CUDA_WARPS; i++)
+			sum += red[i][threadIdx.x];
+		out[(size_t) u * WALS_CUDA_LINE_TERMS + threadIdx.x] = sum;
+	}
+}
+
+/*
+ * dst = a x + b y over n floats, in double and rounded once; an operand
+ * whose coefficient is 0 is not read (it may hold anything, NaN included).
+ * dst may be x or y: each element is read and written by one thread.
+ */
+__global__ void
+combine_floats(float *dst, double a, const float *x, double b, const float *y, size_t n)
+{
+	for (size_t k = (size_t) blockIdx.x * blockDim.x + threadIdx.x; k < n;
+		 k += (size_t) gridDim.x * blockDim.x)
+	{
+		double		v = 0.0;
+
+		if (a != 0.0)
+			v += a * x[k];
+		if (b != 0.0)
+			v += b * y[k];
+		dst[k] = (float) v;
+	}
+}
+
+/*
+ * The sums of this block (of a grid of WALS_CUDA_ACC_BLOCKS) into
+ * parts[WALS_CUDA_ACC_TERMS * blockIdx.x + j], j < terms: each thread's
+ * own, then the warps', in double.
+ */
+__device__ void
+acc_store(double *acc, int terms, double *parts)
+{
+	__shared__ double red[WALS_CUDA_ACC_THREADS / 32][WALS_CUDA_ACC_TERMS];
+	int			lane = threadIdx.x & 31;
+	int			warp = threadIdx.x >> 5;
+
+	for (int j = 0; j < terms; j++)
+	{
+		for (int off = 16; off > 0; off >>= 1)
+			acc[j] += __shfl_down_sync(0xffffffffu, acc[j], off);
+		if (lane == 0)
+			red[warp][j] = acc[j];
+	}
+	__syncthreads();
+	if (threadIdx.x < terms)
+	{
+		double		sum = 0.0;
+
+		for (int i = 0; i < WALS_CUDA_ACC_THREADS / 32; i++)
+			sum += red[i][threadIdx.x];
+		parts[WALS_CUDA_ACC_TERMS * blockIdx.x + threadIdx.x] = sum;
+	}
+}
+
+/* x.y over n floats, this block's share; see acc_store. */
+__global__ void __launch_bounds__(WALS_CUDA_ACC_THREADS)
+dot_floats(const float *__restrict__ x, const float *__restrict__ y, size_t n, double *parts)
+{
+	double		acc[1] = {0.0};
+
+	for (size_t k = (size_t) blockIdx.x * blockDim.x + threadIdx.x; k < n;
+		 k += (size_t) gridDim.x * blockDim.x)
+		acc[0] += (double) x[k] * y[k];
+	acc_store(acc, 1, parts);
+}
+
+/*
+ * Over f x f matrices, this block's share of P0.Q, P1.Q, P2.Q and P1.Q^T
+ * (the sums of entrywise products), for the unobserved term of a line.
+ */
+__global__ void __launch_bounds__(WALS_CUDA_ACC_THREADS)
+pair_sums(const float *__restrict__ P0, const float *__restrict__ P1,
+		  const float *__restrict__ P2, const float *__restrict__ Q, int f, double *parts)
+{
+	double		acc[WALS_CUDA_ACC_TERMS] = {};
+	size_t		n = (size_t) f * f;
+
+	for (size_t e = (size_t) blockIdx.x * blockDim.x + threadIdx.x; e < n;
+		 e += (size_t) gridDim.x * blockDim.x)
+	{
+		double		q = Q[e];
+
+		acc[0] += (double) P0[e] * q;
+		acc[1] += (double) P1[e] * q;
+		acc[2] += (double) P2[e] * q;
+		acc[3] += (double) P1[e] * Q[(e % f) * f + e / f];
+	}
+	acc_store(acc, WALS_CUDA_ACC_TERMS, parts);
+}
+
 /* One sparse matrix on the device. */
 struct DeviceCsr
 {
@@ -321,6 +563,10 @@ struct DeviceCsr
 	float	   *values;
 };
 
+/*
+ * A training on the device.  X and Y are one buffer, vector 0, and spare
+ * vector k (1 to prob.vectors) another of the same size at V[k].
+ */
 struct Training
 {
 	WalsCudaProblem prob;
@@ -328,27 +574,18 @@ struct Training
 	cublasHandle_t blas;
 	DeviceCsr	by_user;
 	DeviceCsr	by_item;
-	float	   *X;
-	float	   *Y;
+	float	   *X;				/* nusers x f, then Y */
+	float	   *Y;				/* nitems x f, in X's buffer */
+	float	   *V[WALS_CUDA_MAX_VECTORS + 1];
 	float	   *GX;
 	float	   *GY;
-	double	   *parts;
+	float	   *products[4];	/* with spares: f x f each, for train_line */
+	double	   *parts;			/* a row's loss, or its terms of a line */
+	double	   *sums;			/* the reductions' partial sums */
 	unsigned long long *bad;
-	CholeskySolver *cholesky;	/* with the Cholesky solver only */
+	CholeskySolver *cholesky;	/* with the Cholesky and subspace solvers */
 	std::vector<double> host_parts;
 };
-
-#define BLAS_TRY(call, what) \
-	do { \
-		cublasStatus_t st_ = (call); \
-		if (st_ != CUBLAS_STATUS_SUCCESS) \
-		{ \
-			char		why_[48]; \
-			snprintf(why_, sizeof(why_), "cuBLAS status %d", (int) st_); \
-			return fail(err, st_ == CUBLAS_STATUS_ALLOC_FAILED ? WALS_CUDA_ENOMEM : \
-						WALS_CUDA_EDEVICE, (what), why_); \
-		} \
-	} while (0)
 
 static int
 upload_csr(DeviceCsr *d, long long nrows, const int64_t *indptr, const int32_t *indices,
@@ -379,10 +616,14 @@ release(Training *t)
 	cudaFree(t->by_item.indices);
 	cudaFree(t->by_item.values);
 	cudaFree(t->X);
-	cudaFree(t->Y);
+	for (int k = 1; k <= WALS_CUDA_MAX_VECTORS; k++)
+		cudaFree(t->V[k]);
 	cudaFree(t->GX);
 	cudaFree(t->GY);
+	for (int k = 0; k < 4; k++)
+		cudaFree(t->products[k]);
 	cudaFree(t->parts);
+	cudaFree(t->sums);
 	cudaFree(t->bad);
 	wals_cuda_cholesky_end(t->cholesky);
 	if (t->blas != NULL)
@@ -390,17 +631,52 @@ release(Training *t)
 	delete t;
 }
 
-/* G = Y^T Y: row-major Y (n x f) is column-major f x n, and G is symmetric. */
+/*
+ * C = A^T B (f x f, row-major) for row-major A and B of n rows: they are
+ * column-major f x n, and C^T = B^T A is what cuBLAS leaves column-major.
+ */
 static int
-gram(Training *t, const float *Y, long long n, float *G, WalsCudaError *err)
+cross(Training *t, const float *A, const float *B, long long n, float *C, WalsCudaError *err)
 {
 	const float one = 1.0f;
 	const float zero = 0.0f;
 	int			f = t->prob.factors;
 
-	BLAS_TRY(cublasSgemm(t->blas, CUBLAS_OP_N, CUBLAS_OP_T, f, f, (int) n, &one, Y, f, Y, f,
-						 &zero, G, f), "computing a Gram matrix");
+	BLAS_TRY(cublasSgemm(t->blas, CUBLAS_OP_N, CUBLAS_OP_T, f, f, (int) n, &one, B, f, A, f,
+						 &zero, C, f), "computing a Gram matrix");
 	return 0;
+}
+
+/* G = Y^T Y, symmetric. */
+static int
+gram(Training *t, const float *Y, long long n, float *G, WalsCudaError *err)
+{
+	return cross(t, Y, Y, n, G, err);
+}
+
+/*
+ * Dynamic shared memory of a kernel past the 48 KiB it may take without
+ * asking (cg_rows from f ~ 3000 on); the device allows 227 KiB.
+ */
+static int
+allow_shared(const void *kernel, size_t bytes, WalsCudaError *err)
+{
+	if (bytes > WALS_CUDA_SHARED_DEFAULT)
+		CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+									  (int) bytes), "allowing a kernel its shared memory");
+	return 0;
+}
+
+static size_t
+cg_shared(int f)
+{
+	return sizeof(float) * (4 * (size_t) f + 32 + WALS_CUDA_WARPS);
+}
+
+static size_t
+grad_shared(int f)
+{
+	return sizeof(float) * (2 * (size_t) f + 32 + WALS_CUDA_WARPS);
 }
 
 static int
@@ -408,7 +684,6 @@ half_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, floa
 		   int side, WalsCudaError *err)
 {
 	int			f = t->prob.factors;
-	size_t		shared = sizeof(float) * (4 * (size_t) f + 32 + WALS_CUDA_WARPS);
 	unsigned long long bad = ~0ULL;
 	const char *what = side == WALS_CUDA_USERS ? "solving user factors" : "solving item factors";
 
@@ -418,13 +693,27 @@ half_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, floa
 		return wals_cuda_cholesky_solve(t->cholesky, R->nrows, R->indptr, R->indices,
 										R->values, Y, G, X, side, what, err);
 	CUDA_TRY(cudaMemset(t->bad, 0xff, sizeof(*t->bad)), what);
-	cg_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS, shared>>>(
+	cg_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS, cg_shared(f)>>>(
 		t->weights, t->prob.feedback != 0, t->prob.cg_steps, R->indptr, R->indices,
 		R->values, Y, G, X, R->nrows, f, t->bad);
 	CUDA_TRY(cudaGetLastError(), what);
 	CUDA_TRY(cudaMemcpy(&bad, t->bad, sizeof(bad), cudaMemcpyDeviceToHost), what);
 	if (bad != ~0ULL)
 		return fail_row(err, WALS_CUDA_ENONFINITE, side, (long long) bad, what);
+	return 0;
+}
+
+/* Add the terms of n rows, terms doubles a row in t->parts, onto total. */
+static int
+add_parts(Training *t, long long n, int terms, double *total, const char *what,
+		  WalsCudaError *err)
+{
+	t->host_parts.resize((size_t) n * terms);
+	CUDA_TRY(cudaMemcpy(t->host_parts.data(), t->parts, sizeof(double) * n * terms,
+						cudaMemcpyDeviceToHost), what);
+	for (long long r = 0; r < n; r++)
+		for (int k = 0; k < terms; k++)
+			total[k] += t->host_parts[(size_t) r * terms + k];
 	return 0;
 }
 
@@ -438,12 +727,7 @@ sum_parts(Training *t, const DeviceCsr *R, bool cells, const float *X, const flo
 		t->weights, t->prob.feedback != 0, cells, R->indptr, R->indices, R->values,
 		X, Y, R->nrows, t->prob.factors, t->parts);
 	CUDA_TRY(cudaGetLastError(), "computing the loss");
-	t->host_parts.resize((size_t) R->nrows);
-	CUDA_TRY(cudaMemcpy(t->host_parts.data(), t->parts, sizeof(double) * R->nrows,
-						cudaMemcpyDeviceToHost), "computing the loss");
-	for (double part : t->host_parts)
-		*total += part;
-	return 0;
+	return add_parts(t, R->nrows, 1, total, "computing the loss", err);
 }
 
 /* w0 sum_ab GX_ab GY_ab, the loss of every unobserved cell at once. */
@@ -468,10 +752,11 @@ unobserved(Training *t, double *total, WalsCudaError *err)
 }
 
 /*
- * Device memory of a training: both matrices, both factor matrices, the two
- * Grams, the per-row loss and, for the Cholesky solver, one row's system
- * (the batch grows into what is left), checked against what is free before
- * anything is uploaded.
+ * Device memory of a training: both matrices, the factors and the spare
+ * vectors, the two Grams, the per-row loss (or terms of a line) and, with
+ * spares, the line's four f x f products and the partial sums; for the
+ * exact solvers one row's system (the batch grows into what is left).
+ * Checked against what is free before anything is uploaded.
  */
 static size_t
 needed_bytes(const WalsCudaProblem *p)
@@ -480,34 +765,94 @@ needed_bytes(const WalsCudaProblem *p)
 	size_t		rows = (size_t) (p->nusers + p->nitems);
 	size_t		most = (size_t) (p->nusers > p->nitems ? p->nusers : p->nitems);
 	size_t		f = (size_t) p->factors;
-	size_t		cholesky = p->solver == WALS_CUDA_CHOLESKY ?
-		wals_cuda_cholesky_bytes(p->factors, 1) : 0;
+	size_t		vectors = (size_t) p->vectors;
+	size_t		exact = p->solver != WALS_CUDA_CG ? wals_cuda_cholesky_bytes(p, 1) : 0;
+	size_t		spare = vectors > 0 ? 4 * f * f * sizeof(float) +
+		WALS_CUDA_ACC_BLOCKS * WALS_CUDA_ACC_TERMS * sizeof(double) : 0;
 
 	return 2 * nnz * (sizeof(int) + sizeof(float)) + (rows + 2) * sizeof(long long) +
-		rows * f * sizeof(float) + 2 * f * f * sizeof(float) + most * sizeof(double) +
-		cholesky;
+		(1 + vectors) * rows * f * sizeof(float) + 2 * f * f * sizeof(float) +
+		most * (vectors > 0 ? WALS_CUDA_LINE_TERMS : 1) * sizeof(double) + spare + exact;
+}
+
+/* Why this engine cannot train p, or NULL. */
+static const char *
+unsupported(const WalsCudaProblem *p)
+{
+	if (p->factors < 1 || p->factors > WALS_CUDA_MAX_FACTORS)
+		return "factors out of range";
+	if (p->solver != WALS_CUDA_CG && p->solver != WALS_CUDA_CHOLESKY &&
+		p->solver != WALS_CUDA_SUBSPACE)
+		return "unknown solver";
+	if (p->solver == WALS_CUDA_SUBSPACE && p->block_size < 1)
+		return "block size out of range";
+	if (p->vectors < 0 || p->vectors > WALS_CUDA_MAX_VECTORS)
+		return "spare vectors out of range";
+	return NULL;
+}
+
+/* Everything a training holds on the device, uploaded; 0 or err's code. */
+static int
+allocate(Training *t, long long batch, WalsCudaError *err)
+{
+	const WalsCudaProblem *p = &t->prob;
+	int			f = p->factors;
+	size_t		xs = sizeof(float) * (size_t) p->nusers * f;
+	size_t		ys = sizeof(float) * (size_t) p->nitems * f;
+	long long	most = p->nusers > p->nitems ? p->nusers : p->nitems;
+	size_t		terms = p->vectors > 0 ? WALS_CUDA_LINE_TERMS : 1;
+	const char *what = "allocating the factors";
+
+	if (cublasCreate(&t->blas) != CUBLAS_STATUS_SUCCESS)
+		return fail(err, WALS_CUDA_EDEVICE, "starting cuBLAS", "cublasCreate failed");
+	if (upload_csr(&t->by_user, p->nusers, p->user_indptr, p->user_indices,
+				   p->user_values, err) != 0 ||
+		upload_csr(&t->by_item, p->nitems, p->item_indptr, p->item_indices,
+				   p->item_values, err) != 0)
+		return err->code;
+	CUDA_TRY(cudaMalloc(&t->X, xs + ys > 0 ? xs + ys : 1), what);
+	t->Y = t->X + (size_t) p->nusers * f;
+	for (int k = 1; k <= p->vectors; k++)
+		CUDA_TRY(cudaMalloc(&t->V[k], xs + ys > 0 ? xs + ys : 1), what);
+	CUDA_TRY(cudaMalloc(&t->GX, sizeof(float) * f * f), what);
+	CUDA_TRY(cudaMalloc(&t->GY, sizeof(float) * f * f), what);
+	if (p->vectors > 0)
+	{
+		for (int k = 0; k < 4; k++)
+			CUDA_TRY(cudaMalloc(&t->products[k], sizeof(float) * f * f), what);
+		CUDA_TRY(cudaMalloc(&t->sums, sizeof(double) * WALS_CUDA_ACC_BLOCKS *
+							WALS_CUDA_ACC_TERMS), what);
+	}
+	CUDA_TRY(cudaMalloc(&t->parts, sizeof(double) * terms * (most > 0 ? most : 1)),
+			 "allocating the loss");
+	CUDA_TRY(cudaMalloc(&t->bad, sizeof(*t->bad)), what);
+	CUDA_TRY(cudaMemcpy(t->X, p->X, xs, cudaMemcpyHostToDevice), "uploading the factors");
+	CUDA_TRY(cudaMemcpy(t->Y, p->Y, ys, cudaMemcpyHostToDevice), "uploading the factors");
+	if (p->solver == WALS_CUDA_CG &&
+		allow_shared((const void *) cg_rows, cg_shared(f), err) != 0)
+		return err->code;
+	if (p->vectors > 0 &&
+		(allow_shared((const void *) grad_rows, grad_shared(f), err) != 0 ||
+		 gram(t, t->X, p->nusers, t->GX, err) != 0 ||
+		 gram(t, t->Y, p->nitems, t->GY, err) != 0))
+		return err->code;
+	if (p->solver != WALS_CUDA_CG)
+		return wals_cuda_cholesky_begin(p, t->blas, batch, &t->cholesky, err);
+	return 0;
 }
 
 static int
 train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 {
-	Training   *t = new (std::nothrow) Training();
-	int			f = p->factors;
-	size_t		xs = sizeof(float) * (size_t) p->nusers * f;
-	size_t		ys = sizeof(float) * (size_t) p->nitems * f;
+	Training   *t;
 	long long	most = p->nusers > p->nitems ? p->nusers : p->nitems;
 	long long	batch = 0;
+	const char *why_not = unsupported(p);
 	int			rc;
 
 	*state = NULL;
-	if (t == NULL)
-		return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", "out of host memory");
-	if (f < 1 || f > 1024 ||
-		(p->solver != WALS_CUDA_CG && p->solver != WALS_CUDA_CHOLESKY))
-	{
-		delete t;
-		return fail(err, WALS_CUDA_EINVAL, "starting a GPU training", "unsupported factors or solver");
-	}
+	if (why_not != NULL)
+		return fail(err, WALS_CUDA_EINVAL, "starting a GPU training", why_not);
 	{
 		size_t		free_bytes = 0;
 		size_t		total_bytes = 0;
@@ -515,50 +860,29 @@ train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 
 		cudaError_t info = cudaMemGetInfo(&free_bytes, &total_bytes);
 
-		if (info != cudaSuccess || need > free_bytes)
+		if (info != cudaSuccess)
+			return fail(err, WALS_CUDA_EDEVICE, "asking the free device memory",
+						cudaGetErrorString(info));
+		if (need > free_bytes)
 		{
 			char		why[128];
 
 			snprintf(why, sizeof(why), "it needs %zu bytes of device memory, %zu are free",
 					 need, free_bytes);
-			delete t;
-			if (info != cudaSuccess)
-				return fail(err, WALS_CUDA_EDEVICE, "asking the free device memory",
-							cudaGetErrorString(info));
 			return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", why);
 		}
-		if (p->solver == WALS_CUDA_CHOLESKY)
-			batch = wals_cuda_cholesky_rows(f, most, free_bytes - need);
+		if (p->solver != WALS_CUDA_CG)
+			batch = wals_cuda_cholesky_rows(p, most, free_bytes - need);
 	}
+	t = new (std::nothrow) Training();
+	if (t == NULL)
+		return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", "out of host memory");
 	t->prob = *p;
 	t->weights.implicit = p->feedback == 0;
 	t->weights.alpha = p->alpha;
 	t->weights.w0 = p->w0;
 	t->weights.lambda = p->regularization;
-
-	rc = cublasCreate(&t->blas) == CUBLAS_STATUS_SUCCESS ? 0 :
-		fail(err, WALS_CUDA_EDEVICE, "starting cuBLAS", "cublasCreate failed");
-	if (rc == 0)
-		rc = upload_csr(&t->by_user, p->nusers, p->user_indptr, p->user_indices,
-						p->user_values, err);
-	if (rc == 0)
-		rc = upload_csr(&t->by_item, p->nitems, p->item_indptr, p->item_indices,
-						p->item_values, err);
-	if (rc == 0)
-		rc = [&]() -> int {
-			CUDA_TRY(cudaMalloc(&t->X, xs > 0 ? xs : 1), "allocating the factors");
-			CUDA_TRY(cudaMalloc(&t->Y, ys > 0 ? ys : 1), "allocating the factors");
-			CUDA_TRY(cudaMalloc(&t->GX, sizeof(float) * f * f), "allocating the factors");
-			CUDA_TRY(cudaMalloc(&t->GY, sizeof(float) * f * f), "allocating the factors");
-			CUDA_TRY(cudaMalloc(&t->parts, sizeof(double) * (most > 0 ? most : 1)),
-					 "allocating the loss");
-			CUDA_TRY(cudaMalloc(&t->bad, sizeof(*t->bad)), "allocating the factors");
-			CUDA_TRY(cudaMemcpy(t->X, p->X, xs, cudaMemcpyHostToDevice), "uploading the factors");
-			CUDA_TRY(cudaMemcpy(t->Y, p->Y, ys, cudaMemcpyHostToDevice), "uploading the factors");
-			return 0;
-		}();
-	if (rc == 0 && p->solver == WALS_CUDA_CHOLESKY)
-		rc = wals_cuda_cholesky_begin(p, batch, &t->cholesky, err);
+	rc = allocate(t, batch, err);
 	if (rc != 0)
 	{
 		release(t);
@@ -586,13 +910,17 @@ iterate(Training *t, double *loss, WalsCudaError *err)
 	return 0;
 }
 
-/* The loss's host buffers may throw, and no exception may reach the caller. */
+/*
+ * Run body, a call of the table: the host buffers of the loss and of the
+ * line may throw, and no exception may reach the caller.
+ */
+template <typename Body>
 static int
-train_iterate(void *state, double *loss, WalsCudaError *err)
+guarded(WalsCudaError *err, Body body)
 {
 	try
 	{
-		return iterate((Training *) state, loss, err);
+		return body();
 	}
 	catch (const std::bad_alloc &)
 	{
@@ -602,6 +930,234 @@ train_iterate(void *state, double *loss, WalsCudaError *err)
 	{
 		return fail(err, WALS_CUDA_EDEVICE, "training on the GPU", "unexpected C++ exception");
 	}
+}
+
+static int
+train_iterate(void *state, double *loss, WalsCudaError *err)
+{
+	return guarded(err, [&]() { return iterate((Training *) state, loss, err); });
+}
+
+/*
+ * 0 when vector k is one the training keeps, from lowest (1 where the
+ * result may not overwrite the factors it is computed from) to its last
+ * spare; else WALS_CUDA_EINVAL.
+ */
+static int
+check_vector(const Training *t, int k, int lowest, const char *what, WalsCudaError *err)
+{
+	char		why[96];
+
+	if (t->prob.vectors <= 0)
+		return fail(err, WALS_CUDA_EINVAL, what, "the training keeps no spare vectors");
+	if (k >= lowest && k <= t->prob.vectors)
+		return 0;
+	snprintf(why, sizeof(why), "vector %d is not one of %d to %d", k, lowest, t->prob.vectors);
+	return fail(err, WALS_CUDA_EINVAL, what, why);
+}
+
+/* Vector k: the factors (X then Y) or a spare. */
+static float *
+vector_of(Training *t, int k)
+{
+	return k == 0 ? t->X : t->V[k];
+}
+
+/* Floats of a vector: all factors. */
+static size_t
+vector_size(const Training *t)
+{
+	return (size_t) (t->prob.nusers + t->prob.nitems) * t->prob.factors;
+}
+
+/* Partial sums of a reduction (terms of each block) onto total. */
+static int
+add_sums(Training *t, int terms, double *total, const char *what, WalsCudaError *err)
+{
+	double		parts[WALS_CUDA_ACC_BLOCKS * WALS_CUDA_ACC_TERMS];
+
+	CUDA_TRY(cudaMemcpy(parts, t->sums, sizeof(parts), cudaMemcpyDeviceToHost), what);
+	for (int b = 0; b < WALS_CUDA_ACC_BLOCKS; b++)
+		for (int j = 0; j < terms; j++)
+			total[j] += parts[WALS_CUDA_ACC_TERMS * b + j];
+	return 0;
+}
+
+static int
+gradient(Training *t, int dst, WalsCudaError *err)
+{
+	const char *what = "computing the gradient";
+	int			f = t->prob.factors;
+	float	   *g;
+
+	if (check_vector(t, dst, 1, what, err) != 0)
+		return err->code;
+	g = vector_of(t, dst);
+	if (t->by_user.nrows > 0)
+		grad_rows<<<(unsigned int) t->by_user.nrows, WALS_CUDA_THREADS, grad_shared(f)>>>(
+			t->weights, t->prob.feedback != 0, t->by_user.indptr, t->by_user.indices,
+			t->by_user.values, t->Y, t->GY, t->X, t->by_user.nrows, f, g);
+	CUDA_TRY(cudaGetLastError(), what);
+	if (t->by_item.nrows > 0)
+		grad_rows<<<(unsigned int) t->by_item.nrows, WALS_CUDA_THREADS, grad_shared(f)>>>(
+			t->weights, t->prob.feedback != 0, t->by_item.indptr, t->by_item.indices,
+			t->by_item.values, t->X, t->GX, t->Y, t->by_item.nrows, f,
+			g + (size_t) t->prob.nusers * f);
+	CUDA_TRY(cudaGetLastError(), what);
+	CUDA_TRY(cudaDeviceSynchronize(), what);
+	return 0;
+}
+
+static int
+train_gradient(void *state, int dst, WalsCudaError *err)
+{
+	return guarded(err, [&]() { return gradient((Training *) state, dst, err); });
+}
+
+static int
+combine(Training *t, int dst, double a, int x, double b, int y, WalsCudaError *err)
+{
+	const char *what = "combining factor vectors";
+	size_t		n = vector_size(t);
+	size_t		blocks = (n + 255) / 256;
+
+	if (check_vector(t, dst, 0, what, err) != 0 ||
+		(a != 0.0 && check_vector(t, x, 0, what, err) != 0) ||
+		(b != 0.0 && check_vector(t, y, 0, what, err) != 0))
+		return err->code;
+	if (n > 0)
+		combine_floats<<<(unsigned int) (blocks < 4096 ? blocks : 4096), 256>>>(
+			vector_of(t, dst), a, a != 0.0 ? vector_of(t, x) : NULL,
+			b, b != 0.0 ? vector_of(t, y) : NULL, n);
+	CUDA_TRY(cudaGetLastError(), what);
+	if (dst == 0 &&
+		(gram(t, t->X, t->prob.nusers, t->GX, err) != 0 ||
+		 gram(t, t->Y, t->prob.nitems, t->GY, err) != 0))
+		return err->code;
+	CUDA_TRY(cudaDeviceSynchronize(), what);
+	return 0;
+}
+
+static int
+train_combine(void *state, int dst, double a, int x, double b, int y, WalsCudaError *err)
+{
+	return guarded(err, [&]() { return combine((Training *) state, dst, a, x, b, y, err); });
+}
+
+static int
+dot(Training *t, int x, int y, double *out, WalsCudaError *err)
+{
+	const char *what = "multiplying factor vectors";
+	double		total = 0.0;
+
+	if (check_vector(t, x, 0, what, err) != 0 || check_vector(t, y, 0, what, err) != 0)
+		return err->code;
+	dot_floats<<<WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS>>>(vector_of(t, x),
+																vector_of(t, y),
+																vector_size(t), t->sums);
+	CUDA_TRY(cudaGetLastError(), what);
+	if (add_sums(t, 1, &total, what, err) != 0)
+		return err->code;
+	*out = total;
+	return 0;
+}
+
+static int
+train_dot(void *state, int x, int y, double *out, WalsCudaError *err)
+{
+	return guarded(err, [&]() { return dot((Training *) state, x, y, out, err); });
+}
+
+/*
+ * The unobserved term along the line, w0 trace(GX(t) GY(t)) with GX(t) =
+ * GX + t (CX + CX^T) + t^2 GDX (the Gram of BX + t DX: CX = BX^T DX, GDX =
+ * DX^T DX) and GY(t) alike.  The three products of X's side stay while
+ * each of Y's is formed in turn; for symmetric G and any C, G.(C + C^T) =
+ * 2 G.C, and (CX + CX^T).(CY + CY^T) = 2 CX.CY + 2 CX.CY^T.
+ */
+static int
+line_unobserved(Training *t, const float *BX, const float *DX, const float *BY,
+				const float *DY, double coef[WALS_CUDA_LINE_TERMS], WalsCudaError *err)
+{
+	const char *what = "computing the loss along a line";
+	long long	nu = t->prob.nusers;
+	long long	ni = t->prob.nitems;
+	float	   *GBX = t->products[0];
+	float	   *CX = t->products[1];
+	float	   *GDX = t->products[2];
+	float	   *Q = t->products[3];
+	double		s[3][WALS_CUDA_ACC_TERMS] = {};
+	double		w0 = t->weights.w0;
+
+	if (cross(t, BX, BX, nu, GBX, err) != 0 || cross(t, BX, DX, nu, CX, err) != 0 ||
+		cross(t, DX, DX, nu, GDX, err) != 0)
+		return err->code;
+	for (int q = 0; q < 3; q++)
+	{
+		const float *A = q == 2 ? DY : BY;
+		const float *B = q == 0 ? BY : DY;
+
+		if (cross(t, A, B, ni, Q, err) != 0)
+			return err->code;
+		pair_sums<<<WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS>>>(GBX, CX, GDX, Q,
+																   t->prob.factors, t->sums);
+		CUDA_TRY(cudaGetLastError(), what);
+		if (add_sums(t, WALS_CUDA_ACC_TERMS, s[q], what, err) != 0)
+			return err->code;
+	}
+	coef[0] += w0 * s[0][0];
+	coef[1] += w0 * 2.0 * (s[1][0] + s[0][1]);
+	coef[2] += w0 * (s[2][0] + 2.0 * s[1][1] + 2.0 * s[1][3] + s[0][2]);
+	coef[3] += w0 * 2.0 * (s[2][1] + s[1][2]);
+	coef[4] += w0 * s[2][2];
+	return 0;
+}
+
+/* The terms of a line from each row of R (cells or only regularisation). */
+static int
+line_side(Training *t, const DeviceCsr *R, bool cells, const float *X, const float *DX,
+		  const float *Y, const float *DY, double coef[WALS_CUDA_LINE_TERMS],
+		  WalsCudaError *err)
+{
+	const char *what = "computing the loss along a line";
+
+	if (R->nrows == 0)
+		return 0;
+	line_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS>>>(
+		t->weights, t->prob.feedback != 0, cells, R->indptr, R->indices, R->values,
+		X, DX, Y, DY, R->nrows, t->prob.factors, t->parts);
+	CUDA_TRY(cudaGetLastError(), what);
+	return add_parts(t, R->nrows, WALS_CUDA_LINE_TERMS, coef, what, err);
+}
+
+static int
+line(Training *t, int base, int dir, double coef[WALS_CUDA_LINE_TERMS], WalsCudaError *err)
+{
+	const char *what = "computing the loss along a line";
+	size_t		xs = (size_t) t->prob.nusers * t->prob.factors;
+	double		total[WALS_CUDA_LINE_TERMS] = {};
+	const float *BX;
+	const float *DX;
+
+	if (check_vector(t, base, 0, what, err) != 0 || check_vector(t, dir, 0, what, err) != 0)
+		return err->code;
+	BX = vector_of(t, base);
+	DX = vector_of(t, dir);
+	if (line_side(t, &t->by_user, true, BX, DX, BX + xs, DX + xs, total, err) != 0 ||
+		line_side(t, &t->by_item, false, BX + xs, DX + xs, BX, DX, total, err) != 0 ||
+		(t->weights.w0 != 0.0f &&
+		 line_unobserved(t, BX, DX, BX + xs, DX + xs, total, err) != 0))
+		return err->code;
+	for (int k = 0; k < WALS_CUDA_LINE_TERMS; k++)
+		coef[k] = total[k];
+	return 0;
+}
+
+static int
+train_line(void *state, int base, int dir, double coef[WALS_CUDA_LINE_TERMS],
+		   WalsCudaError *err)
+{
+	return guarded(err, [&]() { return line((Training *) state, base, dir, coef, err); });
 }
 
 static int
@@ -631,4 +1187,8 @@ wals_cuda_train_api(WalsCudaApi *api)
 	api->train_begin = train_begin;
 	api->train_iterate = train_iterate;
 	api->train_end = train_end;
+	api->train_gradient = train_gradient;
+	api->train_combine = train_combine;
+	api->train_dot = train_dot;
+	api->train_line = train_line;
 }

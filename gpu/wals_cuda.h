@@ -21,7 +21,7 @@ extern "C"
 #endif
 
 /* Bumped whenever the table below changes, so a stale library is refused. */
-#define WALS_CUDA_ABI_VERSION	3
+#define WALS_CUDA_ABI_VERSION	4
 
 /* What the CUDA runtime says of one device. */
 typedef struct WalsCudaDevice
@@ -38,11 +38,24 @@ typedef struct WalsCudaDevice
 /* The solvers, numbered as src/core's WalsSolver. */
 #define WALS_CUDA_CHOLESKY	0
 #define WALS_CUDA_CG		1
+#define WALS_CUDA_SUBSPACE	2
+
+/* The most factors a training may have. */
+#define WALS_CUDA_MAX_FACTORS	4096
+
+/* The spare vectors a training may keep, and the terms of a line's quartic. */
+#define WALS_CUDA_MAX_VECTORS	4
+#define WALS_CUDA_LINE_TERMS	5
 
 /*
  * A training as src/core describes one: feedback 0 implicit, 1 explicit;
  * both matrices as CSR (by user, by item) and the starting factors, all in
- * host memory that the caller keeps until train_begin returns.
+ * host memory that the caller keeps until train_begin returns.  The
+ * subspace solver takes blocks of block_size dimensions (all f at once
+ * when block_size >= f, which is the Cholesky solve).  vectors is the
+ * number of spare vectors of the size of all factors that the training
+ * keeps on the device for the operations below (0 to
+ * WALS_CUDA_MAX_VECTORS; 0 refuses them).
  */
 typedef struct WalsCudaProblem
 {
@@ -50,6 +63,8 @@ typedef struct WalsCudaProblem
 	int			solver;
 	int			factors;
 	int			cg_steps;
+	int			block_size;		/* dimensions per block of the subspace solver */
+	int			vectors;		/* spare factor-sized vectors to keep */
 	float		regularization;
 	float		alpha;
 	float		w0;
@@ -103,14 +118,42 @@ typedef struct WalsCudaApi
 	 * factors when X and Y are not NULL and freeing the device memory in
 	 * every case.  Each returns 0, or the code of err, which it fills;
 	 * after a failure of train_iterate the caller still calls train_end.
-	 * Both solvers run on the device; a row whose system is not positive
-	 * definite (Cholesky) or whose solution is not finite fails
+	 * Every solver runs on the device; a row whose system (or a block of
+	 * it, subspace) is not positive definite or whose solution is not
+	 * finite fails
 	 * train_iterate with err naming the side and the lowest such row.
 	 */
 	int			(*train_begin) (const WalsCudaProblem *problem, void **state,
 								WalsCudaError *err);
 	int			(*train_iterate) (void *state, double *loss, WalsCudaError *err);
 	int			(*train_end) (void *state, float *X, float *Y, WalsCudaError *err);
+
+	/*
+	 * Operations on whole factor-sized vectors of a training that keeps
+	 * spares (problem->vectors > 0), for ALS-NCG.  Vector 0 is the factors
+	 * (X then Y), 1 to vectors the spares, on the device; a spare holds
+	 * nothing defined until it is written.  Each returns 0, or the code of
+	 * err (WALS_CUDA_EINVAL when the training keeps no spares, for a vector
+	 * number out of range, and for a gradient into the factors).
+	 *
+	 * train_gradient: dst = dL/d(X, Y) at the factors; per user row
+	 *	 -2 [sum_i (c p - (c - w0) x.y_i) y_i - w0 (Y^T Y) x - lambda s x],
+	 *	 and the same for items with X.
+	 * train_combine: dst = a x + b y elementwise (dst may be x or y), not
+	 *	 reading an operand whose coefficient is 0 (it may hold anything);
+	 *	 when dst is the factors, the Grams the next sweep and gradient
+	 *	 read are refreshed.
+	 * train_dot: *out = x.y over all factors, accumulated in double.
+	 * train_line: coef[k] of the quartic L(base + t dir) = sum_k coef[k] t^k,
+	 *	 exactly as src/core's wals_line_rows, wals_line_reg_rows and
+	 *	 wals_line_unobserved give it, accumulated in double.
+	 */
+	int			(*train_gradient) (void *state, int dst, WalsCudaError *err);
+	int			(*train_combine) (void *state, int dst, double a, int x, double b, int y,
+								  WalsCudaError *err);
+	int			(*train_dot) (void *state, int x, int y, double *out, WalsCudaError *err);
+	int			(*train_line) (void *state, int base, int dir,
+							   double coef[WALS_CUDA_LINE_TERMS], WalsCudaError *err);
 } WalsCudaApi;
 
 /* Fill api; returns 0, or -1 when api is NULL. */

@@ -11,11 +11,23 @@
  * go to the detail.  Whatever ends the training early first lets the
  * library free the device memory (end without X), so that a backend never
  * keeps a GPU's memory for a training that is over.
+ *
+ * An accelerated training (ALS-NCG) keeps its spare vectors on the device
+ * beside the factors, numbered as the engine interface numbers them, so
+ * that the gradient, the combinations, the dot products and the line's
+ * quartic never move a vector between host and device.
  */
 #include "postgres.h"
 
 #include "wals_train.h"
 #include "wals_cuda.h"
+
+/* The engine interface's vectors and line are the library's. */
+StaticAssertDecl(WALS_VEC_FACTORS == 0, "vector 0 is the factors in both");
+StaticAssertDecl(WALS_ACCEL_VECTORS - 1 <= WALS_CUDA_MAX_VECTORS,
+				 "the library keeps every spare an accelerated training needs");
+StaticAssertDecl(WALS_LINE_TERMS == WALS_CUDA_LINE_TERMS,
+				 "a line's quartic has as many terms in both");
 
 typedef struct GpuEngine
 {
@@ -33,9 +45,12 @@ describe_problem(const WalsProblem *problem, WalsCudaProblem *p)
 	const WalsData *data = problem->data;
 
 	p->feedback = params->feedback == WALS_EXPLICIT ? 1 : 0;
-	p->solver = params->solver == WALS_CG ? WALS_CUDA_CG : WALS_CUDA_CHOLESKY;
+	p->solver = params->solver == WALS_CG ? WALS_CUDA_CG :
+		params->solver == WALS_SUBSPACE ? WALS_CUDA_SUBSPACE : WALS_CUDA_CHOLESKY;
 	p->factors = params->factors;
 	p->cg_steps = params->cg_steps;
+	p->block_size = params->block_size;
+	p->vectors = problem->accelerate ? WALS_ACCEL_VECTORS - 1 : 0;
 	p->regularization = params->regularization;
 	p->alpha = params->alpha;
 	p->w0 = params->w0;
@@ -132,9 +147,57 @@ gpu_end(void *state, float *X, float *Y, WalsFailure *failure)
 	return true;
 }
 
+static bool
+gpu_gradient(void *state, int dst, WalsFailure *failure)
+{
+	GpuEngine  *e = state;
+	WalsCudaError err = {0};
+
+	if (e->cuda->train_gradient(e->training, dst, &err) != 0)
+		return failed(&err, failure);
+	return true;
+}
+
+static bool
+gpu_combine(void *state, int dst, double a, int x, double b, int y, WalsFailure *failure)
+{
+	GpuEngine  *e = state;
+	WalsCudaError err = {0};
+
+	if (e->cuda->train_combine(e->training, dst, a, x, b, y, &err) != 0)
+		return failed(&err, failure);
+	return true;
+}
+
+static bool
+gpu_dot(void *state, int x, int y, double *out, WalsFailure *failure)
+{
+	GpuEngine  *e = state;
+	WalsCudaError err = {0};
+
+	if (e->cuda->train_dot(e->training, x, y, out, &err) != 0)
+		return failed(&err, failure);
+	return true;
+}
+
+static bool
+gpu_line(void *state, int base, int dir, double coef[WALS_LINE_TERMS], WalsFailure *failure)
+{
+	GpuEngine  *e = state;
+	WalsCudaError err = {0};
+
+	if (e->cuda->train_line(e->training, base, dir, coef, &err) != 0)
+		return failed(&err, failure);
+	return true;
+}
+
 const WalsEngine wals_gpu_engine = {
 	.name = "gpu",
 	.begin = gpu_begin,
 	.iterate = gpu_iterate,
 	.end = gpu_end,
+	.gradient = gpu_gradient,
+	.combine = gpu_combine,
+	.dot = gpu_dot,
+	.line = gpu_line,
 };
