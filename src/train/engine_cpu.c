@@ -273,8 +273,17 @@ run_chunk(CpuEngine *e, WalsTask task, uint32 chunk)
 		case WALS_TASK_QUIT:
 			break;
 	}
-	if (status != WALS_OK)
+	if (status == WALS_ESINGULAR || status == WALS_ENONFINITE)
 		record_failure(e->shared, status, bad_row);
+	else if (status != WALS_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not solve rows %lld to %lld: %s",
+						(long long) (task == WALS_TASK_SOLVE_USERS ? e->user_chunks[chunk] :
+									 e->item_chunks[chunk]),
+						(long long) (task == WALS_TASK_SOLVE_USERS ? e->user_chunks[chunk + 1] :
+									 e->item_chunks[chunk + 1]) - 1,
+						wals_status_string(status))));
 }
 
 /*

@@ -143,6 +143,45 @@ for my $timeout ('1s', '100ms')
 }
 
 # ---------------------------------------------------------------------------
+# The same inside an accelerated training (ALS-NCG): a cancel once it is in
+# its second iteration, whose sweep, line search and step along the NCG
+# direction all run on the factors of the first; then statement_timeout.
+my $long_ncg = q{SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating',
+  model => 'm', factors => 128, iterations => 10000, solver => 'cholesky',
+  accelerate => 'ncg')};
+$bg->query_until(qr/starting/, "\\echo starting\n$long_ncg;\n");
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT query LIKE '%iteration 2 of 10000%'
+		  FROM pg_stat_activity WHERE pid = $pid}),
+	'the accelerated training is in its second iteration');
+is($node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)"),
+	't', 'pg_cancel_backend of the accelerated training');
+$seen = eval {
+	pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+		qr/canceling statement due to user request/);
+};
+ok($seen, 'the accelerated training ends with "canceling statement due to user request"')
+  or diag("stderr: $bg->{stderr}; $@");
+$bg->{stderr} = '';
+$bg->{stdout} = '';
+ok( $node->poll_query_until(
+		'postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid"),
+	'the cancelled backend is idle');
+model_unchanged('after pg_cancel_backend in an accelerated iteration');
+{
+	my ($stdout, $stderr);
+	$node->psql(
+		'postgres', "SET statement_timeout = '4s'; $long_ncg",
+		stdout => \$stdout,
+		stderr => \$stderr);
+	like(
+		$stderr,
+		qr/canceling statement due to statement timeout/,
+		'statement_timeout ends an accelerated training');
+	model_unchanged('after statement_timeout in an accelerated training');
+}
+
+# ---------------------------------------------------------------------------
 # A successful training inside a transaction that is rolled back.
 $bg->query_safe('BEGIN');
 $bg->query_safe(
