@@ -468,23 +468,27 @@ line_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict
 }
 
 /*
- * dst = a x + b y over n floats, in double and rounded once; an operand
- * whose coefficient is 0 is not read (it may hold anything, NaN included).
- * dst may be x or y: each element is read and written by one thread.
+ * dst = a x + b y over n floats, in float as src/train's CPU engine; an
+ * operand whose coefficient is 0 is not read (it may hold anything, NaN
+ * included).  dst may be x or y: each element is read and written by one
+ * thread.
  */
 __global__ void
 combine_floats(float *dst, double a, const float *x, double b, const float *y, size_t n)
 {
+	float		fa = (float) a;
+	float		fb = (float) b;
+
 	for (size_t k = (size_t) blockIdx.x * blockDim.x + threadIdx.x; k < n;
 		 k += (size_t) gridDim.x * blockDim.x)
 	{
-		double		v = 0.0;
+		float		v = 0.0f;
 
 		if (a != 0.0)
-			v += a * x[k];
+			v += fa * x[k];
 		if (b != 0.0)
-			v += b * y[k];
-		dst[k] = (float) v;
+			v += fb * y[k];
+		dst[k] = v;
 	}
 }
 

@@ -2,9 +2,12 @@
  * check_train.c
  *	  The GPU engine against src/core: from the same starting factors, the
  *	  loss of every iteration must agree within 1e-4 relative, for implicit,
- *	  explicit and weighted models and odd shapes, with each solver (CG and
- *	  Cholesky); and a system that is not positive definite must fail the
- *	  iteration naming the row src/core names.
+ *	  explicit and weighted models and odd shapes up to f = 4096, with each
+ *	  solver (CG, Cholesky, and subspace with one block and with several);
+ *	  a system that is not positive definite must fail the iteration naming
+ *	  the row src/core names; and the operations of an accelerated training
+ *	  (gradient, combine, dot, line) must give what src/core's accel.c
+ *	  gives on the same factors.
  *
  *	  check_train PATH_TO_wals_cuda.so
  *
@@ -44,6 +47,7 @@ typedef struct Shape
 	int64_t		items;
 	size_t		ratings;
 	int			factors;
+	int			iterations;		/* compared, one by one */
 } Shape;
 
 /* Skewed random ratings, both matrices, and the seeded starting factors. */
@@ -96,13 +100,16 @@ start_factors(float *X, int64_t users, float *Y, int64_t items, int f)
 /* The engine's view of the training src/core runs with params on R and Rt. */
 static void
 make_problem(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
-			 const float *X, const float *Y, WalsCudaProblem *problem)
+			 const float *X, const float *Y, int vectors, WalsCudaProblem *problem)
 {
 	memset(problem, 0, sizeof(*problem));
 	problem->feedback = params->feedback == WALS_EXPLICIT;
-	problem->solver = params->solver == WALS_CG ? WALS_CUDA_CG : WALS_CUDA_CHOLESKY;
+	problem->solver = params->solver == WALS_CG ? WALS_CUDA_CG :
+		params->solver == WALS_SUBSPACE ? WALS_CUDA_SUBSPACE : WALS_CUDA_CHOLESKY;
 	problem->factors = params->factors;
 	problem->cg_steps = params->cg_steps;
+	problem->block_size = params->block_size;
+	problem->vectors = vectors;
 	problem->regularization = params->regularization;
 	problem->alpha = params->alpha;
 	problem->w0 = params->w0;
@@ -118,10 +125,34 @@ make_problem(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
 	problem->Y = Y;
 }
 
+/* The solver of params, as a failure names it. */
 static const char *
-solver_name(WalsSolver solver)
+solver_name(const WalsParams *params)
 {
-	return solver == WALS_CG ? "CG" : "Cholesky";
+	static char name[64];
+
+	if (params->solver != WALS_SUBSPACE)
+		return params->solver == WALS_CG ? "CG" : "Cholesky";
+	snprintf(name, sizeof(name), "subspace, blocks of %d", params->block_size);
+	return name;
+}
+
+/* The params src/core trains shape with. */
+static WalsParams
+shape_params(const Shape *shape, WalsSolver solver, int block_size)
+{
+	WalsParams	params = {shape->feedback, solver, shape->factors, 3, 0.1f, 1.0f, shape->w0,
+	block_size};
+
+	return params;
+}
+
+static void
+free_csr(WalsCsr *R)
+{
+	free(R->indptr);
+	free(R->indices);
+	free(R->values);
 }
 
 /*
@@ -151,9 +182,9 @@ cpu_iteration(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
 }
 
 static void
-check_shape(const Shape *shape, WalsSolver solver)
+check_shape(const Shape *shape, WalsSolver solver, int block_size)
 {
-	WalsParams	params = {shape->feedback, solver, shape->factors, 3, 0.1f, 1.0f, shape->w0};
+	WalsParams	params = shape_params(shape, solver, block_size);
 	WalsCsr		R;
 	WalsCsr		Rt;
 	int			f = shape->factors;
@@ -171,14 +202,14 @@ check_shape(const Shape *shape, WalsSolver solver)
 	/* Every cell bounds the longest row, which is all the scratch needs. */
 	scratch = malloc(sizeof(float) * (wals_solve_scratch(&params, R.indptr[R.nrows]) + 1));
 	start_factors(X, shape->users, Y, shape->items, f);
-	make_problem(&params, &R, &Rt, X, Y, &problem);
+	make_problem(&params, &R, &Rt, X, Y, 0, &problem);
 	if (cuda.train_begin(&problem, &state, &err) != 0)
 	{
-		printf("FAIL %s, %s: train_begin: %s\n", shape->name, solver_name(solver), err.msg);
+		printf("FAIL %s, %s: train_begin: %s\n", shape->name, solver_name(&params), err.msg);
 		n_failed++;
 		return;
 	}
-	for (int it = 0; it < 5 && ok; it++)
+	for (int it = 0; it < shape->iterations && ok; it++)
 	{
 		double		gpu = 0.0;
 		double		cpu = cpu_iteration(&params, &R, &Rt, X, Y, GX, GY, scratch);
@@ -186,7 +217,7 @@ check_shape(const Shape *shape, WalsSolver solver)
 
 		if (cuda.train_iterate(state, &gpu, &err) != 0)
 		{
-			printf("FAIL %s, %s: iteration %d: %s\n", shape->name, solver_name(solver),
+			printf("FAIL %s, %s: iteration %d: %s\n", shape->name, solver_name(&params),
 				   it + 1, err.msg);
 			ok = 0;
 			break;
@@ -195,17 +226,13 @@ check_shape(const Shape *shape, WalsSolver solver)
 		if (!(rel <= 1e-4))
 		{
 			printf("FAIL %s, %s: iteration %d: loss %.9g on the GPU, %.9g on the CPU\n",
-				   shape->name, solver_name(solver), it + 1, gpu, cpu);
+				   shape->name, solver_name(&params), it + 1, gpu, cpu);
 			ok = 0;
 		}
 	}
 	cuda.train_end(state, NULL, NULL, &err);
-	free(R.indptr);
-	free(R.indices);
-	free(R.values);
-	free(Rt.indptr);
-	free(Rt.indices);
-	free(Rt.values);
+	free_csr(&R);
+	free_csr(&Rt);
 	free(X);
 	free(Y);
 	free(GX);
@@ -224,11 +251,11 @@ check_shape(const Shape *shape, WalsSolver solver)
  * failed, so that the row the engine must name is not simply the first.
  */
 static void
-check_indefinite(void)
+check_indefinite(WalsSolver solver, int block_size)
 {
-	static const Shape shape = {"indefinite", WALS_IMPLICIT, 1.0f, 50, 20, 300, 8};
+	static const Shape shape = {"indefinite", WALS_IMPLICIT, 1.0f, 50, 20, 300, 8, 1};
 	const int64_t skip = 3;
-	WalsParams	params = {WALS_IMPLICIT, WALS_CHOLESKY, 8, 3, -1.0f, 1.0f, 1.0f};
+	WalsParams	params = {WALS_IMPLICIT, solver, 8, 3, -1.0f, 1.0f, 1.0f, block_size};
 	int			f = params.factors;
 	WalsCsr		R;
 	WalsCsr		Rt;
@@ -255,11 +282,11 @@ check_indefinite(void)
 		Rt.indices[k] += (int32_t) skip;
 	scratch = malloc(sizeof(float) * (wals_solve_scratch(&params, R.indptr[R.nrows]) + 1));
 	start_factors(X, Rs.nrows, Y, shape.items, f);
-	make_problem(&params, &Rs, &Rt, X, Y, &problem);
+	make_problem(&params, &Rs, &Rt, X, Y, 0, &problem);
 
 	if (cuda.train_begin(&problem, &state, &err) != 0)
 	{
-		printf("FAIL %s: train_begin: %s\n", shape.name, err.msg);
+		printf("FAIL %s, %s: train_begin: %s\n", shape.name, solver_name(&params), err.msg);
 		ok = 0;
 	}
 	else
@@ -268,21 +295,22 @@ check_indefinite(void)
 		status = wals_solve_rows(&params, &Rs, Y, GY, X, 0, Rs.nrows, scratch, &bad);
 		if (status != WALS_ESINGULAR || bad < skip)
 		{
-			printf("FAIL %s: src/core found no indefinite system past the empty rows\n",
-				   shape.name);
+			printf("FAIL %s, %s: src/core found no indefinite system past the empty rows\n",
+				   shape.name, solver_name(&params));
 			ok = 0;
 		}
 		else if (cuda.train_iterate(state, &loss, &err) == 0)
 		{
-			printf("FAIL %s: the iteration succeeded\n", shape.name);
+			printf("FAIL %s, %s: the iteration succeeded\n", shape.name,
+				   solver_name(&params));
 			ok = 0;
 		}
 		else if (err.code != WALS_CUDA_ESINGULAR || err.side != WALS_CUDA_USERS ||
 				 err.row != bad)
 		{
-			printf("FAIL %s: failure %d of side %d, row %lld (\"%s\"); expected user row %lld "
-				   "as not positive definite\n", shape.name, err.code, err.side,
-				   (long long) err.row, err.msg, (long long) bad);
+			printf("FAIL %s, %s: failure %d of side %d, row %lld (\"%s\"); expected user "
+				   "row %lld as not positive definite\n", shape.name, solver_name(&params),
+				   err.code, err.side, (long long) err.row, err.msg, (long long) bad);
 			ok = 0;
 		}
 		cuda.train_end(state, NULL, NULL, &err);
@@ -304,18 +332,381 @@ check_indefinite(void)
 		n_failed++;
 }
 
+/*
+ * src/core's side of the operations, on all factors z = (X, Y) in one
+ * array as the engine keeps them: the Grams, a gradient, a line.
+ */
+typedef struct CoreOps
+{
+	const WalsParams *params;
+	const WalsCsr *R;
+	const WalsCsr *Rt;
+	int64_t		nu;
+	int64_t		ni;
+	int			f;
+	float	   *GX;
+	float	   *GY;
+	float	   *M;				/* six f x f */
+	float	   *scratch;
+} CoreOps;
+
+static void
+core_gradient(CoreOps *c, const float *z, float *g)
+{
+	size_t		ff = (size_t) c->f * c->f;
+	const float *Y = z + c->nu * c->f;
+
+	memset(c->GX, 0, sizeof(float) * ff);
+	memset(c->GY, 0, sizeof(float) * ff);
+	wals_gram_rows(z, 0, c->nu, c->f, c->GX);
+	wals_gram_rows(Y, 0, c->ni, c->f, c->GY);
+	wals_gradient_rows(c->params, c->R, Y, c->GY, z, 0, c->nu, g, c->scratch);
+	wals_gradient_rows(c->params, c->Rt, z, c->GX, Y, 0, c->ni, g + c->nu * c->f,
+					   c->scratch);
+}
+
+static void
+core_line(CoreOps *c, const float *b, const float *d, double coef[WALS_LINE_TERMS])
+{
+	size_t		ff = (size_t) c->f * c->f;
+	size_t		xs = (size_t) c->nu * c->f;
+	float	   *M = c->M;
+
+	memset(coef, 0, sizeof(double) * WALS_LINE_TERMS);
+	wals_line_rows(c->params, c->R, b, d, b + xs, d + xs, 0, c->nu, coef);
+	wals_line_reg_rows(c->params, c->Rt, b + xs, d + xs, 0, c->ni, coef);
+	memset(M, 0, sizeof(float) * 6 * ff);
+	wals_gram_rows(b, 0, c->nu, c->f, M);
+	wals_cross_rows(b, d, 0, c->nu, c->f, M + ff);
+	wals_gram_rows(d, 0, c->nu, c->f, M + 2 * ff);
+	wals_gram_rows(b + xs, 0, c->ni, c->f, M + 3 * ff);
+	wals_cross_rows(b + xs, d + xs, 0, c->ni, c->f, M + 4 * ff);
+	wals_gram_rows(d + xs, 0, c->ni, c->f, M + 5 * ff);
+	wals_line_unobserved(c->params, M, M + ff, M + 2 * ff, M + 3 * ff, M + 4 * ff,
+						 M + 5 * ff, coef);
+}
+
+static double
+dot_floats(const float *a, const float *b, size_t n)
+{
+	double		s = 0.0;
+
+	for (size_t k = 0; k < n; k++)
+		s += (double) a[k] * b[k];
+	return s;
+}
+
+/* dst = a x + b y in float, as the engines combine. */
+static void
+combine_floats(float *dst, float a, const float *x, float b, const float *y, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		dst[k] = a * x[k] + b * y[k];
+}
+
+/* Whether a call of the engine succeeded; says which did not. */
+static int
+called(const char *shape, const char *what, int rc, const WalsCudaError *err)
+{
+	if (rc == 0)
+		return 1;
+	printf("FAIL %s, operations: %s: %s\n", shape, what, err->msg);
+	return 0;
+}
+
+/* Whether got is want within tol times scale; says by how much it is not. */
+static int
+near(const char *shape, const char *what, double got, double want, double scale, double tol)
+{
+	if (fabs(got - want) <= tol * scale)
+		return 1;
+	printf("FAIL %s, operations: %s: %.9g on the GPU, %.9g on the CPU\n", shape, what,
+		   got, want);
+	return 0;
+}
+
+/*
+ * The coefficients of a line, each weighed at the step the search would
+ * take, tau: their terms at tau must agree within 1e-4 of the sum of all
+ * terms' sizes, which float rounding of either engine stays far inside and
+ * a missing or doubled term does not.
+ */
+static int
+near_line(const char *shape, const char *what, const double *got, const double *want,
+		  double tau)
+{
+	double		scale = 0.0;
+	int			ok = 1;
+
+	for (int k = 0; k < WALS_LINE_TERMS; k++)
+		scale += fabs(want[k]) * pow(tau, k);
+	for (int k = 0; k < WALS_LINE_TERMS && ok; k++)
+		if (!(fabs(got[k] - want[k]) * pow(tau, k) <= 1e-4 * scale))
+		{
+			printf("FAIL %s, operations: %s: coefficient %d is %.9g on the GPU, %.9g on "
+				   "the CPU (step %g)\n", shape, what, k, got[k], want[k], tau);
+			ok = 0;
+		}
+	return ok;
+}
+
+/*
+ * The operations of an accelerated training, each against src/core, from
+ * the factors of one CG iteration: the gradient (its norm, its product
+ * with the factors, and at the end the whole of it, downloaded as the
+ * factors), copies and combinations (one whose operand holds NaN with a
+ * coefficient 0, which must not be read), the line's quartic from a spare
+ * and from the factors, a step into the factors (after which the gradient
+ * must see the Grams of the new factors, and a sweep must start from
+ * them).
+ */
+static void
+check_ops(const Shape *shape)
+{
+	WalsParams	params = shape_params(shape, WALS_CG, 0);
+	const char *name = shape->name;
+	WalsCsr		R;
+	WalsCsr		Rt;
+	int			f = shape->factors;
+	size_t		ff = (size_t) f * f;
+	size_t		xs = (size_t) shape->users * f;
+	size_t		n = (size_t) (shape->users + shape->items) * f;
+	float	   *z = malloc(sizeof(float) * n);
+	float	   *g = malloc(sizeof(float) * n);
+	float	   *d = malloc(sizeof(float) * n);
+	float	   *out = malloc(sizeof(float) * n);
+	float	   *scratch;
+	CoreOps		core;
+	WalsCudaProblem problem;
+	void	   *state = NULL;
+	WalsCudaError err = {0};
+	double		gpu = 0.0;
+	double		cpu;
+	double		got[WALS_LINE_TERMS];
+	double		want[WALS_LINE_TERMS];
+	double		gg;
+	double		zz;
+	double		zg;
+	double		v;
+	double		tau = 1.0;
+	double		value;
+	double		worst = 0.0;
+	double		largest = 0.0;
+	int			ok;
+
+	make_data(shape, &R, &Rt);
+	core.params = &params;
+	core.R = &R;
+	core.Rt = &Rt;
+	core.nu = shape->users;
+	core.ni = shape->items;
+	core.f = f;
+	core.GX = malloc(sizeof(float) * ff);
+	core.GY = malloc(sizeof(float) * ff);
+	core.M = malloc(sizeof(float) * 6 * ff);
+	core.scratch = malloc(sizeof(float) * (wals_accel_scratch(f) + 1));
+	scratch = malloc(sizeof(float) * (wals_solve_scratch(&params, R.indptr[R.nrows]) + 1));
+	start_factors(z, shape->users, z + xs, shape->items, f);
+	make_problem(&params, &R, &Rt, z, z + xs, WALS_CUDA_MAX_VECTORS, &problem);
+	ok = called(name, "train_begin", cuda.train_begin(&problem, &state, &err), &err);
+
+	/* one sweep, then the gradient at its factors */
+	if (ok)
+	{
+		cpu = cpu_iteration(&params, &R, &Rt, z, z + xs, core.GX, core.GY, scratch);
+		ok = called(name, "iteration 1", cuda.train_iterate(state, &gpu, &err), &err) &&
+			near(name, "loss of iteration 1", gpu, cpu, fabs(cpu), 1e-4);
+	}
+	if (ok)
+	{
+		core_gradient(&core, z, g);
+		gg = dot_floats(g, g, n);
+		zz = dot_floats(z, z, n);
+		zg = dot_floats(z, g, n);
+		ok = called(name, "gradient", cuda.train_gradient(state, 1, &err), &err) &&
+			called(name, "dot", cuda.train_dot(state, 1, 1, &v, &err), &err) &&
+			near(name, "|gradient|^2", v, gg, gg, 1e-3) &&
+			called(name, "dot", cuda.train_dot(state, 0, 1, &v, &err), &err) &&
+			near(name, "factors . gradient", v, zg, sqrt(zz * gg), 1e-3) &&
+			called(name, "dot", cuda.train_dot(state, 0, 0, &v, &err), &err) &&
+			near(name, "|factors|^2", v, zz, zz, 1e-3);
+	}
+
+	/* v2 = z; v4 = NaN where g is not tiny; v3 = -g twice, never reading v4 */
+	if (ok)
+		ok = called(name, "combine", cuda.train_combine(state, 2, 1.0, 0, 0.0, 0, &err), &err) &&
+			called(name, "combine", cuda.train_combine(state, 4, 1e30, 1, 0.0, 0, &err), &err) &&
+			called(name, "combine", cuda.train_combine(state, 4, 1e30, 4, 0.0, 0, &err), &err) &&
+			called(name, "combine", cuda.train_combine(state, 4, 1.0, 4, -1.0, 4, &err), &err) &&
+			called(name, "dot", cuda.train_dot(state, 4, 4, &v, &err), &err);
+	if (ok && !isnan(v))
+	{
+		printf("FAIL %s, operations: overflowing a vector left it finite (%g)\n", name, v);
+		ok = 0;
+	}
+	if (ok)
+		ok = called(name, "combine", cuda.train_combine(state, 3, -1.0, 1, 0.0, 4, &err), &err) &&
+			called(name, "dot", cuda.train_dot(state, 3, 3, &v, &err), &err) &&
+			near(name, "|-gradient|^2 beside a NaN operand", v, gg, gg, 1e-3) &&
+			called(name, "combine", cuda.train_combine(state, 3, 0.0, 4, -1.0, 1, &err), &err) &&
+			called(name, "dot", cuda.train_dot(state, 3, 3, &v, &err), &err) &&
+			near(name, "|-gradient|^2 beside a NaN operand", v, gg, gg, 1e-3) &&
+			called(name, "dot", cuda.train_dot(state, 2, 3, &v, &err), &err) &&
+			near(name, "copy . -gradient", v, -zg, sqrt(zz * gg), 1e-3);
+
+	/* the line through z along d = -g, from the copy and from the factors */
+	if (ok)
+	{
+		combine_floats(d, -1.0f, g, 0.0f, g, n);
+		core_line(&core, z, d, want);
+		if (wals_quartic_min(want, &tau, &value) != 1 || !(tau > 0))
+			tau = 1.0;
+		ok = called(name, "line", cuda.train_line(state, 2, 3, got, &err), &err) &&
+			near_line(name, "line from a spare", got, want, tau) &&
+			called(name, "line", cuda.train_line(state, 0, 3, got, &err), &err) &&
+			near_line(name, "line from the factors", got, want, tau);
+	}
+
+	/* z = z + tau d; the gradient there, then a sweep from there */
+	if (ok)
+	{
+		combine_floats(z, 1.0f, z, (float) tau, d, n);
+		core_gradient(&core, z, g);
+		gg = dot_floats(g, g, n);
+		zz = dot_floats(z, z, n);
+		ok = called(name, "step", cuda.train_combine(state, 0, 1.0, 2, tau, 3, &err), &err) &&
+			called(name, "dot", cuda.train_dot(state, 0, 0, &v, &err), &err) &&
+			near(name, "|factors|^2 after the step", v, zz, zz, 1e-3) &&
+			called(name, "gradient", cuda.train_gradient(state, 1, &err), &err) &&
+			called(name, "dot", cuda.train_dot(state, 1, 1, &v, &err), &err) &&
+			near(name, "|gradient|^2 after the step", v, gg, gg, 1e-3);
+	}
+	if (ok)
+	{
+		cpu = cpu_iteration(&params, &R, &Rt, z, z + xs, core.GX, core.GY, scratch);
+		ok = called(name, "iteration 2", cuda.train_iterate(state, &gpu, &err), &err) &&
+			near(name, "loss of the sweep after the step", gpu, cpu, fabs(cpu), 1e-4);
+	}
+
+	/* the gradient after the step, whole, as the factors */
+	if (ok)
+		ok = called(name, "combine", cuda.train_combine(state, 0, 0.0, 3, 1.0, 1, &err), &err) &&
+			called(name, "train_end", cuda.train_end(state, out, out + xs, &err), &err);
+	else if (state != NULL)
+		cuda.train_end(state, NULL, NULL, &err);
+	if (ok)
+	{
+		for (size_t k = 0; k < n; k++)
+		{
+			worst = fmax(worst, fabs(out[k] - g[k]));
+			largest = fmax(largest, fabs(g[k]));
+		}
+		if (!(worst <= 1e-3 * largest))
+		{
+			printf("FAIL %s, operations: the gradient is off by %g at most, of %g\n", name,
+				   worst, largest);
+			ok = 0;
+		}
+	}
+	free_csr(&R);
+	free_csr(&Rt);
+	free(z);
+	free(g);
+	free(d);
+	free(out);
+	free(core.GX);
+	free(core.GY);
+	free(core.M);
+	free(core.scratch);
+	free(scratch);
+	if (ok)
+		n_passed++;
+	else
+		n_failed++;
+}
+
+/* Whether a call was refused as it must be. */
+static int
+refused(const char *what, int rc, const WalsCudaError *err)
+{
+	if (rc == WALS_CUDA_EINVAL && err->code == WALS_CUDA_EINVAL)
+		return 1;
+	printf("FAIL refusals: %s gave %d (\"%s\"), not EINVAL\n", what, rc, err->msg);
+	return 0;
+}
+
+/*
+ * Operations on a training that keeps no spares, on vectors it does not
+ * have, and a gradient into the factors it is computed from, are refused.
+ */
+static void
+check_refusals(void)
+{
+	static const Shape shape = {"refusals", WALS_IMPLICIT, 1.0f, 30, 20, 200, 4, 1};
+	WalsParams	params = shape_params(&shape, WALS_CG, 0);
+	WalsCsr		R;
+	WalsCsr		Rt;
+	int			f = shape.factors;
+	float	   *X = malloc(sizeof(float) * shape.users * f);
+	float	   *Y = malloc(sizeof(float) * shape.items * f);
+	double		coef[WALS_LINE_TERMS];
+	double		v;
+	WalsCudaProblem problem;
+	void	   *state = NULL;
+	WalsCudaError err = {0};
+	int			ok = 1;
+
+	make_data(&shape, &R, &Rt);
+	start_factors(X, shape.users, Y, shape.items, f);
+	for (int vectors = 0; vectors <= WALS_CUDA_MAX_VECTORS && ok;
+		 vectors += WALS_CUDA_MAX_VECTORS)
+	{
+		make_problem(&params, &R, &Rt, X, Y, vectors, &problem);
+		if (!called(shape.name, "train_begin", cuda.train_begin(&problem, &state, &err), &err))
+		{
+			ok = 0;
+			break;
+		}
+		if (vectors == 0)
+			ok = refused("gradient without spares", cuda.train_gradient(state, 1, &err), &err) &&
+				refused("combine without spares",
+						cuda.train_combine(state, 0, 1.0, 0, 0.0, 0, &err), &err) &&
+				refused("dot without spares", cuda.train_dot(state, 0, 0, &v, &err), &err) &&
+				refused("line without spares", cuda.train_line(state, 0, 0, coef, &err), &err);
+		else
+			ok = refused("gradient into the factors", cuda.train_gradient(state, 0, &err), &err) &&
+				refused("gradient into vector 5", cuda.train_gradient(state, 5, &err), &err) &&
+				refused("combine into vector 5",
+						cuda.train_combine(state, 5, 1.0, 0, 0.0, 0, &err), &err) &&
+				refused("combine of vector -1",
+						cuda.train_combine(state, 1, 1.0, -1, 0.0, 0, &err), &err) &&
+				refused("dot with vector 5", cuda.train_dot(state, 0, 5, &v, &err), &err) &&
+				refused("line from vector -1", cuda.train_line(state, -1, 1, coef, &err), &err);
+		cuda.train_end(state, NULL, NULL, &err);
+	}
+	free_csr(&R);
+	free_csr(&Rt);
+	free(X);
+	free(Y);
+	if (ok)
+		n_passed++;
+	else
+		n_failed++;
+}
+
 int
 main(int argc, char **argv)
 {
 	static const Shape shapes[] = {
-		{"implicit f=64", WALS_IMPLICIT, 1.0f, 3000, 800, 60000, 64},
-		{"explicit f=32", WALS_EXPLICIT, 0.0f, 3000, 800, 60000, 32},
-		{"unobserved weight 0.3, f=17", WALS_IMPLICIT, 0.3f, 2000, 500, 30000, 17},
-		{"one user", WALS_IMPLICIT, 1.0f, 1, 50, 30, 8},
-		{"f=1", WALS_IMPLICIT, 1.0f, 500, 100, 3000, 1},
-		{"f=256, users without ratings", WALS_IMPLICIT, 1.0f, 400, 300, 2000, 256},
-		{"explicit f=100", WALS_EXPLICIT, 0.0f, 600, 400, 12000, 100},
-		{"f=1024", WALS_IMPLICIT, 1.0f, 60, 40, 600, 1024},
+		{"implicit f=64", WALS_IMPLICIT, 1.0f, 3000, 800, 60000, 64, 5},
+		{"explicit f=32", WALS_EXPLICIT, 0.0f, 3000, 800, 60000, 32, 5},
+		{"unobserved weight 0.3, f=17", WALS_IMPLICIT, 0.3f, 2000, 500, 30000, 17, 5},
+		{"one user", WALS_IMPLICIT, 1.0f, 1, 50, 30, 8, 5},
+		{"f=1", WALS_IMPLICIT, 1.0f, 500, 100, 3000, 1, 5},
+		{"f=256, users without ratings", WALS_IMPLICIT, 1.0f, 400, 300, 2000, 256, 5},
+		{"explicit f=100", WALS_EXPLICIT, 0.0f, 600, 400, 12000, 100, 5},
+		{"f=1024", WALS_IMPLICIT, 1.0f, 60, 40, 600, 1024, 5},
+		{"f=4096", WALS_IMPLICIT, 1.0f, 4, 3, 10, 4096, 2},
 	};
 	void	   *handle;
 	WalsCudaInit init;
@@ -346,10 +737,24 @@ main(int argc, char **argv)
 	}
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
 	{
-		check_shape(&shapes[s], WALS_CG);
-		check_shape(&shapes[s], WALS_CHOLESKY);
+		int			f = shapes[s].factors;
+
+		check_shape(&shapes[s], WALS_CG, 0);
+		check_shape(&shapes[s], WALS_CHOLESKY, 0);
+		/*
+		 * One block is the Cholesky solve, on the GPU the same batches
+		 * (checked where it is cheap on the host); then three blocks, the
+		 * last one shorter, past 1024 unknowns one factorization each.
+		 */
+		if (f <= 256)
+			check_shape(&shapes[s], WALS_SUBSPACE, f);
+		if (f > 1)
+			check_shape(&shapes[s], WALS_SUBSPACE, (f + 2) / 3);
+		check_ops(&shapes[s]);
 	}
-	check_indefinite();
+	check_indefinite(WALS_CHOLESKY, 0);
+	check_indefinite(WALS_SUBSPACE, 3);
+	check_refusals();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed > 0;
 }

@@ -5,8 +5,10 @@
  *	  choice of device, the hand-over of the problem, cancels and errors
  *	  between iterations, and the release of device memory after each.
  *
- * It fills the table of gpu/wals_cuda.h with the solvers of src/core and
- * reports one device whose free memory drops by what live trainings hold.
+ * It fills the table of gpu/wals_cuda.h with the solvers of src/core, and
+ * the operations of an accelerated training with its acceleration
+ * functions (accel.c), and reports one device whose free memory drops by
+ * what live trainings hold.
  * Environment variables of the server steer it:
  *	  WALS_HOST_ENGINE_MEMORY	device memory in bytes (default 1 GiB)
  *	  WALS_HOST_ENGINE_DELAY_MS	time each iteration takes at least
@@ -20,6 +22,11 @@
 #include "wals_core.h"
 #include "wals_cuda.h"
 
+/*
+ * A training: as the CUDA engine, spare vector k (1 to vectors) holds the
+ * user factors' part and then the item factors', and GX and GY are the
+ * Grams of the factors between calls whenever there are spares.
+ */
 typedef struct HostTraining
 {
 	WalsParams	params;
@@ -30,9 +37,16 @@ typedef struct HostTraining
 	float	   *GX;
 	float	   *GY;
 	float	   *scratch;
+	int			vectors;
+	float	   *V[WALS_CUDA_MAX_VECTORS + 1];
+	float	   *grams;			/* with spares: the six f x f of a line */
+	float	   *accel_scratch;
 	size_t		bytes;
 	int			iteration;
 } HostTraining;
+
+/* The line's quartic has as many terms in src/core as in the table. */
+typedef char host_line_terms[WALS_LINE_TERMS == WALS_CUDA_LINE_TERMS ? 1 : -1];
 
 /* What live trainings of this process hold of the "device". */
 static size_t held;
@@ -115,6 +129,10 @@ release(HostTraining *t)
 	free(t->GX);
 	free(t->GY);
 	free(t->scratch);
+	for (int k = 1; k <= WALS_CUDA_MAX_VECTORS; k++)
+		free(t->V[k]);
+	free(t->grams);
+	free(t->accel_scratch);
 	held -= t->bytes;
 	free(t);
 }
@@ -130,22 +148,41 @@ failed(WalsCudaError *err, int code, int side, int64_t row, const char *why)
 	return code;
 }
 
+/* G = Y^T Y over n rows. */
+static void
+gram(const float *Y, int64_t n, int f, float *G)
+{
+	memset(G, 0, sizeof(float) * f * f);
+	wals_gram_rows(Y, 0, n, f, G);
+}
+
 static int
 host_train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 {
-	HostTraining *t = calloc(1, sizeof(HostTraining));
+	HostTraining *t;
 	size_t		f = (size_t) p->factors;
+	size_t		n = (size_t) (p->nusers + p->nitems) * f;
 	int64_t		nnz = p->user_indptr[p->nusers];
 
+	if (p->factors < 1 || p->factors > WALS_CUDA_MAX_FACTORS ||
+		(p->solver != WALS_CUDA_CG && p->solver != WALS_CUDA_CHOLESKY &&
+		 p->solver != WALS_CUDA_SUBSPACE) ||
+		(p->solver == WALS_CUDA_SUBSPACE && p->block_size < 1) ||
+		p->vectors < 0 || p->vectors > WALS_CUDA_MAX_VECTORS)
+		return failed(err, WALS_CUDA_EINVAL, -1, -1, "a problem this engine cannot train");
+	t = calloc(1, sizeof(HostTraining));
 	if (t == NULL)
 		return failed(err, WALS_CUDA_ENOMEM, -1, -1, "out of host memory");
 	t->params.feedback = p->feedback == 1 ? WALS_EXPLICIT : WALS_IMPLICIT;
-	t->params.solver = p->solver == WALS_CUDA_CG ? WALS_CG : WALS_CHOLESKY;
+	t->params.solver = p->solver == WALS_CUDA_CG ? WALS_CG :
+		p->solver == WALS_CUDA_SUBSPACE ? WALS_SUBSPACE : WALS_CHOLESKY;
 	t->params.factors = p->factors;
 	t->params.cg_steps = p->cg_steps;
 	t->params.regularization = p->regularization;
 	t->params.alpha = p->alpha;
 	t->params.w0 = p->w0;
+	t->params.block_size = p->block_size;
+	t->vectors = p->vectors;
 
 	upload_csr(t, &t->R, p->nusers, p->nitems, p->user_indptr, p->user_indices, p->user_values);
 	upload_csr(t, &t->Rt, p->nitems, p->nusers, p->item_indptr, p->item_indices, p->item_values);
@@ -154,6 +191,15 @@ host_train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 	t->GX = upload(t, NULL, f * f, sizeof(float));
 	t->GY = upload(t, NULL, f * f, sizeof(float));
 	t->scratch = upload(t, NULL, wals_solve_scratch(&t->params, nnz), sizeof(float));
+	for (int k = 1; k <= t->vectors; k++)
+		t->V[k] = upload(t, NULL, n, sizeof(float));
+	if (t->vectors > 0)
+	{
+		t->grams = upload(t, NULL, 6 * f * f, sizeof(float));
+		t->accel_scratch = upload(t, NULL, wals_accel_scratch(p->factors), sizeof(float));
+		gram(t->X, p->nusers, p->factors, t->GX);
+		gram(t->Y, p->nitems, p->factors, t->GY);
+	}
 	held += t->bytes;
 	if (held > memory_total())
 	{
@@ -195,13 +241,11 @@ host_train_iterate(void *state, double *loss, WalsCudaError *err)
 		return failed(err, WALS_CUDA_EDEVICE, -1, -1, why);
 	}
 
-	memset(t->GY, 0, sizeof(float) * f * f);
-	wals_gram_rows(t->Y, 0, t->Rt.nrows, f, t->GY);
+	gram(t->Y, t->Rt.nrows, f, t->GY);
 	st = wals_solve_rows(&t->params, &t->R, t->Y, t->GY, t->X, 0, t->R.nrows, t->scratch, &bad);
 	if (st == WALS_OK)
 	{
-		memset(t->GX, 0, sizeof(float) * f * f);
-		wals_gram_rows(t->X, 0, t->R.nrows, f, t->GX);
+		gram(t->X, t->R.nrows, f, t->GX);
 		side = WALS_CUDA_ITEMS;
 		st = wals_solve_rows(&t->params, &t->Rt, t->X, t->GX, t->Y, 0, t->Rt.nrows,
 							 t->scratch, &bad);
@@ -210,11 +254,152 @@ host_train_iterate(void *state, double *loss, WalsCudaError *err)
 		return failed(err, st == WALS_ESINGULAR ? WALS_CUDA_ESINGULAR :
 					  st == WALS_ENONFINITE ? WALS_CUDA_ENONFINITE : WALS_CUDA_EINVAL,
 					  side, bad, wals_status_string(st));
-	memset(t->GY, 0, sizeof(float) * f * f);
-	wals_gram_rows(t->Y, 0, t->Rt.nrows, f, t->GY);
+	gram(t->Y, t->Rt.nrows, f, t->GY);
 	*loss = wals_loss_unobserved(&t->params, t->GX, t->GY) +
 		wals_loss_rows(&t->params, &t->R, t->X, t->Y, 0, t->R.nrows) +
 		wals_reg_rows(&t->params, &t->Rt, t->Y, 0, t->Rt.nrows);
+	return 0;
+}
+
+/*
+ * 0 when vector k is one the training keeps, from lowest to its last
+ * spare; else WALS_CUDA_EINVAL, as the CUDA engine.
+ */
+static int
+check_vector(const HostTraining *t, int k, int lowest, WalsCudaError *err)
+{
+	char		why[96];
+
+	if (t->vectors <= 0)
+		return failed(err, WALS_CUDA_EINVAL, -1, -1, "the training keeps no spare vectors");
+	if (k >= lowest && k <= t->vectors)
+		return 0;
+	snprintf(why, sizeof(why), "vector %d is not one of %d to %d", k, lowest, t->vectors);
+	return failed(err, WALS_CUDA_EINVAL, -1, -1, why);
+}
+
+/* The user and the item part of vector k. */
+static float *
+vec_x(HostTraining *t, int k)
+{
+	return k == 0 ? t->X : t->V[k];
+}
+
+static float *
+vec_y(HostTraining *t, int k)
+{
+	return k == 0 ? t->Y : t->V[k] + t->R.nrows * t->params.factors;
+}
+
+static int
+host_train_gradient(void *state, int dst, WalsCudaError *err)
+{
+	HostTraining *t = state;
+	const WalsParams *params = &t->params;
+
+	if (check_vector(t, dst, 1, err) != 0)
+		return err->code;
+	wals_gradient_rows(params, &t->R, t->Y, t->GY, t->X, 0, t->R.nrows, vec_x(t, dst),
+					   t->accel_scratch);
+	wals_gradient_rows(params, &t->Rt, t->X, t->GX, t->Y, 0, t->Rt.nrows, vec_y(t, dst),
+					   t->accel_scratch);
+	return 0;
+}
+
+/* dst = a x + b y in float, as the CUDA engine, not reading what a 0 scales. */
+static void
+combine_floats(float *dst, double a, const float *x, double b, const float *y, size_t n)
+{
+	float		fa = (float) a;
+	float		fb = (float) b;
+
+	for (size_t k = 0; k < n; k++)
+	{
+		float		v = 0.0f;
+
+		if (a != 0.0)
+			v += fa * x[k];
+		if (b != 0.0)
+			v += fb * y[k];
+		dst[k] = v;
+	}
+}
+
+static int
+host_train_combine(void *state, int dst, double a, int x, double b, int y, WalsCudaError *err)
+{
+	HostTraining *t = state;
+	int			f = t->params.factors;
+
+	if (check_vector(t, dst, 0, err) != 0 ||
+		(a != 0.0 && check_vector(t, x, 0, err) != 0) ||
+		(b != 0.0 && check_vector(t, y, 0, err) != 0))
+		return err->code;
+	combine_floats(vec_x(t, dst), a, a != 0.0 ? vec_x(t, x) : NULL,
+				   b, b != 0.0 ? vec_x(t, y) : NULL, (size_t) t->R.nrows * f);
+	combine_floats(vec_y(t, dst), a, a != 0.0 ? vec_y(t, x) : NULL,
+				   b, b != 0.0 ? vec_y(t, y) : NULL, (size_t) t->Rt.nrows * f);
+	if (dst == 0)
+	{
+		gram(t->X, t->R.nrows, f, t->GX);
+		gram(t->Y, t->Rt.nrows, f, t->GY);
+	}
+	return 0;
+}
+
+static int
+host_train_dot(void *state, int x, int y, double *out, WalsCudaError *err)
+{
+	HostTraining *t = state;
+	size_t		nx = (size_t) t->R.nrows * t->params.factors;
+	size_t		ny = (size_t) t->Rt.nrows * t->params.factors;
+	const float *xx;
+	const float *yx;
+	const float *xy;
+	const float *yy;
+	double		sum = 0.0;
+
+	if (check_vector(t, x, 0, err) != 0 || check_vector(t, y, 0, err) != 0)
+		return err->code;
+	xx = vec_x(t, x);
+	yx = vec_x(t, y);
+	xy = vec_y(t, x);
+	yy = vec_y(t, y);
+	for (size_t k = 0; k < nx; k++)
+		sum += (double) xx[k] * yx[k];
+	for (size_t k = 0; k < ny; k++)
+		sum += (double) xy[k] * yy[k];
+	*out = sum;
+	return 0;
+}
+
+static int
+host_train_line(void *state, int base, int dir, double coef[WALS_CUDA_LINE_TERMS],
+				WalsCudaError *err)
+{
+	HostTraining *t = state;
+	const WalsParams *params = &t->params;
+	int			f = params->factors;
+	size_t		ff = (size_t) f * f;
+	float	   *M = t->grams;
+	int64_t		nu = t->R.nrows;
+	int64_t		ni = t->Rt.nrows;
+
+	if (check_vector(t, base, 0, err) != 0 || check_vector(t, dir, 0, err) != 0)
+		return err->code;
+	memset(coef, 0, sizeof(double) * WALS_CUDA_LINE_TERMS);
+	wals_line_rows(params, &t->R, vec_x(t, base), vec_x(t, dir), vec_y(t, base),
+				   vec_y(t, dir), 0, nu, coef);
+	wals_line_reg_rows(params, &t->Rt, vec_y(t, base), vec_y(t, dir), 0, ni, coef);
+	memset(M, 0, sizeof(float) * 6 * ff);
+	wals_gram_rows(vec_x(t, base), 0, nu, f, M);
+	wals_cross_rows(vec_x(t, base), vec_x(t, dir), 0, nu, f, M + ff);
+	wals_gram_rows(vec_x(t, dir), 0, nu, f, M + 2 * ff);
+	wals_gram_rows(vec_y(t, base), 0, ni, f, M + 3 * ff);
+	wals_cross_rows(vec_y(t, base), vec_y(t, dir), 0, ni, f, M + 4 * ff);
+	wals_gram_rows(vec_y(t, dir), 0, ni, f, M + 5 * ff);
+	wals_line_unobserved(params, M, M + ff, M + 2 * ff, M + 3 * ff, M + 4 * ff, M + 5 * ff,
+						 coef);
 	return 0;
 }
 
@@ -244,5 +429,9 @@ wals_cuda_init(WalsCudaApi *api)
 	api->train_begin = host_train_begin;
 	api->train_iterate = host_train_iterate;
 	api->train_end = host_train_end;
+	api->train_gradient = host_train_gradient;
+	api->train_combine = host_train_combine;
+	api->train_dot = host_train_dot;
+	api->train_line = host_train_line;
 	return 0;
 }
