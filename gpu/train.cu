@@ -31,7 +31,6 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
-#include <vector>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -48,7 +47,8 @@
  */
 #define WALS_CUDA_ACC_BLOCKS	256
 #define WALS_CUDA_ACC_THREADS	256
-#define WALS_CUDA_ACC_TERMS		4
+#define WALS_CUDA_ACC_TERMS		5
+#define WALS_CUDA_PAIR_TERMS	4
 
 /* What a kernel may take of dynamic shared memory without asking. */
 #define WALS_CUDA_SHARED_DEFAULT	(48 * 1024)
@@ -542,7 +542,7 @@ __global__ void __launch_bounds__(WALS_CUDA_ACC_THREADS)
 pair_sums(const float *__restrict__ P0, const float *__restrict__ P1,
 		  const float *__restrict__ P2, const float *__restrict__ Q, int f, double *parts)
 {
-	double		acc[WALS_CUDA_ACC_TERMS] = {};
+	double		acc[WALS_CUDA_PAIR_TERMS] = {};
 	size_t		n = (size_t) f * f;
 
 	for (size_t e = (size_t) blockIdx.x * blockDim.x + threadIdx.x; e < n;
@@ -555,7 +555,24 @@ pair_sums(const float *__restrict__ P0, const float *__restrict__ P1,
 		acc[2] += (double) P2[e] * q;
 		acc[3] += (double) P1[e] * Q[(e % f) * f + e / f];
 	}
-	acc_store(acc, WALS_CUDA_ACC_TERMS, parts);
+	acc_store(acc, WALS_CUDA_PAIR_TERMS, parts);
+}
+
+/*
+ * The sums over nrows rows of their terms each (rows[terms r + j], j <
+ * terms), this block's share: the loss and the line are summed on the
+ * device, never downloaded a row at a time.
+ */
+__global__ void __launch_bounds__(WALS_CUDA_ACC_THREADS)
+row_sums(const double *__restrict__ rows, long long nrows, int terms, double *parts)
+{
+	double		acc[WALS_CUDA_ACC_TERMS] = {};
+
+	for (long long r = (long long) blockIdx.x * blockDim.x + threadIdx.x; r < nrows;
+		 r += (long long) gridDim.x * blockDim.x)
+		for (int j = 0; j < terms; j++)
+			acc[j] += rows[terms * r + j];
+	acc_store(acc, terms, parts);
 }
 
 /* One sparse matrix on the device. */
@@ -588,7 +605,6 @@ struct Training
 	double	   *sums;			/* the reductions' partial sums */
 	unsigned long long *bad;
 	CholeskySolver *cholesky;	/* with the Cholesky and subspace solvers */
-	std::vector<double> host_parts;
 };
 
 static int
@@ -707,18 +723,27 @@ half_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, floa
 	return 0;
 }
 
+/* Partial sums of a reduction (terms of each block) onto total. */
+static int
+add_sums(Training *t, int terms, double *total, const char *what, WalsCudaError *err)
+{
+	double		parts[WALS_CUDA_ACC_BLOCKS * WALS_CUDA_ACC_TERMS];
+
+	CUDA_TRY(cudaMemcpy(parts, t->sums, sizeof(parts), cudaMemcpyDeviceToHost), what);
+	for (int b = 0; b < WALS_CUDA_ACC_BLOCKS; b++)
+		for (int j = 0; j < terms; j++)
+			total[j] += parts[WALS_CUDA_ACC_TERMS * b + j];
+	return 0;
+}
+
 /* Add the terms of n rows, terms doubles a row in t->parts, onto total. */
 static int
 add_parts(Training *t, long long n, int terms, double *total, const char *what,
 		  WalsCudaError *err)
 {
-	t->host_parts.resize((size_t) n * terms);
-	CUDA_TRY(cudaMemcpy(t->host_parts.data(), t->parts, sizeof(double) * n * terms,
-						cudaMemcpyDeviceToHost), what);
-	for (long long r = 0; r < n; r++)
-		for (int k = 0; k < terms; k++)
-			total[k] += t->host_parts[(size_t) r * terms + k];
-	return 0;
+	row_sums<<<WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS>>>(t->parts, n, terms, t->sums);
+	CUDA_TRY(cudaGetLastError(), what);
+	return add_sums(t, terms, total, what, err);
 }
 
 static int
@@ -738,19 +763,15 @@ sum_parts(Training *t, const DeviceCsr *R, bool cells, const float *X, const flo
 static int
 unobserved(Training *t, double *total, WalsCudaError *err)
 {
-	int			f = t->prob.factors;
-	std::vector<float> gx((size_t) f * f);
-	std::vector<float> gy((size_t) f * f);
 	double		sum = 0.0;
 
 	if (t->weights.w0 == 0.0f)
 		return 0;
-	CUDA_TRY(cudaMemcpy(gx.data(), t->GX, sizeof(float) * f * f, cudaMemcpyDeviceToHost),
-			 "computing the loss");
-	CUDA_TRY(cudaMemcpy(gy.data(), t->GY, sizeof(float) * f * f, cudaMemcpyDeviceToHost),
-			 "computing the loss");
-	for (size_t k = 0; k < gx.size(); k++)
-		sum += (double) gx[k] * gy[k];
+	dot_floats<<<WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS>>>(
+		t->GX, t->GY, (size_t) t->prob.factors * t->prob.factors, t->sums);
+	CUDA_TRY(cudaGetLastError(), "computing the loss");
+	if (add_sums(t, 1, &sum, "computing the loss", err) != 0)
+		return err->code;
 	*total += t->weights.w0 * sum;
 	return 0;
 }
@@ -771,12 +792,13 @@ needed_bytes(const WalsCudaProblem *p)
 	size_t		f = (size_t) p->factors;
 	size_t		vectors = (size_t) p->vectors;
 	size_t		exact = p->solver != WALS_CUDA_CG ? wals_cuda_cholesky_bytes(p, 1) : 0;
-	size_t		spare = vectors > 0 ? 4 * f * f * sizeof(float) +
-		WALS_CUDA_ACC_BLOCKS * WALS_CUDA_ACC_TERMS * sizeof(double) : 0;
+	size_t		spare = vectors > 0 ? 4 * f * f * sizeof(float) : 0;
+	size_t		sums = WALS_CUDA_ACC_BLOCKS * WALS_CUDA_ACC_TERMS * sizeof(double);
 
 	return 2 * nnz * (sizeof(int) + sizeof(float)) + (rows + 2) * sizeof(long long) +
 		(1 + vectors) * rows * f * sizeof(float) + 2 * f * f * sizeof(float) +
-		most * (vectors > 0 ? WALS_CUDA_LINE_TERMS : 1) * sizeof(double) + spare + exact;
+		most * (vectors > 0 ? WALS_CUDA_LINE_TERMS : 1) * sizeof(double) + sums + spare +
+		exact;
 }
 
 /* Why this engine cannot train p, or NULL. */
@@ -820,13 +842,10 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 		CUDA_TRY(cudaMalloc(&t->V[k], xs + ys > 0 ? xs + ys : 1), what);
 	CUDA_TRY(cudaMalloc(&t->GX, sizeof(float) * f * f), what);
 	CUDA_TRY(cudaMalloc(&t->GY, sizeof(float) * f * f), what);
-	if (p->vectors > 0)
-	{
-		for (int k = 0; k < 4; k++)
-			CUDA_TRY(cudaMalloc(&t->products[k], sizeof(float) * f * f), what);
-		CUDA_TRY(cudaMalloc(&t->sums, sizeof(double) * WALS_CUDA_ACC_BLOCKS *
-							WALS_CUDA_ACC_TERMS), what);
-	}
+	for (int k = 0; k < 4 && p->vectors > 0; k++)
+		CUDA_TRY(cudaMalloc(&t->products[k], sizeof(float) * f * f), what);
+	CUDA_TRY(cudaMalloc(&t->sums, sizeof(double) * WALS_CUDA_ACC_BLOCKS * WALS_CUDA_ACC_TERMS),
+			 what);
 	CUDA_TRY(cudaMalloc(&t->parts, sizeof(double) * terms * (most > 0 ? most : 1)),
 			 "allocating the loss");
 	CUDA_TRY(cudaMalloc(&t->bad, sizeof(*t->bad)), what);
@@ -914,32 +933,10 @@ iterate(Training *t, double *loss, WalsCudaError *err)
 	return 0;
 }
 
-/*
- * Run body, a call of the table: the host buffers of the loss and of the
- * line may throw, and no exception may reach the caller.
- */
-template <typename Body>
-static int
-guarded(WalsCudaError *err, Body body)
-{
-	try
-	{
-		return body();
-	}
-	catch (const std::bad_alloc &)
-	{
-		return fail(err, WALS_CUDA_ENOMEM, "training on the GPU", "out of host memory");
-	}
-	catch (...)
-	{
-		return fail(err, WALS_CUDA_EDEVICE, "training on the GPU", "unexpected C++ exception");
-	}
-}
-
 static int
 train_iterate(void *state, double *loss, WalsCudaError *err)
 {
-	return guarded(err, [&]() { return iterate((Training *) state, loss, err); });
+	return iterate((Training *) state, loss, err);
 }
 
 /*
@@ -974,19 +971,6 @@ vector_size(const Training *t)
 	return (size_t) (t->prob.nusers + t->prob.nitems) * t->prob.factors;
 }
 
-/* Partial sums of a reduction (terms of each block) onto total. */
-static int
-add_sums(Training *t, int terms, double *total, const char *what, WalsCudaError *err)
-{
-	double		parts[WALS_CUDA_ACC_BLOCKS * WALS_CUDA_ACC_TERMS];
-
-	CUDA_TRY(cudaMemcpy(parts, t->sums, sizeof(parts), cudaMemcpyDeviceToHost), what);
-	for (int b = 0; b < WALS_CUDA_ACC_BLOCKS; b++)
-		for (int j = 0; j < terms; j++)
-			total[j] += parts[WALS_CUDA_ACC_TERMS * b + j];
-	return 0;
-}
-
 static int
 gradient(Training *t, int dst, WalsCudaError *err)
 {
@@ -1015,7 +999,7 @@ gradient(Training *t, int dst, WalsCudaError *err)
 static int
 train_gradient(void *state, int dst, WalsCudaError *err)
 {
-	return guarded(err, [&]() { return gradient((Training *) state, dst, err); });
+	return gradient((Training *) state, dst, err);
 }
 
 static int
@@ -1045,7 +1029,7 @@ combine(Training *t, int dst, double a, int x, double b, int y, WalsCudaError *e
 static int
 train_combine(void *state, int dst, double a, int x, double b, int y, WalsCudaError *err)
 {
-	return guarded(err, [&]() { return combine((Training *) state, dst, a, x, b, y, err); });
+	return combine((Training *) state, dst, a, x, b, y, err);
 }
 
 static int
@@ -1069,7 +1053,7 @@ dot(Training *t, int x, int y, double *out, WalsCudaError *err)
 static int
 train_dot(void *state, int x, int y, double *out, WalsCudaError *err)
 {
-	return guarded(err, [&]() { return dot((Training *) state, x, y, out, err); });
+	return dot((Training *) state, x, y, out, err);
 }
 
 /*
@@ -1090,7 +1074,7 @@ line_unobserved(Training *t, const float *BX, const float *DX, const float *BY,
 	float	   *CX = t->products[1];
 	float	   *GDX = t->products[2];
 	float	   *Q = t->products[3];
-	double		s[3][WALS_CUDA_ACC_TERMS] = {};
+	double		s[3][WALS_CUDA_PAIR_TERMS] = {};
 	double		w0 = t->weights.w0;
 
 	if (cross(t, BX, BX, nu, GBX, err) != 0 || cross(t, BX, DX, nu, CX, err) != 0 ||
@@ -1106,7 +1090,7 @@ line_unobserved(Training *t, const float *BX, const float *DX, const float *BY,
 		pair_sums<<<WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS>>>(GBX, CX, GDX, Q,
 																   t->prob.factors, t->sums);
 		CUDA_TRY(cudaGetLastError(), what);
-		if (add_sums(t, WALS_CUDA_ACC_TERMS, s[q], what, err) != 0)
+		if (add_sums(t, WALS_CUDA_PAIR_TERMS, s[q], what, err) != 0)
 			return err->code;
 	}
 	coef[0] += w0 * s[0][0];
@@ -1161,7 +1145,7 @@ static int
 train_line(void *state, int base, int dir, double coef[WALS_CUDA_LINE_TERMS],
 		   WalsCudaError *err)
 {
-	return guarded(err, [&]() { return line((Training *) state, base, dir, coef, err); });
+	return line((Training *) state, base, dir, coef, err);
 }
 
 static int
