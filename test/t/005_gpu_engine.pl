@@ -60,12 +60,19 @@ like(
 	'wals_devices() lists the engine\'s device');
 
 # ---------------------------------------------------------------------------
-# The same model on both devices, both solvers.
-for my $solver ('cg', 'cholesky')
+# The same model on both devices: every solver, and ALS-NCG around two of
+# them through the engine's operations (combine, dot and line).
+for my $case (
+	[ 'cg', q{solver => 'cg'} ],
+	[ 'cholesky', q{solver => 'cholesky'} ],
+	[ 'subspace', q{solver => 'subspace', block_size => 3} ],
+	[ 'cg_ncg', q{solver => 'cg', accelerate => 'ncg'} ],
+	[ 'subspace_ncg', q{solver => 'subspace', block_size => 3, accelerate => 'ncg'} ])
 {
-	my ($ret, $cpu, $stderr) = train("c_$solver", "solver => '$solver', device => 'cpu', workers => 0");
+	my ($solver, $args) = @$case;
+	my ($ret, $cpu, $stderr) = train("c_$solver", "$args, device => 'cpu', workers => 0");
 	is($ret, 0, "$solver on the CPU") or diag($stderr);
-	($ret, my $gpu, $stderr) = train("g_$solver", "solver => '$solver', device => 'gpu'");
+	($ret, my $gpu, $stderr) = train("g_$solver", "$args, device => 'gpu'");
 	is($ret, 0, "$solver on the GPU engine") or diag($stderr);
 	like($gpu, qr/^gpu\|4\|/, "$solver: the summary row says gpu");
 	like($stderr, qr/NOTICE:  model "public.g_$solver" iteration 4 of 4/,
@@ -87,6 +94,13 @@ FROM c_${solver}_item_factors a JOIN g_${solver}_item_factors b USING (item_id),
 SELECT string_agg(device || ':' || iterations, ',' ORDER BY model) FROM wals_models
 WHERE model IN ('c_$solver', 'g_$solver')}),
 		'cpu:4,gpu:4', "$solver: wals_models records the device");
+	is( $node->safe_psql(
+			'postgres', qq{
+SELECT count(*) FROM (SELECT l.model, l.iteration, l.step
+  FROM wals_training_log l JOIN wals_models USING (schema, model, version)
+  WHERE model IN ('c_$solver', 'g_$solver')) t
+GROUP BY iteration HAVING count(DISTINCT step) > 1}),
+		'', "$solver: the same steps in the training log on both devices");
 }
 is( $node->safe_psql(
 		'postgres', q{
