@@ -259,6 +259,13 @@ symv_body(const float *G, int f, float alpha, const float *v, float *out)
 		axpy_body(alpha * v[k], G + (size_t) k * f, out, f);
 }
 
+/* Row i of dots' operand: the cell's row, or row i itself without idx. */
+static WALS_ALWAYS_INLINE const float *
+dots_row(const float *Y, const int32_t *idx, int i, int f)
+{
+	return Y + (size_t) (idx != NULL ? idx[i] : i) * f;
+}
+
 static WALS_ALWAYS_INLINE void
 dots_body(const float *Y, const int32_t *idx, int n, int f, const float *x,
 		  float *out)
@@ -266,11 +273,11 @@ dots_body(const float *Y, const int32_t *idx, int n, int f, const float *x,
 	int			i = 0;
 
 	for (; i + 4 <= n; i += 4)
-		dot4_body(Y + (size_t) idx[i] * f, Y + (size_t) idx[i + 1] * f,
-				  Y + (size_t) idx[i + 2] * f, Y + (size_t) idx[i + 3] * f,
+		dot4_body(dots_row(Y, idx, i, f), dots_row(Y, idx, i + 1, f),
+				  dots_row(Y, idx, i + 2, f), dots_row(Y, idx, i + 3, f),
 				  x, f, out + i);
 	for (; i < n; i++)
-		out[i] = dot_body(x, Y + (size_t) idx[i] * f, f);
+		out[i] = dot_body(x, dots_row(Y, idx, i, f), f);
 }
 
 static WALS_ALWAYS_INLINE void
@@ -334,6 +341,64 @@ gram_acc_body(float *A, int f, const float *W, const float *Y,
 
 			axpy_body(y[a], w + c0, A + (size_t) a * fp + c0, fp - c0);
 		}
+	}
+}
+
+/*
+ * The subspace solver's block pass, by chunks of cells as the vector
+ * kernels go: each cell's prediction and its share of the right-hand
+ * side, its piece and weighted piece gathered; then the chunk's Gram four
+ * cells per sweep over A, as gram_acc_body, on the upper triangle only
+ * (LAPACK reads no more).
+ */
+static WALS_ALWAYS_INLINE void
+sub_block_body(const float *Y, const int32_t *idx, const float *val, int n,
+			   int f, const WalsPassCoef *coef, float *yhat, const float *dp,
+			   int p0, int pb, int k0, int b, float *A, float *rhs,
+			   float *work)
+{
+	int			bp = wals_pad(b);
+	float	   *yc = work;
+	float	   *wc = work + (size_t) WALS_SUB_CHUNK * bp;
+	int			i0;
+
+	for (i0 = 0; i0 < n; i0 += WALS_SUB_CHUNK)
+	{
+		int			m = n - i0 < WALS_SUB_CHUNK ? n - i0 : WALS_SUB_CHUNK;
+		int			j;
+		int			a;
+		int			c;
+
+		for (j = 0; j < m; j++)
+		{
+			const float *y = Y + (size_t) idx[i0 + j] * f;
+			float		r = val[i0 + j];
+			float		slope = coef->b0 + coef->b1 * r;
+
+			if (pb > 0)
+				yhat[i0 + j] += dot_body(y + p0, dp, pb);
+			axpy_body((coef->a0 + coef->a1 * r) + slope * yhat[i0 + j], y + k0,
+					  rhs, b);
+			for (c = 0; c < b; c++)
+			{
+				yc[(size_t) j * bp + c] = y[k0 + c];
+				wc[(size_t) j * bp + c] = -slope * y[k0 + c];
+			}
+		}
+		for (j = 0; j + 4 <= m; j += 4)
+		{
+			const float *y0 = yc + (size_t) j * bp;
+			const float *w0 = wc + (size_t) j * bp;
+
+			for (a = 0; a < b; a++)
+				axpy4_body(y0[a], y0[bp + a], y0[2 * bp + a], y0[3 * bp + a],
+						   w0, w0 + bp, w0 + 2 * bp, w0 + 3 * bp,
+						   A + (size_t) a * bp, a, b);
+		}
+		for (; j < m; j++)
+			for (a = 0; a < b; a++)
+				axpy_body(yc[(size_t) j * bp + a], wc + (size_t) j * bp + a,
+						  A + (size_t) a * bp + a, b - a);
 	}
 }
 
@@ -410,6 +475,16 @@ gram_acc_generic(float *A, int f, const float *W, const float *Y,
 	gram_acc_body(A, f, W, Y, idx, n);
 }
 
+static void
+sub_block_generic(const float *Y, const int32_t *idx, const float *val, int n,
+				  int f, const WalsPassCoef *coef, float *yhat, const float *dp,
+				  int p0, int pb, int k0, int b, float *A, float *rhs,
+				  float *work)
+{
+	sub_block_body(Y, idx, val, n, f, coef, yhat, dp, p0, pb, k0, b, A, rhs,
+				   work);
+}
+
 static const WalsKernels generic_kernels = {
 	"generic",
 	WALS_ISA_GENERIC,
@@ -421,7 +496,8 @@ static const WalsKernels generic_kernels = {
 	xpay_generic,
 	chol_gather_generic,
 	gram_acc_generic,
-	chol_solve_lapack
+	chol_solve_lapack,
+	sub_block_generic
 };
 
 #ifdef WALS_X86

@@ -433,6 +433,30 @@ SIMD(symv) (const float *G, int f, float alpha, const float *v, float *out)
 #undef SYMV
 }
 
+/*
+ * The rows of the group of four cells from i for dots: rows idx[i..i+3],
+ * or rows i..i+3 of a matrix read whole when idx is NULL.  Rows past n
+ * repeat the group's first, as in group_rows.
+ */
+static SIMD_INLINE void
+SIMD(dots_rows) (const float *Y, const int32_t *idx, int i, int n, int f,
+				 int nv, const float **y)
+{
+	int			live = n - i < 4 ? n - i : 4;
+	int			k;
+
+	if (idx != NULL)
+	{
+		SIMD(group_rows) (Y, idx, i, f, live, y);
+		if (live == 4)
+			SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
+		return;
+	}
+	SIMD_UNROLL
+	for (k = 0; k < 4; k++)
+		y[k] = Y + (size_t) (i + (k < live ? k : 0)) * f;
+}
+
 /* x.y_i of four cells at a time, x in registers (nv a constant). */
 static SIMD_INLINE void
 SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
@@ -451,14 +475,13 @@ SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
 		xv[c] = SIMD(ldv) (x, c, nv, tail);
 	for (i = 0; i + 4 <= n; i += 4)
 	{
-		SIMD(group_rows) (Y, idx, i, f, 4, y);
-		SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
+		SIMD(dots_rows) (Y, idx, i, n, f, nv, y);
 		SIMD(dots4) (y, xv, nv, tail, d);
 		vsum4(d[0], d[1], d[2], d[3], out + i);
 	}
 	if (i < n)
 	{
-		SIMD(group_rows) (Y, idx, i, f, n - i, y);
+		SIMD(dots_rows) (Y, idx, i, n, f, nv, y);
 		SIMD(dots4) (y, xv, nv, tail, d);
 		vsum4(d[0], d[1], d[2], d[3], sums);
 		for (c = 0; c < n - i; c++)
@@ -466,23 +489,54 @@ SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
 	}
 }
 
+/*
+ * Wider rows: x in memory (in L1), still four cells per trip, each with
+ * two partial sums, so that eight chains of FMAs are in flight rather
+ * than one (at f = 512 a single chain made the subspace solver's
+ * predictions take four times as long).
+ */
 static SIMD_FN void
 SIMD(dots_mem) (const float *Y, const int32_t *idx, int n, int f,
 				const float *x, float *out)
 {
 	int			tail = SIMD(tail_of) (f);
 	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	const float *y[4];
+	float		sums[4];
 	int			i;
 	int			c;
+	int			k;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i += 4)
 	{
-		const float *y = Y + (size_t) idx[i] * f;
-		V			d = vzero();
+		V			d[4] = {vzero(), vzero(), vzero(), vzero()};
+		V			e[4] = {vzero(), vzero(), vzero(), vzero()};
 
-		for (c = 0; c < nv; c++)
-			d = vfma(SIMD(ldv) (y, c, nv, tail), SIMD(ldv) (x, c, nv, tail), d);
-		out[i] = vreduce(d);
+		SIMD(dots_rows) (Y, idx, i, n, f, nv, y);
+		for (c = 0; c + 2 <= nv; c += 2)
+		{
+			V			x0 = vld(x + SIMD_W * c);
+			V			x1 = SIMD(ldv) (x, c + 1, nv, tail);
+
+			SIMD_UNROLL
+			for (k = 0; k < 4; k++)
+			{
+				d[k] = vfma(vld(y[k] + SIMD_W * c), x0, d[k]);
+				e[k] = vfma(SIMD(ldv) (y[k], c + 1, nv, tail), x1, e[k]);
+			}
+		}
+		if (c < nv)
+		{
+			V			xc = SIMD(ldv) (x, c, nv, tail);
+
+			SIMD_UNROLL
+			for (k = 0; k < 4; k++)
+				d[k] = vfma(SIMD(ldv) (y[k], c, nv, tail), xc, d[k]);
+		}
+		vsum4(vadd(d[0], e[0]), vadd(d[1], e[1]), vadd(d[2], e[2]),
+			  vadd(d[3], e[3]), sums);
+		for (k = 0; k < 4 && i + k < n; k++)
+			out[i + k] = sums[k];
 	}
 }
 
@@ -1015,6 +1069,373 @@ SIMD(chol_solve) (float *A, int f, float *b, float *x)
 	return 1;
 }
 
+/*
+ * The subspace solver's pass over a row's cells for a block B = [k0,
+ * k0 + b) of dimensions (see subspace.c).  Each cell reads two short
+ * pieces of its factor row in place: the previous block's, to bring its
+ * prediction up to date with that block's step, and this block's, for
+ * the right-hand side and the block's Gram.  Every piece is read once per
+ * block: the Gram's register tiles go over a chunk of gathered pieces in
+ * L1, not over the rows, since at f = 512 the other side's factors miss
+ * the TLB, and a second visit to a row's page costs as much as the first.
+ * Prefetching asks for the pieces alone, not for whole rows.
+ */
+static SIMD_INLINE void
+SIMD(prefetch_span) (const float *p, int len)
+{
+	int			k;
+
+	for (k = 0; k < len; k += 16)
+		__builtin_prefetch(p + k, 0, 3);
+	__builtin_prefetch(p + len - 1, 0, 3);
+}
+
+/* The pieces of the four cells PREFETCH_CELLS ahead of cell i. */
+static SIMD_INLINE void
+SIMD(prefetch_block) (const float *Y, const int32_t *idx, int i, int n,
+					  int f, int p0, int pb, int k0, int b)
+{
+	int			k;
+
+	if (i + PREFETCH_CELLS + 4 > n)
+		return;
+	SIMD_UNROLL
+	for (k = 0; k < 4; k++)
+	{
+		const float *y = Y + (size_t) idx[i + PREFETCH_CELLS + k] * f;
+
+		if (pb > 0)
+			SIMD(prefetch_span) (y + p0, pb);
+		SIMD(prefetch_span) (y + k0, b);
+	}
+}
+
+/*
+ * The predictions of a group's four cells, brought up to date with the
+ * previous block's step (sums, their dot products with it, when pb > 0),
+ * and from them the factors of the right-hand side, t, and of the Gram,
+ * s = c - w0 = -(b0 + b1 r): the slope of t in the prediction, so that
+ * one set of coefficients serves both.  Cells past live get zero factors.
+ */
+static SIMD_INLINE void
+SIMD(sub_factors) (const WalsPassCoef *coef, const float *val, float *yhat,
+				   const float *sums, int pb, int live, float *t, float *s)
+{
+	int			k;
+
+	SIMD_UNROLL
+	for (k = 0; k < 4; k++)
+	{
+		float		slope;
+		float		yh;
+
+		if (k >= live)
+		{
+			t[k] = s[k] = 0.0f;
+			continue;
+		}
+		slope = fmaf(coef->b1, val[k], coef->b0);
+		yh = pb > 0 ? yhat[k] + sums[k] : yhat[k];
+		yhat[k] = yh;
+		t[k] = fmaf(slope, yh, fmaf(coef->a1, val[k], coef->a0));
+		s[k] = -slope;
+	}
+}
+
+/*
+ * The pass over n cells with the previous step and the right-hand side in
+ * registers (nv a constant, the vectors of both blocks).  With rows > 0 (a
+ * constant: b, when the block is one vector and its rows fit in the
+ * accumulators) A's rows are in registers too and the pass does the
+ * block's whole work; otherwise each cell's piece and its weighted copy
+ * go to row j of the chunk buffers yc and wc (stride SIMD_W nv) for
+ * sub_gram.
+ */
+static SIMD_INLINE void
+SIMD(sub_pass_reg) (const float *Y, const int32_t *idx, const float *val,
+					int n, int f, const WalsPassCoef *coef, float *yhat,
+					const float *dp, int p0, int pb, int k0, int b, float *A,
+					float *rhs, float *yc, float *wc, const int nv,
+					const int rows)
+{
+	int			tail = SIMD(tail_of) (b);
+	int			ptail = pb > 0 ? SIMD(tail_of) (pb) : SIMD_W;
+	int			bp = wals_pad(b);
+	V			dv[SIMD_ONE];
+	V			rv[SIMD_ONE];
+	V			acc[SIMD_ACC];
+	const float *y[4];
+	const float *yp[4];
+	V			d[4];
+	float		sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	float		t[4];
+	float		s[4];
+	int			i;
+	int			c;
+	int			k;
+	int			r;
+
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+	{
+		rv[c] = SIMD(ldv) (rhs, c, nv, tail);
+		dv[c] = pb > 0 ? SIMD(ldv) (dp, c, nv, ptail) : vzero();
+	}
+	SIMD_UNROLL
+	for (r = 0; r < rows; r++)
+		acc[r] = vld(A + (size_t) r * bp);
+	for (i = 0; i < n; i += 4)
+	{
+		int			live = n - i < 4 ? n - i : 4;
+
+		SIMD(group_rows) (Y, idx, i, f, live, y);
+		SIMD(prefetch_block) (Y, idx, i, n, f, p0, pb, k0, b);
+		if (pb > 0)
+		{
+			SIMD_UNROLL
+			for (k = 0; k < 4; k++)
+				yp[k] = y[k] + p0;
+			SIMD(dots4) (yp, dv, nv, ptail, d);
+			vsum4(d[0], d[1], d[2], d[3], sums);
+		}
+		SIMD(sub_factors) (coef, val + i, yhat + i, sums, pb, live, t, s);
+		SIMD_UNROLL
+		for (k = 0; k < 4; k++)
+		{
+			const float *yb = y[k] + k0;
+			V			tv = vset1(t[k]);
+			V			sv = vset1(s[k]);
+
+			if (rows > 0)
+			{
+				V			y0 = SIMD(ldv) (yb, 0, nv, tail);
+				V			wy = vmul(sv, y0);
+
+				rv[0] = vfma(tv, y0, rv[0]);
+				SIMD_UNROLL
+				for (r = 0; r < rows; r++)
+					acc[r] = vfma(vset1(yb[r]), wy, acc[r]);
+				continue;
+			}
+			if (k >= live)
+				break;
+			SIMD_UNROLL
+			for (c = 0; c < nv; c++)
+			{
+				V			yv = SIMD(ldv) (yb, c, nv, tail);
+
+				rv[c] = vfma(tv, yv, rv[c]);
+				vst(yc + (size_t) (i + k) * SIMD_W * nv + SIMD_W * c, yv);
+				vst(wc + (size_t) (i + k) * SIMD_W * nv + SIMD_W * c, vmul(sv, yv));
+			}
+		}
+	}
+	SIMD_UNROLL
+	for (c = 0; c < nv; c++)
+		SIMD(stv) (rhs, c, nv, tail, rv[c]);
+	SIMD_UNROLL
+	for (r = 0; r < rows; r++)
+		vst(A + (size_t) r * bp, acc[r]);
+}
+
+/*
+ * Wider blocks, or a narrow last block after a wider one: the step and
+ * the right-hand side stay in memory (in L1), still four cells a trip,
+ * and the pieces go to the chunk buffers as above.
+ */
+static SIMD_FN void
+SIMD(sub_pass_mem) (const float *Y, const int32_t *idx, const float *val,
+					int n, int f, const WalsPassCoef *coef, float *yhat,
+					const float *dp, int p0, int pb, int k0, int b, float *rhs,
+					float *yc, float *wc)
+{
+	int			tail = SIMD(tail_of) (b);
+	int			nv = (b + SIMD_W - 1) / SIMD_W;
+	int			ptail = pb > 0 ? SIMD(tail_of) (pb) : SIMD_W;
+	int			nvp = (pb + SIMD_W - 1) / SIMD_W;
+	const float *y[4];
+	float		sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	float		t[4];
+	float		s[4];
+	int			i;
+	int			c;
+	int			k;
+
+	for (i = 0; i < n; i += 4)
+	{
+		int			live = n - i < 4 ? n - i : 4;
+
+		SIMD(group_rows) (Y, idx, i, f, live, y);
+		SIMD(prefetch_block) (Y, idx, i, n, f, p0, pb, k0, b);
+		if (pb > 0)
+		{
+			V			d[4] = {vzero(), vzero(), vzero(), vzero()};
+
+			for (c = 0; c < nvp; c++)
+			{
+				V			dc = SIMD(ldv) (dp, c, nvp, ptail);
+
+				SIMD_UNROLL
+				for (k = 0; k < 4; k++)
+					d[k] = vfma(SIMD(ldv) (y[k] + p0, c, nvp, ptail), dc, d[k]);
+			}
+			vsum4(d[0], d[1], d[2], d[3], sums);
+		}
+		SIMD(sub_factors) (coef, val + i, yhat + i, sums, pb, live, t, s);
+		for (c = 0; c < nv; c++)
+		{
+			V			o = vld(rhs + SIMD_W * c);
+
+			SIMD_UNROLL
+			for (k = 0; k < 4; k++)
+			{
+				V			yv = SIMD(ldv) (y[k] + k0, c, nv, tail);
+
+				o = vfma(vset1(t[k]), yv, o);
+				if (k < live)
+				{
+					vst(yc + (size_t) (i + k) * SIMD_W * nv + SIMD_W * c, yv);
+					vst(wc + (size_t) (i + k) * SIMD_W * nv + SIMD_W * c,
+						vmul(vset1(s[k]), yv));
+				}
+			}
+			vst(rhs + SIMD_W * c, o);
+		}
+	}
+}
+
+/*
+ * Rows a0..a0+R-1 of a block's Gram by w vectors from the block's vector
+ * c0, over the m gathered cells: R w accumulators, and per cell w loads
+ * and R broadcasts for R w FMAs.  Rows past b repeat row a0's broadcast
+ * and are not stored.
+ */
+static SIMD_INLINE void
+SIMD(sub_gram_tile) (float *A, int b, const float *yc, const float *wc,
+					 int m, int a0, int c0, const int R, const int w)
+{
+	int			nv = (b + SIMD_W - 1) / SIMD_W;
+	int			bp = wals_pad(b);
+	int			nr = b - a0 < R ? b - a0 : R;
+	int			off[16];
+	V			acc[16][SIMD_TILE];
+	int			j;
+	int			r;
+	int			c;
+
+	SIMD_UNROLL
+	for (r = 0; r < R; r++)
+	{
+		off[r] = a0 + (r < nr ? r : 0);
+		SIMD_UNROLL
+		for (c = 0; c < w; c++)
+			acc[r][c] = r < nr ?
+				vld(A + (size_t) (a0 + r) * bp + SIMD_W * (c0 + c)) : vzero();
+	}
+	for (j = 0; j < m; j++)
+	{
+		const float *yj = yc + (size_t) j * SIMD_W * nv;
+		const float *wj = wc + (size_t) j * SIMD_W * nv + SIMD_W * c0;
+
+		SIMD_UNROLL
+		for (r = 0; r < R; r++)
+		{
+			V			yr = vset1(yj[off[r]]);
+
+			SIMD_UNROLL
+			for (c = 0; c < w; c++)
+				acc[r][c] = vfma(yr, vld(wj + SIMD_W * c), acc[r][c]);
+		}
+	}
+	SIMD_UNROLL
+	for (r = 0; r < R; r++)
+		SIMD_UNROLL
+		for (c = 0; c < w; c++)
+			if (r < nr)
+				vst(A + (size_t) (a0 + r) * bp + SIMD_W * (c0 + c), acc[r][c]);
+}
+
+/*
+ * A += the Gram of m gathered cells, by tiles over its upper triangle:
+ * rows from a0 need the vectors from the one holding column a0 on, and
+ * tiles take as many rows as the accumulators hold for that many vectors
+ * (16, 8 or 4), so that narrow blocks take few tiles.
+ */
+static SIMD_FN void
+SIMD(sub_gram) (float *A, int b, const float *yc, const float *wc, int m)
+{
+	int			nv = (b + SIMD_W - 1) / SIMD_W;
+	int			rows;
+	int			a0;
+	int			c0;
+
+#define GRAM_TILE(rr, ww) SIMD(sub_gram_tile) (A, b, yc, wc, m, a0, c0, rr, ww)
+#define GRAM_TILE4(k) GRAM_TILE(4, k)
+	for (a0 = 0; a0 < b; a0 += rows)
+	{
+		int			need = nv - a0 / SIMD_W;
+
+		rows = need * 16 <= SIMD_ACC ? 16 : need * 8 <= SIMD_ACC ? 8 : 4;
+		for (c0 = a0 / SIMD_W; c0 < nv; c0 += SIMD_ACC / rows)
+		{
+			int			w = nv - c0 < SIMD_ACC / rows ? nv - c0 : SIMD_ACC / rows;
+
+			if (rows == 16)
+				GRAM_TILE(16, 1);
+			else if (rows == 8 && w == 1)
+				GRAM_TILE(8, 1);
+			else if (rows == 8)
+				GRAM_TILE(8, 2);
+			else
+				SIMD_DISPATCH(w, SIMD_TILE, GRAM_TILE4);
+		}
+	}
+#undef GRAM_TILE4
+#undef GRAM_TILE
+}
+
+/*
+ * Blocks whose rows fit in the accumulators take one pass; the others go
+ * by chunks of WALS_SUB_CHUNK cells, gathered, then multiplied out.
+ */
+static SIMD_FN void
+SIMD(sub_block) (const float *Y, const int32_t *idx, const float *val, int n,
+				 int f, const WalsPassCoef *coef, float *yhat, const float *dp,
+				 int p0, int pb, int k0, int b, float *A, float *rhs,
+				 float *work)
+{
+	int			nv = (b + SIMD_W - 1) / SIMD_W;
+	int			same = pb == 0 || (pb + SIMD_W - 1) / SIMD_W == nv;
+	float	   *yc = work;
+	float	   *wc = work + (size_t) WALS_SUB_CHUNK * SIMD_W * nv;
+	int			i0;
+
+#define PASS_ROWS(k) \
+	SIMD(sub_pass_reg) (Y, idx, val, n, f, coef, yhat, dp, p0, pb, k0, b, \
+						A, rhs, NULL, NULL, 1, k)
+#define PASS(k) \
+	SIMD(sub_pass_reg) (Y, idx + i0, val + i0, m, f, coef, yhat + i0, dp, \
+						p0, pb, k0, b, A, rhs, yc, wc, k, 0)
+	if (nv == 1 && b <= SIMD_ACC && same)
+	{
+		SIMD_DISPATCH(b, SIMD_ACC, PASS_ROWS);
+		return;
+	}
+	for (i0 = 0; i0 < n; i0 += WALS_SUB_CHUNK)
+	{
+		int			m = n - i0 < WALS_SUB_CHUNK ? n - i0 : WALS_SUB_CHUNK;
+
+		if (nv <= SIMD_ONE && same)
+			SIMD_DISPATCH(nv, SIMD_ONE, PASS);
+		else
+			SIMD(sub_pass_mem) (Y, idx + i0, val + i0, m, f, coef, yhat + i0,
+								dp, p0, pb, k0, b, rhs, yc, wc);
+		SIMD(sub_gram) (A, b, yc, wc, m);
+	}
+#undef PASS
+#undef PASS_ROWS
+}
+
 static const WalsKernels SIMD(kernels) = {
 	SIMD_NAME,
 	SIMD_ISA,
@@ -1026,7 +1447,8 @@ static const WalsKernels SIMD(kernels) = {
 	SIMD(xpay),
 	SIMD(chol_gather),
 	SIMD(gram_acc),
-	SIMD(chol_solve)
+	SIMD(chol_solve),
+	SIMD(sub_block)
 };
 
 #undef SIMD_INLINE

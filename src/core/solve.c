@@ -182,7 +182,8 @@ solve_row_cg(const WalsParams *params, const WalsKernels *kern,
 /*
  * Exactly what the row solvers below lay out: CG needs three f-vectors,
  * Cholesky w0 G and A (f x f), b and one block of weighted rows, never more
- * than the longest row needs; both round the scratch up to a cache line.
+ * than the longest row needs, and the subspace solver what subspace.c
+ * says; all round the scratch up to a cache line.
  * The caller passes the longest row of the matrix it will solve (or of both
  * sides, to size one buffer for a whole sweep), or rows past it overrun.
  */
@@ -197,6 +198,8 @@ wals_solve_scratch(const WalsParams *params, int64_t max_row_nnz)
 
 	if (params->solver == WALS_CG)
 		return slack + 3 * fp;
+	if (params->solver == WALS_SUBSPACE)
+		return wals_subspace_scratch(params, max_row_nnz);
 	return slack + 2 * f * fp + fp + block * fp;
 }
 
@@ -223,9 +226,14 @@ wals_solve_rows(const WalsParams *params, const WalsCsr *R,
 	if (bad_row)
 		*bad_row = -1;
 	if (f < 1 || lo < 0 || hi < lo || hi > R->nrows ||
-		(params->solver != WALS_CHOLESKY && params->solver != WALS_CG) ||
-		(params->solver == WALS_CG && params->cg_steps < 0))
+		(params->solver != WALS_CHOLESKY && params->solver != WALS_CG &&
+		 params->solver != WALS_SUBSPACE) ||
+		(params->solver == WALS_CG && params->cg_steps < 0) ||
+		(params->solver == WALS_SUBSPACE && params->block_size < 1))
 		return WALS_EINVAL;
+	if (params->solver == WALS_SUBSPACE)
+		return wals_solve_rows_subspace(params, R, Y, G, X, lo, hi, scratch,
+										bad_row);
 
 	if (params->solver == WALS_CHOLESKY)
 	{

@@ -72,6 +72,20 @@ wals_cell_linear(const WalsParams *params)
 	return w;
 }
 
+/* ---------- the subspace solver (subspace.c) ---------- */
+
+/*
+ * Floats of scratch the subspace solver needs, and the rows [lo, hi) of X
+ * solved by blocks of params->block_size dimensions, as wals_solve_rows
+ * does with WALS_SUBSPACE (which has checked the arguments).
+ */
+extern size_t wals_subspace_scratch(const WalsParams *params, int64_t max_row_nnz);
+extern WalsStatus wals_solve_rows_subspace(const WalsParams *params,
+										   const WalsCsr *R, const float *Y,
+										   const float *G, float *X,
+										   int64_t lo, int64_t hi,
+										   float *scratch, int64_t *bad_row);
+
 /* ---------- vector kernels (kernels.c, kernels_simd.c) ---------- */
 
 /*
@@ -90,6 +104,14 @@ wals_pad(int f)
 {
 	return (f + WALS_VEC - 1) / WALS_VEC * WALS_VEC;
 }
+
+/*
+ * Cells whose pieces of a block the subspace solver gathers at a time,
+ * when the block's Gram does not fit in registers: 16 kB each for the
+ * pieces and their weighted copies at b = 64, in L1 while the register
+ * tiles go over them.
+ */
+#define WALS_SUB_CHUNK 64
 
 /*
  * The factor a row pass gives cell i, t_i = (a0 + a1 r_i) + (b0 + b1 r_i) d_i
@@ -146,7 +168,10 @@ typedef struct WalsKernels
 	void		(*symv) (const float *G, int f, float alpha, const float *v,
 						 float *out);
 
-	/* out[i] = x.y_i for the n cells */
+	/*
+	 * out[i] = x.y_i for the n cells; with idx NULL, for rows 0..n-1 of Y
+	 * (a matrix-vector product)
+	 */
 	void		(*dots) (const float *Y, const int32_t *idx, int n, int f,
 						 const float *x, float *out);
 
@@ -183,6 +208,23 @@ typedef struct WalsKernels
 	 * in A may show as either).
 	 */
 	int			(*chol_solve) (float *A, int f, float *b, float *x);
+
+	/*
+	 * The subspace solver's pass over the n cells for the block of
+	 * dimensions [k0, k0 + b), reading y_iB = y_i[k0..k0+b) in place: first
+	 * yhat_i += y_i[p0..p0+pb).dp, the previous block's step (none when pb
+	 * is 0); then, with t_i as in WalsPassCoef with d_i = yhat_i,
+	 * rhs[0..b) += t_i y_iB and A += -(b0 + b1 r_i) y_iB y_iB^T.  A (b rows
+	 * of stride wals_pad(b)) and rhs (wals_pad(b) floats) are laid out as
+	 * chol_solve takes them, their padding zero and left so; only A's upper
+	 * triangle is meant, the entries below it may be overwritten.  work has
+	 * 2 WALS_SUB_CHUNK wals_pad(b) floats, aligned to WALS_ALIGN.
+	 */
+	void		(*sub_block) (const float *Y, const int32_t *idx,
+							  const float *val, int n, int f,
+							  const WalsPassCoef *coef, float *yhat,
+							  const float *dp, int p0, int pb, int k0, int b,
+							  float *A, float *rhs, float *work);
 } WalsKernels;
 
 

@@ -3,10 +3,12 @@
  *	  Seconds per ALS iteration of the core solvers, single-threaded, on
  *	  synthetic ratings of a given shape, without a server.
  *
- *	  solver_bench [users items nnz f solver cg_steps iterations kernels]
+ *	  solver_bench [users items nnz f solver steps iterations kernels]
  *	  (defaults: 138000 27000 20000000 64 cg 3 3, MovieLens-20M's shape,
- *	  and every family of kernels the CPU runs, side by side; kernels:
- *	  avx512, avx2, neon or generic for one of them)
+ *	  and every family of kernels the CPU runs, side by side; solver:
+ *	  cholesky, cg or subspace; steps: CG's steps per row, or the
+ *	  subspace solver's block size; kernels: avx512, avx2, neon or generic
+ *	  for one of them)
  *
  * The degrees follow gen_ratings.py, the reference workload of DESIGN
  * section 4: log-normal user activity and Zipf(0.9) item popularity, so a
@@ -392,7 +394,7 @@ main(int argc, char **argv)
 	int64_t		nnz = argc > 3 ? atoll(argv[3]) : 20000000;
 	int			f = argc > 4 ? atoi(argv[4]) : 64;
 	const char *solver = argc > 5 ? argv[5] : "cg";
-	int			cg_steps = argc > 6 ? atoi(argv[6]) : 3;
+	int			steps = argc > 6 ? atoi(argv[6]) : 3;
 	int			iterations = argc > 7 ? atoi(argv[7]) : 3;
 	const char *only = argc > 8 ? argv[8] : NULL;
 	char		families[64];
@@ -418,10 +420,12 @@ main(int argc, char **argv)
 	int			p;
 
 	if (users < 1 || items < 1 || nnz < 1 || f < 1 || iterations < 1 ||
-		cg_steps < 0 || (strcmp(solver, "cg") != 0 && strcmp(solver, "cholesky") != 0) ||
+		steps < 0 || (strcmp(solver, "cg") != 0 && strcmp(solver, "cholesky") != 0 &&
+					  strcmp(solver, "subspace") != 0) ||
+		(strcmp(solver, "subspace") == 0 && steps < 1) ||
 		(only != NULL && (strcmp(only, "auto") == 0 || wals_kernels_check(only) != 1)))
 	{
-		fprintf(stderr, "usage: solver_bench [users items nnz f cg|cholesky cg_steps iterations kernels]\n"
+		fprintf(stderr, "usage: solver_bench [users items nnz f cg|cholesky|subspace steps|block_size iterations kernels]\n"
 				"(kernels this CPU runs: %s)\n", wals_kernels_available());
 		return 2;
 	}
@@ -435,9 +439,11 @@ main(int argc, char **argv)
 
 	memset(&params, 0, sizeof(params));
 	params.feedback = WALS_IMPLICIT;
-	params.solver = strcmp(solver, "cg") == 0 ? WALS_CG : WALS_CHOLESKY;
+	params.solver = strcmp(solver, "cg") == 0 ? WALS_CG :
+		strcmp(solver, "subspace") == 0 ? WALS_SUBSPACE : WALS_CHOLESKY;
 	params.factors = f;
-	params.cg_steps = cg_steps;
+	params.cg_steps = steps;
+	params.block_size = steps;
 	params.regularization = 0.1f;
 	params.alpha = 1.0f;
 	params.w0 = 1.0f;
@@ -456,7 +462,9 @@ main(int argc, char **argv)
 		   (long long) max_row(&R), (long long) max_row(&Rt), cpu_seconds() - t0);
 	printf("model: implicit, alpha 1, lambda 0.1, f %d, %s", f, solver);
 	if (params.solver == WALS_CG)
-		printf(" %d steps", cg_steps);
+		printf(" %d steps", steps);
+	else if (params.solver == WALS_SUBSPACE)
+		printf(" blocks of %d", steps);
 	printf(", 1 thread, CPU seconds\n");
 
 	ids = xalloc(users > items ? users : items, sizeof(int64_t));

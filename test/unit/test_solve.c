@@ -296,8 +296,12 @@ test_gram(void)
 	test_gram_values();
 }
 
-/* In test_kernels.c; run from here, as harness.c lists one entry per area. */
+/*
+ * In test_kernels.c and test_subspace.c; run from here, as harness.c lists
+ * one entry per area.
+ */
 extern void test_kernels(void);
+extern void test_subspace(void);
 
 /* Entry point: every solver check, and the kernels under them. */
 void
@@ -308,4 +312,5 @@ test_solve(void)
 	test_cg_convergence();
 	test_ranges();
 	test_failures();
+	test_subspace();
 }

@@ -1,0 +1,306 @@
+/*
+ * subspace.c
+ *	  The iALS++ row update (Rendle, Krichene, Zhang and Koren,
+ *	  arXiv:2110.14044): exact solves over one block of dimensions at a time.
+ *
+ * The exact update of solve.c builds the row's f x f system, O(nnz f^2)
+ * for the Gram of its cells, which rules out the f of 512 to 4096 at which
+ * implicit models keep improving.  Here the row's part of L is minimised
+ * over the dimensions B = [k0, k0 + b) with the others held, block after
+ * block, each exactly:
+ *
+ *	  (w0 G_BB + sum_i (c_i - w0) y_iB y_iB^T + lambda s I) delta
+ *		  = sum_i (c_i p_i - (c_i - w0) yhat_i) y_iB - w0 (G x)_B - lambda s x_B
+ *
+ * (the right-hand side is minus half the gradient over B), then x_B +=
+ * delta.  The predictions yhat_i = x.y_i are computed once per row and
+ * brought up to date block by block, so a block costs O(nnz b^2) for its
+ * Gram and O(nnz b) for the rest, and the row O(nnz f b + f^2 + f b^2).
+ * Every block's step is exact, so the row's loss never rises; with b >= f
+ * there is one block and this is the exact update, solved the same way.
+ *
+ * The one pass a block makes over the cells (kern->sub_block) also applies
+ * the previous block's step to the predictions, so each block reads two
+ * short pieces of each factor row and nothing else.  (G x)_B is computed
+ * afresh for each block from the rows B of G, rather than kept as a vector
+ * updated after each step, which would read G twice per row.
+ *
+ * Rows go through the blocks a few at a time, in step: the rows B of G
+ * (32 kB at f = 512, b = 16) are then read from L2 once for the group
+ * instead of once per row, and the group's small solves, each a chain of
+ * dependent steps, follow one another closely enough to overlap.  A
+ * group's factor rows should stay in L2 across its passes, so it takes
+ * several rows only while their cells are few.  The arithmetic of a row
+ * does not depend on its group, so any split of [lo, hi) gives the same
+ * bits.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "wals_internal.h"
+
+/* Rows in a group at most. */
+#define SUB_GROUP_ROWS 8
+
+/* Floats of the cells' factor rows a group of several rows may read. */
+#define SUB_GROUP_FLOATS (64 * 1024)
+
+/* Floats of the block systems of a group at most. */
+#define SUB_SYSTEM_FLOATS (64 * 1024)
+
+/* Per row of a group: its cells and predictions, its block system. */
+typedef struct SubRow
+{
+	int64_t		u;
+	const int32_t *idx;
+	const float *val;
+	int			nnz;
+	float		s;
+	float	   *x;
+	float	   *yhat;
+	float	   *A;
+	float	   *rhs;
+	float	   *dp;				/* the last block's step */
+	WalsStatus	status;
+} SubRow;
+
+static int
+all_finite(const float *x, int n)
+{
+	int			k;
+
+	for (k = 0; k < n; k++)
+		if (!isfinite(x[k]))
+			return 0;
+	return 1;
+}
+
+/* Floats rounded up to whole vectors, so that the next buffer stays aligned. */
+static size_t
+whole(size_t n)
+{
+	return (n + WALS_VEC - 1) / WALS_VEC * WALS_VEC;
+}
+
+/* Round a scratch pointer up to WALS_ALIGN; the scratch leaves room. */
+static float *
+align_floats(float *p)
+{
+	uintptr_t	a = ((uintptr_t) p + WALS_ALIGN - 1) & ~(uintptr_t) (WALS_ALIGN - 1);
+
+	return (float *) a;
+}
+
+/* A block size of f or more is one block. */
+static int
+block_width(const WalsParams *params)
+{
+	return params->block_size < params->factors ? params->block_size : params->factors;
+}
+
+/* Floats of one row's block system: A, the right-hand side and the step. */
+static size_t
+system_floats(int width)
+{
+	size_t		bp = (size_t) wals_pad(width);
+
+	return (size_t) width * bp + 2 * bp;
+}
+
+/* Rows a group may hold: as many systems as fit the budget, one at least. */
+static int
+group_rows(int width)
+{
+	size_t		n = SUB_SYSTEM_FLOATS / system_floats(width);
+
+	return n < 1 ? 1 : n > SUB_GROUP_ROWS ? SUB_GROUP_ROWS : (int) n;
+}
+
+/* Cells a group of several rows may hold. */
+static int64_t
+group_cells(int f)
+{
+	return SUB_GROUP_FLOATS / f > 1 ? SUB_GROUP_FLOATS / f : 1;
+}
+
+/*
+ * The chunk buffers of the block pass, the predictions of a group's cells
+ * (of the longest row, or of several rows up to group_cells), then the
+ * block systems of its rows.
+ */
+size_t
+wals_subspace_scratch(const WalsParams *params, int64_t max_row_nnz)
+{
+	int			f = params->factors;
+	int64_t		cells;
+	int			width;
+
+	if (f < 1 || params->block_size < 1)
+		return 0;
+	width = block_width(params);
+	cells = max_row_nnz > group_cells(f) ? max_row_nnz : group_cells(f);
+	return WALS_ALIGN / sizeof(float) + 2 * WALS_SUB_CHUNK * wals_pad(width) +
+		whole((size_t) cells) + group_rows(width) * system_floats(width);
+}
+
+/*
+ * A's block starts as w0 G_BB + lambda s I and the right-hand side as
+ * -w0 (G x)_B - lambda s x_B, padding zero; the block pass adds the cells'
+ * terms.
+ */
+static void
+block_start(const WalsParams *params, const WalsKernels *kern, const float *G,
+			const SubRow *row, int k0, int b)
+{
+	int			f = params->factors;
+	int			bp = wals_pad(b);
+	float		w0 = params->w0;
+	float		ls = params->regularization * row->s;
+	int			a;
+
+	memset(row->A, 0, sizeof(float) * b * bp);
+	memset(row->rhs, 0, sizeof(float) * bp);
+	if (w0 != 0.0f)
+	{
+		for (a = 0; a < b; a++)
+			kern->axpy(w0, G + (size_t) (k0 + a) * f + k0, row->A + (size_t) a * bp, b);
+		kern->dots(G + (size_t) k0 * f, NULL, b, f, row->x, row->rhs);
+	}
+	for (a = 0; a < b; a++)
+	{
+		row->A[(size_t) a * bp + a] += ls;
+		row->rhs[a] = -w0 * row->rhs[a] - ls * row->x[k0 + a];
+	}
+}
+
+/*
+ * One group through every block.  The step of a block stays in dp until
+ * the next block's pass has applied it to the predictions; the last
+ * block's is not needed.  A row that fails keeps its status and takes no
+ * further steps.
+ */
+static void
+solve_group(const WalsParams *params, const WalsKernels *kern,
+			const WalsPassCoef *coef, const float *Y, const float *G,
+			SubRow *rows, int nrows, float *chunk)
+{
+	int			f = params->factors;
+	int			width = block_width(params);
+	int			p0 = 0;
+	int			pb = 0;
+	int			k0;
+	int			r;
+
+	for (r = 0; r < nrows; r++)
+		kern->dots(Y, rows[r].idx, rows[r].nnz, f, rows[r].x, rows[r].yhat);
+	for (k0 = 0; k0 < f; k0 += width)
+	{
+		int			b = f - k0 < width ? f - k0 : width;
+
+		for (r = 0; r < nrows; r++)
+		{
+			SubRow	   *row = &rows[r];
+
+			if (row->status != WALS_OK)
+				continue;
+			block_start(params, kern, G, row, k0, b);
+			kern->sub_block(Y, row->idx, row->val, row->nnz, f, coef,
+							row->yhat, row->dp, p0, pb, k0, b, row->A,
+							row->rhs, chunk);
+		}
+		for (r = 0; r < nrows; r++)
+		{
+			SubRow	   *row = &rows[r];
+			int			c;
+
+			if (row->status != WALS_OK)
+				continue;
+			if (!kern->chol_solve(row->A, b, row->rhs, row->dp))
+				row->status = WALS_ESINGULAR;
+			else if (!all_finite(row->dp, b))
+				row->status = WALS_ENONFINITE;
+			else
+				for (c = 0; c < b; c++)
+					row->x[k0 + c] += row->dp[c];
+		}
+		p0 = k0;
+		pb = b;
+	}
+	for (r = 0; r < nrows; r++)
+		if (rows[r].status == WALS_OK && !all_finite(rows[r].x, f))
+			rows[r].status = WALS_ENONFINITE;
+}
+
+/*
+ * As wals_solve_rows: s_u, rows without ratings and failures alike; the
+ * failing row reported is the first in order, as there.
+ */
+WalsStatus
+wals_solve_rows_subspace(const WalsParams *params, const WalsCsr *R,
+						 const float *Y, const float *G, float *X,
+						 int64_t lo, int64_t hi, float *scratch,
+						 int64_t *bad_row)
+{
+	int			f = params->factors;
+	int			width = block_width(params);
+	int			max_rows = group_rows(width);
+	int64_t		max_cells = group_cells(f);
+	const WalsKernels *kern = wals_kernels();
+	WalsCellLinear cl = wals_cell_linear(params);
+	WalsPassCoef coef = {cl.cp0, cl.cp1, -cl.cw0, -cl.cw1};
+	float	   *chunk = align_floats(scratch);
+	float	   *work = chunk + 2 * WALS_SUB_CHUNK * wals_pad(width);
+	SubRow		rows[SUB_GROUP_ROWS];
+	int64_t		u = lo;
+
+	while (u < hi)
+	{
+		float	   *yhat = work;
+		float	   *sys;
+		int64_t		cells = 0;
+		int			nrows = 0;
+		int			r;
+
+		/* rows without ratings need no group; the rest fill one */
+		for (; u < hi && nrows < max_rows; u++)
+		{
+			int64_t		start = R->indptr[u];
+			int64_t		nnz = R->indptr[u + 1] - start;
+			SubRow	   *row = &rows[nrows];
+
+			if (nnz == 0)
+			{
+				memset(X + u * f, 0, sizeof(float) * f);
+				continue;
+			}
+			if (nrows > 0 && cells + nnz > max_cells)
+				break;
+			row->u = u;
+			row->idx = R->indices + start;
+			row->val = R->values + start;
+			row->nnz = (int) nnz;
+			row->s = params->feedback == WALS_EXPLICIT ? (float) nnz : 1.0f;
+			row->x = X + u * f;
+			row->yhat = yhat + cells;
+			row->status = WALS_OK;
+			cells += whole((size_t) nnz);
+			nrows++;
+		}
+		sys = yhat + cells;
+		for (r = 0; r < nrows; r++)
+		{
+			rows[r].A = sys + r * system_floats(width);
+			rows[r].rhs = rows[r].A + (size_t) width * wals_pad(width);
+			rows[r].dp = rows[r].rhs + wals_pad(width);
+		}
+		solve_group(params, kern, &coef, Y, G, rows, nrows, chunk);
+		for (r = 0; r < nrows; r++)
+			if (rows[r].status != WALS_OK)
+			{
+				if (bad_row)
+					*bad_row = rows[r].u;
+				return rows[r].status;
+			}
+	}
+	return WALS_OK;
+}
