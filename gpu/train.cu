@@ -19,13 +19,14 @@
  *
  * A training that keeps spare vectors (ALS-NCG) adds operations on
  * vectors of the size of all factors, the factors (X then Y, one buffer)
- * being vector 0: the gradient, one block a row as the CG kernel's first
- * residual; linear combinations and dot products, grid-stride over the
- * whole vector; and the quartic of the loss along a line, per row over the
- * cells like the loss, and for the unobserved cells the Grams and cross
- * products of both sides along the line (cuBLAS), reduced on the device.
- * The Grams of the factors, GX and GY, are kept current between calls
- * whenever the training keeps spares, since the gradient reads them.
+ * being vector 0: linear combinations and dot products, grid-stride over
+ * the whole vector; and the quartic of the loss along a line, per row over
+ * the cells like the loss, and for the unobserved cells the Grams and cross
+ * products of both sides along the line (cuBLAS, into their own buffers),
+ * reduced on the device.  The Grams of the factors, GX and GY, are read
+ * only by the sweeps and the loss of an iteration, which forms each from
+ * the factors it starts from, so that writing the factors needs no
+ * refresh.
  */
 #include <cmath>
 #include <cstdio>
@@ -319,43 +320,6 @@ loss_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict
 			sum += red[i];
 		out[u] = sum;
 	}
-}
-
-/*
- * The gradient of L at the factors for each row of X: -2 r, r being the CG
- * kernel's first residual, sum_i (c p - (c - w0) x.y_i) y_i - w0 G x -
- * lambda s x, for a row without ratings too (-w0 G x - lambda s x).
- * Shared memory: x and r (f each), the tile's 32 weights and the warps'
- * partial sums.
- */
-__global__ void
-grad_rows(Weights w, int explicit_scale, const long long *__restrict__ indptr,
-		  const int *__restrict__ indices, const float *__restrict__ values,
-		  const float *__restrict__ Y, const float *__restrict__ G,
-		  const float *__restrict__ X, long long nrows, int f, float *__restrict__ out)
-{
-	extern __shared__ float shm[];
-	float	   *x = shm;
-	float	   *r = x + f;
-	float	   *tile = r + f;
-	long long	u = blockIdx.x;
-	long long	start;
-	int			nnz;
-	float		s;
-
-	if (u >= nrows)
-		return;
-	start = indptr[u];
-	nnz = (int) (indptr[u + 1] - start);
-	s = explicit_scale ? (float) nnz : 1.0f;
-	for (int k = threadIdx.x; k < f; k += blockDim.x)
-		x[k] = X[(size_t) u * f + k];
-	__syncthreads();
-	row_pass(w, Y, indices + start, values + start, nnz, f, x, true, r, tile);
-	if (w.w0 != 0.0f)
-		symv(G, f, -w.w0, x, r);
-	for (int k = threadIdx.x; k < f; k += blockDim.x)
-		out[(size_t) u * f + k] = -2.0f * (r[k] - w.lambda * s * x[k]);
 }
 
 /*
@@ -693,12 +657,6 @@ cg_shared(int f)
 	return sizeof(float) * (4 * (size_t) f + 32 + WALS_CUDA_WARPS);
 }
 
-static size_t
-grad_shared(int f)
-{
-	return sizeof(float) * (2 * (size_t) f + 32 + WALS_CUDA_WARPS);
-}
-
 static int
 half_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, float *X,
 		   int side, WalsCudaError *err)
@@ -854,11 +812,6 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 	if (p->solver == WALS_CUDA_CG &&
 		allow_shared((const void *) cg_rows, cg_shared(f), err) != 0)
 		return err->code;
-	if (p->vectors > 0 &&
-		(allow_shared((const void *) grad_rows, grad_shared(f), err) != 0 ||
-		 gram(t, t->X, p->nusers, t->GX, err) != 0 ||
-		 gram(t, t->Y, p->nitems, t->GY, err) != 0))
-		return err->code;
 	if (p->solver != WALS_CUDA_CG)
 		return wals_cuda_cholesky_begin(p, t->blas, batch, &t->cholesky, err);
 	return 0;
@@ -940,20 +893,19 @@ train_iterate(void *state, double *loss, WalsCudaError *err)
 }
 
 /*
- * 0 when vector k is one the training keeps, from lowest (1 where the
- * result may not overwrite the factors it is computed from) to its last
+ * 0 when vector k is one the training keeps, the factors (0) to its last
  * spare; else WALS_CUDA_EINVAL.
  */
 static int
-check_vector(const Training *t, int k, int lowest, const char *what, WalsCudaError *err)
+check_vector(const Training *t, int k, const char *what, WalsCudaError *err)
 {
 	char		why[96];
 
 	if (t->prob.vectors <= 0)
 		return fail(err, WALS_CUDA_EINVAL, what, "the training keeps no spare vectors");
-	if (k >= lowest && k <= t->prob.vectors)
+	if (k >= 0 && k <= t->prob.vectors)
 		return 0;
-	snprintf(why, sizeof(why), "vector %d is not one of %d to %d", k, lowest, t->prob.vectors);
+	snprintf(why, sizeof(why), "vector %d is not one of 0 to %d", k, t->prob.vectors);
 	return fail(err, WALS_CUDA_EINVAL, what, why);
 }
 
@@ -972,56 +924,21 @@ vector_size(const Training *t)
 }
 
 static int
-gradient(Training *t, int dst, WalsCudaError *err)
-{
-	const char *what = "computing the gradient";
-	int			f = t->prob.factors;
-	float	   *g;
-
-	if (check_vector(t, dst, 1, what, err) != 0)
-		return err->code;
-	g = vector_of(t, dst);
-	if (t->by_user.nrows > 0)
-		grad_rows<<<(unsigned int) t->by_user.nrows, WALS_CUDA_THREADS, grad_shared(f)>>>(
-			t->weights, t->prob.feedback != 0, t->by_user.indptr, t->by_user.indices,
-			t->by_user.values, t->Y, t->GY, t->X, t->by_user.nrows, f, g);
-	CUDA_TRY(cudaGetLastError(), what);
-	if (t->by_item.nrows > 0)
-		grad_rows<<<(unsigned int) t->by_item.nrows, WALS_CUDA_THREADS, grad_shared(f)>>>(
-			t->weights, t->prob.feedback != 0, t->by_item.indptr, t->by_item.indices,
-			t->by_item.values, t->X, t->GX, t->Y, t->by_item.nrows, f,
-			g + (size_t) t->prob.nusers * f);
-	CUDA_TRY(cudaGetLastError(), what);
-	CUDA_TRY(cudaDeviceSynchronize(), what);
-	return 0;
-}
-
-static int
-train_gradient(void *state, int dst, WalsCudaError *err)
-{
-	return gradient((Training *) state, dst, err);
-}
-
-static int
 combine(Training *t, int dst, double a, int x, double b, int y, WalsCudaError *err)
 {
 	const char *what = "combining factor vectors";
 	size_t		n = vector_size(t);
 	size_t		blocks = (n + 255) / 256;
 
-	if (check_vector(t, dst, 0, what, err) != 0 ||
-		(a != 0.0 && check_vector(t, x, 0, what, err) != 0) ||
-		(b != 0.0 && check_vector(t, y, 0, what, err) != 0))
+	if (check_vector(t, dst, what, err) != 0 ||
+		(a != 0.0 && check_vector(t, x, what, err) != 0) ||
+		(b != 0.0 && check_vector(t, y, what, err) != 0))
 		return err->code;
 	if (n > 0)
 		combine_floats<<<(unsigned int) (blocks < 4096 ? blocks : 4096), 256>>>(
 			vector_of(t, dst), a, a != 0.0 ? vector_of(t, x) : NULL,
 			b, b != 0.0 ? vector_of(t, y) : NULL, n);
 	CUDA_TRY(cudaGetLastError(), what);
-	if (dst == 0 &&
-		(gram(t, t->X, t->prob.nusers, t->GX, err) != 0 ||
-		 gram(t, t->Y, t->prob.nitems, t->GY, err) != 0))
-		return err->code;
 	CUDA_TRY(cudaDeviceSynchronize(), what);
 	return 0;
 }
@@ -1038,7 +955,7 @@ dot(Training *t, int x, int y, double *out, WalsCudaError *err)
 	const char *what = "multiplying factor vectors";
 	double		total = 0.0;
 
-	if (check_vector(t, x, 0, what, err) != 0 || check_vector(t, y, 0, what, err) != 0)
+	if (check_vector(t, x, what, err) != 0 || check_vector(t, y, what, err) != 0)
 		return err->code;
 	dot_floats<<<WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS>>>(vector_of(t, x),
 																vector_of(t, y),
@@ -1127,7 +1044,7 @@ line(Training *t, int base, int dir, double coef[WALS_CUDA_LINE_TERMS], WalsCuda
 	const float *BX;
 	const float *DX;
 
-	if (check_vector(t, base, 0, what, err) != 0 || check_vector(t, dir, 0, what, err) != 0)
+	if (check_vector(t, base, what, err) != 0 || check_vector(t, dir, what, err) != 0)
 		return err->code;
 	BX = vector_of(t, base);
 	DX = vector_of(t, dir);
@@ -1175,7 +1092,6 @@ wals_cuda_train_api(WalsCudaApi *api)
 	api->train_begin = train_begin;
 	api->train_iterate = train_iterate;
 	api->train_end = train_end;
-	api->train_gradient = train_gradient;
 	api->train_combine = train_combine;
 	api->train_dot = train_dot;
 	api->train_line = train_line;

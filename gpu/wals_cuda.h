@@ -133,22 +133,18 @@ typedef struct WalsCudaApi
 	 * spares (problem->vectors > 0), for ALS-NCG.  Vector 0 is the factors
 	 * (X then Y), 1 to vectors the spares, on the device; a spare holds
 	 * nothing defined until it is written.  Each returns 0, or the code of
-	 * err (WALS_CUDA_EINVAL when the training keeps no spares, for a vector
-	 * number out of range, and for a gradient into the factors).
+	 * err (WALS_CUDA_EINVAL when the training keeps no spares and for a
+	 * vector number out of range).
 	 *
-	 * train_gradient: dst = dL/d(X, Y) at the factors; per user row
-	 *	 -2 [sum_i (c p - (c - w0) x.y_i) y_i - w0 (Y^T Y) x - lambda s x],
-	 *	 and the same for items with X.
 	 * train_combine: dst = a x + b y elementwise (dst may be x or y), not
 	 *	 reading an operand whose coefficient is 0 (it may hold anything);
-	 *	 when dst is the factors, the Grams the next sweep and gradient
-	 *	 read are refreshed.
+	 *	 when dst is the factors, the next train_iterate sweeps from them
+	 *	 (it forms the Grams it reads from the factors it starts from).
 	 * train_dot: *out = x.y over all factors, accumulated in double.
 	 * train_line: coef[k] of the quartic L(base + t dir) = sum_k coef[k] t^k,
 	 *	 exactly as src/core's wals_line_rows, wals_line_reg_rows and
 	 *	 wals_line_unobserved give it, accumulated in double.
 	 */
-	int			(*train_gradient) (void *state, int dst, WalsCudaError *err);
 	int			(*train_combine) (void *state, int dst, double a, int x, double b, int y,
 								  WalsCudaError *err);
 	int			(*train_dot) (void *state, int x, int y, double *out, WalsCudaError *err);

@@ -1,7 +1,7 @@
 /*
  * accel.c
- *	  What ALS-NCG needs beside the sweeps: the gradient of L and L along a
- *	  line through all factors.
+ *	  What ALS-NCG needs beside the sweeps: L along a line through all
+ *	  factors.
  *
  * Moving X and Y together by t DX and t DY changes each prediction to
  *
@@ -15,7 +15,6 @@
  * would cost a pass over the ratings.
  */
 #include <math.h>
-#include <string.h>
 
 #include <cblas.h>
 
@@ -26,50 +25,6 @@
 
 /* Cells whose dot products are taken at a time, as in loss.c. */
 #define LINE_BLOCK 256
-
-size_t
-wals_accel_scratch(int f)
-{
-	return (size_t) (f > 0 ? wals_pad(f) : 0) + WALS_ALIGN / sizeof(float);
-}
-
-/*
- * The gradient is -2 times the residual that CG starts from (solve.c):
- * r = sum_i (c_i p_i - (c_i - w0) y_i.x) y_i - w0 G x - lambda s x.
- */
-void
-wals_gradient_rows(const WalsParams *params, const WalsCsr *R,
-				   const float *Y, const float *G, const float *X,
-				   int64_t lo, int64_t hi, float *out, float *scratch)
-{
-	int			f = params->factors;
-	const WalsKernels *kern = wals_kernels();
-	WalsCellLinear cl = wals_cell_linear(params);
-	WalsPassCoef resid = {cl.cp0, cl.cp1, -cl.cw0, -cl.cw1};
-	float	   *r = (float *) (((uintptr_t) scratch + WALS_ALIGN - 1) &
-							   ~(uintptr_t) (WALS_ALIGN - 1));
-	int64_t		u;
-
-	for (u = lo; u < hi; u++)
-	{
-		int64_t		start = R->indptr[u];
-		int			nnz = (int) (R->indptr[u + 1] - start);
-		float		s = params->feedback == WALS_EXPLICIT ? (float) nnz : 1.0f;
-		const float *x = X + u * f;
-		float	   *g = out + u * f;
-		int			k;
-
-		memset(r, 0, sizeof(float) * f);
-		if (nnz > 0)
-			kern->row_pass(Y, R->indices + start, R->values + start, nnz, f,
-						   &resid, x, r);
-		if (params->w0 != 0.0f)
-			kern->symv(G, f, -params->w0, x, r);
-		kern->axpy(-params->regularization * s, x, r, f);
-		for (k = 0; k < f; k++)
-			g[k] = -2.0f * r[k];
-	}
-}
 
 static double
 dot_double(const float *a, const float *b, int f)

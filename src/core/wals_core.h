@@ -310,23 +310,12 @@ extern double wals_loss_unobserved(const WalsParams *params,
 
 /*
  * ALS-NCG (arXiv:1508.03110) moves all factors z = (X, Y) at once along a
- * direction d, which train.c chooses from the gradient and an ALS sweep.
- * Along d the objective is a quartic in the step t, L(z + t d) =
- * sum_k coef[k] t^k, whose five coefficients come exactly from one pass
- * over the observed cells and the same Gram identities as the loss.
+ * direction d, which train/ncg.c chooses from an ALS sweep.  Along d the
+ * objective is a quartic in the step t, L(z + t d) = sum_k coef[k] t^k,
+ * whose five coefficients come exactly from one pass over the observed
+ * cells and the same Gram identities as the loss.
  */
 #define WALS_LINE_TERMS 5
-
-/* Floats of scratch wals_gradient_rows needs at f factors. */
-extern size_t wals_accel_scratch(int f);
-
-/*
- * out rows [lo, hi) (stride f) = dL/dx_u at X, given the other side Y and
- * its Gram G = Y^T Y (not read when w0 is 0); R as for wals_solve_rows.
- */
-extern void wals_gradient_rows(const WalsParams *params, const WalsCsr *R,
-							   const float *Y, const float *G, const float *X,
-							   int64_t lo, int64_t hi, float *out, float *scratch);
 
 /*
  * coef += the terms of rows [lo, hi) of R in L(z + t d): their observed

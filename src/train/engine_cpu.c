@@ -56,8 +56,6 @@ typedef enum WalsTask
 	WALS_TASK_SOLVE_USERS,
 	WALS_TASK_SOLVE_ITEMS,
 	WALS_TASK_LOSS,
-	WALS_TASK_GRADIENT_USERS,
-	WALS_TASK_GRADIENT_ITEMS,
 	WALS_TASK_LINE,
 	WALS_TASK_QUIT
 } WalsTask;
@@ -79,7 +77,7 @@ typedef struct WalsShared
 	int64		user_nchunks;
 	int64		item_nchunks;
 	WalsTask	task;
-	int			vec_a;			/* the gradient's destination, the line's base */
+	int			vec_a;			/* the line's base */
 	int			vec_b;			/* the line's direction */
 	uint32		nchunks;		/* chunks of the current task */
 	pg_atomic_uint64 cursor;
@@ -246,16 +244,6 @@ run_chunk(CpuEngine *e, WalsTask task, uint32 chunk)
 			e->loss_parts[(Size) chunk * WALS_LINE_TERMS] =
 				wals_loss_rows(params, &ws->by_user, ws->X, ws->Y,
 							   e->user_chunks[chunk], e->user_chunks[chunk + 1]);
-			break;
-		case WALS_TASK_GRADIENT_USERS:
-			wals_gradient_rows(params, &ws->by_user, ws->Y, ws->GY, ws->X,
-							   e->user_chunks[chunk], e->user_chunks[chunk + 1],
-							   vec_x(ws, e->shared->vec_a), e->scratch);
-			break;
-		case WALS_TASK_GRADIENT_ITEMS:
-			wals_gradient_rows(params, &ws->by_item, ws->X, ws->GX, ws->Y,
-							   e->item_chunks[chunk], e->item_chunks[chunk + 1],
-							   vec_y(ws, e->shared->vec_a), e->scratch);
 			break;
 		case WALS_TASK_LINE:
 			{
@@ -512,13 +500,10 @@ cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	pfree(local);
 	problem->workers = e->pcxt != NULL ? e->pcxt->nworkers_launched : 0;
 
-	/* The gradient of an accelerated training needs both Grams from the start. */
+	/* The line search's Grams, in the leader's memory. */
 	if (problem->accelerate)
-	{
 		e->grams = MemoryContextAllocHuge(CurrentMemoryContext,
 										  sizeof(float) * WALS_LINE_GRAMS * f * f);
-		compute_gram(ws->X, ws->shape.nusers, f, ws->GX);
-	}
 	compute_gram(ws->Y, ws->shape.nitems, f, ws->GY);
 	*state = e;
 	return true;
@@ -560,22 +545,6 @@ vector_ok(const CpuEngine *e, int k, WalsFailure *failure)
 	return (k >= 0 && k <= e->ws->shape.spares) || bad_vector(k, failure);
 }
 
-static bool
-cpu_gradient(void *state, int dst, WalsFailure *failure)
-{
-	CpuEngine  *e = state;
-
-	if (dst == WALS_VEC_FACTORS)
-		return bad_vector(dst, failure);
-	if (!vector_ok(e, dst, failure))
-		return false;
-	e->problem->phase(e->problem->phase_arg, "computing the gradient");
-	e->shared->vec_a = dst;
-	run_task(e, WALS_TASK_GRADIENT_USERS, (uint32) e->shared->user_nchunks);
-	run_task(e, WALS_TASK_GRADIENT_ITEMS, (uint32) e->shared->item_nchunks);
-	return true;
-}
-
 /*
  * Leader alone: a pass over all factors costs a few milliseconds beside a
  * sweep's seconds.  dst may be x or y, element by element.
@@ -611,11 +580,9 @@ cpu_combine(void *state, int dst, double a, int x, double b, int y, WalsFailure 
 			for (Size k = 0; k < n; k++)
 				d[k] = fa * xs[k] + fb * ys[k];
 	}
+	/* The next sweep starts with the users, from the Gram of Y. */
 	if (dst == WALS_VEC_FACTORS)
-	{
-		compute_gram(ws->X, ws->shape.nusers, f, ws->GX);
 		compute_gram(ws->Y, ws->shape.nitems, f, ws->GY);
-	}
 	return true;
 }
 
@@ -721,7 +688,6 @@ const WalsEngine wals_cpu_engine = {
 	.begin = cpu_begin,
 	.iterate = cpu_iterate,
 	.end = cpu_end,
-	.gradient = cpu_gradient,
 	.combine = cpu_combine,
 	.dot = cpu_dot,
 	.line = cpu_line,

@@ -14,8 +14,8 @@
  *
  * An accelerated training (ALS-NCG) keeps its spare vectors on the device
  * beside the factors, numbered as the engine interface numbers them, so
- * that the gradient, the combinations, the dot products and the line's
- * quartic never move a vector between host and device.
+ * that the combinations, the dot products and the line's quartic never
+ * move a vector between host and device.
  */
 #include "postgres.h"
 
@@ -148,17 +148,6 @@ gpu_end(void *state, float *X, float *Y, WalsFailure *failure)
 }
 
 static bool
-gpu_gradient(void *state, int dst, WalsFailure *failure)
-{
-	GpuEngine  *e = state;
-	WalsCudaError err = {0};
-
-	if (e->cuda->train_gradient(e->training, dst, &err) != 0)
-		return failed(&err, failure);
-	return true;
-}
-
-static bool
 gpu_combine(void *state, int dst, double a, int x, double b, int y, WalsFailure *failure)
 {
 	GpuEngine  *e = state;
@@ -196,7 +185,6 @@ const WalsEngine wals_gpu_engine = {
 	.begin = gpu_begin,
 	.iterate = gpu_iterate,
 	.end = gpu_end,
-	.gradient = gpu_gradient,
 	.combine = gpu_combine,
 	.dot = gpu_dot,
 	.line = gpu_line,

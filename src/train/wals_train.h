@@ -220,13 +220,12 @@ typedef struct WalsEngine
 	/*
 	 * The whole-factor operations of an accelerated training, on the
 	 * vectors numbered as above (only when the problem asked for them):
-	 * gradient sets dst to the gradient of L at the factors; combine sets
-	 * dst = a x + b y, reading neither x nor y where its coefficient is 0,
-	 * and refreshes the Grams the next sweep needs when dst is the factors;
-	 * dot gives x.y in double; line gives the coefficients of the quartic
-	 * L(base + t dir) (src/core's wals_line_*).
+	 * combine sets dst = a x + b y, reading neither x nor y where its
+	 * coefficient is 0, and leaves what the next sweep reads (the Gram of
+	 * Y) current when dst is the factors; dot gives x.y in double; line
+	 * gives the coefficients of the quartic L(base + t dir) (src/core's
+	 * wals_line_*).
 	 */
-	bool		(*gradient) (void *state, int dst, WalsFailure *failure);
 	bool		(*combine) (void *state, int dst, double a, int x, double b, int y,
 							WalsFailure *failure);
 	bool		(*dot) (void *state, int x, int y, double *out, WalsFailure *failure);

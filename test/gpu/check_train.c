@@ -6,8 +6,8 @@
  *	  solver (CG, Cholesky, and subspace with one block and with several);
  *	  a system that is not positive definite must fail the iteration naming
  *	  the row src/core names; and the operations of an accelerated training
- *	  (gradient, combine, dot, line) must give what src/core's accel.c
- *	  gives on the same factors.
+ *	  (combine, dot, line) must give what src/core's accel.c gives on the
+ *	  same factors.
  *
  *	  check_train PATH_TO_wals_cuda.so
  *
@@ -334,7 +334,7 @@ check_indefinite(WalsSolver solver, int block_size)
 
 /*
  * src/core's side of the operations, on all factors z = (X, Y) in one
- * array as the engine keeps them: the Grams, a gradient, a line.
+ * array as the engine keeps them: the Grams of a sweep, a line.
  */
 typedef struct CoreOps
 {
@@ -347,23 +347,7 @@ typedef struct CoreOps
 	float	   *GX;
 	float	   *GY;
 	float	   *M;				/* six f x f */
-	float	   *scratch;
 } CoreOps;
-
-static void
-core_gradient(CoreOps *c, const float *z, float *g)
-{
-	size_t		ff = (size_t) c->f * c->f;
-	const float *Y = z + c->nu * c->f;
-
-	memset(c->GX, 0, sizeof(float) * ff);
-	memset(c->GY, 0, sizeof(float) * ff);
-	wals_gram_rows(z, 0, c->nu, c->f, c->GX);
-	wals_gram_rows(Y, 0, c->ni, c->f, c->GY);
-	wals_gradient_rows(c->params, c->R, Y, c->GY, z, 0, c->nu, g, c->scratch);
-	wals_gradient_rows(c->params, c->Rt, z, c->GX, Y, 0, c->ni, g + c->nu * c->f,
-					   c->scratch);
-}
 
 static void
 core_line(CoreOps *c, const float *b, const float *d, double coef[WALS_LINE_TERMS])
@@ -451,14 +435,15 @@ near_line(const char *shape, const char *what, const double *got, const double *
 }
 
 /*
- * The operations of an accelerated training, each against src/core, from
- * the factors of one CG iteration: the gradient (its norm, its product
- * with the factors, and at the end the whole of it, downloaded as the
- * factors), copies and combinations (one whose operand holds NaN with a
- * coefficient 0, which must not be read), the line's quartic from a spare
- * and from the factors, a step into the factors (after which the gradient
- * must see the Grams of the new factors, and a sweep must start from
- * them).
+ * The operations of an accelerated training, each against src/core, as
+ * ALS-NCG's first step uses them: p = z - ALS(z), the factors before one
+ * CG iteration less those after it, formed by combinations on both sides
+ * (its norm, its product with the factors, and at the end the whole of
+ * it, downloaded as the factors); copies and combinations (one whose
+ * operand holds NaN with a coefficient 0, which must not be read); the
+ * line's quartic along d = -p from a spare and from the factors; and a
+ * step into the factors, from which a sweep must start (with the Grams of
+ * the new factors).
  */
 static void
 check_ops(const Shape *shape)
@@ -484,9 +469,9 @@ check_ops(const Shape *shape)
 	double		cpu;
 	double		got[WALS_LINE_TERMS];
 	double		want[WALS_LINE_TERMS];
-	double		gg;
+	double		pp;
 	double		zz;
-	double		zg;
+	double		zp;
 	double		v;
 	double		tau = 1.0;
 	double		value;
@@ -504,35 +489,36 @@ check_ops(const Shape *shape)
 	core.GX = malloc(sizeof(float) * ff);
 	core.GY = malloc(sizeof(float) * ff);
 	core.M = malloc(sizeof(float) * 6 * ff);
-	core.scratch = malloc(sizeof(float) * (wals_accel_scratch(f) + 1));
 	scratch = malloc(sizeof(float) * (wals_solve_scratch(&params, R.indptr[R.nrows]) + 1));
 	start_factors(z, shape->users, z + xs, shape->items, f);
 	make_problem(&params, &R, &Rt, z, z + xs, WALS_CUDA_MAX_VECTORS, &problem);
 	ok = called(name, "train_begin", cuda.train_begin(&problem, &state, &err), &err);
 
-	/* one sweep, then the gradient at its factors */
+	/* v1 = z; one sweep; v1 = p = v1 - z, and the same on the host in g */
 	if (ok)
 	{
+		memcpy(g, z, sizeof(float) * n);
 		cpu = cpu_iteration(&params, &R, &Rt, z, z + xs, core.GX, core.GY, scratch);
-		ok = called(name, "iteration 1", cuda.train_iterate(state, &gpu, &err), &err) &&
-			near(name, "loss of iteration 1", gpu, cpu, fabs(cpu), 1e-4);
+		combine_floats(g, 1.0f, g, -1.0f, z, n);
+		ok = called(name, "combine", cuda.train_combine(state, 1, 1.0, 0, 0.0, 0, &err), &err) &&
+			called(name, "iteration 1", cuda.train_iterate(state, &gpu, &err), &err) &&
+			near(name, "loss of iteration 1", gpu, cpu, fabs(cpu), 1e-4) &&
+			called(name, "combine", cuda.train_combine(state, 1, 1.0, 1, -1.0, 0, &err), &err);
 	}
 	if (ok)
 	{
-		core_gradient(&core, z, g);
-		gg = dot_floats(g, g, n);
+		pp = dot_floats(g, g, n);
 		zz = dot_floats(z, z, n);
-		zg = dot_floats(z, g, n);
-		ok = called(name, "gradient", cuda.train_gradient(state, 1, &err), &err) &&
-			called(name, "dot", cuda.train_dot(state, 1, 1, &v, &err), &err) &&
-			near(name, "|gradient|^2", v, gg, gg, 1e-3) &&
+		zp = dot_floats(z, g, n);
+		ok = called(name, "dot", cuda.train_dot(state, 1, 1, &v, &err), &err) &&
+			near(name, "|p|^2", v, pp, pp, 1e-3) &&
 			called(name, "dot", cuda.train_dot(state, 0, 1, &v, &err), &err) &&
-			near(name, "factors . gradient", v, zg, sqrt(zz * gg), 1e-3) &&
+			near(name, "factors . p", v, zp, sqrt(zz * pp), 1e-3) &&
 			called(name, "dot", cuda.train_dot(state, 0, 0, &v, &err), &err) &&
 			near(name, "|factors|^2", v, zz, zz, 1e-3);
 	}
 
-	/* v2 = z; v4 = NaN where g is not tiny; v3 = -g twice, never reading v4 */
+	/* v2 = z; v4 = NaN where p is not tiny; v3 = -p twice, never reading v4 */
 	if (ok)
 		ok = called(name, "combine", cuda.train_combine(state, 2, 1.0, 0, 0.0, 0, &err), &err) &&
 			called(name, "combine", cuda.train_combine(state, 4, 1e30, 1, 0.0, 0, &err), &err) &&
@@ -547,14 +533,14 @@ check_ops(const Shape *shape)
 	if (ok)
 		ok = called(name, "combine", cuda.train_combine(state, 3, -1.0, 1, 0.0, 4, &err), &err) &&
 			called(name, "dot", cuda.train_dot(state, 3, 3, &v, &err), &err) &&
-			near(name, "|-gradient|^2 beside a NaN operand", v, gg, gg, 1e-3) &&
+			near(name, "|-p|^2 beside a NaN operand", v, pp, pp, 1e-3) &&
 			called(name, "combine", cuda.train_combine(state, 3, 0.0, 4, -1.0, 1, &err), &err) &&
 			called(name, "dot", cuda.train_dot(state, 3, 3, &v, &err), &err) &&
-			near(name, "|-gradient|^2 beside a NaN operand", v, gg, gg, 1e-3) &&
+			near(name, "|-p|^2 beside a NaN operand", v, pp, pp, 1e-3) &&
 			called(name, "dot", cuda.train_dot(state, 2, 3, &v, &err), &err) &&
-			near(name, "copy . -gradient", v, -zg, sqrt(zz * gg), 1e-3);
+			near(name, "copy . -p", v, -zp, sqrt(zz * pp), 1e-3);
 
-	/* the line through z along d = -g, from the copy and from the factors */
+	/* the line through z along d = -p, from the copy and from the factors */
 	if (ok)
 	{
 		combine_floats(d, -1.0f, g, 0.0f, g, n);
@@ -567,19 +553,14 @@ check_ops(const Shape *shape)
 			near_line(name, "line from the factors", got, want, tau);
 	}
 
-	/* z = z + tau d; the gradient there, then a sweep from there */
+	/* z = z + tau d, then a sweep from there */
 	if (ok)
 	{
 		combine_floats(z, 1.0f, z, (float) tau, d, n);
-		core_gradient(&core, z, g);
-		gg = dot_floats(g, g, n);
 		zz = dot_floats(z, z, n);
 		ok = called(name, "step", cuda.train_combine(state, 0, 1.0, 2, tau, 3, &err), &err) &&
 			called(name, "dot", cuda.train_dot(state, 0, 0, &v, &err), &err) &&
-			near(name, "|factors|^2 after the step", v, zz, zz, 1e-3) &&
-			called(name, "gradient", cuda.train_gradient(state, 1, &err), &err) &&
-			called(name, "dot", cuda.train_dot(state, 1, 1, &v, &err), &err) &&
-			near(name, "|gradient|^2 after the step", v, gg, gg, 1e-3);
+			near(name, "|factors|^2 after the step", v, zz, zz, 1e-3);
 	}
 	if (ok)
 	{
@@ -588,7 +569,7 @@ check_ops(const Shape *shape)
 			near(name, "loss of the sweep after the step", gpu, cpu, fabs(cpu), 1e-4);
 	}
 
-	/* the gradient after the step, whole, as the factors */
+	/* p, whole, as the factors */
 	if (ok)
 		ok = called(name, "combine", cuda.train_combine(state, 0, 0.0, 3, 1.0, 1, &err), &err) &&
 			called(name, "train_end", cuda.train_end(state, out, out + xs, &err), &err);
@@ -603,7 +584,7 @@ check_ops(const Shape *shape)
 		}
 		if (!(worst <= 1e-3 * largest))
 		{
-			printf("FAIL %s, operations: the gradient is off by %g at most, of %g\n", name,
+			printf("FAIL %s, operations: p is off by %g at most, of %g\n", name,
 				   worst, largest);
 			ok = 0;
 		}
@@ -617,7 +598,6 @@ check_ops(const Shape *shape)
 	free(core.GX);
 	free(core.GY);
 	free(core.M);
-	free(core.scratch);
 	free(scratch);
 	if (ok)
 		n_passed++;
@@ -636,8 +616,8 @@ refused(const char *what, int rc, const WalsCudaError *err)
 }
 
 /*
- * Operations on a training that keeps no spares, on vectors it does not
- * have, and a gradient into the factors it is computed from, are refused.
+ * Operations on a training that keeps no spares, and on vectors it does
+ * not have, are refused.
  */
 static void
 check_refusals(void)
@@ -668,15 +648,12 @@ check_refusals(void)
 			break;
 		}
 		if (vectors == 0)
-			ok = refused("gradient without spares", cuda.train_gradient(state, 1, &err), &err) &&
-				refused("combine without spares",
+			ok = refused("combine without spares",
 						cuda.train_combine(state, 0, 1.0, 0, 0.0, 0, &err), &err) &&
 				refused("dot without spares", cuda.train_dot(state, 0, 0, &v, &err), &err) &&
 				refused("line without spares", cuda.train_line(state, 0, 0, coef, &err), &err);
 		else
-			ok = refused("gradient into the factors", cuda.train_gradient(state, 0, &err), &err) &&
-				refused("gradient into vector 5", cuda.train_gradient(state, 5, &err), &err) &&
-				refused("combine into vector 5",
+			ok = refused("combine into vector 5",
 						cuda.train_combine(state, 5, 1.0, 0, 0.0, 0, &err), &err) &&
 				refused("combine of vector -1",
 						cuda.train_combine(state, 1, 1.0, -1, 0.0, 0, &err), &err) &&

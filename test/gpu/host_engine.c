@@ -40,7 +40,6 @@ typedef struct HostTraining
 	int			vectors;
 	float	   *V[WALS_CUDA_MAX_VECTORS + 1];
 	float	   *grams;			/* with spares: the six f x f of a line */
-	float	   *accel_scratch;
 	size_t		bytes;
 	int			iteration;
 } HostTraining;
@@ -132,7 +131,6 @@ release(HostTraining *t)
 	for (int k = 1; k <= WALS_CUDA_MAX_VECTORS; k++)
 		free(t->V[k]);
 	free(t->grams);
-	free(t->accel_scratch);
 	held -= t->bytes;
 	free(t);
 }
@@ -194,12 +192,7 @@ host_train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 	for (int k = 1; k <= t->vectors; k++)
 		t->V[k] = upload(t, NULL, n, sizeof(float));
 	if (t->vectors > 0)
-	{
 		t->grams = upload(t, NULL, 6 * f * f, sizeof(float));
-		t->accel_scratch = upload(t, NULL, wals_accel_scratch(p->factors), sizeof(float));
-		gram(t->X, p->nusers, p->factors, t->GX);
-		gram(t->Y, p->nitems, p->factors, t->GY);
-	}
 	held += t->bytes;
 	if (held > memory_total())
 	{
@@ -262,19 +255,19 @@ host_train_iterate(void *state, double *loss, WalsCudaError *err)
 }
 
 /*
- * 0 when vector k is one the training keeps, from lowest to its last
+ * 0 when vector k is one the training keeps, the factors (0) to its last
  * spare; else WALS_CUDA_EINVAL, as the CUDA engine.
  */
 static int
-check_vector(const HostTraining *t, int k, int lowest, WalsCudaError *err)
+check_vector(const HostTraining *t, int k, WalsCudaError *err)
 {
 	char		why[96];
 
 	if (t->vectors <= 0)
 		return failed(err, WALS_CUDA_EINVAL, -1, -1, "the training keeps no spare vectors");
-	if (k >= lowest && k <= t->vectors)
+	if (k >= 0 && k <= t->vectors)
 		return 0;
-	snprintf(why, sizeof(why), "vector %d is not one of %d to %d", k, lowest, t->vectors);
+	snprintf(why, sizeof(why), "vector %d is not one of 0 to %d", k, t->vectors);
 	return failed(err, WALS_CUDA_EINVAL, -1, -1, why);
 }
 
@@ -289,21 +282,6 @@ static float *
 vec_y(HostTraining *t, int k)
 {
 	return k == 0 ? t->Y : t->V[k] + t->R.nrows * t->params.factors;
-}
-
-static int
-host_train_gradient(void *state, int dst, WalsCudaError *err)
-{
-	HostTraining *t = state;
-	const WalsParams *params = &t->params;
-
-	if (check_vector(t, dst, 1, err) != 0)
-		return err->code;
-	wals_gradient_rows(params, &t->R, t->Y, t->GY, t->X, 0, t->R.nrows, vec_x(t, dst),
-					   t->accel_scratch);
-	wals_gradient_rows(params, &t->Rt, t->X, t->GX, t->Y, 0, t->Rt.nrows, vec_y(t, dst),
-					   t->accel_scratch);
-	return 0;
 }
 
 /* dst = a x + b y in float, as the CUDA engine, not reading what a 0 scales. */
@@ -331,19 +309,14 @@ host_train_combine(void *state, int dst, double a, int x, double b, int y, WalsC
 	HostTraining *t = state;
 	int			f = t->params.factors;
 
-	if (check_vector(t, dst, 0, err) != 0 ||
-		(a != 0.0 && check_vector(t, x, 0, err) != 0) ||
-		(b != 0.0 && check_vector(t, y, 0, err) != 0))
+	if (check_vector(t, dst, err) != 0 ||
+		(a != 0.0 && check_vector(t, x, err) != 0) ||
+		(b != 0.0 && check_vector(t, y, err) != 0))
 		return err->code;
 	combine_floats(vec_x(t, dst), a, a != 0.0 ? vec_x(t, x) : NULL,
 				   b, b != 0.0 ? vec_x(t, y) : NULL, (size_t) t->R.nrows * f);
 	combine_floats(vec_y(t, dst), a, a != 0.0 ? vec_y(t, x) : NULL,
 				   b, b != 0.0 ? vec_y(t, y) : NULL, (size_t) t->Rt.nrows * f);
-	if (dst == 0)
-	{
-		gram(t->X, t->R.nrows, f, t->GX);
-		gram(t->Y, t->Rt.nrows, f, t->GY);
-	}
 	return 0;
 }
 
@@ -359,7 +332,7 @@ host_train_dot(void *state, int x, int y, double *out, WalsCudaError *err)
 	const float *yy;
 	double		sum = 0.0;
 
-	if (check_vector(t, x, 0, err) != 0 || check_vector(t, y, 0, err) != 0)
+	if (check_vector(t, x, err) != 0 || check_vector(t, y, err) != 0)
 		return err->code;
 	xx = vec_x(t, x);
 	yx = vec_x(t, y);
@@ -385,7 +358,7 @@ host_train_line(void *state, int base, int dir, double coef[WALS_CUDA_LINE_TERMS
 	int64_t		nu = t->R.nrows;
 	int64_t		ni = t->Rt.nrows;
 
-	if (check_vector(t, base, 0, err) != 0 || check_vector(t, dir, 0, err) != 0)
+	if (check_vector(t, base, err) != 0 || check_vector(t, dir, err) != 0)
 		return err->code;
 	memset(coef, 0, sizeof(double) * WALS_CUDA_LINE_TERMS);
 	wals_line_rows(params, &t->R, vec_x(t, base), vec_x(t, dir), vec_y(t, base),
@@ -429,7 +402,6 @@ wals_cuda_init(WalsCudaApi *api)
 	api->train_begin = host_train_begin;
 	api->train_iterate = host_train_iterate;
 	api->train_end = host_train_end;
-	api->train_gradient = host_train_gradient;
 	api->train_combine = host_train_combine;
 	api->train_dot = host_train_dot;
 	api->train_line = host_train_line;
