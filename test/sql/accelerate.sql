@@ -138,7 +138,7 @@ SET wals.max_memory = '300MB';
 SELECT factors, iterations FROM wals_train('acc_tiny', 'user_id', 'item_id', 'rating',
                                            model => 'acc_wide', factors => 4096, iterations => 1,
                                            solver => 'subspace', block_size => 256);
-\set VERBOSITY terse
+\set VERBOSITY sqlstate
 SELECT factors FROM wals_train('acc_tiny', 'user_id', 'item_id', 'rating', model => 'acc_wide',
                                factors => 4096, iterations => 1, solver => 'subspace',
                                block_size => 256, accelerate => 'ncg');
