@@ -51,6 +51,8 @@
 	_mm512_mask_broadcast_f32x4((x), (__mmask16) (((1u << (n)) - 1) << (pos)), \
 								_mm_loadu_ps(xs))
 #define vfactors4(coef, val, live, d, t) factors4_avx512((coef), (val), (live), (d), (t))
+#define vsubfactors4(coef, val, yhat, live, d, ts) \
+	subfactors4_avx512((coef), (val), (yhat), (live), (d), (ts))
 
 /*
  * 1 / sqrt(d) in every lane, from the 14-bit estimate and one Newton step
@@ -106,6 +108,28 @@ factors4_avx512(const WalsPassCoef *coef, const float *val, int live,
 	t[3] = _mm512_permutexvar_ps(_mm512_set1_epi32(3), tt);
 }
 
+/*
+ * The subspace pass's factors of a group (see sub_pass_reg in
+ * kernels_simd.h), the four sums and predictions in one vector; they go
+ * to memory, where the Gram's loop broadcasts them with a load rather
+ * than a shuffle, the port its FMAs share.
+ */
+static SIMD_FN inline __attribute__((always_inline)) void
+subfactors4_avx512(const WalsPassCoef *coef, const float *val, float *yhat,
+				   int live, const __m512 *d, float *ts)
+{
+	__mmask8	m = (__mmask8) ((1u << live) - 1);
+	__m128		r = _mm_maskz_loadu_ps(m, val);
+	__m128		yh = _mm_add_ps(_mm_maskz_loadu_ps(m, yhat),
+								sum4_avx512(d[0], d[1], d[2], d[3]));
+	__m128		slope = _mm_fmadd_ps(_mm_set1_ps(coef->b1), r, _mm_set1_ps(coef->b0));
+	__m128		a = _mm_fmadd_ps(_mm_set1_ps(coef->a1), r, _mm_set1_ps(coef->a0));
+
+	_mm_mask_storeu_ps(yhat, m, yh);
+	_mm_storeu_ps(ts, _mm_maskz_mov_ps(m, _mm_fmadd_ps(slope, yh, a)));
+	_mm_storeu_ps(ts + 4, _mm_maskz_sub_ps(m, _mm_setzero_ps(), slope));
+}
+
 /* Lanes from first on (none when first is 16 or more). */
 static SIMD_FN inline __attribute__((always_inline)) __mmask16
 from_avx512(int first)
@@ -151,6 +175,8 @@ from_avx512(int first)
 		_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((first) - 1))))
 #define vput(x, pos, n, xs) put_avx2((x), (pos), (n), (xs))
 #define vfactors4(coef, val, live, d, t) factors4_avx2((coef), (val), (live), (d), (t))
+#define vsubfactors4(coef, val, yhat, live, d, ts) \
+	subfactors4_avx2((coef), (val), (yhat), (live), (d), (ts))
 
 /* The first n lanes, as the masked loads and stores want them. */
 static SIMD_FN inline __attribute__((always_inline)) __m256i
@@ -211,6 +237,24 @@ factors4_avx2(const WalsPassCoef *coef, const float *val, int live,
 	t[1] = _mm256_broadcastss_ps(_mm_shuffle_ps(tt, tt, 0x55));
 	t[2] = _mm256_broadcastss_ps(_mm_shuffle_ps(tt, tt, 0xaa));
 	t[3] = _mm256_broadcastss_ps(_mm_shuffle_ps(tt, tt, 0xff));
+}
+
+/* As subfactors4_avx512. */
+static SIMD_FN inline __attribute__((always_inline)) void
+subfactors4_avx2(const WalsPassCoef *coef, const float *val, float *yhat,
+				 int live, const __m256 *d, float *ts)
+{
+	__m128i		m = _mm_cmpgt_epi32(_mm_set1_epi32(live), _mm_setr_epi32(0, 1, 2, 3));
+	__m128		r = _mm_maskload_ps(val, m);
+	__m128		yh = _mm_add_ps(_mm_maskload_ps(yhat, m),
+								sum4_avx2(d[0], d[1], d[2], d[3]));
+	__m128		slope = _mm_fmadd_ps(_mm_set1_ps(coef->b1), r, _mm_set1_ps(coef->b0));
+	__m128		a = _mm_fmadd_ps(_mm_set1_ps(coef->a1), r, _mm_set1_ps(coef->a0));
+
+	_mm_maskstore_ps(yhat, m, yh);
+	_mm_storeu_ps(ts, _mm_and_ps(_mm_fmadd_ps(slope, yh, a), _mm_castsi128_ps(m)));
+	_mm_storeu_ps(ts + 4, _mm_and_ps(_mm_sub_ps(_mm_setzero_ps(), slope),
+									 _mm_castsi128_ps(m)));
 }
 
 /* Lanes pos..pos+n-1 of x replaced by xs[0..n). */
@@ -277,6 +321,8 @@ wals_kernels_simd(WalsIsa isa)
 		vcgtq_s32(lanes_neon(), vdupq_n_s32((first) - 1))))
 #define vput(x, pos, n, xs) put_neon((x), (pos), (n), (xs))
 #define vfactors4(coef, val, live, d, t) factors4_neon((coef), (val), (live), (d), (t))
+#define vsubfactors4(coef, val, yhat, live, d, ts) \
+	subfactors4_neon((coef), (val), (yhat), (live), (d), (ts))
 
 static inline __attribute__((always_inline)) int32x4_t
 lanes_neon(void)
@@ -327,6 +373,31 @@ factors4_neon(const WalsPassCoef *coef, const float *val, int live,
 		t[k] = vdupq_n_f32(k < live ?
 						   fmaf(fmaf(coef->b1, val[k], coef->b0), s[k],
 								fmaf(coef->a1, val[k], coef->a0)) : 0.0f);
+}
+
+/* As on x86, lane by lane. */
+static inline __attribute__((always_inline)) void
+subfactors4_neon(const WalsPassCoef *coef, const float *val, float *yhat,
+				 int live, const float32x4_t *d, float *ts)
+{
+	float		sums[4];
+	int			k;
+
+	vst1q_f32(sums, vpaddq_f32(vpaddq_f32(d[0], d[1]), vpaddq_f32(d[2], d[3])));
+	for (k = 0; k < 4; k++)
+	{
+		float		slope;
+		float		yh;
+
+		ts[k] = ts[4 + k] = 0.0f;
+		if (k >= live)
+			continue;
+		slope = fmaf(coef->b1, val[k], coef->b0);
+		yh = yhat[k] + sums[k];
+		yhat[k] = yh;
+		ts[k] = fmaf(slope, yh, fmaf(coef->a1, val[k], coef->a0));
+		ts[4 + k] = -slope;
+	}
 }
 
 static inline __attribute__((always_inline)) float32x4_t

@@ -47,8 +47,9 @@
  *	 SIMD_BOTH		the same when a row pass keeps two, v and out
  *	 SIMD_ACC		accumulators of a register tile: 4, 8 or 16
  * and the primitives vzero, vset1, vld, vst, vldn, vstn, vfma, vfnma,
- * vmul, vadd, vlane, vfirst, vrsqrt, vsum4, vreduce, vkeep_from, vput and
- * vfactors4 (a group's four factors from its sums, broadcast).
+ * vmul, vadd, vlane, vfirst, vrsqrt, vsum4, vreduce, vkeep_from, vput,
+ * vfactors4 (a group's four factors from its sums, broadcast) and
+ * vsubfactors4 (the same for the subspace pass, with its predictions).
  */
 
 /* A tile's rows of partial sums (chol_chunk) must divide a panel's four. */
@@ -1083,63 +1084,59 @@ SIMD(chol_solve) (float *A, int f, float *b, float *x)
 static SIMD_INLINE void
 SIMD(prefetch_span) (const float *p, int len)
 {
-	int			k;
+	uintptr_t	line = (uintptr_t) p & ~(uintptr_t) 63;
+	uintptr_t	last = (uintptr_t) (p + len - 1);
 
-	for (k = 0; k < len; k += 16)
-		__builtin_prefetch(p + k, 0, 3);
-	__builtin_prefetch(p + len - 1, 0, 3);
+	for (; line <= last; line += 64)
+		__builtin_prefetch((const void *) line, 0, 3);
 }
 
-/* The pieces of the four cells PREFETCH_CELLS ahead of cell i. */
+/*
+ * The pieces of the four cells PREFETCH_CELLS ahead of cell i: the
+ * previous block is the one before this, so the two are one span.
+ */
 static SIMD_INLINE void
 SIMD(prefetch_block) (const float *Y, const int32_t *idx, int i, int n,
 					  int f, int p0, int pb, int k0, int b)
 {
-	int			k;
+	const int32_t *ahead = idx + i + PREFETCH_CELLS;
+	int			from = pb > 0 ? p0 : k0;
+	int			len = k0 + b - from;
 
 	if (i + PREFETCH_CELLS + 4 > n)
 		return;
-	SIMD_UNROLL
-	for (k = 0; k < 4; k++)
-	{
-		const float *y = Y + (size_t) idx[i + PREFETCH_CELLS + k] * f;
-
-		if (pb > 0)
-			SIMD(prefetch_span) (y + p0, pb);
-		SIMD(prefetch_span) (y + k0, b);
-	}
+	SIMD(prefetch_span) (Y + (size_t) ahead[0] * f + from, len);
+	SIMD(prefetch_span) (Y + (size_t) ahead[1] * f + from, len);
+	SIMD(prefetch_span) (Y + (size_t) ahead[2] * f + from, len);
+	SIMD(prefetch_span) (Y + (size_t) ahead[3] * f + from, len);
 }
 
 /*
- * The predictions of a group's four cells, brought up to date with the
- * previous block's step (sums, their dot products with it, when pb > 0),
- * and from them the factors of the right-hand side, t, and of the Gram,
- * s = c - w0 = -(b0 + b1 r): the slope of t in the prediction, so that
- * one set of coefficients serves both.  Cells past live get zero factors.
+ * The first half of a group's work in the subspace pass: the four cells'
+ * dot products with the previous step (zero for the first block) become
+ * their updated predictions and from them the factors of the right-hand
+ * side, t, and of the Gram, s = c - w0 = -(b0 + b1 r), the slope of t in
+ * the prediction, so that one set of coefficients serves both
+ * (vsubfactors4: ts[0..3] = t, ts[4..7] = s, zero past live).
  */
 static SIMD_INLINE void
-SIMD(sub_factors) (const WalsPassCoef *coef, const float *val, float *yhat,
-				   const float *sums, int pb, int live, float *t, float *s)
+SIMD(sub_group) (const float *Y, const int32_t *idx, const float *val,
+				 int n, int f, const WalsPassCoef *coef, float *yhat,
+				 const V *dv, int p0, int pb, int k0, int b, int i, int nv,
+				 int ptail, const float **y, float *ts)
 {
-	int			k;
+	int			live = n - i < 4 ? n - i : 4;
+	V			d[4] = {vzero(), vzero(), vzero(), vzero()};
 
-	SIMD_UNROLL
-	for (k = 0; k < 4; k++)
+	SIMD(group_rows) (Y, idx, i, f, live, y);
+	SIMD(prefetch_block) (Y, idx, i, n, f, p0, pb, k0, b);
+	if (pb > 0)
 	{
-		float		slope;
-		float		yh;
+		const float *yp[4] = {y[0] + p0, y[1] + p0, y[2] + p0, y[3] + p0};
 
-		if (k >= live)
-		{
-			t[k] = s[k] = 0.0f;
-			continue;
-		}
-		slope = fmaf(coef->b1, val[k], coef->b0);
-		yh = pb > 0 ? yhat[k] + sums[k] : yhat[k];
-		yhat[k] = yh;
-		t[k] = fmaf(slope, yh, fmaf(coef->a1, val[k], coef->a0));
-		s[k] = -slope;
+		SIMD(dots4) (yp, dv, nv, ptail, d);
 	}
+	vsubfactors4(coef, val + i, yhat + i, live, d, ts);
 }
 
 /*
@@ -1149,7 +1146,10 @@ SIMD(sub_factors) (const WalsPassCoef *coef, const float *val, float *yhat,
  * accumulators) A's rows are in registers too and the pass does the
  * block's whole work; otherwise each cell's piece and its weighted copy
  * go to row j of the chunk buffers yc and wc (stride SIMD_W nv) for
- * sub_gram.
+ * sub_gram.  The factors of the next group are computed before the FMAs
+ * of this one: their chain of dependent steps (the dot products, their
+ * horizontal sums, the factors) is long, and the FMAs waiting on it would
+ * otherwise fill the scheduler and stall the next chain behind them.
  */
 static SIMD_INLINE void
 SIMD(sub_pass_reg) (const float *Y, const int32_t *idx, const float *val,
@@ -1164,12 +1164,8 @@ SIMD(sub_pass_reg) (const float *Y, const int32_t *idx, const float *val,
 	V			dv[SIMD_ONE];
 	V			rv[SIMD_ONE];
 	V			acc[SIMD_ACC];
-	const float *y[4];
-	const float *yp[4];
-	V			d[4];
-	float		sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-	float		t[4];
-	float		s[4];
+	const float *y[2][4];
+	float		ts[2][8];
 	int			i;
 	int			c;
 	int			k;
@@ -1184,49 +1180,48 @@ SIMD(sub_pass_reg) (const float *Y, const int32_t *idx, const float *val,
 	SIMD_UNROLL
 	for (r = 0; r < rows; r++)
 		acc[r] = vld(A + (size_t) r * bp);
+	if (n > 0)
+		SIMD(sub_group) (Y, idx, val, n, f, coef, yhat, dv, p0, pb, k0, b, 0,
+						 nv, ptail, y[0], ts[0]);
 	for (i = 0; i < n; i += 4)
 	{
 		int			live = n - i < 4 ? n - i : 4;
+		int			g = (i / 4) & 1;
 
-		SIMD(group_rows) (Y, idx, i, f, live, y);
-		SIMD(prefetch_block) (Y, idx, i, n, f, p0, pb, k0, b);
-		if (pb > 0)
-		{
-			SIMD_UNROLL
-			for (k = 0; k < 4; k++)
-				yp[k] = y[k] + p0;
-			SIMD(dots4) (yp, dv, nv, ptail, d);
-			vsum4(d[0], d[1], d[2], d[3], sums);
-		}
-		SIMD(sub_factors) (coef, val + i, yhat + i, sums, pb, live, t, s);
+		if (i + 4 < n)
+			SIMD(sub_group) (Y, idx, val, n, f, coef, yhat, dv, p0, pb, k0, b,
+							 i + 4, nv, ptail, y[g ^ 1], ts[g ^ 1]);
 		SIMD_UNROLL
 		for (k = 0; k < 4; k++)
 		{
-			const float *yb = y[k] + k0;
-			V			tv = vset1(t[k]);
-			V			sv = vset1(s[k]);
+			const float *yb = y[g][k] + k0;
+			V			tk = vset1(ts[g][k]);
+			V			sk = vset1(ts[g][4 + k]);
 
 			if (rows > 0)
 			{
-				V			y0 = SIMD(ldv) (yb, 0, nv, tail);
-				V			wy = vmul(sv, y0);
+				V			y0 = SIMD(ldv) (yb, 0, 1, tail);
+				V			wy = vmul(sk, y0);
 
-				rv[0] = vfma(tv, y0, rv[0]);
+				rv[0] = vfma(tk, y0, rv[0]);
 				SIMD_UNROLL
 				for (r = 0; r < rows; r++)
 					acc[r] = vfma(vset1(yb[r]), wy, acc[r]);
-				continue;
 			}
-			if (k >= live)
-				break;
-			SIMD_UNROLL
-			for (c = 0; c < nv; c++)
+			else if (k < live)
 			{
-				V			yv = SIMD(ldv) (yb, c, nv, tail);
+				float	   *ycj = yc + (size_t) (i + k) * SIMD_W * nv;
+				float	   *wcj = wc + (size_t) (i + k) * SIMD_W * nv;
 
-				rv[c] = vfma(tv, yv, rv[c]);
-				vst(yc + (size_t) (i + k) * SIMD_W * nv + SIMD_W * c, yv);
-				vst(wc + (size_t) (i + k) * SIMD_W * nv + SIMD_W * c, vmul(sv, yv));
+				SIMD_UNROLL
+				for (c = 0; c < nv; c++)
+				{
+					V			yv = SIMD(ldv) (yb, c, nv, tail);
+
+					rv[c] = vfma(tk, yv, rv[c]);
+					vst(ycj + SIMD_W * c, yv);
+					vst(wcj + SIMD_W * c, vmul(sk, yv));
+				}
 			}
 		}
 	}
@@ -1241,7 +1236,8 @@ SIMD(sub_pass_reg) (const float *Y, const int32_t *idx, const float *val,
 /*
  * Wider blocks, or a narrow last block after a wider one: the step and
  * the right-hand side stay in memory (in L1), still four cells a trip,
- * and the pieces go to the chunk buffers as above.
+ * and the pieces go to the chunk buffers as above.  The FMAs per cell are
+ * many here, so the factors' chain needs no head start.
  */
 static SIMD_FN void
 SIMD(sub_pass_mem) (const float *Y, const int32_t *idx, const float *val,
@@ -1253,10 +1249,7 @@ SIMD(sub_pass_mem) (const float *Y, const int32_t *idx, const float *val,
 	int			nv = (b + SIMD_W - 1) / SIMD_W;
 	int			ptail = pb > 0 ? SIMD(tail_of) (pb) : SIMD_W;
 	int			nvp = (pb + SIMD_W - 1) / SIMD_W;
-	const float *y[4];
-	float		sums[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-	float		t[4];
-	float		s[4];
+	float		ts[8];
 	int			i;
 	int			c;
 	int			k;
@@ -1264,24 +1257,20 @@ SIMD(sub_pass_mem) (const float *Y, const int32_t *idx, const float *val,
 	for (i = 0; i < n; i += 4)
 	{
 		int			live = n - i < 4 ? n - i : 4;
+		const float *y[4];
+		V			d[4] = {vzero(), vzero(), vzero(), vzero()};
 
 		SIMD(group_rows) (Y, idx, i, f, live, y);
 		SIMD(prefetch_block) (Y, idx, i, n, f, p0, pb, k0, b);
-		if (pb > 0)
+		for (c = 0; c < nvp; c++)
 		{
-			V			d[4] = {vzero(), vzero(), vzero(), vzero()};
+			V			dc = SIMD(ldv) (dp, c, nvp, ptail);
 
-			for (c = 0; c < nvp; c++)
-			{
-				V			dc = SIMD(ldv) (dp, c, nvp, ptail);
-
-				SIMD_UNROLL
-				for (k = 0; k < 4; k++)
-					d[k] = vfma(SIMD(ldv) (y[k] + p0, c, nvp, ptail), dc, d[k]);
-			}
-			vsum4(d[0], d[1], d[2], d[3], sums);
+			SIMD_UNROLL
+			for (k = 0; k < 4; k++)
+				d[k] = vfma(SIMD(ldv) (y[k] + p0, c, nvp, ptail), dc, d[k]);
 		}
-		SIMD(sub_factors) (coef, val + i, yhat + i, sums, pb, live, t, s);
+		vsubfactors4(coef, val + i, yhat + i, live, d, ts);
 		for (c = 0; c < nv; c++)
 		{
 			V			o = vld(rhs + SIMD_W * c);
@@ -1291,12 +1280,12 @@ SIMD(sub_pass_mem) (const float *Y, const int32_t *idx, const float *val,
 			{
 				V			yv = SIMD(ldv) (y[k] + k0, c, nv, tail);
 
-				o = vfma(vset1(t[k]), yv, o);
+				o = vfma(vset1(ts[k]), yv, o);
 				if (k < live)
 				{
 					vst(yc + (size_t) (i + k) * SIMD_W * nv + SIMD_W * c, yv);
 					vst(wc + (size_t) (i + k) * SIMD_W * nv + SIMD_W * c,
-						vmul(vset1(s[k]), yv));
+						vmul(vset1(ts[4 + k]), yv));
 				}
 			}
 			vst(rhs + SIMD_W * c, o);
@@ -1484,3 +1473,4 @@ static const WalsKernels SIMD(kernels) = {
 #undef vkeep_from
 #undef vput
 #undef vfactors4
+#undef vsubfactors4

@@ -157,20 +157,24 @@ block_start(const WalsParams *params, const WalsKernels *kern, const float *G,
 	float		w0 = params->w0;
 	float		ls = params->regularization * row->s;
 	int			a;
+	int			c;
 
-	memset(row->A, 0, sizeof(float) * b * bp);
-	memset(row->rhs, 0, sizeof(float) * bp);
-	if (w0 != 0.0f)
-	{
-		for (a = 0; a < b; a++)
-			kern->axpy(w0, G + (size_t) (k0 + a) * f + k0, row->A + (size_t) a * bp, b);
-		kern->dots(G + (size_t) k0 * f, NULL, b, f, row->x, row->rhs);
-	}
 	for (a = 0; a < b; a++)
 	{
-		row->A[(size_t) a * bp + a] += ls;
-		row->rhs[a] = -w0 * row->rhs[a] - ls * row->x[k0 + a];
+		const float *g = G + (size_t) (k0 + a) * f + k0;
+		float	   *A = row->A + (size_t) a * bp;
+
+		for (c = 0; c < b; c++)
+			A[c] = w0 != 0.0f ? w0 * g[c] : 0.0f;
+		for (; c < bp; c++)
+			A[c] = 0.0f;
+		A[a] += ls;
 	}
+	if (w0 != 0.0f)
+		kern->dots(G + (size_t) k0 * f, NULL, b, f, row->x, row->rhs);
+	for (c = 0; c < bp; c++)
+		row->rhs[c] = c >= b ? 0.0f :
+			(w0 != 0.0f ? -w0 * row->rhs[c] : 0.0f) - ls * row->x[k0 + c];
 }
 
 /*
