@@ -25,28 +25,31 @@
  * afresh for each block from the rows B of G, rather than kept as a vector
  * updated after each step, which would read G twice per row.
  *
- * Rows go through the blocks a few at a time, in step: the rows B of G
- * (32 kB at f = 512, b = 16) are then read from L2 once for the group
- * instead of once per row, and the group's small solves, each a chain of
- * dependent steps, follow one another closely enough to overlap.  A
- * group's factor rows should stay in L2 across its passes, so it takes
- * several rows only while their cells are few.  The arithmetic of a row
- * does not depend on its group, so any split of [lo, hi) gives the same
- * bits.
+ * Rows go through the blocks in groups, in step: the rows B of G are then
+ * read once per group instead of once per row.  Per row, all of G would
+ * be read (f^2 floats: 1 MB at f = 512, 64 MB at f = 4096), so groups grow
+ * with f^2, to about SUB_G_BYTES of G per row; the group's small solves,
+ * each a chain of dependent steps, also follow one another closely enough
+ * to overlap.  What groups cost is their factor rows, which stay in cache
+ * between the passes of a small group and not of a large one.  A group of
+ * several rows therefore takes at most f cells, whose factor rows are as
+ * large as G: reading G then costs each row about as much as reading its
+ * own cells.  (On the 20M-rating benchmark at f = 512, groups of 8 users
+ * saved 1 s of reading G and lost 1 s to their cells; groups of 8 items
+ * lost 2 s.)  The arithmetic of a row does not depend on its group, so
+ * any split of [lo, hi) gives the same bits.
  */
 #include <math.h>
 #include <string.h>
 
 #include "wals_internal.h"
 
-/* Rows in a group at most. */
-#define SUB_GROUP_ROWS 8
-
-/* Floats of the cells' factor rows a group of several rows may read. */
-#define SUB_GROUP_FLOATS (64 * 1024)
+/* Bytes of G read per row that groups aim at, and their rows at most. */
+#define SUB_G_BYTES (128 * 1024)
+#define SUB_GROUP_ROWS 256
 
 /* Floats of the block systems of a group at most. */
-#define SUB_SYSTEM_FLOATS (64 * 1024)
+#define SUB_SYSTEM_FLOATS (256 * 1024)
 
 /* Per row of a group: its cells and predictions, its block system. */
 typedef struct SubRow
@@ -107,26 +110,25 @@ system_floats(int width)
 	return (size_t) width * bp + 2 * bp;
 }
 
-/* Rows a group may hold: as many systems as fit the budget, one at least. */
+/*
+ * Rows a group may hold: enough that each reads about SUB_G_BYTES of G,
+ * as many systems as fit their budget, one at least.
+ */
 static int
-group_rows(int width)
+group_rows(int f, int width)
 {
+	size_t		g = ((size_t) f * f * sizeof(float) + SUB_G_BYTES - 1) / SUB_G_BYTES;
 	size_t		n = SUB_SYSTEM_FLOATS / system_floats(width);
 
+	if (g < n)
+		n = g;
 	return n < 1 ? 1 : n > SUB_GROUP_ROWS ? SUB_GROUP_ROWS : (int) n;
-}
-
-/* Cells a group of several rows may hold. */
-static int64_t
-group_cells(int f)
-{
-	return SUB_GROUP_FLOATS / f > 1 ? SUB_GROUP_FLOATS / f : 1;
 }
 
 /*
  * The chunk buffers of the block pass, the predictions of a group's cells
- * (of the longest row, or of several rows up to group_cells), then the
- * block systems of its rows.
+ * (of the longest row, or of several rows up to f cells), then the block
+ * systems of its rows.
  */
 size_t
 wals_subspace_scratch(const WalsParams *params, int64_t max_row_nnz)
@@ -138,9 +140,9 @@ wals_subspace_scratch(const WalsParams *params, int64_t max_row_nnz)
 	if (f < 1 || params->block_size < 1)
 		return 0;
 	width = block_width(params);
-	cells = max_row_nnz > group_cells(f) ? max_row_nnz : group_cells(f);
+	cells = max_row_nnz > f ? max_row_nnz : f;
 	return WALS_ALIGN / sizeof(float) + 2 * WALS_SUB_CHUNK * wals_pad(width) +
-		whole((size_t) cells) + group_rows(width) * system_floats(width);
+		whole((size_t) cells) + group_rows(f, width) * system_floats(width);
 }
 
 /*
@@ -247,8 +249,8 @@ wals_solve_rows_subspace(const WalsParams *params, const WalsCsr *R,
 {
 	int			f = params->factors;
 	int			width = block_width(params);
-	int			max_rows = group_rows(width);
-	int64_t		max_cells = group_cells(f);
+	int			max_rows = group_rows(f, width);
+	int64_t		max_cells = f;
 	const WalsKernels *kern = wals_kernels();
 	WalsCellLinear cl = wals_cell_linear(params);
 	WalsPassCoef coef = {cl.cp0, cl.cp1, -cl.cw0, -cl.cw1};

@@ -268,8 +268,12 @@ extern const char *wals_kernels_available(void);
  */
 extern void wals_gram_rows(const float *Y, int64_t lo, int64_t hi, int f, float *G);
 
-/* Floats of scratch one process needs to solve rows with these params and
- * at most max_row_nnz ratings in a row. */
+/*
+ * Floats of scratch one process needs to solve rows with these params and
+ * at most max_row_nnz ratings in a row.  For Cholesky and CG it does not
+ * grow with max_row_nnz past a block of cells; the subspace solver keeps
+ * a prediction for each cell of the longest row.
+ */
 extern size_t wals_solve_scratch(const WalsParams *params, int64_t max_row_nnz);
 
 /*
@@ -277,11 +281,15 @@ extern size_t wals_solve_scratch(const WalsParams *params, int64_t max_row_nnz);
  * already computed.  R has one row per row of X and columns index Y.  Row u
  * solves
  *	  (w0 G + sum_i (c_ui - w0) y_i y_i^T + lambda s_u I) x_u = sum_i c_ui p_ui y_i
- * exactly (Cholesky) or with params->cg_steps conjugate gradient steps warm
- * started from the current x_u.  A row without ratings gets the zero vector.
- * On WALS_ESINGULAR or WALS_ENONFINITE, *bad_row (when not NULL) names the
- * first failing row; WALS_EINVAL for a bad range or params.  G is not read
- * when w0 is 0.
+ * exactly (Cholesky), with params->cg_steps conjugate gradient steps warm
+ * started from the current x_u, or (subspace, iALS++) by one sweep of exact
+ * solves over blocks of params->block_size dimensions, the others held at
+ * their current values: O(nnz f b) per row instead of O(nnz f^2), never
+ * raising the row's loss, and exact when block_size >= f.  A row without
+ * ratings gets the zero vector.  On WALS_ESINGULAR or WALS_ENONFINITE,
+ * *bad_row (when not NULL) names the first failing row; WALS_EINVAL for a
+ * bad range or params (such as cg_steps < 0 for CG, block_size < 1 for the
+ * subspace solver).  G is not read when w0 is 0.
  */
 extern WalsStatus wals_solve_rows(const WalsParams *params, const WalsCsr *R,
 								  const float *Y, const float *G, float *X,

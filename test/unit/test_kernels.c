@@ -163,6 +163,23 @@ check_dots(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 		bad += !close_to(out[i], want, scale);
 	}
 	CHECK(bad == 0 && out[n] == 12345.0f, "%s dots f=%d: %d wrong", k->name, f, bad);
+
+	/* without idx: the first n rows, a matrix times x */
+	bad = 0;
+	k->dots(Y, NULL, GUARD_ROWS, f, x, out);
+	for (i = 0; i < GUARD_ROWS; i++)
+	{
+		double		want = 0.0;
+		double		scale = 0.0;
+
+		for (j = 0; j < f; j++)
+		{
+			want += (double) x[j] * Y[(size_t) i * f + j];
+			scale += fabs((double) x[j] * Y[(size_t) i * f + j]);
+		}
+		bad += !close_to(out[i], want, scale);
+	}
+	CHECK(bad == 0, "%s dots without idx f=%d: %d wrong", k->name, f, bad);
 }
 
 /* symv, dot, axpy and xpay: O(f) and O(f^2) helpers of CG. */
@@ -402,6 +419,138 @@ check_chol_solve(const WalsKernels *k, int f, TestRng *rng)
 	free(raw_b);
 }
 
+/*
+ * One block pass of the subspace solver against its definition: the
+ * predictions brought up to date with the previous block's step, and the
+ * block's right-hand side and Gram (upper triangle) added to, the padding
+ * left zero.  Block sizes that take each path: one vector with its rows in
+ * registers, several vectors, more than the registers hold, a narrow last
+ * block after a wider one; rows longer than a chunk of gathered cells.
+ */
+static void
+check_sub_block(const WalsKernels *k, const float *Y, int f, TestRng *rng)
+{
+	static const int sizes[] = {1, 5, 16, 24, 40, 1000};
+	static const int lengths[] = {1, 3, 4, 5, 19, 150};
+	WalsPassCoef coef = {0.5f, 0.25f, -1.5f, 0.75f};
+	int			si;
+
+	for (si = 0; si < (int) (sizeof(sizes) / sizeof(sizes[0])); si++)
+	{
+		int			width = sizes[si] < f ? sizes[si] : f;
+		int			nblocks = (f + width - 1) / width;
+		int			bi;
+
+		/* the first block, the second and the last */
+		for (bi = 0; bi < nblocks; bi = bi < 1 ? 1 : bi < nblocks - 1 ? nblocks - 1 : nblocks)
+		{
+			int			k0 = bi * width;
+			int			b = f - k0 < width ? f - k0 : width;
+			int			bp = wals_pad(b);
+			int			p0 = bi > 0 ? k0 - width : 0;
+			int			pb = bi > 0 ? width : 0;
+			void	   *raw_a;
+			void	   *raw_r;
+			void	   *raw_w;
+			float	   *A = aligned_floats((size_t) b * bp, &raw_a);
+			float	   *rhs = aligned_floats(bp, &raw_r);
+			float	   *work = aligned_floats((size_t) 2 * WALS_SUB_CHUNK * bp, &raw_w);
+			double	   *A_in = test_alloc((size_t) b * b, sizeof(double));
+			double		rhs_in[MAX_F];
+			float		dp[MAX_F];
+			int			li;
+			int			c;
+
+			for (c = 0; c < pb; c++)
+				dp[c] = (float) rng_normal(rng);
+			for (li = 0; li < (int) (sizeof(lengths) / sizeof(lengths[0])); li++)
+			{
+				int			n = lengths[li];
+				int32_t		idx[MAX_CELLS];
+				float		val[MAX_CELLS];
+				float		yhat[MAX_CELLS + 1];
+				double		want_yhat[MAX_CELLS];
+				double		t[MAX_CELLS];
+				double		sw[MAX_CELLS];
+				int			bad = 0;
+				int			i;
+				int			r;
+
+				make_cells(n, GUARD_ROWS, idx, val, rng);
+				for (i = 0; i < n; i++)
+				{
+					const float *y = Y + (size_t) idx[i] * f;
+
+					yhat[i] = (float) rng_normal(rng);
+					want_yhat[i] = yhat[i];
+					for (c = 0; c < pb; c++)
+						want_yhat[i] += (double) y[p0 + c] * dp[c];
+					t[i] = (coef.a0 + coef.a1 * val[i]) +
+						(coef.b0 + coef.b1 * val[i]) * want_yhat[i];
+					sw[i] = -(coef.b0 + coef.b1 * val[i]);
+				}
+				yhat[n] = 12345.0f;
+				for (r = 0; r < b; r++)
+				{
+					rhs_in[r] = (float) rng_normal(rng);
+					for (c = 0; c < b; c++)
+						A_in[r * b + c] = (float) rng_normal(rng);
+				}
+				for (c = 0; c < bp; c++)
+					rhs[c] = c < b ? (float) rhs_in[c] : 0.0f;
+				for (r = 0; r < b; r++)
+					for (c = 0; c < bp; c++)
+						A[r * bp + c] = c < b ? (float) A_in[r * b + c] : 0.0f;
+
+				k->sub_block(Y, idx, val, n, f, &coef, yhat, dp, p0, pb, k0, b,
+							 A, rhs, work);
+
+				for (i = 0; i < n; i++)
+					bad += !close_to(yhat[i], want_yhat[i], fabs(want_yhat[i]) + 1.0);
+				bad += yhat[n] != 12345.0f;
+				for (r = 0; r < b; r++)
+				{
+					double		want = rhs_in[r];
+					double		scale = fabs(want);
+
+					for (i = 0; i < n; i++)
+					{
+						double		term = t[i] * Y[(size_t) idx[i] * f + k0 + r];
+
+						want += term;
+						scale += fabs(term);
+					}
+					bad += !close_to(rhs[r], want, scale + 1.0);
+					for (c = r; c < b; c++)
+					{
+						want = A_in[r * b + c];
+						scale = fabs(want);
+						for (i = 0; i < n; i++)
+						{
+							const float *y = Y + (size_t) idx[i] * f + k0;
+							double		term = sw[i] * y[r] * y[c];
+
+							want += term;
+							scale += fabs(term);
+						}
+						bad += !close_to(A[r * bp + c], want, scale);
+					}
+					for (c = b; c < bp; c++)
+						bad += A[r * bp + c] != 0.0f;
+				}
+				for (c = b; c < bp; c++)
+					bad += rhs[c] != 0.0f;
+				CHECK(bad == 0, "%s sub_block f=%d b=%d k0=%d n=%d: %d wrong",
+					  k->name, f, b, k0, n, bad);
+			}
+			free(A_in);
+			free(raw_a);
+			free(raw_r);
+			free(raw_w);
+		}
+	}
+}
+
 static void
 check_variant(const WalsKernels *k)
 {
@@ -420,6 +569,7 @@ check_variant(const WalsKernels *k)
 		check_small(k, f, &rng);
 		check_gram(k, g.Y, f, &rng);
 		check_chol_solve(k, f, &rng);
+		check_sub_block(k, g.Y, f, &rng);
 		guarded_free(&g);
 	}
 }

@@ -69,6 +69,17 @@ solve_all(const TestProblem *tp, const WalsParams *params, float *X,
 	return solve_range(tp, params, X, 0, tp->m, bad_row);
 }
 
+static int
+all_finite(const float *x, int n)
+{
+	int			k;
+
+	for (k = 0; k < n; k++)
+		if (!isfinite(x[k]))
+			return 0;
+	return 1;
+}
+
 static WalsParams
 subspace(const TestProblem *tp, int block_size)
 {
@@ -321,13 +332,14 @@ test_kernel_families(void)
 
 /*
  * Rows go through the blocks in groups, but a row's arithmetic does not
- * depend on its group: any split of the rows gives the same bits.
+ * depend on its group: any split of the rows gives the same bits.  At
+ * f = 320 G is 400 kB, and groups take several rows.
  */
 static void
 test_ranges(void)
 {
 	static const int64_t cuts[] = {0, 1, 2, 9, 9, 10, 17, 30};
-	static const int sizes[] = {2, 16, 40};
+	static const int sizes[] = {3, 16, 40};
 	int			s;
 
 	for (s = 0; s < (int) (sizeof(sizes) / sizeof(sizes[0])); s++)
@@ -337,15 +349,15 @@ test_ranges(void)
 		float	   *whole;
 		int			c;
 
-		problem_make(&tp, WALS_IMPLICIT, 1.0f, 30, 25, 40, 0.3, 800 + s);
+		problem_make(&tp, WALS_IMPLICIT, 1.0f, 30, 25, 320, 0.3, 800 + s);
 		params = subspace(&tp, sizes[s]);
-		whole = test_alloc((size_t) tp.m * 40, sizeof(float));
-		memcpy(whole, tp.X, sizeof(float) * tp.m * 40);
+		whole = test_alloc((size_t) tp.m * 320, sizeof(float));
+		memcpy(whole, tp.X, sizeof(float) * tp.m * 320);
 		CHECK(solve_all(&tp, &params, whole, NULL) == WALS_OK, "whole range");
 		for (c = 0; c + 1 < (int) (sizeof(cuts) / sizeof(cuts[0])); c++)
 			CHECK(solve_range(&tp, &params, tp.X, cuts[c], cuts[c + 1], NULL) ==
 				  WALS_OK, "range %d", c);
-		CHECK(memcmp(whole, tp.X, sizeof(float) * tp.m * 40) == 0,
+		CHECK(memcmp(whole, tp.X, sizeof(float) * tp.m * 320) == 0,
 			  "b=%d: split ranges differ from one range", sizes[s]);
 		free(whole);
 		problem_free(&tp);
@@ -355,72 +367,89 @@ test_ranges(void)
 /*
  * Explicit feedback without regularization: a block's system is the Gram
  * of the row's pieces alone, singular where all of them are zero in one
- * dimension.  Of three rows solved together, row 1 fails in its second
- * block and row 2 in its first; the failure reported is row 1's, the
- * first in order, as the other solvers report.
+ * dimension.  Three rows of 90 ratings each, at f = 320 (so that they
+ * share a group) in blocks of 40: row 1 fails in its last block and row 2
+ * in its first; the failure reported is row 1's, the first in order, as
+ * the other solvers report.
  */
 static void
 test_failures(void)
 {
-	static int64_t indptr[] = {0, 2, 4, 6};
-	static int32_t indices[] = {0, 1, 2, 3, 4, 5};
-	static float values[] = {1, 2, 3, 4, 5, 1};
-	WalsCsr		R = {3, 6, indptr, indices, values};
-	TestProblem tp;
+	enum
+	{
+		F = 320, CELLS = 90
+	};
 	WalsParams	params;
-	float		X[3 * 4];
-	float		G[4 * 4];
+	WalsCsr		R;
+	float	   *Y = test_alloc((size_t) 3 * CELLS * F, sizeof(float));
+	float	   *X = test_alloc((size_t) 3 * F, sizeof(float));
+	float	   *G = test_alloc((size_t) F * F, sizeof(float));
 	float	   *scratch;
 	int64_t		bad_row = 0;
+	WalsStatus	st;
+	TestRng		rng;
 	int			k;
 
-	memset(&tp, 0, sizeof(tp));
 	memset(&params, 0, sizeof(params));
 	params.feedback = WALS_EXPLICIT;
 	params.solver = WALS_SUBSPACE;
-	params.factors = 4;
-	params.cg_steps = 0;
-	params.regularization = 0.0f;
+	params.factors = F;
 	params.alpha = 1.0f;
-	params.w0 = 0.0f;
-	params.block_size = 2;
-	tp.params = params;
-	tp.R = R;
-	tp.m = 3;
-	tp.n = 6;
-	tp.Y = test_alloc(6 * 4, sizeof(float));
-	for (k = 0; k < 6 * 4; k++)
-		tp.Y[k] = (float) (1 + k % 5) * (k % 2 ? -0.5f : 0.7f);
-	tp.Y[2 * 4 + 3] = tp.Y[3 * 4 + 3] = 0.0f;
-	tp.Y[4 * 4 + 0] = tp.Y[5 * 4 + 0] = 0.0f;
-	memset(X, 0, sizeof(X));
-	for (k = 0; k < 4 * 4; k++)
+	params.block_size = 40;
+	R.nrows = 3;
+	R.ncols = 3 * CELLS;
+	R.indptr = test_alloc(4, sizeof(int64_t));
+	R.indices = test_alloc(3 * CELLS, sizeof(int32_t));
+	R.values = test_alloc(3 * CELLS, sizeof(float));
+	rng_seed(&rng, 900);
+	for (k = 0; k < 4; k++)
+		R.indptr[k] = (int64_t) k * CELLS;
+	for (k = 0; k < 3 * CELLS; k++)
+	{
+		R.indices[k] = k;
+		R.values[k] = (float) (1 + rng_below(&rng, 5));
+	}
+	for (k = 0; k < 3 * CELLS * F; k++)
+		Y[k] = (float) rng_normal(&rng);
+	for (k = 0; k < CELLS; k++)
+	{
+		Y[(size_t) (CELLS + k) * F + F - 1] = 0.0f;
+		Y[(size_t) (2 * CELLS + k) * F] = 0.0f;
+	}
+	for (k = 0; k < F * F; k++)
 		G[k] = NAN;				/* not to be read when w0 is 0 */
-	scratch = test_alloc(wals_solve_scratch(&params, 2), sizeof(float));
+	scratch = test_alloc(wals_solve_scratch(&params, CELLS), sizeof(float));
 
-	CHECK(wals_solve_rows(&params, &R, tp.Y, G, X, 0, 3, scratch, &bad_row) ==
-		  WALS_ESINGULAR && bad_row == 1, "singular block: bad_row %lld",
+	st = wals_solve_rows(&params, &R, Y, G, X, 0, 3, scratch, &bad_row);
+	CHECK(st == WALS_ESINGULAR && bad_row == 1, "singular block: %s, bad_row %lld",
+		  wals_status_string(st), (long long) bad_row);
+	st = wals_solve_rows(&params, &R, Y, G, X, 2, 3, scratch, &bad_row);
+	CHECK(st == WALS_ESINGULAR && bad_row == 2,
+		  "singular first block: %s, bad_row %lld", wals_status_string(st),
 		  (long long) bad_row);
-	CHECK(wals_solve_rows(&params, &R, tp.Y, G, X, 2, 3, scratch, &bad_row) ==
-		  WALS_ESINGULAR && bad_row == 2, "singular first block: bad_row %lld",
-		  (long long) bad_row);
-	CHECK(wals_solve_rows(&params, &R, tp.Y, G, X, 0, 1, scratch, &bad_row) ==
-		  WALS_OK && bad_row == -1, "the row that is not singular");
+	st = wals_solve_rows(&params, &R, Y, G, X, 0, 1, scratch, &bad_row);
+	CHECK(st == WALS_OK && bad_row == -1 && all_finite(X, F),
+		  "the row that is not singular: %s", wals_status_string(st));
 
 	params.regularization = 0.1f;
-	tp.Y[0] = NAN;
-	CHECK(wals_solve_rows(&params, &R, tp.Y, G, X, 0, 3, scratch, &bad_row) !=
-		  WALS_OK && bad_row == 0, "a NaN factor: bad_row %lld",
-		  (long long) bad_row);
+	Y[5] = NAN;
+	st = wals_solve_rows(&params, &R, Y, G, X, 0, 3, scratch, &bad_row);
+	CHECK(st != WALS_OK && bad_row == 0, "a NaN factor: %s, bad_row %lld",
+		  wals_status_string(st), (long long) bad_row);
 
 	params.block_size = 0;
-	CHECK(wals_solve_rows(&params, &R, tp.Y, G, X, 0, 3, scratch, &bad_row) ==
+	CHECK(wals_solve_rows(&params, &R, Y, G, X, 0, 3, scratch, &bad_row) ==
 		  WALS_EINVAL, "block_size 0");
 	params.block_size = -3;
-	CHECK(wals_solve_rows(&params, &R, tp.Y, G, X, 0, 3, scratch, &bad_row) ==
+	CHECK(wals_solve_rows(&params, &R, Y, G, X, 0, 3, scratch, &bad_row) ==
 		  WALS_EINVAL, "negative block_size");
 	free(scratch);
-	free(tp.Y);
+	free(Y);
+	free(X);
+	free(G);
+	free(R.indptr);
+	free(R.indices);
+	free(R.values);
 }
 
 /*
