@@ -259,13 +259,6 @@ symv_body(const float *G, int f, float alpha, const float *v, float *out)
 		axpy_body(alpha * v[k], G + (size_t) k * f, out, f);
 }
 
-/* Row i of dots' operand: the cell's row, or row i itself without idx. */
-static WALS_ALWAYS_INLINE const float *
-dots_row(const float *Y, const int32_t *idx, int i, int f)
-{
-	return Y + (size_t) (idx != NULL ? idx[i] : i) * f;
-}
-
 static WALS_ALWAYS_INLINE void
 dots_body(const float *Y, const int32_t *idx, int n, int f, const float *x,
 		  float *out)
@@ -273,11 +266,11 @@ dots_body(const float *Y, const int32_t *idx, int n, int f, const float *x,
 	int			i = 0;
 
 	for (; i + 4 <= n; i += 4)
-		dot4_body(dots_row(Y, idx, i, f), dots_row(Y, idx, i + 1, f),
-				  dots_row(Y, idx, i + 2, f), dots_row(Y, idx, i + 3, f),
+		dot4_body(Y + (size_t) idx[i] * f, Y + (size_t) idx[i + 1] * f,
+				  Y + (size_t) idx[i + 2] * f, Y + (size_t) idx[i + 3] * f,
 				  x, f, out + i);
 	for (; i < n; i++)
-		out[i] = dot_body(x, dots_row(Y, idx, i, f), f);
+		out[i] = dot_body(x, Y + (size_t) idx[i] * f, f);
 }
 
 static WALS_ALWAYS_INLINE void
@@ -475,6 +468,20 @@ gram_acc_generic(float *A, int f, const float *W, const float *Y,
 	gram_acc_body(A, f, W, Y, idx, n);
 }
 
+/* One dot product per entry, the same whatever m and nx. */
+static void
+gemm_nt_generic(const float *M, int m, const float *X, int nx, int f,
+				float *out)
+{
+	int			j;
+	int			r;
+
+	for (j = 0; j < m; j++)
+		for (r = 0; r < nx; r++)
+			out[(size_t) j * nx + r] = dot_body(M + (size_t) j * f,
+												X + (size_t) r * f, f);
+}
+
 static void
 sub_block_generic(const float *Y, const int32_t *idx, const float *val, int n,
 				  int f, const WalsPassCoef *coef, float *yhat, const float *dp,
@@ -497,6 +504,7 @@ static const WalsKernels generic_kernels = {
 	chol_gather_generic,
 	gram_acc_generic,
 	chol_solve_lapack,
+	gemm_nt_generic,
 	sub_block_generic
 };
 

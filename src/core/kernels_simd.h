@@ -443,30 +443,6 @@ SIMD(symv) (const float *G, int f, float alpha, const float *v, float *out)
 #undef SYMV
 }
 
-/*
- * The rows of the group of four cells from i for dots: rows idx[i..i+3],
- * or rows i..i+3 of a matrix read whole when idx is NULL.  Rows past n
- * repeat the group's first, as in group_rows.
- */
-static SIMD_INLINE void
-SIMD(dots_rows) (const float *Y, const int32_t *idx, int i, int n, int f,
-				 int nv, const float **y)
-{
-	int			live = n - i < 4 ? n - i : 4;
-	int			k;
-
-	if (idx != NULL)
-	{
-		SIMD(group_rows) (Y, idx, i, f, live, y);
-		if (live == 4)
-			SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
-		return;
-	}
-	SIMD_UNROLL
-	for (k = 0; k < 4; k++)
-		y[k] = Y + (size_t) (i + (k < live ? k : 0)) * f;
-}
-
 /* x.y_i of four cells at a time, x in registers (nv a constant). */
 static SIMD_INLINE void
 SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
@@ -485,13 +461,14 @@ SIMD(dots_reg) (const float *Y, const int32_t *idx, int n, int f,
 		xv[c] = SIMD(ldv) (x, c, nv, tail);
 	for (i = 0; i + 4 <= n; i += 4)
 	{
-		SIMD(dots_rows) (Y, idx, i, n, f, nv, y);
+		SIMD(group_rows) (Y, idx, i, f, 4, y);
+		SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
 		SIMD(dots4) (y, xv, nv, tail, d);
 		vsum4(d[0], d[1], d[2], d[3], out + i);
 	}
 	if (i < n)
 	{
-		SIMD(dots_rows) (Y, idx, i, n, f, nv, y);
+		SIMD(group_rows) (Y, idx, i, f, n - i, y);
 		SIMD(dots4) (y, xv, nv, tail, d);
 		vsum4(d[0], d[1], d[2], d[3], sums);
 		for (c = 0; c < n - i; c++)
@@ -522,7 +499,8 @@ SIMD(dots_mem) (const float *Y, const int32_t *idx, int n, int f,
 		V			d[4] = {vzero(), vzero(), vzero(), vzero()};
 		V			e[4] = {vzero(), vzero(), vzero(), vzero()};
 
-		SIMD(dots_rows) (Y, idx, i, n, f, nv, y);
+		SIMD(group_rows) (Y, idx, i, f, n - i < 4 ? n - i : 4, y);
+		SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
 		for (c = 0; c + 2 <= nv; c += 2)
 		{
 			V			x0 = vld(x + SIMD_W * c);
@@ -562,6 +540,76 @@ SIMD(dots) (const float *Y, const int32_t *idx, int n, int f, const float *x,
 	else
 		SIMD(dots_mem) (Y, idx, n, f, x, out);
 #undef DOTS
+}
+
+/*
+ * gemm_nt on a tile of four rows of M (mr of them real: the others repeat
+ * the first and are not stored) by nx rows of X (a constant, 1 to 4):
+ * every entry one chain of FMAs over the vectors of f, then the horizontal
+ * sum at the place of its row of M in the tile, which is its row's place
+ * in M modulo four.  So an entry is summed the same way whatever nx and
+ * whichever rows of X share the tile.
+ */
+static SIMD_INLINE void
+SIMD(gemm_tile) (const float *M, int mr, const float *X, int f, float *out,
+				 int ldo, const int nx)
+{
+	int			tail = SIMD(tail_of) (f);
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	const float *m[4];
+	V			acc[4][4];
+	float		sums[4];
+	int			c;
+	int			j;
+	int			r;
+
+	SIMD_UNROLL
+	for (j = 0; j < 4; j++)
+	{
+		m[j] = M + (size_t) (j < mr ? j : 0) * f;
+		SIMD_UNROLL
+		for (r = 0; r < nx; r++)
+			acc[j][r] = vzero();
+	}
+	for (c = 0; c < nv; c++)
+	{
+		V			xv[4];
+
+		SIMD_UNROLL
+		for (r = 0; r < nx; r++)
+			xv[r] = SIMD(ldv) (X + (size_t) r * f, c, nv, tail);
+		SIMD_UNROLL
+		for (j = 0; j < 4; j++)
+		{
+			V			mv = SIMD(ldv) (m[j], c, nv, tail);
+
+			SIMD_UNROLL
+			for (r = 0; r < nx; r++)
+				acc[j][r] = vfma(mv, xv[r], acc[j][r]);
+		}
+	}
+	SIMD_UNROLL
+	for (r = 0; r < nx; r++)
+	{
+		vsum4(acc[0][r], acc[1][r], acc[2][r], acc[3][r], sums);
+		for (j = 0; j < mr; j++)
+			out[(size_t) j * ldo + r] = sums[j];
+	}
+}
+
+static SIMD_FN void
+SIMD(gemm_nt) (const float *M, int m, const float *X, int nx, int f,
+			   float *out)
+{
+	int			j;
+	int			r;
+
+#define TILE(k) SIMD(gemm_tile) (M + (size_t) j * f, m - j < 4 ? m - j : 4, \
+								 X + (size_t) r * f, f, out + (size_t) j * nx + r, nx, k)
+	for (j = 0; j < m; j += 4)
+		for (r = 0; r < nx; r += 4)
+			SIMD_DISPATCH(nx - r < 4 ? nx - r : 4, 4, TILE);
+#undef TILE
 }
 
 /* Two partial sums, for the latency of the dependent additions. */
@@ -1497,6 +1545,7 @@ static const WalsKernels SIMD(kernels) = {
 	SIMD(chol_gather),
 	SIMD(gram_acc),
 	SIMD(chol_solve),
+	SIMD(gemm_nt),
 	SIMD(sub_block)
 };
 

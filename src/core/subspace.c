@@ -23,7 +23,9 @@
  * the previous block's step to the predictions, so each block reads two
  * short pieces of each factor row and nothing else.  (G x)_B is computed
  * afresh for each block from the rows B of G, rather than kept as a vector
- * updated after each step, which would read G twice per row.
+ * updated after each step, which would read G twice per row; for a group
+ * of rows it is one product of the rows B of G with the group's rows of X
+ * (kern->gemm_nt), each row of G loaded once for several of X.
  *
  * Rows go through the blocks in groups, in step: the rows B of G are then
  * read once per group instead of once per row.  Per row, all of G would
@@ -55,6 +57,7 @@
 typedef struct SubRow
 {
 	int64_t		u;
+	int			at;				/* u less the group's first row */
 	const int32_t *idx;
 	const float *val;
 	int			nnz;
@@ -126,9 +129,9 @@ group_rows(int f, int width)
 }
 
 /*
- * The chunk buffers of the block pass, the predictions of a group's cells
- * (of the longest row, or of several rows up to f cells), then the block
- * systems of its rows.
+ * The chunk buffers of the block pass, the products with G of a block,
+ * the predictions of a group's cells (of the longest row, or of several
+ * rows up to f cells), then the block systems of its rows.
  */
 size_t
 wals_subspace_scratch(const WalsParams *params, int64_t max_row_nnz)
@@ -142,17 +145,18 @@ wals_subspace_scratch(const WalsParams *params, int64_t max_row_nnz)
 	width = block_width(params);
 	cells = max_row_nnz > f ? max_row_nnz : f;
 	return WALS_ALIGN / sizeof(float) + 2 * WALS_SUB_CHUNK * wals_pad(width) +
-		whole((size_t) cells) + group_rows(f, width) * system_floats(width);
+		whole((size_t) width * group_rows(f, width)) + whole((size_t) cells) +
+		group_rows(f, width) * system_floats(width);
 }
 
 /*
  * A's block starts as w0 G_BB + lambda s I and the right-hand side as
- * -w0 (G x)_B - lambda s x_B, padding zero; the block pass adds the cells'
- * terms.
+ * -w0 (G x)_B - lambda s x_B, padding zero, from gx, (G x)_B of the
+ * group's rows (b rows of span); the block pass adds the cells' terms.
  */
 static void
-block_start(const WalsParams *params, const WalsKernels *kern, const float *G,
-			const SubRow *row, int k0, int b)
+block_start(const WalsParams *params, const float *G, const float *gx,
+			int span, const SubRow *row, int k0, int b)
 {
 	int			f = params->factors;
 	int			bp = wals_pad(b);
@@ -172,11 +176,10 @@ block_start(const WalsParams *params, const WalsKernels *kern, const float *G,
 			A[c] = 0.0f;
 		A[a] += ls;
 	}
-	if (w0 != 0.0f)
-		kern->dots(G + (size_t) k0 * f, NULL, b, f, row->x, row->rhs);
 	for (c = 0; c < bp; c++)
 		row->rhs[c] = c >= b ? 0.0f :
-			(w0 != 0.0f ? -w0 * row->rhs[c] : 0.0f) - ls * row->x[k0 + c];
+			(w0 != 0.0f ? -w0 * gx[(size_t) c * span + row->at] : 0.0f) -
+			ls * row->x[k0 + c];
 }
 
 /*
@@ -188,10 +191,11 @@ block_start(const WalsParams *params, const WalsKernels *kern, const float *G,
 static void
 solve_group(const WalsParams *params, const WalsKernels *kern,
 			const WalsPassCoef *coef, const float *Y, const float *G,
-			SubRow *rows, int nrows, float *chunk)
+			const float *X, SubRow *rows, int nrows, float *gx, float *chunk)
 {
 	int			f = params->factors;
 	int			width = block_width(params);
+	int			span = rows[nrows - 1].at + 1;
 	int			p0 = 0;
 	int			pb = 0;
 	int			k0;
@@ -203,13 +207,15 @@ solve_group(const WalsParams *params, const WalsKernels *kern,
 	{
 		int			b = f - k0 < width ? f - k0 : width;
 
+		if (params->w0 != 0.0f)
+			kern->gemm_nt(G + (size_t) k0 * f, b, X + rows[0].u * f, span, f, gx);
 		for (r = 0; r < nrows; r++)
 		{
 			SubRow	   *row = &rows[r];
 
 			if (row->status != WALS_OK)
 				continue;
-			block_start(params, kern, G, row, k0, b);
+			block_start(params, G, gx, span, row, k0, b);
 			kern->sub_block(Y, row->idx, row->val, row->nnz, f, coef,
 							row->yhat, row->dp, p0, pb, k0, b, row->A,
 							row->rhs, chunk);
@@ -255,7 +261,8 @@ wals_solve_rows_subspace(const WalsParams *params, const WalsCsr *R,
 	WalsCellLinear cl = wals_cell_linear(params);
 	WalsPassCoef coef = {cl.cp0, cl.cp1, -cl.cw0, -cl.cw1};
 	float	   *chunk = align_floats(scratch);
-	float	   *work = chunk + 2 * WALS_SUB_CHUNK * wals_pad(width);
+	float	   *gx = chunk + 2 * WALS_SUB_CHUNK * wals_pad(width);
+	float	   *work = gx + whole((size_t) width * max_rows);
 	SubRow		rows[SUB_GROUP_ROWS];
 	int64_t		u = lo;
 
@@ -267,8 +274,12 @@ wals_solve_rows_subspace(const WalsParams *params, const WalsCsr *R,
 		int			nrows = 0;
 		int			r;
 
-		/* rows without ratings need no group; the rest fill one */
-		for (; u < hi && nrows < max_rows; u++)
+		/*
+		 * A group is consecutive rows of X, so that one product with G
+		 * serves them all; rows without ratings in it are zero, as they
+		 * are to be, and need no more.
+		 */
+		for (; u < hi && (nrows == 0 || u - rows[0].u < max_rows); u++)
 		{
 			int64_t		start = R->indptr[u];
 			int64_t		nnz = R->indptr[u + 1] - start;
@@ -282,6 +293,7 @@ wals_solve_rows_subspace(const WalsParams *params, const WalsCsr *R,
 			if (nrows > 0 && cells + nnz > max_cells)
 				break;
 			row->u = u;
+			row->at = nrows > 0 ? (int) (u - rows[0].u) : 0;
 			row->idx = R->indices + start;
 			row->val = R->values + start;
 			row->nnz = (int) nnz;
@@ -299,7 +311,9 @@ wals_solve_rows_subspace(const WalsParams *params, const WalsCsr *R,
 			rows[r].rhs = rows[r].A + (size_t) width * wals_pad(width);
 			rows[r].dp = rows[r].rhs + wals_pad(width);
 		}
-		solve_group(params, kern, &coef, Y, G, rows, nrows, chunk);
+		if (nrows == 0)
+			break;
+		solve_group(params, kern, &coef, Y, G, X, rows, nrows, gx, chunk);
 		for (r = 0; r < nrows; r++)
 			if (rows[r].status != WALS_OK)
 			{

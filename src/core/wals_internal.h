@@ -168,10 +168,7 @@ typedef struct WalsKernels
 	void		(*symv) (const float *G, int f, float alpha, const float *v,
 						 float *out);
 
-	/*
-	 * out[i] = x.y_i for the n cells; with idx NULL, for rows 0..n-1 of Y
-	 * (a matrix-vector product)
-	 */
+	/* out[i] = x.y_i for the n cells */
 	void		(*dots) (const float *Y, const int32_t *idx, int n, int f,
 						 const float *x, float *out);
 
@@ -208,6 +205,15 @@ typedef struct WalsKernels
 	 * in A may show as either).
 	 */
 	int			(*chol_solve) (float *A, int f, float *b, float *x);
+
+	/*
+	 * out[j nx + r] = M_j.X_r for the m rows of M and the nx rows of X,
+	 * both of stride f: a small M X^T, each entry summed the same way
+	 * whatever m and nx, so that a row's result does not depend on the
+	 * rows it is computed with.
+	 */
+	void		(*gemm_nt) (const float *M, int m, const float *X, int nx,
+							int f, float *out);
 
 	/*
 	 * The subspace solver's pass over the n cells for the block of

@@ -164,22 +164,59 @@ check_dots(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 	}
 	CHECK(bad == 0 && out[n] == 12345.0f, "%s dots f=%d: %d wrong", k->name, f, bad);
 
-	/* without idx: the first n rows, a matrix times x */
-	bad = 0;
-	k->dots(Y, NULL, GUARD_ROWS, f, x, out);
-	for (i = 0; i < GUARD_ROWS; i++)
-	{
-		double		want = 0.0;
-		double		scale = 0.0;
+}
 
-		for (j = 0; j < f; j++)
+/*
+ * gemm_nt against double dot products, and each entry the same bits as
+ * when its row of X is alone, so that the subspace solver's rows do not
+ * depend on the rows they are grouped with.  The rows of X end at the
+ * guard page.
+ */
+static void
+check_gemm_nt(const WalsKernels *k, const float *Y, int f)
+{
+	static const int ms[] = {1, 3, 4, 6, 17};
+	static const int nxs[] = {1, 2, 3, 4, 5, 9};
+	float		out[17 * 9];
+	float		one[17];
+	int			a;
+
+	for (a = 0; a < (int) (sizeof(ms) / sizeof(ms[0])); a++)
+	{
+		int			m = ms[a];
+		int			c;
+
+		for (c = 0; c < (int) (sizeof(nxs) / sizeof(nxs[0])); c++)
 		{
-			want += (double) x[j] * Y[(size_t) i * f + j];
-			scale += fabs((double) x[j] * Y[(size_t) i * f + j]);
+			int			nx = nxs[c];
+			const float *X = Y + (size_t) (GUARD_ROWS - nx) * f;
+			int			bad = 0;
+			int			j;
+			int			r;
+
+			k->gemm_nt(Y, m, X, nx, f, out);
+			for (r = 0; r < nx; r++)
+			{
+				k->gemm_nt(Y, m, X + (size_t) r * f, 1, f, one);
+				for (j = 0; j < m; j++)
+				{
+					double		want = 0.0;
+					double		scale = 0.0;
+					int			i;
+
+					for (i = 0; i < f; i++)
+					{
+						want += (double) Y[(size_t) j * f + i] * X[(size_t) r * f + i];
+						scale += fabs((double) Y[(size_t) j * f + i] * X[(size_t) r * f + i]);
+					}
+					bad += !close_to(out[j * nx + r], want, scale);
+					bad += memcmp(&out[j * nx + r], &one[j], sizeof(float)) != 0;
+				}
+			}
+			CHECK(bad == 0, "%s gemm_nt f=%d m=%d nx=%d: %d wrong", k->name, f,
+				  m, nx, bad);
 		}
-		bad += !close_to(out[i], want, scale);
 	}
-	CHECK(bad == 0, "%s dots without idx f=%d: %d wrong", k->name, f, bad);
 }
 
 /* symv, dot, axpy and xpay: O(f) and O(f^2) helpers of CG. */
@@ -566,6 +603,7 @@ check_variant(const WalsKernels *k)
 		guarded_make(&g, GUARD_ROWS, f, &rng);
 		check_row_pass(k, g.Y, f, &rng);
 		check_dots(k, g.Y, f, &rng);
+		check_gemm_nt(k, g.Y, f);
 		check_small(k, f, &rng);
 		check_gram(k, g.Y, f, &rng);
 		check_chol_solve(k, f, &rng);
