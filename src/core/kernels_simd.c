@@ -109,10 +109,8 @@ factors4_avx512(const WalsPassCoef *coef, const float *val, int live,
 }
 
 /*
- * The subspace pass's factors of a group (see sub_pass_reg in
- * kernels_simd.h), the four sums and predictions in one vector; they go
- * to memory, where the Gram's loop broadcasts them with a load rather
- * than a shuffle, the port its FMAs share.
+ * The subspace pass's factors of a group (see sub_group in kernels_simd.h)
+ * with the four sums and predictions in one vector, as factors4_avx512.
  */
 static SIMD_FN inline __attribute__((always_inline)) void
 subfactors4_avx512(const WalsPassCoef *coef, const float *val, float *yhat,
