@@ -38,7 +38,7 @@
  * Dimensions per block of solver 'subspace' unless block_size is given (or
  * f, when smaller): see README, "Acceleration", for the measurements.
  */
-#define WALS_DEFAULT_BLOCK_SIZE		32
+#define WALS_DEFAULT_BLOCK_SIZE		16
 
 /* Below this many ratings, device => 'auto' trains on the CPU. */
 #define WALS_DEFAULT_GPU_MIN_RATINGS	1000000
