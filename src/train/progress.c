@@ -67,17 +67,11 @@ wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
 	result->iteration_seconds[it] = seconds;
 	result->iteration_ncg[it] = step > 0;
 	result->iterations = it + 1;
-	if (step > 0)
-		ereport(NOTICE,
-				(errmsg("model \"%s\" iteration %d of %d", args->model_display, it + 1,
-						args->iterations),
-				 errdetail("Loss %.6g after %.3f s, with a step of %.3g along the NCG direction.",
-						   loss, seconds, step)));
-	else
-		ereport(NOTICE,
-				(errmsg("model \"%s\" iteration %d of %d", args->model_display, it + 1,
-						args->iterations),
-				 errdetail("Loss %.6g after %.3f s.", loss, seconds)));
+	ereport(NOTICE,
+			(errmsg("model \"%s\" iteration %d of %d", args->model_display, it + 1,
+					args->iterations),
+			 errdetail("Loss %.6g after %.3f s%s.", loss, seconds,
+					   step > 0 ? psprintf(", with a step of %.3g along the NCG direction", step) : "")));
 
 	if (it == 0 || args->tolerance < 0)
 		return false;
