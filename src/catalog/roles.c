@@ -29,6 +29,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/pg_extension.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -60,7 +61,10 @@ wals_unbecome(const WalsRoleSave *save)
  * The row of extension wals in pg_extension: its schema and owner.  The
  * catalog this library reads and writes is that of its own version: an
  * installation not yet updated to it is refused with what to do, rather
- * than met with errors about missing columns.
+ * than met with errors about missing columns.  The one exception is wals's
+ * own update script, which may call this library at each step of a chain
+ * of updates (0.2.0 to 0.3.0 fills rated items through it, on the way to a
+ * later version): what it calls reads only the columns of that step.
  */
 static void
 extension_row(Oid *schema, Oid *owner)
@@ -70,6 +74,7 @@ extension_row(Oid *schema, Oid *owner)
 	SysScanDesc scan;
 	HeapTuple	tuple;
 	bool		found = false;
+	bool		updating = false;
 	char	   *version = NULL;
 
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
@@ -86,6 +91,7 @@ extension_row(Oid *schema, Oid *owner)
 
 		*schema = ext->extnamespace;
 		*owner = ext->extowner;
+		updating = creating_extension && CurrentExtensionObject == ext->oid;
 		version = isnull ? NULL : TextDatumGetCString(d);
 		found = true;
 	}
@@ -97,7 +103,7 @@ extension_row(Oid *schema, Oid *owner)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("extension \"wals\" is not installed in this database"),
 				 errhint("Run CREATE EXTENSION wals.")));
-	if (version == NULL || strcmp(version, WALS_VERSION) != 0)
+	if (!updating && (version == NULL || strcmp(version, WALS_VERSION) != 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("extension \"wals\" is at version %s in this database, but its library is version %s",
