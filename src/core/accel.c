@@ -81,10 +81,8 @@ wals_line_rows(const WalsParams *params, const WalsCsr *R,
 			const float *val = R->values + start + j0;
 			int			j;
 
-			kern->dots(Y, idx, m, f, x, d0);
-			kern->dots(DY, idx, m, f, x, d1);
-			kern->dots(Y, idx, m, f, dx, e1);
-			kern->dots(DY, idx, m, f, dx, d2);
+			kern->dots2(Y, idx, m, f, x, dx, d0, e1);
+			kern->dots2(DY, idx, m, f, x, dx, d1, d2);
 			for (j = 0; j < m; j++)
 			{
 				double		a = d0[j];

@@ -436,6 +436,14 @@ dots_generic(const float *Y, const int32_t *idx, int n, int f, const float *x,
 	dots_body(Y, idx, n, f, x, out);
 }
 
+static void
+dots2_generic(const float *Y, const int32_t *idx, int n, int f, const float *a,
+			  const float *b, float *outa, float *outb)
+{
+	dots_body(Y, idx, n, f, a, outa);
+	dots_body(Y, idx, n, f, b, outb);
+}
+
 static float
 dot_generic(const float *a, const float *b, int f)
 {
@@ -498,6 +506,7 @@ static const WalsKernels generic_kernels = {
 	row_pass_generic,
 	symv_generic,
 	dots_generic,
+	dots2_generic,
 	dot_generic,
 	axpy_generic,
 	xpay_generic,

@@ -543,6 +543,56 @@ SIMD(dots) (const float *Y, const int32_t *idx, int n, int f, const float *x,
 }
 
 /*
+ * Two vectors against the same rows, a and b read from L1 by every group:
+ * eight chains of FMAs in flight, on any f, and each row of Y loaded from
+ * memory once where two calls of dots would load it twice.
+ */
+static SIMD_FN void
+SIMD(dots2) (const float *Y, const int32_t *idx, int n, int f, const float *a,
+			 const float *b, float *outa, float *outb)
+{
+	int			tail = SIMD(tail_of) (f);
+	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	const float *y[4];
+	float		sa[4];
+	float		sb[4];
+	int			i;
+	int			c;
+	int			k;
+
+	for (i = 0; i < n; i += 4)
+	{
+		V			da[4] = {vzero(), vzero(), vzero(), vzero()};
+		V			db[4] = {vzero(), vzero(), vzero(), vzero()};
+		int			live = n - i < 4 ? n - i : 4;
+
+		SIMD(group_rows) (Y, idx, i, f, live, y);
+		SIMD(prefetch_ahead) (Y, idx, i, n, f, nv);
+		for (c = 0; c < nv; c++)
+		{
+			V			va = SIMD(ldv) (a, c, nv, tail);
+			V			vb = SIMD(ldv) (b, c, nv, tail);
+
+			SIMD_UNROLL
+			for (k = 0; k < 4; k++)
+			{
+				V			yk = SIMD(ldv) (y[k], c, nv, tail);
+
+				da[k] = vfma(yk, va, da[k]);
+				db[k] = vfma(yk, vb, db[k]);
+			}
+		}
+		vsum4(da[0], da[1], da[2], da[3], sa);
+		vsum4(db[0], db[1], db[2], db[3], sb);
+		for (k = 0; k < live; k++)
+		{
+			outa[i + k] = sa[k];
+			outb[i + k] = sb[k];
+		}
+	}
+}
+
+/*
  * gemm_nt on a tile of four rows of M (mr of them real: the others repeat
  * the first and are not stored) by nx rows of X (a constant, 1 to 4):
  * every entry one chain of FMAs over the vectors of f, then the horizontal
@@ -1532,6 +1582,7 @@ static const WalsKernels SIMD(kernels) = {
 	SIMD(row_pass),
 	SIMD(symv),
 	SIMD(dots),
+	SIMD(dots2),
 	SIMD(dot),
 	SIMD(axpy),
 	SIMD(xpay),

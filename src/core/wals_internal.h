@@ -172,6 +172,14 @@ typedef struct WalsKernels
 	void		(*dots) (const float *Y, const int32_t *idx, int n, int f,
 						 const float *x, float *out);
 
+	/*
+	 * outa[i] = a.y_i and outb[i] = b.y_i for the n cells, each row read
+	 * once for both: a line search's predictions (accel.c)
+	 */
+	void		(*dots2) (const float *Y, const int32_t *idx, int n, int f,
+						  const float *a, const float *b, float *outa,
+						  float *outb);
+
 	/* a.b, b += t a and b = a + t b, on f-vectors: CG's own steps */
 	float		(*dot) (const float *a, const float *b, int f);
 	void		(*axpy) (float t, const float *a, float *b, int f);

@@ -100,6 +100,7 @@ typedef struct CpuEngine
 	double	   *loss_parts;		/* WALS_LINE_TERMS per user chunk */
 	float	   *scratch;
 	float	   *grams;			/* the leader's Grams of a line search */
+	bool		grams_current;	/* GX and GY are those of the factors */
 } CpuEngine;
 
 PGDLLEXPORT void wals_parallel_main(dsm_segment *seg, shm_toc *toc);
@@ -523,7 +524,9 @@ cpu_iterate(void *state, double *loss, WalsFailure *failure)
 	if (!solve_side(e, WALS_SIDE_ITEMS, failure))
 		return false;
 	compute_gram(ws->Y, ws->shape.nitems, f, ws->GY);
-	*loss = compute_loss(e);
+	e->grams_current = true;
+	if (loss != NULL)
+		*loss = compute_loss(e);
 	return true;
 }
 
@@ -580,9 +583,15 @@ cpu_combine(void *state, int dst, double a, int x, double b, int y, WalsFailure 
 			for (Size k = 0; k < n; k++)
 				d[k] = fa * xs[k] + fb * ys[k];
 	}
-	/* The next sweep starts with the users, from the Gram of Y. */
+	/*
+	 * The next sweep starts with the users, from the Gram of Y, and
+	 * computes GX itself.
+	 */
 	if (dst == WALS_VEC_FACTORS)
+	{
 		compute_gram(ws->Y, ws->shape.nitems, f, ws->GY);
+		e->grams_current = false;
+	}
 	return true;
 }
 
@@ -649,10 +658,19 @@ cpu_line(void *state, int base, int dir, double coef[WALS_LINE_TERMS], WalsFailu
 		return true;
 
 	memset(M, 0, sizeof(float) * WALS_LINE_GRAMS * ff);
-	compute_gram(vec_x(ws, base), nusers, f, M);
+	/* ALS-NCG searches from the factors a sweep has just left. */
+	if (base == WALS_VEC_FACTORS && e->grams_current)
+	{
+		memcpy(M, ws->GX, sizeof(float) * ff);
+		memcpy(M + 3 * ff, ws->GY, sizeof(float) * ff);
+	}
+	else
+	{
+		compute_gram(vec_x(ws, base), nusers, f, M);
+		compute_gram(vec_y(ws, base), nitems, f, M + 3 * ff);
+	}
 	cross_rows(vec_x(ws, base), vec_x(ws, dir), nusers, f, M + ff);
 	compute_gram(vec_x(ws, dir), nusers, f, M + 2 * ff);
-	compute_gram(vec_y(ws, base), nitems, f, M + 3 * ff);
 	cross_rows(vec_y(ws, base), vec_y(ws, dir), nitems, f, M + 4 * ff);
 	compute_gram(vec_y(ws, dir), nitems, f, M + 5 * ff);
 	wals_line_unobserved(params, M, M + ff, M + 2 * ff, M + 3 * ff, M + 4 * ff, M + 5 * ff,

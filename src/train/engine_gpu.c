@@ -120,9 +120,10 @@ gpu_iterate(void *state, double *loss, WalsFailure *failure)
 {
 	GpuEngine  *e = state;
 	WalsCudaError err = {0};
+	double		unused;
 
 	e->problem->phase(e->problem->phase_arg, "sweeping on the GPU");
-	if (e->cuda->train_iterate(e->training, loss, &err) != 0)
+	if (e->cuda->train_iterate(e->training, loss != NULL ? loss : &unused, &err) != 0)
 		return failed(&err, failure);
 	return true;
 }

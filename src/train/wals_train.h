@@ -202,7 +202,8 @@ typedef struct WalsProblem
 
 /*
  * A training engine.  begin takes the problem, iterate runs one iteration
- * (both half-sweeps and the exact loss of the factors they leave), and end
+ * (both half-sweeps and, unless loss is NULL, the exact loss of the factors
+ * they leave; an engine may skip that pass when it is), and end
  * hands back the factors into X and Y.  Each returns false with *failure
  * filled, which train.c reports through errors.c, so that a failure reads
  * the same on every engine; only what the server itself raises (a cancel, a
@@ -236,6 +237,7 @@ typedef struct WalsEngine
 /* ncg.c: what an ALS-NCG training carries from one iteration to the next */
 typedef struct WalsNcg
 {
+	bool		first;			/* the training's first iteration is to come */
 	bool		restart;		/* the next direction is the sweep's own */
 	double		pp;				/* p.p of the last preconditioned gradient p */
 	int			precond;		/* the vector holding that p */

@@ -133,23 +133,15 @@ check_row_pass(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 	}
 }
 
-static void
-check_dots(const WalsKernels *k, const float *Y, int f, TestRng *rng)
+/* The n dot products x.y_i against double sums; out[n] must be untouched. */
+static int
+dots_wrong(const float *Y, const int32_t *idx, int n, int f, const float *x,
+		   const float *out)
 {
-	int32_t		idx[MAX_CELLS];
-	float		val[MAX_CELLS];
-	float		x[MAX_F];
-	float		out[MAX_CELLS + 1];
-	int			n = 23;
-	int			bad = 0;
+	int			bad = out[n] != 12345.0f;
 	int			i;
 	int			j;
 
-	for (j = 0; j < f; j++)
-		x[j] = (float) rng_normal(rng);
-	make_cells(n, GUARD_ROWS, idx, val, rng);
-	out[n] = 12345.0f;
-	k->dots(Y, idx, n, f, x, out);
 	for (i = 0; i < n; i++)
 	{
 		double		want = 0.0;
@@ -162,8 +154,38 @@ check_dots(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 		}
 		bad += !close_to(out[i], want, scale);
 	}
-	CHECK(bad == 0 && out[n] == 12345.0f, "%s dots f=%d: %d wrong", k->name, f, bad);
+	return bad;
+}
 
+/* dots, and dots2 on row counts that end inside a group of four. */
+static void
+check_dots(const WalsKernels *k, const float *Y, int f, TestRng *rng)
+{
+	int32_t		idx[MAX_CELLS];
+	float		val[MAX_CELLS];
+	float		x[MAX_F];
+	float		z[MAX_F];
+	float		out[MAX_CELLS + 1];
+	float		out2[MAX_CELLS + 1];
+	int			n = 23;
+	int			j;
+
+	for (j = 0; j < f; j++)
+	{
+		x[j] = (float) rng_normal(rng);
+		z[j] = (float) rng_normal(rng);
+	}
+	make_cells(24, GUARD_ROWS, idx, val, rng);
+	out[n] = 12345.0f;
+	k->dots(Y, idx, n, f, x, out);
+	CHECK(dots_wrong(Y, idx, n, f, x, out) == 0, "%s dots f=%d", k->name, f);
+	for (n = 21; n <= 24; n++)
+	{
+		out[n] = out2[n] = 12345.0f;
+		k->dots2(Y, idx, n, f, x, z, out, out2);
+		CHECK(dots_wrong(Y, idx, n, f, x, out) == 0 && dots_wrong(Y, idx, n, f, z, out2) == 0,
+			  "%s dots2 f=%d n=%d", k->name, f, n);
+	}
 }
 
 /*
