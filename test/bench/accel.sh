@@ -14,8 +14,9 @@
 #    each f of ACCEL_FACTORS (default "64 256 1024"), ACCEL_ITERATIONS
 #    (default 15) iterations of: CG, CG with NCG, subspace (default
 #    block_size), subspace with NCG, and at the f of ACCEL_CHOLESKY_FACTORS
-#    (default "64 512") Cholesky and subspace for the quality comparison,
-#    every run with workers => 1 (two processes on the 2-core machine);
+#    (default "64 512", empty for none) Cholesky and subspace for the
+#    quality comparison, every run with workers => 1 (two processes on the
+#    2-core machine);
 # 3. prints, per run: seconds per iteration, the iterations and seconds to
 #    come within 0.1% of plain CG's last loss, the final loss, and
 #    precision@10 and ndcg@10 on the held-out split (the ref_wals

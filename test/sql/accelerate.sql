@@ -147,6 +147,28 @@ SELECT factors FROM wals_train('acc_tiny', 'user_id', 'item_id', 'rating', model
 RESET wals.max_memory;
 SELECT array_length(factors, 1) FROM acc_wide_item_factors LIMIT 1;
 
+-- An ordinary role trains with both in its own schema, on its own table:
+-- the spare vectors, the line's pass in the parallel workers and the
+-- subspace scratch need no privilege beyond a plain training's.
+CREATE ROLE acc_tenant;
+CREATE SCHEMA acc_own AUTHORIZATION acc_tenant;
+GRANT SELECT ON acc TO acc_tenant;
+SET ROLE acc_tenant;
+CREATE TABLE acc_own.r AS SELECT * FROM acc WHERE user_id <= 500;
+SELECT iterations FROM wals_train('acc_own.r', 'user_id', 'item_id', 'rating', model => 'acc_own.m',
+                                  factors => 8, iterations => 4, solver => 'subspace',
+                                  block_size => 3, accelerate => 'ncg', workers => 1);
+SELECT schema, model, solver, block_size, accelerate, trained_by FROM wals_models WHERE schema = 'acc_own';
+SELECT count(*) FILTER (WHERE step = 'ncg') > 0 AS moved FROM wals_training_log
+WHERE schema = 'acc_own' AND model = 'm';
+SELECT count(*) AS recommended FROM wals_recommend(1, 5, 'acc_own.m');
+SELECT wals_drop_model('acc_own.m') AS dropped_own;
+DROP TABLE acc_own.r;
+RESET ROLE;
+DROP SCHEMA acc_own;
+REVOKE SELECT ON acc FROM acc_tenant;
+DROP ROLE acc_tenant;
+
 -- Bad arguments, each naming itself.
 SELECT * FROM wals_train('acc', 'user_id', 'item_id', accelerate => 'anderson');
 SELECT * FROM wals_train('acc', 'user_id', 'item_id', accelerate => NULL);
