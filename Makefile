@@ -110,7 +110,7 @@ test/unit/wals_unit: $(CORE_SRCS) $(UNIT_SRCS) $(CORE_HDRS) $(wildcard test/unit
 
 # The benchmarks of src/core, no server:
 #   solver_bench: seconds per iteration of the solvers on synthetic data,
-#     ./test/bench/solver_bench [users items nnz f cg|cholesky cg_steps iterations kernels]
+#     ./test/bench/solver_bench [users items nnz f cg|cholesky|subspace steps|block_size iterations kernels]
 #   score_bench: microseconds per top-k query and batch throughput of the
 #     scoring engine on synthetic item factors,
 #     ./test/bench/score_bench [items f k queries users]
