@@ -113,7 +113,10 @@ wals_topk_finish(WalsTopK *heap)
 /*
  * skip is sorted, so one pointer walking beside the item index excludes the
  * rated items in O(n + nskip) with no lookup per item; duplicates in skip
- * are harmless.
+ * are harmless.  Once the heap is full, an item must score above its worst
+ * to enter (an equal score has a higher index, and NaN fails the test), so
+ * most items cost that one comparison, and the pointer moves only for the
+ * others.
  */
 int
 wals_topk_select(const float *scores, int64_t n,
@@ -129,6 +132,8 @@ wals_topk_select(const float *scores, int64_t n,
 		return 0;
 	for (j = 0; j < n; j++)
 	{
+		if (heap.size == heap.k && !(scores[j] > heap.score[0]))
+			continue;
 		while (s < nskip && skip[s] < j)
 			s++;
 		if (s < nskip && skip[s] == j)

@@ -522,6 +522,9 @@ random_trial(TestRng *rng, int n, int k, int users, int levels,
 		{
 			scores[i] = rng_below(rng, 12) == 0 ? NAN :
 				(float) (rng_below(rng, levels) - levels / 2) / 4.0f;
+			/* -0 ties +0 */
+			if (scores[i] == 0.0f && rng_below(rng, 2) == 0)
+				scores[i] = -0.0f;
 			in_train[i] = rng_uniform(rng) < p_train;
 			in_test[i] = rng_uniform(rng) < p_test;
 			if (in_train[i])
@@ -597,6 +600,11 @@ test_random(void)
 		random_trial(&rng, 1 + rng_below(&rng, 80), 1 + rng_below(&rng, 90),
 					 1 + rng_below(&rng, 5), 2 + rng_below(&rng, 10),
 					 0.25, 0.1 + 0.4 * rng_uniform(&rng), "small", trial);
+
+	/* Relevant items on either side of where AUC stops counting. */
+	for (trial = 0; trial < 20; trial++)
+		random_trial(&rng, 200 + rng_below(&rng, 200), 10, 3, 2 + rng_below(&rng, 40), 0.1,
+					 0.2 + 0.15 * rng_uniform(&rng), "medium", trial);
 
 	/* Many relevant items per user: the case the sorted AUC exists for. */
 	for (trial = 0; trial < 4; trial++)

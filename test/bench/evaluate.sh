@@ -1,0 +1,42 @@
+#!/bin/bash
+# Evaluation benchmark: the milliseconds per test user of wals_evaluate at
+# the shape of the public implicit benchmark the issues cite (about 30,000
+# users, 41,000 items, 1M interactions, a fifth of each user's items held
+# out), f = 64, with the training table indexed on its user column and
+# without.
+#
+#   ./test/bench/evaluate.sh       (from the repository root, as root, with
+#                                   the extension built and installed; or
+#                                   `make bench-evaluate`, which does both)
+#
+# 1. generates the set once into test/bench/cache/ (gen_ratings.py --users
+#    29858 --items 40981 --nnz 1030000 --test-fraction 0.2);
+# 2. in a throw-away cluster (pg_virtualenv -t) trains 10 iterations at
+#    f = 64 and runs wals_evaluate EVAL_RUNS times (default 3) without an
+#    index on the training table, then as often with one;
+# 3. prints the CPU, the kernels, every run's seconds and milliseconds per
+#    test user, and the metrics (the same with and without the index).
+#
+# Nothing is asserted.  Environment: WALS_TOOLS, the folder of
+# gen_ratings.py (default ../shared/tools).
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+
+say() { echo "evaluate.sh: $*" >&2; }
+
+# shellcheck source=test/bench/lib.sh
+. test/bench/lib.sh
+
+bench_prepare gen_ratings.py
+
+DATA=implicit-u29858-i40981-n1030000-s$SEED
+gen "$DATA" --users 29858 --items 40981 --nnz 1030000 --test-fraction 0.2
+
+say "evaluating in a throw-away PostgreSQL 15 cluster"
+if ! pg_virtualenv -t -v 15 -o shared_buffers=512MB \
+	bash "$BENCH/evaluate_db.sh" "$CACHE/$DATA" | tee "$OUTDIR/evaluate.txt"; then
+	say "failed (the end of the server log, if any, is above); the cluster is dropped"
+	exit 1
+fi
+say "written to $OUTDIR/evaluate.txt"
