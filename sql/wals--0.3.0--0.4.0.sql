@@ -5,10 +5,14 @@
 -- 'ncg', ALS-NCG) and block_size (the dimensions per block of solver
 -- 'subspace', iALS++); the catalog records both, and the training log says
 -- of each iteration whether it was a plain ALS sweep or an accelerated step.
+-- Frequency-scaled regularization (regularization_exponent) and the
+-- starting factors' scale (init_std), NULL for the models before them.
 
 ALTER TABLE wals_models
 	ADD COLUMN accelerate text NOT NULL DEFAULT 'none',
-	ADD COLUMN block_size int;
+	ADD COLUMN block_size int,
+	ADD COLUMN regularization_exponent real,
+	ADD COLUMN init_std real;
 
 -- 'als': the iteration kept its ALS sweep; 'ncg': it moved further, along
 -- the direction of the nonlinear conjugate gradient.
@@ -38,7 +42,9 @@ CREATE FUNCTION wals_train(
 	warm_start bool DEFAULT false,
 	tolerance real DEFAULT NULL,
 	accelerate text DEFAULT 'none',
-	block_size int DEFAULT NULL)
+	block_size int DEFAULT NULL,
+	regularization_exponent real DEFAULT NULL,
+	init_std real DEFAULT NULL)
 RETURNS SETOF wals_train_result
 AS 'MODULE_PATHNAME', 'wals_train'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;

@@ -35,6 +35,16 @@
 #define WALS_MAX_REAL_PARAM			1e6f
 
 /*
+ * regularization_exponent: the published optimum is 1 (Rendle et al.); at
+ * 2, (n + w0 N)^nu of a billion cells times the largest regularization
+ * still fits a float.
+ */
+#define WALS_MAX_REG_EXPONENT		2.0f
+
+/* init_std: the starting factors' standard deviation is init_std / sqrt(f). */
+#define WALS_MAX_INIT_STD			100.0f
+
+/*
  * Dimensions per block of solver 'subspace' unless block_size is given (or
  * f, when smaller): see README, "Acceleration", for the measurements.
  */

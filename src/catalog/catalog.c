@@ -26,6 +26,7 @@
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -173,12 +174,20 @@ wals_model_display(const char *schema, const char *name)
 #define MODEL_COLUMNS "schema, model, version, factors, feedback, source::pg_catalog.oid," \
 	" user_col, item_col, rating_col, regularization, alpha, unobserved_weight, solver," \
 	" cg_steps, user_factors::pg_catalog.oid, item_factors::pg_catalog.oid"
-#define NCOLUMNS 16
+#define NCOLUMNS 17
+
+/*
+ * The columns added since 0.3.0, last: the steps of an update that come
+ * before them (0.2.0 to 0.3.0 calls this library) read them as NULL.
+ */
+#define MODEL_COLUMNS_SINCE_0_3 ", regularization_exponent"
+#define MODEL_COLUMNS_UPDATING ", NULL::pg_catalog.float4"
 
 static Oid	plans_schema = InvalidOid;
 static SPIPlanPtr by_key_plan = NULL;	/* $1 schema, $2 model */
 static SPIPlanPtr by_path_plan = NULL;	/* $1 model, $2 schemas in order */
 static SPIPlanPtr in_path_plan = NULL;	/* $1 schemas: two models at most */
+static bool plans_updating = false; /* made inside an update of wals */
 
 static void
 prepare_plans(void)
@@ -188,8 +197,11 @@ prepare_plans(void)
 	Oid			key_types[2] = {NAMEOID, TEXTOID};
 	Oid			path_types[2] = {TEXTOID, NAMEARRAYOID};
 	Oid			in_path_type = NAMEARRAYOID;
+	bool		updating = creating_extension;
+	const char *columns = updating ? MODEL_COLUMNS MODEL_COLUMNS_UPDATING :
+		MODEL_COLUMNS MODEL_COLUMNS_SINCE_0_3;
 
-	if (schema == plans_schema && by_key_plan != NULL)
+	if (schema == plans_schema && by_key_plan != NULL && updating == plans_updating)
 		return;
 	if (by_key_plan != NULL)
 		SPI_freeplan(by_key_plan);
@@ -199,21 +211,22 @@ prepare_plans(void)
 		SPI_freeplan(in_path_plan);
 	by_key_plan = by_path_plan = in_path_plan = NULL;
 	table = quote_qualified_identifier(get_namespace_name(schema), "wals_models");
-	by_key_plan = wals_keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s"
+	by_key_plan = wals_keep_plan(psprintf("SELECT %s FROM %s"
 										  " WHERE schema OPERATOR(pg_catalog.=) $1"
-										  " AND model OPERATOR(pg_catalog.=) $2", table),
+										  " AND model OPERATOR(pg_catalog.=) $2", columns, table),
 								 2, key_types);
-	by_path_plan = wals_keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s"
+	by_path_plan = wals_keep_plan(psprintf("SELECT %s FROM %s"
 										   " WHERE model OPERATOR(pg_catalog.=) $1"
 										   " AND schema OPERATOR(pg_catalog.=) ANY ($2)"
 										   " ORDER BY pg_catalog.array_position($2, schema) LIMIT 1",
-										   table),
+										   columns, table),
 								  2, path_types);
-	in_path_plan = wals_keep_plan(psprintf("SELECT " MODEL_COLUMNS " FROM %s"
+	in_path_plan = wals_keep_plan(psprintf("SELECT %s FROM %s"
 										   " WHERE schema OPERATOR(pg_catalog.=) ANY ($1) LIMIT 2",
-										   table),
+										   columns, table),
 								  1, &in_path_type);
 	plans_schema = schema;
+	plans_updating = updating;
 }
 
 static void
@@ -329,6 +342,7 @@ fill_info(WalsModelInfo *info)
 	char	   *feedback;
 	char	   *solver;
 	bool		isnull;
+	float		nu;
 
 	if (SPI_tuptable->tupdesc->natts != NCOLUMNS)
 		elog(ERROR, "wals: the model catalog returned %d columns", SPI_tuptable->tupdesc->natts);
@@ -368,6 +382,14 @@ fill_info(WalsModelInfo *info)
 	info->params.factors = info->factors;
 	info->user_rel = oid_value(info, 15, "user_factors");
 	info->item_rel = oid_value(info, 16, "item_factors");
+	nu = DatumGetFloat4(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 17, &isnull));
+	if (!isnull)
+	{
+		info->params.frequency_scaled = true;
+		info->params.reg_exponent = nu;
+		if (!isfinite(nu) || nu < 0 || nu > WALS_MAX_REG_EXPONENT)
+			bad_value(info, psprintf("\"regularization_exponent\" is %g", nu));
+	}
 }
 
 /* Fill info from the catalog row of schema.name; false if there is none. */

@@ -71,7 +71,7 @@ wals_line_rows(const WalsParams *params, const WalsCsr *R,
 		const float *dx = DX + u * f;
 		int64_t		start = R->indptr[u];
 		int64_t		nnz = R->indptr[u + 1] - start;
-		double		s = params->feedback == WALS_EXPLICIT ? (double) nnz : 1.0;
+		double		s = wals_row_scale(params, nnz, R->ncols);
 		int64_t		j0;
 
 		for (j0 = 0; j0 < nnz; j0 += LINE_BLOCK)
@@ -117,8 +117,7 @@ wals_line_reg_rows(const WalsParams *params, const WalsCsr *Rt,
 
 	for (i = lo; i < hi; i++)
 	{
-		double		s = params->feedback == WALS_EXPLICIT ?
-			(double) (Rt->indptr[i + 1] - Rt->indptr[i]) : 1.0;
+		double		s = wals_row_scale(params, Rt->indptr[i + 1] - Rt->indptr[i], Rt->ncols);
 
 		add_reg(params->regularization * s, Y + i * f, DY + i * f, f, coef);
 	}

@@ -23,14 +23,14 @@ wals_explain_scratch(int f)
 
 WalsStatus
 wals_explain_row(const WalsParams *params, const float *G, const float *Y,
-				 const int32_t *idx, const float *val, int64_t n,
+				 int64_t ncols, const int32_t *idx, const float *val, int64_t n,
 				 const float *yi, float *contrib, double *scratch)
 {
 	int			f = params->factors;
 	double	   *A = scratch;
 	double	   *w = A + (size_t) f * f;
 	WalsCellLinear cl = wals_cell_linear(params);
-	double		s = params->feedback == WALS_EXPLICIT ? (double) n : 1.0;
+	double		s = wals_row_scale(params, n, ncols);
 
 	if (f <= 0 || n < 0)
 		return WALS_EINVAL;

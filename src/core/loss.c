@@ -81,7 +81,7 @@ wals_loss_rows(const WalsParams *params, const WalsCsr *R,
 		const float *x = X + u * f;
 		int64_t		start = R->indptr[u];
 		int64_t		nnz = R->indptr[u + 1] - start;
-		double		s = params->feedback == WALS_EXPLICIT ? (double) nnz : 1.0;
+		double		s = wals_row_scale(params, nnz, R->ncols);
 
 		total += row_loss(params, kern, x, Y, R->indices + start,
 						  R->values + start, nnz);
@@ -101,8 +101,7 @@ wals_reg_rows(const WalsParams *params, const WalsCsr *Rt,
 
 	for (i = lo; i < hi; i++)
 	{
-		double		s = params->feedback == WALS_EXPLICIT ?
-			(double) (Rt->indptr[i + 1] - Rt->indptr[i]) : 1.0;
+		double		s = wals_row_scale(params, Rt->indptr[i + 1] - Rt->indptr[i], Rt->ncols);
 
 		total += s * sqnorm(Y + i * f, f);
 	}

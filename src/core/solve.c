@@ -246,7 +246,7 @@ wals_solve_rows(const WalsParams *params, const WalsCsr *R,
 	{
 		int64_t		start = R->indptr[u];
 		int			nnz = (int) (R->indptr[u + 1] - start);
-		float		s = params->feedback == WALS_EXPLICIT ? (float) nnz : 1.0f;
+		float		s = (float) wals_row_scale(params, nnz, R->ncols);
 		float	   *x = X + u * f;
 		WalsStatus	st;
 

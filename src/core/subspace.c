@@ -297,7 +297,7 @@ wals_solve_rows_subspace(const WalsParams *params, const WalsCsr *R,
 			row->idx = R->indices + start;
 			row->val = R->values + start;
 			row->nnz = (int) nnz;
-			row->s = params->feedback == WALS_EXPLICIT ? (float) nnz : 1.0f;
+			row->s = (float) wals_row_scale(params, nnz, R->ncols);
 			row->x = X + u * f;
 			row->yhat = yhat + cells;
 			row->status = WALS_OK;

@@ -28,6 +28,8 @@
 #define WALS_CORE_H
 
 #include <float.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,7 +82,30 @@ typedef struct WalsParams
 	float		alpha;			/* implicit confidence slope */
 	float		w0;				/* unobserved weight, already resolved */
 	int			block_size;		/* dimensions per block of WALS_SUBSPACE */
+	bool		frequency_scaled;	/* s = (n + w0 N)^reg_exponent */
+	float		reg_exponent;	/* nu of that scale */
 } WalsParams;
+
+/*
+ * The scale s of a row's regularisation, lambda s |x|^2 in L, for a row
+ * of n ratings when the other side has ncols rows.  Frequency scaling
+ * (Rendle, Krichene, Zhang, Koren, arXiv:2110.14037) is
+ * s = (n + w0 ncols)^nu: the row's share of all weighted cells; without
+ * it, s is what every model had before it, 1 for implicit feedback and n
+ * for explicit (ALS-WR).  nu = 0 and 1 are exact, without pow().
+ */
+static inline double
+wals_row_scale(const WalsParams *params, int64_t n, int64_t ncols)
+{
+	double		base;
+
+	if (!params->frequency_scaled)
+		return params->feedback == WALS_EXPLICIT ? (double) n : 1.0;
+	if (params->reg_exponent == 0.0f)
+		return 1.0;
+	base = (double) n + (double) params->w0 * (double) ncols;
+	return params->reg_exponent == 1.0f ? base : pow(base, params->reg_exponent);
+}
 
 /*
  * Compressed sparse rows.  values hold the merged rating r of each cell; the
@@ -374,7 +399,7 @@ extern size_t wals_explain_scratch(int f);
  * positive definite.
  */
 extern WalsStatus wals_explain_row(const WalsParams *params, const float *G,
-								   const float *Y, const int32_t *idx,
+								   const float *Y, int64_t ncols, const int32_t *idx,
 								   const float *val, int64_t n, const float *yi,
 								   float *contrib, double *scratch);
 

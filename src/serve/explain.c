@@ -50,7 +50,7 @@ wals_explain(PG_FUNCTION_ARGS)
 		wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
 		n = row.indptr[1];
 		contrib = palloc(sizeof(float) * Max(n, 1));
-		st = wals_explain_row(&m->info.params, m->G, m->Y, row.indices, row.values, n,
+		st = wals_explain_row(&m->info.params, m->G, m->Y, m->nitems, row.indices, row.values, n,
 							  m->Y + item * m->factors, contrib,
 							  palloc(sizeof(double) * wals_explain_scratch(m->factors)));
 		if (st != WALS_OK)

@@ -43,14 +43,16 @@ enum
 	ARG_WARM_START,
 	ARG_TOLERANCE,
 	ARG_ACCELERATE,
-	ARG_BLOCK_SIZE
+	ARG_BLOCK_SIZE,
+	ARG_REGULARIZATION_EXPONENT,
+	ARG_INIT_STD
 };
 
 static const char *const arg_names[] = {
 	"source", "user_col", "item_col", "rating_col", "model", "factors",
 	"iterations", "regularization", "feedback", "alpha", "unobserved_weight",
 	"solver", "cg_steps", "device", "workers", "seed", "warm_start", "tolerance",
-	"accelerate", "block_size"
+	"accelerate", "block_size", "regularization_exponent", "init_std"
 };
 
 const char *
@@ -305,4 +307,14 @@ wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 	args->warm_start = PG_GETARG_BOOL(ARG_WARM_START);
 
 	args->tolerance = PG_ARGISNULL(ARG_TOLERANCE) ? -1.0 : real_arg(fcinfo, ARG_TOLERANCE, 1.0f);
+
+	/* NULL: the scale and start of every model before them, bit for bit */
+	if (!PG_ARGISNULL(ARG_REGULARIZATION_EXPONENT))
+	{
+		args->params.frequency_scaled = true;
+		args->params.reg_exponent = real_arg(fcinfo, ARG_REGULARIZATION_EXPONENT,
+											 WALS_MAX_REG_EXPONENT);
+	}
+	args->init_std = PG_ARGISNULL(ARG_INIT_STD) ? -1.0f :
+		real_arg(fcinfo, ARG_INIT_STD, WALS_MAX_INIT_STD);
 }

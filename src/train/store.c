@@ -164,7 +164,7 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	return relid;
 }
 
-#define NCATALOG 34
+#define NCATALOG 36
 
 /* Replace the catalog row of the model and append its training log. */
 static void
@@ -218,6 +218,8 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	PARAM(TEXTOID, CStringGetTextDatum(GetUserNameFromId(GetUserId(), false)), false);
 	PARAM(TEXTOID, CStringGetTextDatum(wals_accelerate_name(args->accelerate)), false);
 	PARAM(INT4OID, Int32GetDatum(p->block_size), p->solver != WALS_SUBSPACE);
+	PARAM(FLOAT4OID, Float4GetDatum(p->reg_exponent), !p->frequency_scaled);
+	PARAM(FLOAT4OID, Float4GetDatum(args->init_std), args->init_std < 0);
 #undef PARAM
 
 	wals_become_catalog_writer(&save);
@@ -231,10 +233,11 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 					 " unobserved_weight, solver, cg_steps, seed, tolerance, warm_start,"
 					 " users, items, ratings, loss, device, workers, load_s, train_s,"
 					 " store_s, total_s, version, user_factors, item_factors,"
-					 " trained_by, accelerate, block_size, trained_at)"
+					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
+					 " trained_at)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
-					 " $28, $29, $30, $31, $32, $33, $34, pg_catalog.now())",
+					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, pg_catalog.now())",
 					 wals_catalog_table("wals_models"));
 	if (SPI_execute_with_args(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"", args->model_display);

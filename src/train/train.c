@@ -16,6 +16,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
 #include "executor/spi.h"
@@ -68,10 +70,11 @@ static void
 init_factors(const WalsTrainArgs *args, const WalsData *data, float *X, float *Y)
 {
 	int			f = args->params.factors;
+	float		scale = args->init_std < 0 ? WALS_INIT_SCALE : args->init_std / sqrtf((float) f);
 
-	wals_init_rows(X, data->user_ids, 0, data->nusers, f, (uint64) args->seed, WALS_INIT_SCALE);
+	wals_init_rows(X, data->user_ids, 0, data->nusers, f, (uint64) args->seed, scale);
 	wals_init_rows(Y, data->item_ids, 0, data->nitems, f,
-				   (uint64) args->seed ^ UINT64CONST(0x9e3779b97f4a7c15), WALS_INIT_SCALE);
+				   (uint64) args->seed ^ UINT64CONST(0x9e3779b97f4a7c15), scale);
 	if (args->warm_start)
 		wals_warm_start(args, data, X, Y);
 }

@@ -49,6 +49,8 @@ typedef struct WalsTrainArgs
 	int			seed;
 	bool		warm_start;
 	double		tolerance;		/* negative: no early stop */
+	float		init_std;		/* start from N(0, init_std / sqrt(f)); negative:
+								 * from N(0, WALS_INIT_SCALE) */
 	WalsAccelerate accelerate;
 } WalsTrainArgs;
 

@@ -142,7 +142,7 @@ static WalsParams
 shape_params(const Shape *shape, WalsSolver solver, int block_size)
 {
 	WalsParams	params = {shape->feedback, solver, shape->factors, 3, 0.1f, 1.0f, shape->w0,
-	block_size};
+	block_size, false, 0.0f};
 
 	return params;
 }
@@ -255,7 +255,7 @@ check_indefinite(WalsSolver solver, int block_size)
 {
 	static const Shape shape = {"indefinite", WALS_IMPLICIT, 1.0f, 50, 20, 300, 8, 1};
 	const int64_t skip = 3;
-	WalsParams	params = {WALS_IMPLICIT, solver, 8, 3, -1.0f, 1.0f, 1.0f, block_size};
+	WalsParams	params = {WALS_IMPLICIT, solver, 8, 3, -1.0f, 1.0f, 1.0f, block_size, false, 0.0f};
 	int			f = params.factors;
 	WalsCsr		R;
 	WalsCsr		Rt;

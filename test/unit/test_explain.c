@@ -57,7 +57,7 @@ test_explain(void)
 				double		score = 0.0;
 				double		sum = 0.0;
 				double		scale = 0.0;
-				WalsStatus	st = wals_explain_row(&tp.params, G, tp.Y, tp.R.indices + lo,
+				WalsStatus	st = wals_explain_row(&tp.params, G, tp.Y, tp.R.ncols, tp.R.indices + lo,
 												  tp.R.values + lo, n, yi, contrib, scratch);
 
 				CHECK(st == WALS_OK, "%s row %d item %d: status %s", tv->name, u, i,
@@ -91,14 +91,14 @@ test_explain(void)
 void
 test_explain_by_hand(void)
 {
-	WalsParams	params = {WALS_IMPLICIT, WALS_CHOLESKY, 2, 3, 1.0f, 1.0f, 1.0f, 0};
+	WalsParams	params = {WALS_IMPLICIT, WALS_CHOLESKY, 2, 3, 1.0f, 1.0f, 1.0f, 0, false, 0.0f};
 	float		G[4] = {1, 0, 0, 1};
 	float		Y[4] = {1, 0, 2, 5};
 	int32_t		idx[1] = {0};
 	float		val[1] = {1.0f};
 	float		contrib[1];
 	double		scratch[6];
-	WalsStatus	st = wals_explain_row(&params, G, Y, idx, val, 1, Y + 2, contrib, scratch);
+	WalsStatus	st = wals_explain_row(&params, G, Y, 2, idx, val, 1, Y + 2, contrib, scratch);
 
 	CHECK(st == WALS_OK && fabsf(contrib[0] - 4.0f / 3.0f) < 1e-6f,
 		  "by hand: status %s, term %g, want 4/3", wals_status_string(st), contrib[0]);
@@ -107,6 +107,6 @@ test_explain_by_hand(void)
 	params.regularization = 0.0f;
 	params.w0 = 0.0f;
 	params.feedback = WALS_EXPLICIT;
-	st = wals_explain_row(&params, G, Y, idx, val, 1, Y + 2, contrib, scratch);
+	st = wals_explain_row(&params, G, Y, 2, idx, val, 1, Y + 2, contrib, scratch);
 	CHECK(st == WALS_ESINGULAR, "a singular system: status %s", wals_status_string(st));
 }
