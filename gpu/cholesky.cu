@@ -126,7 +126,7 @@ system_weights(const SystemParams &w, float r, float *c, float *p)
  * system.
  */
 static __global__ void __launch_bounds__(CHOL_THREADS)
-chol_build(SystemParams w, const long long *__restrict__ indptr,
+chol_build(SystemParams w, RowScale rs, const long long *__restrict__ indptr,
 		   const int *__restrict__ indices, const float *__restrict__ values,
 		   const float *__restrict__ Y, const float *__restrict__ G, long long lo,
 		   int f, int b0, int nb, int dim, const float *__restrict__ yhat,
@@ -145,7 +145,7 @@ chol_build(SystemParams w, const long long *__restrict__ indptr,
 	int			tx = threadIdx.x % CHOL_SIDE;
 	int			ty = threadIdx.x / CHOL_SIDE;
 	int			tiles = (nb + CHOL_TILE - 1) / CHOL_TILE;
-	float		s = w.implicit ? 1.0f : (float) nnz;
+	float		s = (float) row_scale(rs, nnz);
 
 	if (nnz == 0)
 	{
@@ -369,6 +369,7 @@ chol_pointers(float *A, float *b, int dim, long long rows, float **Aptr, float *
 struct CholeskySolver
 {
 	SystemParams params;
+	RowScale	scale;			/* of the side being solved */
 	int			f;
 	int			dim;
 	long long	rows;
@@ -508,6 +509,7 @@ wals_cuda_cholesky_begin(const WalsCudaProblem *p, cublasHandle_t blas, long lon
 	c->params.alpha = p->alpha;
 	c->params.w0 = p->w0;
 	c->params.lambda = p->regularization;
+	c->scale = wals_cuda_row_scale(p, 0);
 	c->f = p->factors;
 	c->dim = wals_cuda_block_dim(p);
 	c->rows = rows;
@@ -573,7 +575,7 @@ cholesky_batch(CholeskySolver *c, long long lo, int m, const long long *indptr,
 {
 	int			f = c->f;
 
-	chol_build<<<(unsigned int) m, CHOL_THREADS>>>(c->params, indptr, indices, values, Y, G,
+	chol_build<<<(unsigned int) m, CHOL_THREADS>>>(c->params, c->scale, indptr, indices, values, Y, G,
 												   lo, f, 0, f, f, NULL, NULL, NULL,
 												   c->A, c->b);
 	CUDA_TRY(cudaGetLastError(), what);
@@ -611,7 +613,7 @@ subspace_batch(CholeskySolver *c, long long lo, int m, const long long *indptr,
 	{
 		int			nb = f - b0 < dim ? f - b0 : dim;
 
-		chol_build<<<(unsigned int) m, CHOL_THREADS>>>(c->params, indptr, indices, values, Y,
+		chol_build<<<(unsigned int) m, CHOL_THREADS>>>(c->params, c->scale, indptr, indices, values, Y,
 													   G, lo, f, b0, nb, dim, c->yhat, c->gx,
 													   X, c->A, c->b);
 		CUDA_TRY(cudaGetLastError(), what);
@@ -635,13 +637,15 @@ subspace_batch(CholeskySolver *c, long long lo, int m, const long long *indptr,
  * there, and the host waits once, for the failing row.
  */
 int
-wals_cuda_cholesky_solve(CholeskySolver *c, long long nrows, const long long *indptr,
+wals_cuda_cholesky_solve(CholeskySolver *c, long long nrows, long long ncols,
+						 const long long *indptr,
 						 const int *indices, const float *values, const float *Y,
 						 const float *G, float *X, int side, const char *what,
 						 WalsCudaError *err)
 {
 	unsigned long long bad = 0;
 
+	c->scale.ncols = ncols;
 	CUDA_TRY(cudaMemset(c->bad, 0xff, sizeof(*c->bad)), what);
 	for (long long lo = 0; lo < nrows; lo += c->rows)
 	{

@@ -87,6 +87,40 @@ wals_cuda_block_dim(const WalsCudaProblem *p)
 		p->block_size : p->factors;
 }
 
+/*
+ * The scale s of a row's regularisation, lambda s |x|^2: src/core's
+ * wals_row_scale, with the other side's row count of the matrix solved.
+ */
+struct RowScale
+{
+	int			frequency;		/* (n + w0 ncols)^nu, else the classic s */
+	int			explicit_n;		/* classic: n for explicit feedback, else 1 */
+	float		nu;
+	float		w0;
+	long long	ncols;
+};
+
+__device__ inline double
+row_scale(const RowScale &rs, long long n)
+{
+	double		base;
+
+	if (!rs.frequency)
+		return rs.explicit_n ? (double) n : 1.0;
+	if (rs.nu == 0.0f)
+		return 1.0;
+	base = (double) n + (double) rs.w0 * (double) rs.ncols;
+	return rs.nu == 1.0f ? base : pow(base, (double) rs.nu);
+}
+
+static inline RowScale
+wals_cuda_row_scale(const WalsCudaProblem *p, long long ncols)
+{
+	RowScale	rs = {p->frequency_scaled != 0, p->feedback != 0, p->reg_exponent, p->w0, ncols};
+
+	return rs;
+}
+
 /* cholesky.cu: the Cholesky and subspace solvers */
 struct CholeskySolver;
 size_t		wals_cuda_cholesky_bytes(const WalsCudaProblem *p, long long rows);
@@ -94,7 +128,7 @@ long long	wals_cuda_cholesky_rows(const WalsCudaProblem *p, long long most, size
 int			wals_cuda_cholesky_begin(const WalsCudaProblem *p, cublasHandle_t blas,
 									 long long rows, CholeskySolver **out,
 									 WalsCudaError *err);
-int			wals_cuda_cholesky_solve(CholeskySolver *c, long long nrows,
+int			wals_cuda_cholesky_solve(CholeskySolver *c, long long nrows, long long ncols,
 									 const long long *indptr, const int *indices,
 									 const float *values, const float *Y, const float *G,
 									 float *X, int side, const char *what,

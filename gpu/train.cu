@@ -167,7 +167,7 @@ symv(const float *__restrict__ G, int f, float alpha, const float *v, float *out
  * row is named, as the CPU names it.
  */
 __global__ void
-cg_rows(Weights w, int explicit_scale, int cg_steps, const long long *__restrict__ indptr,
+cg_rows(Weights w, RowScale rs, int cg_steps, const long long *__restrict__ indptr,
 		const int *__restrict__ indices, const float *__restrict__ values,
 		const float *__restrict__ Y, const float *__restrict__ G, float *X,
 		long long nrows, int f, unsigned long long *bad)
@@ -195,7 +195,7 @@ cg_rows(Weights w, int explicit_scale, int cg_steps, const long long *__restrict
 			X[(size_t) u * f + k] = 0.0f;
 		return;
 	}
-	s = explicit_scale ? (float) nnz : 1.0f;
+	s = (float) row_scale(rs, nnz);
 	for (int k = threadIdx.x; k < f; k += blockDim.x)
 		x[k] = X[(size_t) u * f + k];
 	__syncthreads();
@@ -263,7 +263,7 @@ cg_rows(Weights w, int explicit_scale, int cg_steps, const long long *__restrict
  * the regularisation (the item side's share).
  */
 __global__ void
-loss_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict__ indptr,
+loss_rows(Weights w, RowScale rs, bool cells, const long long *__restrict__ indptr,
 		  const int *__restrict__ indices, const float *__restrict__ values,
 		  const float *__restrict__ X, const float *__restrict__ Y,
 		  long long nrows, int f, double *out)
@@ -300,7 +300,7 @@ loss_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict
 	if (threadIdx.x < 32)
 	{
 		double		sq = 0.0;
-		double		s = explicit_scale ? (double) nnz : 1.0;
+		double		s = row_scale(rs, nnz);
 
 		for (int k = lane; k < f; k += 32)
 			sq += (double) x[k] * x[k];
@@ -331,7 +331,7 @@ loss_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict
  * only the regularisation (the item side's share).
  */
 __global__ void
-line_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict__ indptr,
+line_rows(Weights w, RowScale rs, bool cells, const long long *__restrict__ indptr,
 		  const int *__restrict__ indices, const float *__restrict__ values,
 		  const float *__restrict__ X, const float *__restrict__ DX,
 		  const float *__restrict__ Y, const float *__restrict__ DY,
@@ -396,7 +396,7 @@ line_rows(Weights w, int explicit_scale, bool cells, const long long *__restrict
 		double		xx = 0.0;
 		double		xd = 0.0;
 		double		dd = 0.0;
-		double		ls = (double) w.lambda * (explicit_scale ? (double) nnz : 1.0);
+		double		ls = (double) w.lambda * row_scale(rs, nnz);
 
 		for (int k = lane; k < f; k += 32)
 		{
@@ -543,6 +543,7 @@ row_sums(const double *__restrict__ rows, long long nrows, int terms, double *pa
 struct DeviceCsr
 {
 	long long	nrows;
+	long long	ncols;			/* the other side's rows */
 	long long  *indptr;
 	int		   *indices;
 	float	   *values;
@@ -668,11 +669,11 @@ half_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, floa
 	if (R->nrows == 0)
 		return 0;
 	if (t->cholesky != NULL)
-		return wals_cuda_cholesky_solve(t->cholesky, R->nrows, R->indptr, R->indices,
+		return wals_cuda_cholesky_solve(t->cholesky, R->nrows, R->ncols, R->indptr, R->indices,
 										R->values, Y, G, X, side, what, err);
 	CUDA_TRY(cudaMemset(t->bad, 0xff, sizeof(*t->bad)), what);
 	cg_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS, cg_shared(f)>>>(
-		t->weights, t->prob.feedback != 0, t->prob.cg_steps, R->indptr, R->indices,
+		t->weights, wals_cuda_row_scale(&t->prob, R->ncols), t->prob.cg_steps, R->indptr, R->indices,
 		R->values, Y, G, X, R->nrows, f, t->bad);
 	CUDA_TRY(cudaGetLastError(), what);
 	CUDA_TRY(cudaMemcpy(&bad, t->bad, sizeof(bad), cudaMemcpyDeviceToHost), what);
@@ -711,7 +712,8 @@ sum_parts(Training *t, const DeviceCsr *R, bool cells, const float *X, const flo
 	if (R->nrows == 0)
 		return 0;
 	loss_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS>>>(
-		t->weights, t->prob.feedback != 0, cells, R->indptr, R->indices, R->values,
+		t->weights, wals_cuda_row_scale(&t->prob, R->ncols), cells, R->indptr, R->indices,
+		R->values,
 		X, Y, R->nrows, t->prob.factors, t->parts);
 	CUDA_TRY(cudaGetLastError(), "computing the loss");
 	return add_parts(t, R->nrows, 1, total, "computing the loss", err);
@@ -794,6 +796,8 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 		upload_csr(&t->by_item, p->nitems, p->item_indptr, p->item_indices,
 				   p->item_values, err) != 0)
 		return err->code;
+	t->by_user.ncols = p->nitems;
+	t->by_item.ncols = p->nusers;
 	CUDA_TRY(cudaMalloc(&t->X, xs + ys > 0 ? xs + ys : 1), what);
 	t->Y = t->X + (size_t) p->nusers * f;
 	for (int k = 1; k <= p->vectors; k++)
@@ -1029,7 +1033,8 @@ line_side(Training *t, const DeviceCsr *R, bool cells, const float *X, const flo
 	if (R->nrows == 0)
 		return 0;
 	line_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS>>>(
-		t->weights, t->prob.feedback != 0, cells, R->indptr, R->indices, R->values,
+		t->weights, wals_cuda_row_scale(&t->prob, R->ncols), cells, R->indptr, R->indices,
+		R->values,
 		X, DX, Y, DY, R->nrows, t->prob.factors, t->parts);
 	CUDA_TRY(cudaGetLastError(), what);
 	return add_parts(t, R->nrows, WALS_CUDA_LINE_TERMS, coef, what, err);

@@ -21,7 +21,7 @@ extern "C"
 #endif
 
 /* Bumped whenever the table below changes, so a stale library is refused. */
-#define WALS_CUDA_ABI_VERSION	4
+#define WALS_CUDA_ABI_VERSION	5
 
 /* What the CUDA runtime says of one device. */
 typedef struct WalsCudaDevice
@@ -55,7 +55,10 @@ typedef struct WalsCudaDevice
  * when block_size >= f, which is the Cholesky solve).  vectors is the
  * number of spare vectors of the size of all factors that the training
  * keeps on the device for the operations below (0 to
- * WALS_CUDA_MAX_VECTORS; 0 refuses them).
+ * WALS_CUDA_MAX_VECTORS; 0 refuses them).  With frequency_scaled, a row
+ * of n ratings is regularised by lambda (n + w0 N)^reg_exponent, N the
+ * other side's rows, and otherwise by lambda (implicit) or lambda n
+ * (explicit), as src/core's wals_row_scale.
  */
 typedef struct WalsCudaProblem
 {
@@ -68,6 +71,8 @@ typedef struct WalsCudaProblem
 	float		regularization;
 	float		alpha;
 	float		w0;
+	int			frequency_scaled;
+	float		reg_exponent;
 	int64_t		nusers;
 	int64_t		nitems;
 	const int64_t *user_indptr;

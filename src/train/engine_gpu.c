@@ -54,6 +54,8 @@ describe_problem(const WalsProblem *problem, WalsCudaProblem *p)
 	p->regularization = params->regularization;
 	p->alpha = params->alpha;
 	p->w0 = params->w0;
+	p->frequency_scaled = params->frequency_scaled ? 1 : 0;
+	p->reg_exponent = params->reg_exponent;
 	p->nusers = data->nusers;
 	p->nitems = data->nitems;
 	p->user_indptr = data->by_user.indptr;

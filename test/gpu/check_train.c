@@ -48,6 +48,7 @@ typedef struct Shape
 	size_t		ratings;
 	int			factors;
 	int			iterations;		/* compared, one by one */
+	float		nu;				/* regularization exponent; negative: classic */
 } Shape;
 
 /* Skewed random ratings, both matrices, and the seeded starting factors. */
@@ -113,6 +114,8 @@ make_problem(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
 	problem->regularization = params->regularization;
 	problem->alpha = params->alpha;
 	problem->w0 = params->w0;
+	problem->frequency_scaled = params->frequency_scaled;
+	problem->reg_exponent = params->reg_exponent;
 	problem->nusers = R->nrows;
 	problem->nitems = Rt->nrows;
 	problem->user_indptr = R->indptr;
@@ -142,7 +145,7 @@ static WalsParams
 shape_params(const Shape *shape, WalsSolver solver, int block_size)
 {
 	WalsParams	params = {shape->feedback, solver, shape->factors, 3, 0.1f, 1.0f, shape->w0,
-	block_size, false, 0.0f};
+	block_size, shape->nu >= 0, shape->nu >= 0 ? shape->nu : 0.0f};
 
 	return params;
 }
@@ -253,7 +256,7 @@ check_shape(const Shape *shape, WalsSolver solver, int block_size)
 static void
 check_indefinite(WalsSolver solver, int block_size)
 {
-	static const Shape shape = {"indefinite", WALS_IMPLICIT, 1.0f, 50, 20, 300, 8, 1};
+	static const Shape shape = {"indefinite", WALS_IMPLICIT, 1.0f, 50, 20, 300, 8, 1, -1.0f};
 	const int64_t skip = 3;
 	WalsParams	params = {WALS_IMPLICIT, solver, 8, 3, -1.0f, 1.0f, 1.0f, block_size, false, 0.0f};
 	int			f = params.factors;
@@ -622,7 +625,7 @@ refused(const char *what, int rc, const WalsCudaError *err)
 static void
 check_refusals(void)
 {
-	static const Shape shape = {"refusals", WALS_IMPLICIT, 1.0f, 30, 20, 200, 4, 1};
+	static const Shape shape = {"refusals", WALS_IMPLICIT, 1.0f, 30, 20, 200, 4, 1, -1.0f};
 	WalsParams	params = shape_params(&shape, WALS_CG, 0);
 	WalsCsr		R;
 	WalsCsr		Rt;
@@ -675,15 +678,19 @@ int
 main(int argc, char **argv)
 {
 	static const Shape shapes[] = {
-		{"implicit f=64", WALS_IMPLICIT, 1.0f, 3000, 800, 60000, 64, 5},
-		{"explicit f=32", WALS_EXPLICIT, 0.0f, 3000, 800, 60000, 32, 5},
-		{"unobserved weight 0.3, f=17", WALS_IMPLICIT, 0.3f, 2000, 500, 30000, 17, 5},
-		{"one user", WALS_IMPLICIT, 1.0f, 1, 50, 30, 8, 5},
-		{"f=1", WALS_IMPLICIT, 1.0f, 500, 100, 3000, 1, 5},
-		{"f=256, users without ratings", WALS_IMPLICIT, 1.0f, 400, 300, 2000, 256, 5},
-		{"explicit f=100", WALS_EXPLICIT, 0.0f, 600, 400, 12000, 100, 5},
-		{"f=1024", WALS_IMPLICIT, 1.0f, 60, 40, 600, 1024, 5},
-		{"f=4096", WALS_IMPLICIT, 1.0f, 4, 3, 10, 4096, 2},
+		{"implicit f=64", WALS_IMPLICIT, 1.0f, 3000, 800, 60000, 64, 5, -1.0f},
+		{"explicit f=32", WALS_EXPLICIT, 0.0f, 3000, 800, 60000, 32, 5, -1.0f},
+		{"unobserved weight 0.3, f=17", WALS_IMPLICIT, 0.3f, 2000, 500, 30000, 17, 5, -1.0f},
+		{"one user", WALS_IMPLICIT, 1.0f, 1, 50, 30, 8, 5, -1.0f},
+		{"f=1", WALS_IMPLICIT, 1.0f, 500, 100, 3000, 1, 5, -1.0f},
+		{"f=256, users without ratings", WALS_IMPLICIT, 1.0f, 400, 300, 2000, 256, 5, -1.0f},
+		{"explicit f=100", WALS_EXPLICIT, 0.0f, 600, 400, 12000, 100, 5, -1.0f},
+		{"f=1024", WALS_IMPLICIT, 1.0f, 60, 40, 600, 1024, 5, -1.0f},
+		{"f=4096", WALS_IMPLICIT, 1.0f, 4, 3, 10, 4096, 2, -1.0f},
+		{"frequency-scaled, nu=1, w0 0.05, f=32", WALS_IMPLICIT, 0.05f, 2000, 500, 30000, 32, 5,
+		1.0f},
+		{"frequency-scaled explicit, nu=0.5, f=16", WALS_EXPLICIT, 0.0f, 1500, 400, 20000, 16, 5,
+		0.5f},
 	};
 	void	   *handle;
 	WalsCudaInit init;

@@ -179,6 +179,8 @@ host_train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 	t->params.regularization = p->regularization;
 	t->params.alpha = p->alpha;
 	t->params.w0 = p->w0;
+	t->params.frequency_scaled = p->frequency_scaled != 0;
+	t->params.reg_exponent = p->reg_exponent;
 	t->params.block_size = p->block_size;
 	t->vectors = p->vectors;
 
