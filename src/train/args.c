@@ -317,4 +317,10 @@ wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 	}
 	args->init_std = PG_ARGISNULL(ARG_INIT_STD) ? -1.0f :
 		real_arg(fcinfo, ARG_INIT_STD, WALS_MAX_INIT_STD);
+	/* from all-zero factors every sweep solves to zero again */
+	if (args->init_std == 0.0f)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for \"init_std\": 0"),
+				 errhint("\"init_std\" must be above 0: factors that all start at zero stay there.")));
 }

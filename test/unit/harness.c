@@ -271,6 +271,19 @@ col_count(const TestProblem *tp, int i)
 }
 
 /*
+ * The regularisation scale of a row with count ratings, the other side
+ * having others rows, written from its definition (README) rather than
+ * through wals_row_scale.
+ */
+static double
+brute_scale(const TestProblem *tp, int count, int others)
+{
+	if (!tp->params.frequency_scaled)
+		return tp->params.feedback == WALS_EXPLICIT ? count : 1;
+	return pow(count + (double) tp->params.w0 * others, tp->params.reg_exponent);
+}
+
+/*
  * Every cell visited, each with its own weight and target, and s_u, s_i
  * counted from the dense matrix rather than from the CSR.
  */
@@ -278,7 +291,6 @@ double
 brute_loss(const TestProblem *tp, const float *X, const float *Y)
 {
 	int			f = tp->params.factors;
-	int			is_explicit = tp->params.feedback == WALS_EXPLICIT;
 	double		lam = tp->params.regularization;
 	double		total = 0.0;
 	int			u;
@@ -299,11 +311,11 @@ brute_loss(const TestProblem *tp, const float *X, const float *Y)
 		}
 	for (u = 0; u < tp->m; u++)
 		for (k = 0; k < f; k++)
-			total += lam * (is_explicit ? row_count(tp, u) : 1) *
+			total += lam * brute_scale(tp, row_count(tp, u), tp->n) *
 				(double) X[u * f + k] * X[u * f + k];
 	for (i = 0; i < tp->n; i++)
 		for (k = 0; k < f; k++)
-			total += lam * (is_explicit ? col_count(tp, i) : 1) *
+			total += lam * brute_scale(tp, col_count(tp, i), tp->m) *
 				(double) Y[i * f + k] * Y[i * f + k];
 	return total;
 }
@@ -316,7 +328,7 @@ void
 brute_solve_row(const TestProblem *tp, const float *Y, int u, double *x)
 {
 	int			f = tp->params.factors;
-	double		s = tp->params.feedback == WALS_EXPLICIT ? row_count(tp, u) : 1;
+	double		s = brute_scale(tp, row_count(tp, u), tp->n);
 	double	   *A = test_alloc((size_t) f * (f + 1), sizeof(double));
 	int			i;
 	int			a;

@@ -140,6 +140,74 @@ test_against_dense(void)
 }
 
 /*
+ * Frequency-scaled regularisation, s = (n + w0 N)^nu, on every variant and
+ * solver: the rows against the dense normal equations, the loss against
+ * every cell, and nu = 0 giving the classic implicit models exactly.
+ */
+static void
+test_frequency_scaled(void)
+{
+	static const float nus[] = {0.0f, 0.5f, 1.0f, 2.0f};
+
+	for (int v = 0; v < n_test_variants; v++)
+		for (size_t e = 0; e < sizeof(nus) / sizeof(nus[0]); e++)
+			for (int solver = 0; solver < 3; solver++)
+			{
+				const TestVariant *tv = &test_variants[v];
+				TestProblem tp;
+				WalsParams	params;
+				double	   *want;
+				double		worst = 0.0;
+				double		loss;
+				double		brute;
+				int64_t		bad_row = 7;
+				WalsStatus	st;
+
+				problem_make(&tp, tv->feedback, tv->w0, 11, 16, 5, 0.35, 400 + v);
+				tp.params.regularization = 0.05f;
+				tp.params.frequency_scaled = true;
+				tp.params.reg_exponent = nus[e];
+				params = tp.params;
+				params.solver = solver == 0 ? WALS_CHOLESKY : solver == 1 ? WALS_CG : WALS_SUBSPACE;
+				params.cg_steps = 60;
+				params.block_size = params.factors;
+				want = test_alloc(params.factors, sizeof(double));
+				st = solve_all(&tp, &params, tp.X, &bad_row);
+				for (int u = 0; u < tp.m; u++)
+				{
+					double		err;
+
+					brute_solve_row(&tp, tp.Y, u, want);
+					err = rel_err(tp.X + u * params.factors, want, params.factors);
+					if (err > worst)
+						worst = err;
+				}
+				CHECK(st == WALS_OK && worst < 1e-4, "%s nu=%g solver %d: status %s, error %g",
+					  tv->name, nus[e], solver, wals_status_string(st), worst);
+				loss = core_loss(&tp, tp.X, tp.Y);
+				brute = brute_loss(&tp, tp.X, tp.Y);
+				CHECK(fabs(loss - brute) <= 1e-6 * fabs(brute), "%s nu=%g: loss %.12g, brute %.12g",
+					  tv->name, nus[e], loss, brute);
+				free(want);
+				problem_free(&tp);
+			}
+	for (int v = 0; v < n_test_variants; v++)
+	{
+		WalsParams	classic;
+		WalsParams	scaled;
+
+		memset(&classic, 0, sizeof(classic));
+		classic.feedback = test_variants[v].feedback;
+		scaled = classic;
+
+		scaled.frequency_scaled = true;
+		CHECK(wals_row_scale(&scaled, 7, 100) == 1.0 &&
+			  wals_row_scale(&classic, 7, 100) == (classic.feedback == WALS_EXPLICIT ? 7.0 : 1.0),
+			  "%s: nu = 0 and the classic scale", test_variants[v].name);
+	}
+}
+
+/*
  * In exact arithmetic CG's error norm falls at every step and vanishes
  * after f.  In float the last steps of a moderately conditioned row (here
  * one with condition number near 130) lose conjugacy and land one step
@@ -309,6 +377,7 @@ test_solve(void)
 {
 	test_kernels();
 	test_against_dense();
+	test_frequency_scaled();
 	test_cg_convergence();
 	test_ranges();
 	test_failures();
