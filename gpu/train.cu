@@ -1071,6 +1071,18 @@ train_line(void *state, int base, int dir, double coef[WALS_CUDA_LINE_TERMS],
 }
 
 static int
+train_download(void *state, float *X, float *Y, WalsCudaError *err)
+{
+	Training   *t = (Training *) state;
+
+	CUDA_TRY(cudaMemcpy(X, t->X, sizeof(float) * t->prob.nusers * t->prob.factors,
+						cudaMemcpyDeviceToHost), "downloading the factors");
+	CUDA_TRY(cudaMemcpy(Y, t->Y, sizeof(float) * t->prob.nitems * t->prob.factors,
+						cudaMemcpyDeviceToHost), "downloading the factors");
+	return 0;
+}
+
+static int
 train_end(void *state, float *X, float *Y, WalsCudaError *err)
 {
 	Training   *t = (Training *) state;
@@ -1079,13 +1091,7 @@ train_end(void *state, float *X, float *Y, WalsCudaError *err)
 	if (t == NULL)
 		return 0;
 	if (X != NULL && Y != NULL)
-		rc = [&]() -> int {
-			CUDA_TRY(cudaMemcpy(X, t->X, sizeof(float) * t->prob.nusers * t->prob.factors,
-								cudaMemcpyDeviceToHost), "downloading the factors");
-			CUDA_TRY(cudaMemcpy(Y, t->Y, sizeof(float) * t->prob.nitems * t->prob.factors,
-								cudaMemcpyDeviceToHost), "downloading the factors");
-			return 0;
-		}();
+		rc = train_download(state, X, Y, err);
 	release(t);
 	return rc;
 }
@@ -1097,6 +1103,7 @@ wals_cuda_train_api(WalsCudaApi *api)
 	api->train_begin = train_begin;
 	api->train_iterate = train_iterate;
 	api->train_end = train_end;
+	api->train_download = train_download;
 	api->train_combine = train_combine;
 	api->train_dot = train_dot;
 	api->train_line = train_line;

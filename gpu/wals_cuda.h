@@ -134,6 +134,12 @@ typedef struct WalsCudaApi
 	int			(*train_end) (void *state, float *X, float *Y, WalsCudaError *err);
 
 	/*
+	 * Copy the current factors into X and Y (host, nusers and nitems rows)
+	 * and go on training: what a validation scores between iterations.
+	 */
+	int			(*train_download) (void *state, float *X, float *Y, WalsCudaError *err);
+
+	/*
 	 * Operations on whole factor-sized vectors of a training that keeps
 	 * spares (problem->vectors > 0), for ALS-NCG.  Vector 0 is the factors
 	 * (X then Y), 1 to vectors the spares, on the device; a spare holds

@@ -7,17 +7,25 @@
 -- of each iteration whether it was a plain ALS sweep or an accelerated step.
 -- Frequency-scaled regularization (regularization_exponent) and the
 -- starting factors' scale (init_std), NULL for the models before them.
+-- Early stopping on a held-out share of the ratings (validation, patience):
+-- the model keeps the best iterate, whose number and validation ndcg@20
+-- the catalog records, with each iteration's in the training log.
 
 ALTER TABLE wals_models
 	ADD COLUMN accelerate text NOT NULL DEFAULT 'none',
 	ADD COLUMN block_size int,
 	ADD COLUMN regularization_exponent real,
-	ADD COLUMN init_std real;
+	ADD COLUMN init_std real,
+	ADD COLUMN validation real,
+	ADD COLUMN patience int,
+	ADD COLUMN best_iteration int,
+	ADD COLUMN validation_ndcg float8;
 
 -- 'als': the iteration kept its ALS sweep; 'ncg': it moved further, along
 -- the direction of the nonlinear conjugate gradient.
 ALTER TABLE wals_training_log
-	ADD COLUMN step text NOT NULL DEFAULT 'als';
+	ADD COLUMN step text NOT NULL DEFAULT 'als',
+	ADD COLUMN validation_ndcg float8;
 
 DROP FUNCTION wals_train(regclass, name, name, name, text, int, int, real, text, real,
 						 real, text, int, text, int, int, bool, real);
@@ -44,7 +52,9 @@ CREATE FUNCTION wals_train(
 	accelerate text DEFAULT 'none',
 	block_size int DEFAULT NULL,
 	regularization_exponent real DEFAULT NULL,
-	init_std real DEFAULT NULL)
+	init_std real DEFAULT NULL,
+	validation real DEFAULT NULL,
+	patience int DEFAULT NULL)
 RETURNS SETOF wals_train_result
 AS 'MODULE_PATHNAME', 'wals_train'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;

@@ -41,6 +41,16 @@
  */
 #define WALS_MAX_REG_EXPONENT		2.0f
 
+/*
+ * validation: the held-out share is scored by ndcg at this k, on at most
+ * this many of its users (evenly spread), after every iteration; patience
+ * is the iterations without a better score before a training stops.
+ */
+#define WALS_VALIDATION_K			20
+#define WALS_VALIDATION_USERS		5000
+#define WALS_MAX_VALIDATION			0.5f
+#define WALS_DEFAULT_PATIENCE		2
+
 /* init_std: the starting factors' standard deviation is init_std / sqrt(f). */
 #define WALS_MAX_INIT_STD			100.0f
 

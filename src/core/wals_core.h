@@ -255,6 +255,48 @@ extern WalsStatus wals_csr_from_coo(WalsFeedback feedback,
 									int64_t *tmp_indptr, int32_t *tmp_idx,
 									float *tmp_val, int32_t *counts);
 
+/* ---------- validation hold-out (holdout.c) ---------- */
+
+/*
+ * The cells of R (by user, ids row_ids and col_ids) that a validation
+ * share of share (0 to 1) holds out with this seed: a cell is held out
+ * when a hash of (seed, its user's id, its item's id) falls below share,
+ * except that a user whose cells would all be held out keeps its first.
+ */
+extern int64_t wals_holdout_count(const WalsCsr *R, const int64_t *row_ids,
+								  const int64_t *col_ids, double share, uint64_t seed);
+
+/*
+ * Move those cells from R into out (R's shape; indptr of nrows + 1, room
+ * for wals_holdout_count cells), compacting R in place: rows stay sorted.
+ */
+extern void wals_holdout_split(WalsCsr *R, const int64_t *row_ids, const int64_t *col_ids,
+							   double share, uint64_t seed, WalsCsr *out);
+
+/*
+ * keep and held_cells (as wals_holdout_split leaves them) merged back into
+ * out, R as it was: rows sorted, room for all the cells.
+ */
+extern void wals_holdout_join(const WalsCsr *keep, const WalsCsr *held_cells, WalsCsr *out);
+
+/* The users with held-out cells, at most max_users (0: no limit). */
+extern int64_t wals_holdout_users(const WalsCsr *held_cells, int64_t max_users);
+
+/* Bytes of scratch wals_holdout_ndcg needs, aligned as malloc aligns. */
+extern size_t wals_holdout_scratch(int64_t nitems, int f, int k);
+
+/*
+ * ndcg@k (wals_metrics.h) of the factors X and Y on the held-out cells,
+ * over at most max_users of the users that have some (0: all), evenly
+ * spread in user order, each user's training cells (train, by user, of
+ * ncols items) left out of its ranking as wals_evaluate leaves them out.
+ * 0 when no user counts.
+ */
+extern WalsStatus wals_holdout_ndcg(const float *X, const float *Y, int f,
+									const WalsCsr *train, const WalsCsr *held_cells,
+									int k, int64_t max_users, void *scratch,
+									double *ndcg);
+
 /* ---------- factors (init.c) ---------- */
 
 /*

@@ -45,14 +45,17 @@ enum
 	ARG_ACCELERATE,
 	ARG_BLOCK_SIZE,
 	ARG_REGULARIZATION_EXPONENT,
-	ARG_INIT_STD
+	ARG_INIT_STD,
+	ARG_VALIDATION,
+	ARG_PATIENCE
 };
 
 static const char *const arg_names[] = {
 	"source", "user_col", "item_col", "rating_col", "model", "factors",
 	"iterations", "regularization", "feedback", "alpha", "unobserved_weight",
 	"solver", "cg_steps", "device", "workers", "seed", "warm_start", "tolerance",
-	"accelerate", "block_size", "regularization_exponent", "init_std"
+	"accelerate", "block_size", "regularization_exponent", "init_std", "validation",
+	"patience"
 };
 
 const char *
@@ -265,6 +268,33 @@ block_size_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 }
 
 /*
+ * The share held out for early stopping, above 0 and at most half, and the
+ * patience, which means nothing without one and is refused there.
+ */
+static void
+validation_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+{
+	if (PG_ARGISNULL(ARG_VALIDATION))
+	{
+		if (!PG_ARGISNULL(ARG_PATIENCE))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("\"patience\" applies only with \"validation\""),
+					 errhint("Pass validation => 0.1 (a share of each user's items to hold out), or leave \"patience\" out.")));
+		return;
+	}
+	args->validation = real_arg(fcinfo, ARG_VALIDATION, WALS_MAX_VALIDATION);
+	if (args->validation == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for \"validation\": 0"),
+				 errhint("\"validation\" must be above 0 and at most %g, or NULL for no early stopping.",
+						 WALS_MAX_VALIDATION)));
+	args->patience = PG_ARGISNULL(ARG_PATIENCE) ? WALS_DEFAULT_PATIENCE :
+		int_arg(fcinfo, ARG_PATIENCE, 1, WALS_MAX_ITERATIONS);
+}
+
+/*
  * Parse, check and resolve every argument of wals_train into args.  Raises
  * an error, before any work is done, for the first bad argument.
  */
@@ -323,4 +353,5 @@ wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for \"init_std\": 0"),
 				 errhint("\"init_std\" must be above 0: factors that all start at zero stay there.")));
+	validation_args(fcinfo, args);
 }

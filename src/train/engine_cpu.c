@@ -530,6 +530,18 @@ cpu_iterate(void *state, double *loss, WalsFailure *failure)
 	return true;
 }
 
+static bool
+cpu_factors(void *state, float *X, float *Y, WalsFailure *failure)
+{
+	CpuEngine  *e = state;
+	WalsWorkspace *ws = e->ws;
+	int			f = ws->shape.factors;
+
+	memcpy(X, ws->X, sizeof(float) * ws->shape.nusers * f);
+	memcpy(Y, ws->Y, sizeof(float) * ws->shape.nitems * f);
+	return true;
+}
+
 /* An operation on vector k that this training cannot run. */
 static bool
 bad_vector(int k, WalsFailure *failure)
@@ -705,6 +717,7 @@ const WalsEngine wals_cpu_engine = {
 	.name = "cpu",
 	.begin = cpu_begin,
 	.iterate = cpu_iterate,
+	.factors = cpu_factors,
 	.end = cpu_end,
 	.combine = cpu_combine,
 	.dot = cpu_dot,

@@ -131,6 +131,17 @@ gpu_iterate(void *state, double *loss, WalsFailure *failure)
 }
 
 static bool
+gpu_factors(void *state, float *X, float *Y, WalsFailure *failure)
+{
+	GpuEngine  *e = state;
+	WalsCudaError err = {0};
+
+	if (e->cuda->train_download(e->training, X, Y, &err) != 0)
+		return failed(&err, failure);
+	return true;
+}
+
+static bool
 gpu_end(void *state, float *X, float *Y, WalsFailure *failure)
 {
 	GpuEngine  *e = state;
@@ -187,6 +198,7 @@ const WalsEngine wals_gpu_engine = {
 	.name = "gpu",
 	.begin = gpu_begin,
 	.iterate = gpu_iterate,
+	.factors = gpu_factors,
 	.end = gpu_end,
 	.combine = gpu_combine,
 	.dot = gpu_dot,

@@ -51,6 +51,7 @@ wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result)
 	result->iteration_loss = palloc(sizeof(double) * args->iterations);
 	result->iteration_seconds = palloc(sizeof(double) * args->iterations);
 	result->iteration_ncg = palloc0(sizeof(bool) * args->iterations);
+	result->iteration_ndcg = palloc(sizeof(double) * args->iterations);
 }
 
 /*
@@ -60,9 +61,10 @@ wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result)
  */
 bool
 wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
-					double loss, double step, double seconds)
+					double loss, double step, double ndcg, double seconds)
 {
 	result->loss = loss;
+	result->iteration_ndcg[it] = ndcg;
 	result->iteration_loss[it] = loss;
 	result->iteration_seconds[it] = seconds;
 	result->iteration_ncg[it] = step > 0;
@@ -70,8 +72,10 @@ wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
 	ereport(NOTICE,
 			(errmsg("model \"%s\" iteration %d of %d", args->model_display, it + 1,
 					args->iterations),
-			 errdetail("Loss %.6g after %.3f s%s.", loss, seconds,
-					   step > 0 ? psprintf(", with a step of %.3g along the NCG direction", step) : "")));
+			 errdetail("Loss %.6g after %.3f s%s%s.", loss, seconds,
+					   step > 0 ? psprintf(", with a step of %.3g along the NCG direction", step) : "",
+					   isnan(ndcg) ? "" : psprintf(", validation ndcg@%d %.4f", WALS_VALIDATION_K,
+												   ndcg))));
 
 	if (it == 0 || args->tolerance < 0)
 		return false;

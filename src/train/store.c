@@ -20,6 +20,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/heapam.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -117,6 +119,27 @@ insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f,
 }
 
 /*
+ * Every merged cell of each user: those held out for a validation are rated
+ * items too, which serving must leave out like the others.
+ */
+static const WalsCsr *
+rated_cells(const WalsTrainArgs *args, const WalsData *data)
+{
+	WalsCsr    *all;
+	int64		n;
+
+	if (args->validation <= 0)
+		return &data->by_user;
+	n = data->by_user.indptr[data->nusers] + data->held.indptr[data->nusers];
+	all = palloc(sizeof(WalsCsr));
+	all->indptr = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * (data->nusers + 1));
+	all->indices = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(n, 1));
+	all->values = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(float) * Max(n, 1));
+	wals_holdout_join(&data->by_user, &data->held, all);
+	return all;
+}
+
+/*
  * Create, fill and index one factor table of the model, as its owner, and
  * return its OID: the user side, with the rated items of data, or the item
  * side.
@@ -153,7 +176,7 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 		elog(ERROR, "wals: could not find new factor table \"%s\"", table);
 	if (user_side)
 		insert_factors(relid, data->user_ids, F, data->nusers, args->params.factors,
-					   &data->by_user, data->item_ids);
+					   rated_cells(args, data), data->item_ids);
 	else
 		insert_factors(relid, data->item_ids, F, data->nitems, args->params.factors, NULL, NULL);
 	CommandCounterIncrement();
@@ -164,7 +187,7 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	return relid;
 }
 
-#define NCATALOG 36
+#define NCATALOG 40
 
 /* Replace the catalog row of the model and append its training log. */
 static void
@@ -220,6 +243,10 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	PARAM(INT4OID, Int32GetDatum(p->block_size), p->solver != WALS_SUBSPACE);
 	PARAM(FLOAT4OID, Float4GetDatum(p->reg_exponent), !p->frequency_scaled);
 	PARAM(FLOAT4OID, Float4GetDatum(args->init_std), args->init_std < 0);
+	PARAM(FLOAT4OID, Float4GetDatum((float) args->validation), args->validation <= 0);
+	PARAM(INT4OID, Int32GetDatum(args->patience), args->validation <= 0);
+	PARAM(INT4OID, Int32GetDatum(result->best_iteration), args->validation <= 0);
+	PARAM(FLOAT8OID, Float8GetDatum(result->validation_ndcg), args->validation <= 0);
 #undef PARAM
 
 	wals_become_catalog_writer(&save);
@@ -234,22 +261,24 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 					 " users, items, ratings, loss, device, workers, load_s, train_s,"
 					 " store_s, total_s, version, user_factors, item_factors,"
 					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
-					 " trained_at)"
+					 " validation, patience, best_iteration, validation_ndcg, trained_at)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
-					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, pg_catalog.now())",
+					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
+					 " pg_catalog.now())",
 					 wals_catalog_table("wals_models"));
 	if (SPI_execute_with_args(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"", args->model_display);
 
-	query = psprintf("INSERT INTO %s (schema, model, version, iteration, loss, seconds, step)"
-					 " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+	query = psprintf("INSERT INTO %s (schema, model, version, iteration, loss, seconds, step,"
+					 " validation_ndcg) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 					 wals_catalog_table("wals_training_log"));
 	for (int it = 0; it < result->iterations; it++)
 	{
-		Oid			log_types[7] = {NAMEOID, TEXTOID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID,
-		TEXTOID};
-		Datum		log_values[7];
+		Oid			log_types[8] = {NAMEOID, TEXTOID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID,
+		TEXTOID, FLOAT8OID};
+		Datum		log_values[8];
+		char		log_nulls[8] = "       ";
 
 		log_values[0] = values[0];
 		log_values[1] = values[1];
@@ -258,7 +287,12 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 		log_values[4] = Float8GetDatum(result->iteration_loss[it]);
 		log_values[5] = Float8GetDatum(result->iteration_seconds[it]);
 		log_values[6] = CStringGetTextDatum(result->iteration_ncg[it] ? "ncg" : "als");
-		wals_spi_exec(query, 7, log_types, log_values, SPI_OK_INSERT);
+		log_values[7] = Float8GetDatum(result->iteration_ndcg[it]);
+		log_nulls[7] = isnan(result->iteration_ndcg[it]) ? 'n' : ' ';
+		if (SPI_execute_with_args(query, 8, log_types, log_values, log_nulls, false, 0) !=
+			SPI_OK_INSERT)
+			elog(ERROR, "wals: could not write the training log of model \"%s\"",
+				 args->model_display);
 	}
 	wals_unbecome(&save);
 }

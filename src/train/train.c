@@ -203,7 +203,7 @@ begin(const WalsEngine *engine, WalsProblem *problem, void **state)
  */
 static void
 run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem,
-			   Progress *progress, WalsTrainResult *result)
+			   Progress *progress, WalsValidation *validation, WalsTrainResult *result)
 {
 	const WalsTrainArgs *args = problem->args;
 	const WalsData *data = problem->data;
@@ -212,6 +212,7 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 
 	wals_iterations_begin(args, result);
 	wals_ncg_init(&ncg);
+	wals_validation_begin(args, data, validation);
 	PG_TRY();
 	{
 		for (int it = 0; it < args->iterations; it++)
@@ -219,6 +220,7 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 			instr_time	start;
 			double		loss = 0;
 			double		step = 0;
+			double		ndcg = NAN;
 			bool		ok;
 
 			CHECK_FOR_INTERRUPTS();
@@ -228,10 +230,14 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 				ok = wals_ncg_iterate(engine, state, &ncg, &loss, &step, &failure);
 			else
 				ok = engine->iterate(state, &loss, &failure);
+			if (ok && validation->on)
+				ok = wals_validation_step(args, data, engine, state, validation, it, &ndcg,
+										  &failure);
 			if (!ok)
 				wals_report_failure(&failure, doing(args, engine, it), data->user_ids,
 									data->item_ids);
-			if (wals_iteration_done(args, result, it, loss, step, wals_seconds_since(start)))
+			if (wals_iteration_done(args, result, it, loss, step, ndcg, wals_seconds_since(start)) ||
+				wals_validation_stop(args, validation, it))
 				break;
 		}
 	}
@@ -255,6 +261,7 @@ train(WalsDevice device, WalsProblem *problem, WalsTrainResult *result)
 	Progress	progress = {args, result, 0};
 	WalsFailure failure = {0};
 	void	   *state = NULL;
+	WalsValidation validation;
 
 	problem->phase = report_phase;
 	problem->phase_arg = &progress;
@@ -267,10 +274,12 @@ train(WalsDevice device, WalsProblem *problem, WalsTrainResult *result)
 	result->device = engine->name;
 	result->workers = problem->workers;
 
-	run_iterations(engine, state, problem, &progress, result);
+	run_iterations(engine, state, problem, &progress, &validation, result);
 	if (!engine->end(state, problem->X, problem->Y, &failure))
 		wals_report_failure(&failure, doing(args, engine, args->iterations),
 							problem->data->user_ids, problem->data->item_ids);
+	wals_validation_end(problem->data, &validation, args->params.factors, problem->X,
+						problem->Y, result);
 	wals_report_progress_end();
 }
 
@@ -312,7 +321,8 @@ wals_train(PG_FUNCTION_ARGS)
 	wals_ingest(&args, &raw);
 	device = wals_device_choose(&args, raw.n);
 	ws = wals_workspace_create(&args, &raw, wals_seconds_since(start),
-							   wals_cpu_engine_bytes(&args, raw.nusers, raw.nitems),
+							   wals_cpu_engine_bytes(&args, raw.nusers, raw.nitems) +
+							   wals_validation_bytes(&args, raw.n, raw.nusers, raw.nitems),
 							   &data);
 	wals_build_matrices(&args, &raw, &data);
 	result.load_s = wals_seconds_since(start);

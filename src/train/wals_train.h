@@ -51,6 +51,8 @@ typedef struct WalsTrainArgs
 	double		tolerance;		/* negative: no early stop */
 	float		init_std;		/* start from N(0, init_std / sqrt(f)); negative:
 								 * from N(0, WALS_INIT_SCALE) */
+	double		validation;		/* share held out for early stopping; 0: none */
+	int			patience;		/* iterations without a better validation */
 	WalsAccelerate accelerate;
 } WalsTrainArgs;
 
@@ -83,6 +85,7 @@ typedef struct WalsData
 	int64	   *item_ids;		/* nitems, increasing */
 	WalsCsr		by_user;		/* nusers x nitems */
 	WalsCsr		by_item;		/* nitems x nusers */
+	WalsCsr		held;			/* by user: the validation cells, if any */
 } WalsData;
 
 /* Training results and timings, for the catalog and the summary row. */
@@ -93,6 +96,9 @@ typedef struct WalsTrainResult
 	double	   *iteration_loss;
 	double	   *iteration_seconds;
 	bool	   *iteration_ncg;	/* the iteration moved beyond its sweep */
+	double	   *iteration_ndcg; /* on the validation cells; NaN: none */
+	int			best_iteration; /* from 1, with a validation; else 0 */
+	double		validation_ndcg;	/* the best iterate's */
 	const char *device;
 	int			workers;
 	double		load_s;
@@ -219,6 +225,8 @@ typedef struct WalsEngine
 	bool		(*begin) (WalsProblem *problem, void **state, WalsFailure *failure);
 	bool		(*iterate) (void *state, double *loss, WalsFailure *failure);
 	bool		(*end) (void *state, float *X, float *Y, WalsFailure *failure);
+	/* copy the current factors into X and Y and go on: a validation's view */
+	bool		(*factors) (void *state, float *X, float *Y, WalsFailure *failure);
 
 	/*
 	 * The whole-factor operations of an accelerated training, on the
@@ -256,6 +264,35 @@ extern void wals_ncg_init(WalsNcg *ncg);
 extern bool wals_ncg_iterate(const WalsEngine *engine, void *state, WalsNcg *ncg,
 							 double *loss, double *step, WalsFailure *failure);
 
+/* validate.c: early stopping on a held-out share of the ratings */
+typedef struct WalsValidation
+{
+	bool		on;
+	float	   *X;				/* the factors of the iteration scored */
+	float	   *Y;
+	float	   *best_X;			/* the best iterate's */
+	float	   *best_Y;
+	void	   *scratch;
+	double		best;
+	int			best_it;		/* from 0; -1 before the first */
+} WalsValidation;
+
+extern double wals_validation_bytes(const WalsTrainArgs *args, int64 nratings, int64 nusers,
+									int64 nitems);
+/* Move the validation cells of data->by_user into data->held. */
+extern void wals_validation_split(const WalsTrainArgs *args, WalsData *data);
+extern void wals_validation_begin(const WalsTrainArgs *args, const WalsData *data,
+								  WalsValidation *v);
+/* Score iteration it (from 0) into *ndcg, keeping the best iterate. */
+extern bool wals_validation_step(const WalsTrainArgs *args, const WalsData *data,
+								 const WalsEngine *engine, void *state, WalsValidation *v,
+								 int it, double *ndcg, WalsFailure *failure);
+/* Whether patience iterations have passed since the best. */
+extern bool wals_validation_stop(const WalsTrainArgs *args, const WalsValidation *v, int it);
+/* Put the best iterate into X and Y, and its figures into result. */
+extern void wals_validation_end(const WalsData *data, const WalsValidation *v, int f,
+								float *X, float *Y, WalsTrainResult *result);
+
 /* engine_cpu.c: the leader and parallel workers */
 extern const WalsEngine wals_cpu_engine;
 extern double wals_cpu_engine_bytes(const WalsTrainArgs *args, int64 nusers, int64 nitems);
@@ -275,7 +312,8 @@ extern void wals_report_progress(const WalsTrainArgs *args, int it, const char *
 extern void wals_report_progress_end(void);
 extern void wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result);
 extern bool wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result,
-								int it, double loss, double step, double seconds);
+								int it, double loss, double step, double ndcg,
+								double seconds);
 
 /* store.c */
 extern void wals_store_model(const WalsTrainArgs *args, const WalsData *data,

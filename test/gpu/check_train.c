@@ -212,9 +212,10 @@ check_shape(const Shape *shape, WalsSolver solver, int block_size)
 		n_failed++;
 		return;
 	}
+	double		gpu = 0.0;
+
 	for (int it = 0; it < shape->iterations && ok; it++)
 	{
-		double		gpu = 0.0;
 		double		cpu = cpu_iteration(&params, &R, &Rt, X, Y, GX, GY, scratch);
 		double		rel;
 
@@ -231,6 +232,33 @@ check_shape(const Shape *shape, WalsSolver solver, int block_size)
 			printf("FAIL %s, %s: iteration %d: loss %.9g on the GPU, %.9g on the CPU\n",
 				   shape->name, solver_name(&params), it + 1, gpu, cpu);
 			ok = 0;
+		}
+	}
+	/* The factors downloaded mid-training have the loss the GPU reported. */
+	if (ok)
+	{
+		double		mine;
+
+		if (cuda.train_download(state, X, Y, &err) != 0)
+		{
+			printf("FAIL %s, %s: train_download: %s\n", shape->name, solver_name(&params), err.msg);
+			ok = 0;
+		}
+		else
+		{
+			memset(GX, 0, sizeof(float) * f * f);
+			memset(GY, 0, sizeof(float) * f * f);
+			wals_gram_rows(X, 0, R.nrows, f, GX);
+			wals_gram_rows(Y, 0, Rt.nrows, f, GY);
+			mine = wals_loss_rows(&params, &R, X, Y, 0, R.nrows) +
+				wals_reg_rows(&params, &Rt, Y, 0, Rt.nrows) +
+				wals_loss_unobserved(&params, GX, GY);
+			if (!(fabs(mine - gpu) <= 1e-6 * fmax(fabs(gpu), 1e-30)))
+			{
+				printf("FAIL %s, %s: downloaded factors have loss %.9g, the GPU said %.9g\n",
+					   shape->name, solver_name(&params), mine, gpu);
+				ok = 0;
+			}
 		}
 	}
 	cuda.train_end(state, NULL, NULL, &err);

@@ -379,16 +379,24 @@ host_train_line(void *state, int base, int dir, double coef[WALS_CUDA_LINE_TERMS
 }
 
 static int
+host_train_download(void *state, float *X, float *Y, WalsCudaError *err)
+{
+	HostTraining *t = state;
+
+	memcpy(X, t->X, sizeof(float) * t->R.nrows * t->params.factors);
+	memcpy(Y, t->Y, sizeof(float) * t->Rt.nrows * t->params.factors);
+	return 0;
+}
+
+static int
 host_train_end(void *state, float *X, float *Y, WalsCudaError *err)
 {
 	HostTraining *t = state;
 
 	if (t == NULL)
 		return 0;
-	if (X != NULL)
-		memcpy(X, t->X, sizeof(float) * t->R.nrows * t->params.factors);
-	if (Y != NULL)
-		memcpy(Y, t->Y, sizeof(float) * t->Rt.nrows * t->params.factors);
+	if (X != NULL && Y != NULL)
+		host_train_download(state, X, Y, err);
 	release(t);
 	return 0;
 }
@@ -404,6 +412,7 @@ wals_cuda_init(WalsCudaApi *api)
 	api->train_begin = host_train_begin;
 	api->train_iterate = host_train_iterate;
 	api->train_end = host_train_end;
+	api->train_download = host_train_download;
 	api->train_combine = host_train_combine;
 	api->train_dot = host_train_dot;
 	api->train_line = host_train_line;

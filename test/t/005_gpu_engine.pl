@@ -60,14 +60,19 @@ like(
 	'wals_devices() lists the engine\'s device');
 
 # ---------------------------------------------------------------------------
-# The same model on both devices: every solver, and ALS-NCG around two of
-# them through the engine's operations (combine, dot and line).
+# The same model on both devices: every solver, ALS-NCG around two of them
+# through the engine's operations (combine, dot and line), frequency-scaled
+# regularization, and a validation that reads the factors back after every
+# iteration and keeps the best iterate.
 for my $case (
 	[ 'cg', q{solver => 'cg'} ],
 	[ 'cholesky', q{solver => 'cholesky'} ],
 	[ 'subspace', q{solver => 'subspace', block_size => 3} ],
 	[ 'cg_ncg', q{solver => 'cg', accelerate => 'ncg'} ],
-	[ 'subspace_ncg', q{solver => 'subspace', block_size => 3, accelerate => 'ncg'} ])
+	[ 'subspace_ncg', q{solver => 'subspace', block_size => 3, accelerate => 'ncg'} ],
+	[ 'cg_scaled', q{solver => 'cg', regularization_exponent => 1, unobserved_weight => 0.1} ],
+	[ 'cholesky_scaled', q{solver => 'cholesky', regularization_exponent => 0.5} ],
+	[ 'cg_validation', q{solver => 'cg', validation => 0.2, patience => 1000} ])
 {
 	my ($solver, $args) = @$case;
 	my ($ret, $cpu, $stderr) = train("c_$solver", "$args, device => 'cpu', workers => 0");

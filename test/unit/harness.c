@@ -429,6 +429,7 @@ main(void)
 	test_score();
 	test_rated();
 	test_accel();
+	test_holdout();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
 }

@@ -107,5 +107,6 @@ extern void test_explain_by_hand(void);
 extern void test_score(void);
 extern void test_rated(void);
 extern void test_accel(void);
+extern void test_holdout(void);
 
 #endif							/* WALS_HARNESS_H */

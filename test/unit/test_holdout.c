@@ -1,0 +1,251 @@
+/*
+ * test_holdout.c
+ *	  The validation split (counts, shape, determinism by ids, the share
+ *	  held) and ndcg on the held-out cells against wals_metrics_user.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "wals_metrics.h"
+
+/* A copy of R with its own arrays. */
+static WalsCsr
+csr_copy(const WalsCsr *R)
+{
+	WalsCsr		c = *R;
+	int64_t		nnz = R->indptr[R->nrows];
+
+	c.indptr = test_alloc(R->nrows + 1, sizeof(int64_t));
+	c.indices = test_alloc(nnz > 0 ? nnz : 1, sizeof(int32_t));
+	c.values = test_alloc(nnz > 0 ? nnz : 1, sizeof(float));
+	memcpy(c.indptr, R->indptr, sizeof(int64_t) * (R->nrows + 1));
+	memcpy(c.indices, R->indices, sizeof(int32_t) * nnz);
+	memcpy(c.values, R->values, sizeof(float) * nnz);
+	return c;
+}
+
+static void
+csr_release(WalsCsr *R)
+{
+	free(R->indptr);
+	free(R->indices);
+	free(R->values);
+}
+
+/* Split a copy of R; returns the cells held, with keep and out filled. */
+static int64_t
+split(const WalsCsr *R, const int64_t *row_ids, const int64_t *col_ids, double share,
+	  uint64_t seed, WalsCsr *keep, WalsCsr *out)
+{
+	int64_t		n = wals_holdout_count(R, row_ids, col_ids, share, seed);
+
+	*keep = csr_copy(R);
+	out->indptr = test_alloc(R->nrows + 1, sizeof(int64_t));
+	out->indices = test_alloc(n > 0 ? n : 1, sizeof(int32_t));
+	out->values = test_alloc(n > 0 ? n : 1, sizeof(float));
+	wals_holdout_split(keep, row_ids, col_ids, share, seed, out);
+	return n;
+}
+
+/* Every cell of R is in exactly one of keep and out, rows sorted, one kept. */
+static int
+split_wrong(const WalsCsr *R, const WalsCsr *keep, const WalsCsr *out, int64_t n)
+{
+	int			bad = out->indptr[R->nrows] != n ||
+		keep->indptr[R->nrows] + n != R->indptr[R->nrows];
+
+	for (int64_t u = 0; u < R->nrows && !bad; u++)
+	{
+		int64_t		k = keep->indptr[u];
+		int64_t		o = out->indptr[u];
+
+		bad += R->indptr[u + 1] > R->indptr[u] && keep->indptr[u + 1] == k;
+		for (int64_t j = R->indptr[u]; j < R->indptr[u + 1]; j++)
+		{
+			if (k < keep->indptr[u + 1] && keep->indices[k] == R->indices[j] &&
+				keep->values[k] == R->values[j])
+				k++;
+			else if (o < out->indptr[u + 1] && out->indices[o] == R->indices[j] &&
+					 out->values[o] == R->values[j])
+				o++;
+			else
+				bad++;
+		}
+		bad += k != keep->indptr[u + 1] || o != out->indptr[u + 1];
+	}
+	return bad;
+}
+
+static void
+test_split(void)
+{
+	TestProblem tp;
+	int64_t    *row_ids;
+	int64_t    *col_ids;
+	int64_t    *rev_ids;
+	WalsCsr		keep;
+	WalsCsr		out;
+	WalsCsr		rev;
+	WalsCsr		rkeep;
+	WalsCsr		rout;
+	int64_t		n;
+	int64_t		nnz;
+	int			bad = 0;
+
+	problem_make(&tp, WALS_IMPLICIT, 1.0f, 300, 120, 4, 0.3, 77);
+	nnz = tp.R.indptr[tp.m];
+	row_ids = test_alloc(tp.m, sizeof(int64_t));
+	rev_ids = test_alloc(tp.m, sizeof(int64_t));
+	col_ids = test_alloc(tp.n, sizeof(int64_t));
+	for (int u = 0; u < tp.m; u++)
+		row_ids[u] = 1000 + 7 * u;
+	for (int i = 0; i < tp.n; i++)
+		col_ids[i] = 50 + 3 * i;
+
+	n = split(&tp.R, row_ids, col_ids, 0.2, 42, &keep, &out);
+	CHECK(split_wrong(&tp.R, &keep, &out, n) == 0, "split: cells lost, doubled or a user emptied");
+	rev = csr_copy(&tp.R);
+	memset(rev.indices, 0, sizeof(int32_t) * nnz);
+	wals_holdout_join(&keep, &out, &rev);
+	CHECK(memcmp(rev.indptr, tp.R.indptr, sizeof(int64_t) * (tp.m + 1)) == 0 &&
+		  memcmp(rev.indices, tp.R.indices, sizeof(int32_t) * nnz) == 0 &&
+		  memcmp(rev.values, tp.R.values, sizeof(float) * nnz) == 0, "join gives R back");
+	csr_release(&rev);
+	CHECK(n > 0.15 * nnz && n < 0.25 * nnz, "split: %lld of %lld cells held at 0.2",
+		  (long long) n, (long long) nnz);
+	csr_release(&keep);
+	csr_release(&out);
+
+	/* The rows in reverse order, ids with them: the same cells held. */
+	rev = csr_copy(&tp.R);
+	rev.indptr[0] = 0;
+	for (int u = 0; u < tp.m; u++)
+	{
+		int			src = tp.m - 1 - u;
+		int64_t		len = tp.R.indptr[src + 1] - tp.R.indptr[src];
+
+		memcpy(rev.indices + rev.indptr[u], tp.R.indices + tp.R.indptr[src], sizeof(int32_t) * len);
+		memcpy(rev.values + rev.indptr[u], tp.R.values + tp.R.indptr[src], sizeof(float) * len);
+		rev.indptr[u + 1] = rev.indptr[u] + len;
+		rev_ids[u] = row_ids[src];
+	}
+	n = split(&tp.R, row_ids, col_ids, 0.2, 42, &keep, &out);
+	CHECK(split(&rev, rev_ids, col_ids, 0.2, 42, &rkeep, &rout) == n, "split: order changes the count");
+	for (int u = 0; u < tp.m; u++)
+	{
+		int			src = tp.m - 1 - u;
+
+		bad += rout.indptr[u + 1] - rout.indptr[u] != out.indptr[src + 1] - out.indptr[src] ||
+			memcmp(rout.indices + rout.indptr[u], out.indices + out.indptr[src],
+				   sizeof(int32_t) * (out.indptr[src + 1] - out.indptr[src])) != 0;
+	}
+	CHECK(bad == 0, "split: %d users held other cells in another row order", bad);
+	csr_release(&keep);
+	csr_release(&out);
+	csr_release(&rkeep);
+	csr_release(&rout);
+
+	/* Another seed, another split; 0 holds nothing, 1 all but a first cell. */
+	n = split(&tp.R, row_ids, col_ids, 0.2, 43, &keep, &out);
+	bad = memcmp(out.indptr, rout.indptr, sizeof(int64_t)) != 0;
+	CHECK(split_wrong(&tp.R, &keep, &out, n) == 0, "split, seed 43");
+	csr_release(&keep);
+	csr_release(&out);
+	CHECK(split(&tp.R, row_ids, col_ids, 0.0, 42, &keep, &out) == 0, "share 0 holds nothing");
+	csr_release(&keep);
+	csr_release(&out);
+	n = split(&tp.R, row_ids, col_ids, 1.0, 42, &keep, &out);
+	bad = 0;
+	for (int u = 0; u < tp.m; u++)
+		bad += keep.indptr[u + 1] - keep.indptr[u] != (tp.R.indptr[u + 1] > tp.R.indptr[u]);
+	CHECK(split_wrong(&tp.R, &keep, &out, n) == 0 && bad == 0, "share 1 keeps one cell a user");
+	csr_release(&keep);
+	csr_release(&out);
+	csr_release(&rev);
+	free(row_ids);
+	free(rev_ids);
+	free(col_ids);
+	problem_free(&tp);
+}
+
+/* ndcg against wals_metrics_user over the users wals_holdout_ndcg picks. */
+static void
+test_ndcg(void)
+{
+	TestProblem tp;
+	int64_t    *row_ids;
+	int64_t    *col_ids;
+	WalsCsr		keep;
+	WalsCsr		out;
+	int			f;
+	void	   *scratch;
+	float	   *scores;
+	void	   *mscratch;
+	double		got;
+
+	problem_make(&tp, WALS_IMPLICIT, 1.0f, 150, 90, 6, 0.3, 78);
+	f = tp.params.factors;
+	row_ids = test_alloc(tp.m, sizeof(int64_t));
+	col_ids = test_alloc(tp.n, sizeof(int64_t));
+	for (int u = 0; u < tp.m; u++)
+		row_ids[u] = u + 1;
+	for (int i = 0; i < tp.n; i++)
+		col_ids[i] = i + 1;
+	split(&tp.R, row_ids, col_ids, 0.3, 5, &keep, &out);
+	scratch = test_alloc(wals_holdout_scratch(tp.n, f, 10), 1);
+	scores = test_alloc(tp.n, sizeof(float));
+	mscratch = test_alloc(wals_metrics_scratch_size(tp.n, 10), 1);
+	for (int limit = 0; limit <= 40; limit += 40)
+	{
+		WalsMetricsAcc acc;
+		WalsMetrics want;
+		int64_t		with = wals_holdout_users(&out, 0);
+		int64_t		picks = wals_holdout_users(&out, limit);
+		int64_t		seen = 0;
+		WalsStatus	st;
+
+		wals_metrics_init(&acc, 10);
+		for (int u = 0; u < tp.m; u++)
+		{
+			if (out.indptr[u + 1] == out.indptr[u])
+				continue;
+			seen++;
+			if (seen * picks / with == (seen - 1) * picks / with)
+				continue;
+			for (int i = 0; i < tp.n; i++)
+			{
+				double		s = 0.0;
+
+				for (int k = 0; k < f; k++)
+					s += (double) tp.X[u * f + k] * tp.Y[i * f + k];
+				scores[i] = (float) s;
+			}
+			wals_metrics_user(&acc, scores, tp.n, keep.indices + keep.indptr[u],
+							  keep.indptr[u + 1] - keep.indptr[u], out.indices + out.indptr[u],
+							  out.indptr[u + 1] - out.indptr[u], mscratch);
+		}
+		wals_metrics_finish(&acc, &want);
+		st = wals_holdout_ndcg(tp.X, tp.Y, f, &keep, &out, 10, limit, scratch, &got);
+		CHECK(st == WALS_OK && fabs(got - want.ndcg) < 1e-6 && want.users == picks &&
+			  (limit == 0 || picks == limit),
+			  "ndcg, %d users at most: %.9f over %lld users, want %.9f", limit, got,
+			  (long long) want.users, want.ndcg);
+	}
+	csr_release(&keep);
+	csr_release(&out);
+	free(scratch);
+	free(scores);
+	free(mscratch);
+	free(row_ids);
+	free(col_ids);
+	problem_free(&tp);
+}
+
+void
+test_holdout(void)
+{
+	test_split();
+	test_ndcg();
+}
