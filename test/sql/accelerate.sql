@@ -162,6 +162,14 @@ SELECT schema, model, solver, block_size, accelerate, trained_by FROM wals_model
 SELECT count(*) FILTER (WHERE step = 'ncg') > 0 AS moved FROM wals_training_log
 WHERE schema = 'acc_own' AND model = 'm';
 SELECT count(*) AS recommended FROM wals_recommend(1, 5, 'acc_own.m');
+-- and with frequency scaling and a validation share, whose split and
+-- best iterate live in its own backend's memory
+SELECT iterations <= 6 AS trained
+FROM wals_train('acc_own.r', 'user_id', 'item_id', 'rating', model => 'acc_own.m', factors => 8,
+                iterations => 6, regularization_exponent => 1, unobserved_weight => 0.1,
+                validation => 0.2);
+SELECT regularization_exponent, best_iteration IS NOT NULL AS validated FROM wals_models
+WHERE schema = 'acc_own' AND model = 'm';
 SELECT wals_drop_model('acc_own.m') AS dropped_own;
 DROP TABLE acc_own.r;
 RESET ROLE;
