@@ -181,6 +181,23 @@ model_unchanged('after pg_cancel_backend in an accelerated iteration');
 	model_unchanged('after statement_timeout in an accelerated training');
 }
 
+# A training with a validation share, whose best iterate is kept apart from
+# the factors being trained: the timeout keeps neither.
+{
+	my ($stdout, $stderr);
+	$node->psql(
+		'postgres', q{SET statement_timeout = '3s';
+SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating', model => 'm', factors => 64,
+  iterations => 10000, validation => 0.2, patience => 10000)},
+		stdout => \$stdout,
+		stderr => \$stderr);
+	like(
+		$stderr,
+		qr/canceling statement due to statement timeout/,
+		'statement_timeout ends a training with a validation share');
+	model_unchanged('after statement_timeout in a training with a validation share');
+}
+
 # ---------------------------------------------------------------------------
 # A successful training inside a transaction that is rolled back.
 $bg->query_safe('BEGIN');
