@@ -58,3 +58,38 @@ CREATE FUNCTION wals_train(
 RETURNS SETOF wals_train_result
 AS 'MODULE_PATHNAME', 'wals_train'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
+
+-- wals_tune: a search of training parameters on a validation share held
+-- out of the source, each trial a training; every trial of every tuning
+-- of a model, kept until the model is dropped.  Written only by wals, as
+-- the extension's owner, like the other catalog tables.
+CREATE TABLE wals_tuning_log (
+	schema name NOT NULL,
+	model text NOT NULL,
+	tuning bigint NOT NULL,
+	trial int NOT NULL,
+	parameters jsonb NOT NULL,
+	metric text NOT NULL,
+	value float8,
+	iterations int,
+	tuned_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (schema, model, tuning, trial)
+);
+SELECT pg_catalog.pg_extension_config_dump('wals_tuning_log', '');
+GRANT SELECT ON wals_tuning_log TO PUBLIC;
+
+CREATE FUNCTION wals_tune(
+	source regclass,
+	user_col name,
+	item_col name,
+	rating_col name DEFAULT NULL,
+	model text DEFAULT NULL,
+	metric text DEFAULT 'ndcg@20',
+	validation real DEFAULT 0.1,
+	budget interval DEFAULT '10 minutes',
+	space jsonb DEFAULT NULL,
+	seed int DEFAULT 42,
+	max_trials int DEFAULT NULL)
+RETURNS TABLE(trial int, parameters jsonb, metric float8, iterations int, seconds float8)
+AS 'MODULE_PATHNAME', 'wals_tune'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;

@@ -541,6 +541,10 @@ wals_catalog_delete(const WalsModelInfo *info)
 				  2, types, args, SPI_OK_DELETE);
 	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
 						   " AND model OPERATOR(pg_catalog.=) $2",
+						   wals_catalog_table("wals_tuning_log")),
+				  2, types, args, SPI_OK_DELETE);
+	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
+						   " AND model OPERATOR(pg_catalog.=) $2",
 						   wals_catalog_table("wals_models")),
 				  2, types, args, SPI_OK_DELETE);
 	wals_unbecome(&save);

@@ -1,0 +1,482 @@
+/*
+ * tune.c
+ *	  wals_tune: a search of training parameters, each trial a real
+ *	  training scored on a held-out share of the source, then the model
+ *	  trained on every rating with the best of them.
+ *
+ * The search is random, over a space of ranges and choices, each trial
+ * stopping early on its validation score (validate.c), and it samples by a
+ * hash of (seed, trial, parameter): trial t has the same parameters for a
+ * seed whatever came before it, and every trial holds out the same cells.
+ * It runs trials until the budget is spent (at least one, and at most
+ * max_trials), so the same seed and number of trials give the same
+ * results.  Each trial trains a model named after the tuned one with
+ * "_trial" appended, through wals_train itself (SPI, every value a bound
+ * parameter), so a trial checks and costs exactly what that training
+ * would; the trial model is dropped at the end and the model trained with
+ * the best parameters for as many iterations as the best trial found best.
+ * Everything happens in the caller's transaction: a cancel or an error
+ * leaves the previous model, and the log of earlier tunings, as they were.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#include "wals_train.h"
+
+PG_FUNCTION_INFO_V1(wals_tune);
+
+/* The iterations a trial may run; early stopping ends most sooner. */
+#define TUNE_MAX_ITERATIONS 50
+#define TUNE_PATIENCE 2
+#define TUNE_CHOICES 16
+
+/* One parameter of the space: a range (log-uniform when min > 0) or choices. */
+typedef struct TuneDim
+{
+	const char *name;
+	bool		integer;
+	int			nchoices;		/* 0: the range */
+	double		choices[TUNE_CHOICES];	/* NaN: NULL */
+	double		min;
+	double		max;
+} TuneDim;
+
+enum
+{
+	DIM_FACTORS,
+	DIM_REGULARIZATION,
+	DIM_EXPONENT,
+	DIM_UNOBSERVED,
+	DIM_ALPHA,
+	DIM_INIT_STD,
+	NDIMS
+};
+
+/* The parameters of one trial, in the order of the dimensions. */
+typedef struct TuneTrial
+{
+	double		v[NDIMS];
+	double		score;
+	int			best_iteration;
+	double		seconds;
+} TuneTrial;
+
+/*
+ * The default space, after Rendle et al.: frequency-scaled or classic
+ * regularization, whose useful ranges differ by the scale n + w0 N of the
+ * first, small unobserved weights, little or no extra confidence.
+ */
+static void
+default_space(TuneDim *dims)
+{
+	TuneDim		d[NDIMS] = {
+		{"factors", true, 3, {32, 64, 128}},
+		{"regularization", false, 0, {0}, 0, 0},
+		{"regularization_exponent", false, 2, {NAN, 1}},
+		{"unobserved_weight", false, 0, {0}, 0.001, 1.0},
+		{"alpha", false, 4, {0, 1, 4, 16}},
+		{"init_std", false, 1, {0.1}},
+	};
+
+	memcpy(dims, d, sizeof(d));
+}
+
+/* A uniform in [0, 1) for (seed, trial, dimension). */
+static double
+uniform(int seed, int trial, int dim)
+{
+	uint64		h = (uint64) (uint32) seed * UINT64CONST(0x9e3779b97f4a7c15) +
+		(uint64) trial * UINT64CONST(0xbf58476d1ce4e5b9) + (uint64) dim + 1;
+
+	h ^= h >> 30;
+	h *= UINT64CONST(0xbf58476d1ce4e5b9);
+	h ^= h >> 27;
+	h *= UINT64CONST(0x94d049bb133111eb);
+	h ^= h >> 31;
+	return (double) (h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static double
+sample(const TuneDim *d, double u, double min, double max)
+{
+	if (d->nchoices > 0)
+		return d->choices[Min((int) (u * d->nchoices), d->nchoices - 1)];
+	if (min > 0)
+		return exp(log(min) + u * (log(max) - log(min)));
+	return min + u * (max - min);
+}
+
+static void
+sample_trial(const TuneDim *dims, int seed, int t, TuneTrial *trial)
+{
+	for (int k = 0; k < NDIMS; k++)
+	{
+		double		min = dims[k].min;
+		double		max = dims[k].max;
+
+		/* unless the space sets it, lambda's range follows the scale */
+		if (k == DIM_REGULARIZATION && min == 0 && max == 0)
+		{
+			bool		scaled = !isnan(trial->v[DIM_EXPONENT]);
+
+			min = scaled ? 1e-4 : 0.01;
+			max = scaled ? 0.1 : 100.0;
+		}
+		trial->v[k] = sample(&dims[k], uniform(seed, t, k), min, max);
+		if (dims[k].integer)
+			trial->v[k] = rint(trial->v[k]);
+		/* the exponent decides lambda's range: sample it first */
+		if (k == DIM_FACTORS)
+			trial->v[DIM_EXPONENT] = sample(&dims[DIM_EXPONENT],
+											uniform(seed, t, DIM_EXPONENT), 0, 0);
+	}
+}
+
+static void
+bad_space(const char *key, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid \"space\" for \"%s\": %s", key, why),
+			 errhint("Give each parameter an array of values, such as [32, 64], or a range, such as {\"min\": 0.001, \"max\": 1}.")));
+}
+
+/* A value of the space, checked as wals_train will check it. */
+static double
+space_value(const char *key, const char *text, bool allow_null)
+{
+	char	   *end;
+	double		v;
+
+	if (text == NULL)
+	{
+		if (!allow_null)
+			bad_space(key, "null is allowed only for regularization_exponent");
+		return NAN;
+	}
+	v = strtod(text, &end);
+	if (*end != '\0' || !isfinite(v) || v < 0)
+		bad_space(key, psprintf("\"%s\" is not a number of 0 or more", text));
+	return v;
+}
+
+/* Override dims with the keys of space, through jsonb's own functions. */
+static void
+parse_space(Jsonb *space, TuneDim *dims)
+{
+	Oid			type = JSONBOID;
+	Datum		arg = JsonbPGetDatum(space);
+	SPITupleTable *keys;
+
+	if (SPI_execute_with_args("SELECT key, pg_catalog.jsonb_typeof(value), value"
+							  " FROM pg_catalog.jsonb_each($1)",
+							  1, &type, &arg, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "wals: could not read \"space\"");
+	keys = SPI_tuptable;
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		char	   *key = SPI_getvalue(keys->vals[r], keys->tupdesc, 1);
+		char	   *kind = SPI_getvalue(keys->vals[r], keys->tupdesc, 2);
+		bool		isnull;
+		Datum		value = SPI_getbinval(keys->vals[r], keys->tupdesc, 3, &isnull);
+		TuneDim    *d = NULL;
+		uint64		n = SPI_processed;
+
+		for (int k = 0; k < NDIMS; k++)
+			if (strcmp(key, dims[k].name) == 0)
+				d = &dims[k];
+		if (d == NULL)
+			bad_space(key, "not a parameter wals_tune searches (factors, regularization, regularization_exponent, unobserved_weight, alpha, init_std)");
+		if (strcmp(kind, "array") == 0)
+		{
+			SPITupleTable *items;
+
+			if (SPI_execute_with_args("SELECT pg_catalog.jsonb_array_elements($1) #>> '{}'",
+									  1, &type, &value, NULL, true, 0) != SPI_OK_SELECT)
+				elog(ERROR, "wals: could not read \"space\"");
+			items = SPI_tuptable;
+			if (SPI_processed == 0 || SPI_processed > TUNE_CHOICES)
+				bad_space(key, psprintf("give 1 to %d values", TUNE_CHOICES));
+			d->nchoices = (int) SPI_processed;
+			for (uint64 i = 0; i < SPI_processed; i++)
+				d->choices[i] = space_value(key, SPI_getvalue(items->vals[i], items->tupdesc, 1),
+											d == &dims[DIM_EXPONENT]);
+			SPI_freetuptable(items);
+		}
+		else if (strcmp(kind, "object") == 0 && !d->integer && d != &dims[DIM_EXPONENT])
+		{
+			SPITupleTable *range;
+
+			if (SPI_execute_with_args("SELECT $1 ->> 'min', $1 ->> 'max'",
+									  1, &type, &value, NULL, true, 0) != SPI_OK_SELECT)
+				elog(ERROR, "wals: could not read \"space\"");
+			range = SPI_tuptable;
+			d->nchoices = 0;
+			d->min = space_value(key, SPI_getvalue(range->vals[0], range->tupdesc, 1), false);
+			d->max = space_value(key, SPI_getvalue(range->vals[0], range->tupdesc, 2), false);
+			if (!(d->min <= d->max) || (d->min == 0 && d->max == 0))
+				bad_space(key, "give a range with 0 <= min <= max, max above 0");
+			SPI_freetuptable(range);
+		}
+		else
+			bad_space(key, d->integer || d == &dims[DIM_EXPONENT] ?
+					  "give an array of values" : "give an array of values or a range");
+		SPI_processed = n;
+	}
+}
+
+/* The trial's parameters as jsonb text, NULL exponent as null. */
+static char *
+trial_json(const TuneTrial *t)
+{
+	return psprintf("{\"factors\": %d, \"regularization\": %.6g, \"regularization_exponent\": %s,"
+					" \"unobserved_weight\": %.6g, \"alpha\": %.6g, \"init_std\": %.6g}",
+					(int) t->v[DIM_FACTORS], t->v[DIM_REGULARIZATION],
+					isnan(t->v[DIM_EXPONENT]) ? "null" : psprintf("%.6g", t->v[DIM_EXPONENT]),
+					t->v[DIM_UNOBSERVED], t->v[DIM_ALPHA], t->v[DIM_INIT_STD]);
+}
+
+/*
+ * Train model with the trial's parameters through wals_train: with a
+ * validation share, to at most TUNE_MAX_ITERATIONS, or without one, for
+ * iterations.
+ */
+static void
+train_with(const char *ext, Datum *base, char *basenulls, const char *model,
+		   const TuneTrial *t, double validation, int iterations)
+{
+	Oid			types[15] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, TEXTOID, INT4OID, INT4OID,
+		FLOAT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, INT4OID, FLOAT4OID, INT4OID};
+	Datum		values[15];
+	char		nulls[16] = "               ";
+
+	memcpy(values, base, sizeof(Datum) * 4);
+	memcpy(nulls, basenulls, 4);
+	values[4] = CStringGetTextDatum(model);
+	values[5] = Int32GetDatum((int32) t->v[DIM_FACTORS]);
+	values[6] = Int32GetDatum(iterations);
+	values[7] = Float4GetDatum((float) t->v[DIM_REGULARIZATION]);
+	values[8] = Float4GetDatum((float) t->v[DIM_ALPHA]);
+	values[9] = Float4GetDatum((float) t->v[DIM_UNOBSERVED]);
+	values[10] = Float4GetDatum(isnan(t->v[DIM_EXPONENT]) ? 0.0f : (float) t->v[DIM_EXPONENT]);
+	nulls[10] = isnan(t->v[DIM_EXPONENT]) ? 'n' : ' ';
+	values[11] = Float4GetDatum((float) t->v[DIM_INIT_STD]);
+	values[12] = base[4];
+	values[13] = Float4GetDatum((float) validation);
+	values[14] = Int32GetDatum(TUNE_PATIENCE);
+	nulls[13] = nulls[14] = validation > 0 ? ' ' : 'n';
+	if (SPI_execute_with_args(psprintf("SELECT 1 FROM %s.wals_train(source => $1, user_col => $2,"
+									   " item_col => $3, rating_col => $4, model => $5,"
+									   " factors => $6, iterations => $7, regularization => $8,"
+									   " alpha => $9, unobserved_weight => $10,"
+									   " regularization_exponent => $11, init_std => $12,"
+									   " seed => $13, validation => $14, patience => $15)", ext),
+							  15, types, values, nulls, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "wals: a training of wals_tune failed");
+}
+
+/* The validation score and best iteration of model, from its catalog row. */
+static void
+read_trial(const char *model, TuneTrial *t)
+{
+	WalsModelInfo info;
+	Oid			types[2] = {NAMEOID, TEXTOID};
+	Datum		values[2];
+	bool		isnull;
+
+	wals_model_resolve(cstring_to_text(model), &info);
+	values[0] = DirectFunctionCall1(namein, CStringGetDatum(info.schema));
+	values[1] = CStringGetTextDatum(info.name);
+	if (SPI_execute_with_args(psprintf("SELECT validation_ndcg, best_iteration, train_s FROM %s"
+									   " WHERE schema OPERATOR(pg_catalog.=) $1"
+									   " AND model OPERATOR(pg_catalog.=) $2",
+									   wals_catalog_table("wals_models")),
+							  2, types, values, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "wals: could not read the trial model \"%s\"", model);
+	t->score = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+											&isnull));
+	if (isnull)
+		t->score = 0;
+	t->best_iteration = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 2, &isnull));
+	t->seconds = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
+											  &isnull));
+}
+
+/* Write every trial into wals_tuning_log, as the catalog's writer. */
+static void
+log_trials(const char *model, const TuneTrial *trials, int n, const char *metric)
+{
+	WalsModelInfo info;
+	WalsRoleSave save;
+	int64		tuning = wals_next_version();
+	Oid			types[8] = {NAMEOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TEXTOID, FLOAT8OID,
+		INT4OID};
+	char	   *query = psprintf("INSERT INTO %s (schema, model, tuning, trial, parameters, metric,"
+								 " value, iterations) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+								 wals_catalog_table("wals_tuning_log"));
+
+	wals_model_resolve(cstring_to_text(model), &info);
+	wals_become_catalog_writer(&save);
+	for (int t = 0; t < n; t++)
+	{
+		Datum		values[8];
+
+		values[0] = DirectFunctionCall1(namein, CStringGetDatum(info.schema));
+		values[1] = CStringGetTextDatum(info.name);
+		values[2] = Int64GetDatum(tuning);
+		values[3] = Int32GetDatum(t + 1);
+		values[4] = DirectFunctionCall1(jsonb_in, CStringGetDatum(trial_json(&trials[t])));
+		values[5] = CStringGetTextDatum(metric);
+		values[6] = Float8GetDatum(trials[t].score);
+		values[7] = Int32GetDatum(trials[t].best_iteration);
+		wals_spi_exec(query, 8, types, values, SPI_OK_INSERT);
+	}
+	wals_unbecome(&save);
+}
+
+/*
+ * wals_tune(source regclass, user_col name, item_col name, rating_col name,
+ *			 model text, metric text, validation real, budget interval,
+ *			 space jsonb, seed int, max_trials int)
+ *	 RETURNS TABLE(trial int, parameters jsonb, metric float8,
+ *				   iterations int, seconds float8)
+ */
+Datum
+wals_tune(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *ext;
+	char	   *model;
+	char	   *trial_model;
+	char	   *metric;
+	double		validation;
+	double		budget_s;
+	int			seed;
+	int			max_trials;
+	TuneDim		dims[NDIMS];
+	TuneTrial  *trials;
+	int			n = 0;
+	int			best = 0;
+	Datum		base[5];
+	char		basenulls[4] = "    ";
+	instr_time	start;
+	WalsModelName mn;
+
+	for (int a = 0; a < 3; a++)
+		if (PG_ARGISNULL(a))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("\"%s\" must not be null", a == 0 ? "source" : a == 1 ? "user_col" : "item_col")));
+	metric = PG_ARGISNULL(5) ? "" : text_to_cstring(PG_GETARG_TEXT_PP(5));
+	if (strcmp(metric, "ndcg@" CppAsString2(WALS_VALIDATION_K)) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("wals_tune cannot yet search on metric \"%s\"", metric),
+				 errhint("Pass metric => 'ndcg@%d', the score of its early stopping.",
+						 WALS_VALIDATION_K)));
+	validation = PG_ARGISNULL(6) ? -1 : PG_GETARG_FLOAT4(6);
+	if (!(validation > 0 && validation <= WALS_MAX_VALIDATION))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for \"validation\": %g", validation),
+				 errhint("\"validation\" must be above 0 and at most %g.", WALS_MAX_VALIDATION)));
+	if (PG_ARGISNULL(7))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"budget\" must not be null")));
+	budget_s = DatumGetFloat8(DirectFunctionCall2(interval_part, CStringGetTextDatum("epoch"),
+												  PG_GETARG_DATUM(7)));
+	if (!(budget_s > 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for \"budget\": it must be positive")));
+	seed = PG_ARGISNULL(9) ? 42 : PG_GETARG_INT32(9);
+	max_trials = PG_ARGISNULL(10) ? 1000 : PG_GETARG_INT32(10);
+	if (max_trials < 1 || max_trials > 1000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for \"max_trials\": %d", max_trials),
+				 errhint("\"max_trials\" must be between 1 and 1000.")));
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	if (PG_ARGISNULL(4))
+	{
+		mn.schema = NULL;
+		mn.name = get_rel_name(PG_GETARG_OID(0));
+		if (mn.name == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("relation with OID %u does not exist", PG_GETARG_OID(0))));
+	}
+	else
+		wals_model_name_parse(text_to_cstring(PG_GETARG_TEXT_PP(4)), "model", &mn);
+	model = mn.schema ? wals_model_quoted(mn.schema, mn.name) : pstrdup(quote_identifier(mn.name));
+	trial_model = mn.schema ? wals_model_quoted(mn.schema, psprintf("%s_trial", mn.name)) :
+		pstrdup(quote_identifier(psprintf("%s_trial", mn.name)));
+
+	SPI_connect();
+	ext = quote_identifier(get_namespace_name(wals_extension_schema()));
+	default_space(dims);
+	if (!PG_ARGISNULL(8))
+		parse_space(PG_GETARG_JSONB_P(8), dims);
+	for (int a = 0; a < 4; a++)
+	{
+		base[a] = PG_GETARG_DATUM(a);
+		basenulls[a] = PG_ARGISNULL(a) ? 'n' : ' ';
+	}
+	base[4] = Int32GetDatum(seed);
+
+	trials = palloc0(sizeof(TuneTrial) * max_trials);
+	INSTR_TIME_SET_CURRENT(start);
+	while (n < max_trials && (n == 0 || wals_seconds_since(start) < budget_s))
+	{
+		TuneTrial  *t = &trials[n];
+
+		CHECK_FOR_INTERRUPTS();
+		sample_trial(dims, seed, n, t);
+		train_with(ext, base, basenulls, trial_model, t, validation, TUNE_MAX_ITERATIONS);
+		read_trial(trial_model, t);
+		if (t->score > trials[best].score)
+			best = n;
+		ereport(NOTICE,
+				(errmsg("wals_tune trial %d: %s %.4f after %d iterations", n + 1, metric,
+						t->score, t->best_iteration),
+				 errdetail("Parameters %s; the best so far is trial %d (%.4f).", trial_json(t),
+						   best + 1, trials[best].score)));
+		n++;
+	}
+	if (SPI_execute_with_args(psprintf("SELECT %s.wals_drop_model($1)", ext), 1,
+							  (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(trial_model)},
+							  NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "wals: could not drop the trial model");
+	train_with(ext, base, basenulls, model, &trials[best], 0, Max(trials[best].best_iteration, 1));
+	log_trials(model, trials, n, metric);
+	SPI_finish();
+
+	for (int t = 0; t < n; t++)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+
+		values[0] = Int32GetDatum(t + 1);
+		values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(trial_json(&trials[t])));
+		values[2] = Float8GetDatum(trials[t].score);
+		values[3] = Int32GetDatum(trials[t].best_iteration);
+		values[4] = Float8GetDatum(trials[t].seconds);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
