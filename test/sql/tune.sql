@@ -1,0 +1,86 @@
+-- wals_tune: a seeded random search, each trial a training scored on a
+-- held-out share, then the model trained with the best parameters.
+-- Scores are compared, not printed: their last digits depend on the CPU.
+SET client_min_messages = warning;
+
+CREATE TABLE tun AS
+SELECT u AS user_id, (u * 7 + g * 13 + (u * g) % 11) % 200 + 1 AS item_id,
+       (1 + (u + g) % 5)::real AS rating
+FROM generate_series(1, 400) u, generate_series(1, 10) g;
+
+CREATE TABLE tun_a AS
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_m', max_trials => 3,
+                        space => '{"factors": [8, 12], "init_std": [0.1, 0.2]}');
+SELECT trial, parameters ? 'regularization' AND parameters ? 'unobserved_weight' AS sampled,
+       (parameters->>'factors')::int IN (8, 12) AS factors_from_space,
+       metric >= 0 AS scored, iterations BETWEEN 1 AND 50 AS stopped
+FROM tun_a ORDER BY trial;
+-- the model is trained on every rating with the best trial's parameters,
+-- for its best number of iterations, and the trial model is gone
+SELECT m.factors = (b.parameters->>'factors')::int AS best_factors,
+       m.iterations = b.iterations AS best_iterations,
+       abs(m.unobserved_weight - (b.parameters->>'unobserved_weight')::real) < 1e-6 AS best_w0,
+       m.validation IS NULL AS on_every_rating,
+       m.ratings = (SELECT count(DISTINCT (user_id, item_id)) FROM tun) AS every_rating
+FROM wals_models m,
+     (SELECT * FROM tun_a ORDER BY metric DESC, trial LIMIT 1) b
+WHERE m.model = 'tun_m';
+SELECT count(*) AS trial_models FROM wals_models WHERE model = 'tun_m_trial';
+SELECT count(*) AS logged, count(DISTINCT tuning) AS tunings, min(metric) AS metric
+FROM wals_tuning_log WHERE model = 'tun_m';
+SELECT count(*) AS recommended FROM wals_recommend(1, 5, 'tun_m');
+
+-- the same seed, the same trials and scores
+SELECT count(*) AS differing
+FROM tun_a a FULL JOIN wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_m',
+                                 max_trials => 3,
+                                 space => '{"factors": [8, 12], "init_std": [0.1, 0.2]}') b
+  USING (trial)
+WHERE a.parameters IS DISTINCT FROM b.parameters OR a.metric IS DISTINCT FROM b.metric;
+SELECT count(DISTINCT tuning) AS tunings FROM wals_tuning_log WHERE model = 'tun_m';
+-- another seed, other parameters; a budget ends the search after a trial
+SELECT count(*) AS trials, bool_or(b.parameters IS DISTINCT FROM a.parameters) AS other_parameters
+FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_m', seed => 7,
+               budget => '1 millisecond', space => '{"factors": [8]}') b
+JOIN tun_a a USING (trial);
+
+-- a range and a choice of the frequency-scaled exponent
+SELECT bool_and((parameters->>'regularization')::float8 BETWEEN 0.001 AND 0.01) AS in_range,
+       bool_and(parameters->'regularization_exponent' = '1') AS scaled
+FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_m', max_trials => 2,
+               space => '{"factors": [8], "regularization": {"min": 0.001, "max": 0.01},
+                          "regularization_exponent": [1]}');
+
+-- Bad arguments, each naming itself.
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', metric => 'auc');
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', validation => 0);
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', budget => '-1 minute');
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', max_trials => 0);
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', space => '{"depth": [3]}');
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', space => '{"factors": {"min": 8, "max": 16}}');
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', space => '{"alpha": [-1]}');
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', space => '{"alpha": []}');
+
+-- an ordinary role tunes in its own schema, and may not tune into another's
+CREATE ROLE tun_tenant;
+CREATE SCHEMA tun_own AUTHORIZATION tun_tenant;
+GRANT SELECT ON tun TO tun_tenant;
+SET ROLE tun_tenant;
+SELECT count(*) AS trials FROM wals_tune('tun', 'user_id', 'item_id', 'rating',
+                                         model => 'tun_own.m', max_trials => 1,
+                                         space => '{"factors": [8]}');
+SELECT schema, model, trained_by FROM wals_models WHERE schema = 'tun_own';
+SELECT count(*) AS logged FROM wals_tuning_log WHERE schema = 'tun_own';
+\set VERBOSITY sqlstate
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', model => 'public.tun_m', max_trials => 1);
+\set VERBOSITY default
+SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_own.m')) d;
+RESET ROLE;
+DROP SCHEMA tun_own;
+REVOKE SELECT ON tun FROM tun_tenant;
+DROP ROLE tun_tenant;
+
+-- dropping the model drops its tuning log
+SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_m')) d;
+SELECT count(*) AS logged FROM wals_tuning_log WHERE model = 'tun_m';
+DROP TABLE tun, tun_a;
