@@ -54,7 +54,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 bench bench-serve bench-gpu bench-accel bench-evaluate
+BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 else ifneq ($(filter-out $(BOOTSTRAP_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -268,6 +268,13 @@ bench-evaluate: deps
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/evaluate.sh
+
+# Held-out ndcg@10 of the defaults against wals_tune (TUNE_BUDGET, TUNE_SET).
+.PHONY: bench-tune
+bench-tune: deps
+	$(MAKE) all
+	$(MAKE) install
+	./test/bench/tune.sh
 
 # Plain ALS-CG against ALS-NCG and the subspace solver, to the loss of 15
 # CG iterations, on the 5M and 20M sets (ACCEL_SETS, ACCEL_FACTORS).

@@ -1,0 +1,48 @@
+#!/bin/bash
+# Tuning benchmark: held-out ndcg@10 of a model trained with the defaults
+# against one trained by wals_tune with a budget, side by side.
+#
+#   ./test/bench/tune.sh           (from the repository root, as root, with
+#                                   the extension built and installed; or
+#                                   `make bench-tune`, which does both first)
+#
+# 1. generates the 20M set of the other benchmarks once into
+#    test/bench/cache/ (gen_ratings.py --users 138000 --items 27000 --nnz
+#    20000000, with a 2% held-out split); TUNE_SET=gowalla takes the
+#    Gowalla-shaped set of evaluate.sh instead;
+# 2. in a throw-away cluster trains f = 64 with the defaults, then runs
+#    wals_tune (budget TUNE_BUDGET, default '10 minutes'; its validation
+#    share comes out of the training rows, never out of the test split);
+# 3. prints the CPU, the kernels, every trial, and wals_evaluate's
+#    precision@10, recall@10 and ndcg@10 of both models on the test split.
+#
+# Nothing is asserted.  Environment: WALS_TOOLS, the folder of
+# gen_ratings.py (default ../shared/tools).
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+
+say() { echo "tune.sh: $*" >&2; }
+
+# shellcheck source=test/bench/lib.sh
+. test/bench/lib.sh
+
+bench_prepare gen_ratings.py
+
+case ${TUNE_SET:-20m} in
+20m) gen_20m ;;
+gowalla)
+	DATA=implicit-u29858-i40981-n1030000-s$SEED
+	gen "$DATA" --users 29858 --items 40981 --nnz 1030000 --test-fraction 0.2
+	;;
+*) say "unknown TUNE_SET $TUNE_SET (20m or gowalla)"; exit 1 ;;
+esac
+
+say "tuning in a throw-away PostgreSQL 15 cluster"
+if ! pg_virtualenv -t -v 15 -o shared_buffers=1GB -o max_worker_processes=16 \
+	-o max_parallel_workers=8 -o max_parallel_maintenance_workers=4 \
+	bash "$BENCH/tune_db.sh" "$CACHE/$DATA" "${TUNE_BUDGET:-10 minutes}" | tee "$OUTDIR/tune.txt"; then
+	say "failed (the end of the server log, if any, is above); the cluster is dropped"
+	exit 1
+fi
+say "written to $OUTDIR/tune.txt"
