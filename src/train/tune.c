@@ -131,7 +131,7 @@ sample_trial(const TuneDim *dims, int seed, int t, TuneTrial *trial)
 			bool		scaled = !isnan(trial->v[DIM_EXPONENT]);
 
 			min = scaled ? 1e-4 : 0.01;
-			max = scaled ? 0.1 : 100.0;
+			max = scaled ? 0.1 : 1000.0;
 		}
 		trial->v[k] = sample(&dims[k], uniform(seed, t, k), min, max);
 		if (dims[k].integer)
