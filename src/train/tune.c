@@ -427,6 +427,8 @@ wals_tune(PG_FUNCTION_ARGS)
 	trial_model = mn.schema ? wals_model_quoted(mn.schema, psprintf("%s_trial", mn.name)) :
 		pstrdup(quote_identifier(psprintf("%s_trial", mn.name)));
 
+	/* the trials outlive SPI_finish, which frees what was allocated inside */
+	trials = palloc0(sizeof(TuneTrial) * max_trials);
 	SPI_connect();
 	ext = quote_identifier(get_namespace_name(wals_extension_schema()));
 	default_space(dims);
@@ -439,7 +441,6 @@ wals_tune(PG_FUNCTION_ARGS)
 	}
 	base[4] = Int32GetDatum(seed);
 
-	trials = palloc0(sizeof(TuneTrial) * max_trials);
 	INSTR_TIME_SET_CURRENT(start);
 	while (n < max_trials && (n == 0 || wals_seconds_since(start) < budget_s))
 	{

@@ -198,6 +198,28 @@ SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating', model => 'm', fa
 	model_unchanged('after statement_timeout in a training with a validation share');
 }
 
+# wals_tune, timed out in a trial after others have run: the model, its
+# log and the tuning log are as they were; no trial model is left.
+{
+	my ($stdout, $stderr);
+	$node->psql(
+		'postgres', q{SET statement_timeout = '5s';
+SELECT * FROM wals_tune('big', 'user_id', 'item_id', 'rating', model => 'm',
+  space => '{"factors": [8, 64]}', budget => '1 hour')},
+		stdout => \$stdout,
+		stderr => \$stderr);
+	like(
+		$stderr,
+		qr/canceling statement due to statement timeout/,
+		'statement_timeout ends wals_tune');
+	model_unchanged('after statement_timeout in wals_tune');
+	is( $node->safe_psql(
+			'postgres',
+			q{SELECT (SELECT count(*) FROM wals_tuning_log)
+			    + (SELECT count(*) FROM wals_models WHERE model = 'm_trial')}),
+		'0', 'no tuning log and no trial model after a cancelled wals_tune');
+}
+
 # ---------------------------------------------------------------------------
 # A successful training inside a transaction that is rolled back.
 $bg->query_safe('BEGIN');
