@@ -168,57 +168,44 @@ ok( $node->poll_query_until(
 		'postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid"),
 	'the cancelled backend is idle');
 model_unchanged('after pg_cancel_backend in an accelerated iteration');
+
+# Run $sql under statement_timeout $timeout: it must end with the timeout's
+# error and leave the model as it was.
+sub times_out
 {
+	my ($timeout, $sql, $what) = @_;
 	my ($stdout, $stderr);
 	$node->psql(
-		'postgres', "SET statement_timeout = '4s'; $long_ncg",
+		'postgres', "SET statement_timeout = '$timeout'; $sql",
 		stdout => \$stdout,
 		stderr => \$stderr);
 	like(
 		$stderr,
 		qr/canceling statement due to statement timeout/,
-		'statement_timeout ends an accelerated training');
-	model_unchanged('after statement_timeout in an accelerated training');
+		"statement_timeout ends $what");
+	model_unchanged("after statement_timeout in $what");
 }
+
+times_out('4s', $long_ncg, 'an accelerated training');
 
 # A training with a validation share, whose best iterate is kept apart from
 # the factors being trained: the timeout keeps neither.
-{
-	my ($stdout, $stderr);
-	$node->psql(
-		'postgres', q{SET statement_timeout = '3s';
-SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating', model => 'm', factors => 64,
-  iterations => 10000, validation => 0.2, patience => 10000)},
-		stdout => \$stdout,
-		stderr => \$stderr);
-	like(
-		$stderr,
-		qr/canceling statement due to statement timeout/,
-		'statement_timeout ends a training with a validation share');
-	model_unchanged('after statement_timeout in a training with a validation share');
-}
+times_out(
+	'3s', q{SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating', model => 'm',
+  factors => 64, iterations => 10000, validation => 0.2, patience => 10000)},
+	'a training with a validation share');
 
 # wals_tune, timed out in a trial after others have run: the model, its
 # log and the tuning log are as they were; no trial model is left.
-{
-	my ($stdout, $stderr);
-	$node->psql(
-		'postgres', q{SET statement_timeout = '5s';
-SELECT * FROM wals_tune('big', 'user_id', 'item_id', 'rating', model => 'm',
+times_out(
+	'5s', q{SELECT * FROM wals_tune('big', 'user_id', 'item_id', 'rating', model => 'm',
   space => '{"factors": [8, 64]}', budget => '1 hour')},
-		stdout => \$stdout,
-		stderr => \$stderr);
-	like(
-		$stderr,
-		qr/canceling statement due to statement timeout/,
-		'statement_timeout ends wals_tune');
-	model_unchanged('after statement_timeout in wals_tune');
-	is( $node->safe_psql(
-			'postgres',
-			q{SELECT (SELECT count(*) FROM wals_tuning_log)
-			    + (SELECT count(*) FROM wals_models WHERE model = 'm_trial')}),
-		'0', 'no tuning log and no trial model after a cancelled wals_tune');
-}
+	'wals_tune');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT (SELECT count(*) FROM wals_tuning_log)
+		    + (SELECT count(*) FROM wals_models WHERE model = 'm_trial')}),
+	'0', 'no tuning log and no trial model after a cancelled wals_tune');
 
 # ---------------------------------------------------------------------------
 # A successful training inside a transaction that is rolled back.
