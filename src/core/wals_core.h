@@ -87,6 +87,19 @@ typedef struct WalsParams
 } WalsParams;
 
 /*
+ * splitmix64's finalizer, a full-avalanche bijection of 64 bits: it spreads
+ * consecutive ids over the hash slots and turns (seed, id, k) into
+ * independent-looking random bits.
+ */
+static inline uint64_t
+wals_mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/*
  * The scale s of a row's regularisation, lambda s |x|^2 in L, for a row
  * of n ratings when the other side has ncols rows.  Frequency scaling
  * (Rendle, Krichene, Zhang, Koren, arXiv:2110.14037) is

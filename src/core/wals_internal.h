@@ -9,19 +9,6 @@
 
 #include "wals_core.h"
 
-/*
- * splitmix64's finalizer, a full-avalanche bijection of 64 bits: it spreads
- * consecutive ids over the hash slots and turns (seed, id, k) into
- * independent-looking random bits.
- */
-static inline uint64_t
-wals_mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
 /* Confidence c and target p of one observed cell with merged rating r. */
 static inline void
 wals_cell_weights(const WalsParams *params, float r, float *c, float *p)

@@ -96,14 +96,10 @@ default_space(TuneDim *dims)
 static double
 uniform(int seed, int trial, int dim)
 {
-	uint64		h = (uint64) (uint32) seed * UINT64CONST(0x9e3779b97f4a7c15) +
-		(uint64) trial * UINT64CONST(0xbf58476d1ce4e5b9) + (uint64) dim + 1;
+	uint64		h = wals_mix64((uint64) (uint32) seed * UINT64CONST(0x9e3779b97f4a7c15) +
+							   (uint64) trial * UINT64CONST(0xbf58476d1ce4e5b9) +
+							   (uint64) dim + 1);
 
-	h ^= h >> 30;
-	h *= UINT64CONST(0xbf58476d1ce4e5b9);
-	h ^= h >> 27;
-	h *= UINT64CONST(0x94d049bb133111eb);
-	h ^= h >> 31;
 	return (double) (h >> 11) * (1.0 / 9007199254740992.0);
 }
 
@@ -120,11 +116,15 @@ sample(const TuneDim *d, double u, double min, double max)
 static void
 sample_trial(const TuneDim *dims, int seed, int t, TuneTrial *trial)
 {
+	/* the exponent decides lambda's range: sample it first */
+	trial->v[DIM_EXPONENT] = sample(&dims[DIM_EXPONENT], uniform(seed, t, DIM_EXPONENT), 0, 0);
 	for (int k = 0; k < NDIMS; k++)
 	{
 		double		min = dims[k].min;
 		double		max = dims[k].max;
 
+		if (k == DIM_EXPONENT)
+			continue;
 		/* unless the space sets it, lambda's range follows the scale */
 		if (k == DIM_REGULARIZATION && min == 0 && max == 0)
 		{
@@ -136,10 +136,6 @@ sample_trial(const TuneDim *dims, int seed, int t, TuneTrial *trial)
 		trial->v[k] = sample(&dims[k], uniform(seed, t, k), min, max);
 		if (dims[k].integer)
 			trial->v[k] = rint(trial->v[k]);
-		/* the exponent decides lambda's range: sample it first */
-		if (k == DIM_FACTORS)
-			trial->v[DIM_EXPONENT] = sample(&dims[DIM_EXPONENT],
-											uniform(seed, t, DIM_EXPONENT), 0, 0);
 	}
 }
 

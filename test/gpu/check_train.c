@@ -158,6 +158,22 @@ free_csr(WalsCsr *R)
 	free(R->values);
 }
 
+/* The exact loss of X and Y, from their Grams (GX, GY: f x f scratch). */
+static double
+cpu_loss(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
+		 const float *X, const float *Y, float *GX, float *GY)
+{
+	int			f = params->factors;
+
+	memset(GX, 0, sizeof(float) * f * f);
+	memset(GY, 0, sizeof(float) * f * f);
+	wals_gram_rows(X, 0, R->nrows, f, GX);
+	wals_gram_rows(Y, 0, Rt->nrows, f, GY);
+	return wals_loss_unobserved(params, GX, GY) +
+		wals_loss_rows(params, R, X, Y, 0, R->nrows) +
+		wals_reg_rows(params, Rt, Y, 0, Rt->nrows);
+}
+
 /*
  * The loss after one iteration on the CPU; NaN, which no GPU loss matches,
  * when a row fails to solve.
@@ -177,11 +193,7 @@ cpu_iteration(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
 	wals_gram_rows(X, 0, R->nrows, f, GX);
 	if (wals_solve_rows(params, Rt, X, GX, Y, 0, Rt->nrows, scratch, &bad) != WALS_OK)
 		return NAN;
-	memset(GY, 0, sizeof(float) * f * f);
-	wals_gram_rows(Y, 0, Rt->nrows, f, GY);
-	return wals_loss_unobserved(params, GX, GY) +
-		wals_loss_rows(params, R, X, Y, 0, R->nrows) +
-		wals_reg_rows(params, Rt, Y, 0, Rt->nrows);
+	return cpu_loss(params, R, Rt, X, Y, GX, GY);
 }
 
 static void
@@ -246,13 +258,7 @@ check_shape(const Shape *shape, WalsSolver solver, int block_size)
 		}
 		else
 		{
-			memset(GX, 0, sizeof(float) * f * f);
-			memset(GY, 0, sizeof(float) * f * f);
-			wals_gram_rows(X, 0, R.nrows, f, GX);
-			wals_gram_rows(Y, 0, Rt.nrows, f, GY);
-			mine = wals_loss_rows(&params, &R, X, Y, 0, R.nrows) +
-				wals_reg_rows(&params, &Rt, Y, 0, Rt.nrows) +
-				wals_loss_unobserved(&params, GX, GY);
+			mine = cpu_loss(&params, &R, &Rt, X, Y, GX, GY);
 			if (!(fabs(mine - gpu) <= 1e-6 * fmax(fabs(gpu), 1e-30)))
 			{
 				printf("FAIL %s, %s: downloaded factors have loss %.9g, the GPU said %.9g\n",
