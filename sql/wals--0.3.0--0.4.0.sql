@@ -7,9 +7,11 @@
 -- of each iteration whether it was a plain ALS sweep or an accelerated step.
 -- Frequency-scaled regularization (regularization_exponent) and the
 -- starting factors' scale (init_std), NULL for the models before them.
--- Early stopping on a held-out share of the ratings (validation, patience):
--- the model keeps the best iterate, whose number and validation ndcg@20
--- the catalog records, with each iteration's in the training log.
+-- Early stopping on a held-out share of the ratings (validation) or on the
+-- cells of a table (validation_table), by a ranking metric
+-- (validation_metric, ndcg@20 unless given) and patience: the model keeps
+-- the best iterate, whose number and validation score the catalog
+-- records, with each iteration's in the training log.
 
 ALTER TABLE wals_models
 	ADD COLUMN accelerate text NOT NULL DEFAULT 'none',
@@ -17,15 +19,17 @@ ALTER TABLE wals_models
 	ADD COLUMN regularization_exponent real,
 	ADD COLUMN init_std real,
 	ADD COLUMN validation real,
+	ADD COLUMN validation_table text,
+	ADD COLUMN validation_metric text,
 	ADD COLUMN patience int,
 	ADD COLUMN best_iteration int,
-	ADD COLUMN validation_ndcg float8;
+	ADD COLUMN validation_score float8;
 
 -- 'als': the iteration kept its ALS sweep; 'ncg': it moved further, along
 -- the direction of the nonlinear conjugate gradient.
 ALTER TABLE wals_training_log
 	ADD COLUMN step text NOT NULL DEFAULT 'als',
-	ADD COLUMN validation_ndcg float8;
+	ADD COLUMN validation_score float8;
 
 DROP FUNCTION wals_train(regclass, name, name, name, text, int, int, real, text, real,
 						 real, text, int, text, int, int, bool, real);
@@ -54,7 +58,9 @@ CREATE FUNCTION wals_train(
 	regularization_exponent real DEFAULT NULL,
 	init_std real DEFAULT NULL,
 	validation real DEFAULT NULL,
-	patience int DEFAULT NULL)
+	patience int DEFAULT NULL,
+	validation_metric text DEFAULT NULL,
+	validation_table regclass DEFAULT NULL)
 RETURNS SETOF wals_train_result
 AS 'MODULE_PATHNAME', 'wals_train'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
@@ -72,6 +78,7 @@ CREATE TABLE wals_tuning_log (
 	metric text NOT NULL,
 	value float8,
 	iterations int,
+	seconds float8,
 	tuned_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (schema, model, tuning, trial)
 );

@@ -42,11 +42,14 @@
 #define WALS_MAX_REG_EXPONENT		2.0f
 
 /*
- * validation: the held-out share is scored by ndcg at this k, on at most
- * this many of its users (evenly spread), after every iteration; patience
- * is the iterations without a better score before a training stops.
+ * validation: the held-out cells are scored by this metric unless
+ * validation_metric names another (at k up to WALS_MAX_VALIDATION_K), on
+ * at most WALS_VALIDATION_USERS of their users (evenly spread), after every
+ * iteration; patience is the iterations without a better score before a
+ * training stops.
  */
-#define WALS_VALIDATION_K			20
+#define WALS_DEFAULT_VALIDATION_METRIC	"ndcg@20"
+#define WALS_MAX_VALIDATION_K		1000
 #define WALS_VALIDATION_USERS		5000
 #define WALS_MAX_VALIDATION			0.5f
 #define WALS_DEFAULT_PATIENCE		2

@@ -180,9 +180,9 @@ score_block(const float *X, const float *Y, int f, const WalsCsr *train,
 }
 
 WalsStatus
-wals_holdout_ndcg(const float *X, const float *Y, int f, const WalsCsr *train,
-				  const WalsCsr *held_cells, int k, int64_t max_users,
-				  void *scratch, double *ndcg)
+wals_holdout_metrics(const float *X, const float *Y, int f, const WalsCsr *train,
+					 const WalsCsr *held_cells, int k, int64_t max_users,
+					 void *scratch, WalsMetrics *out)
 {
 	int64_t		nitems = train->ncols;
 	int64_t		with = wals_holdout_users(held_cells, 0);
@@ -192,12 +192,10 @@ wals_holdout_ndcg(const float *X, const float *Y, int f, const WalsCsr *train,
 	int64_t    *users = (int64_t *) (xs + even((size_t) HOLDOUT_BLOCK * f));
 	void	   *mscratch = users + HOLDOUT_BLOCK;
 	WalsMetricsAcc acc;
-	WalsMetrics out;
 	int64_t		seen = 0;
 	int			n = 0;
 	WalsStatus	st;
 
-	*ndcg = 0.0;
 	st = wals_metrics_init(&acc, k);
 	if (st != WALS_OK)
 		return st;
@@ -224,7 +222,6 @@ wals_holdout_ndcg(const float *X, const float *Y, int f, const WalsCsr *train,
 		if (st != WALS_OK)
 			return st;
 	}
-	wals_metrics_finish(&acc, &out);
-	*ndcg = out.users > 0 ? out.ndcg : 0.0;
+	wals_metrics_finish(&acc, out);
 	return WALS_OK;
 }

@@ -16,6 +16,8 @@
  * 1 and the fraction is rounded once, at the end.
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "wals_metrics.h"
 
@@ -487,4 +489,57 @@ double
 wals_rmse_finish(const WalsRmseAcc *acc)
 {
 	return acc->cells > 0 ? sqrt(acc->sse / (double) acc->cells) : NAN;
+}
+
+int
+wals_metric_parse(const char *name, int max_k, WalsMetricKind *kind, int *k)
+{
+	static const struct
+	{
+		const char *prefix;
+		WalsMetricKind kind;
+	}			ranked[] = {
+		{"precision@", WALS_METRIC_PRECISION},
+		{"recall@", WALS_METRIC_RECALL},
+		{"ndcg@", WALS_METRIC_NDCG},
+		{"map@", WALS_METRIC_MAP},
+	};
+
+	if (strcmp(name, "auc") == 0)
+	{
+		*kind = WALS_METRIC_AUC;
+		*k = 1;
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(ranked) / sizeof(ranked[0]); i++)
+	{
+		size_t		len = strlen(ranked[i].prefix);
+		const char *digits = name + len;
+		char	   *end;
+		long		v;
+
+		if (strncmp(name, ranked[i].prefix, len) != 0)
+			continue;
+		/* digits only: strtol would take a sign or spaces */
+		if (*digits < '0' || *digits > '9')
+			return 0;
+		v = strtol(digits, &end, 10);
+		if (*end != '\0' || v < 1 || v > max_k)
+			return 0;
+		*kind = ranked[i].kind;
+		*k = (int) v;
+		return 1;
+	}
+	return 0;
+}
+
+double
+wals_metric_value(const WalsMetrics *m, WalsMetricKind kind)
+{
+	double		v = kind == WALS_METRIC_PRECISION ? m->precision :
+		kind == WALS_METRIC_RECALL ? m->recall :
+		kind == WALS_METRIC_NDCG ? m->ndcg :
+		kind == WALS_METRIC_MAP ? m->map : m->auc;
+
+	return isnan(v) ? 0.0 : v;
 }

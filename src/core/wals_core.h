@@ -295,20 +295,8 @@ extern void wals_holdout_join(const WalsCsr *keep, const WalsCsr *held_cells, Wa
 /* The users with held-out cells, at most max_users (0: no limit). */
 extern int64_t wals_holdout_users(const WalsCsr *held_cells, int64_t max_users);
 
-/* Bytes of scratch wals_holdout_ndcg needs, aligned as malloc aligns. */
+/* Bytes of scratch wals_holdout_metrics (wals_metrics.h) needs. */
 extern size_t wals_holdout_scratch(int64_t nitems, int f, int k);
-
-/*
- * ndcg@k (wals_metrics.h) of the factors X and Y on the held-out cells,
- * over at most max_users of the users that have some (0: all), evenly
- * spread in user order, each user's training cells (train, by user, of
- * ncols items) left out of its ranking as wals_evaluate leaves them out.
- * 0 when no user counts.
- */
-extern WalsStatus wals_holdout_ndcg(const float *X, const float *Y, int f,
-									const WalsCsr *train, const WalsCsr *held_cells,
-									int k, int64_t max_users, void *scratch,
-									double *ndcg);
 
 /* ---------- factors (init.c) ---------- */
 

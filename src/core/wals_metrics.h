@@ -138,4 +138,36 @@ extern WalsStatus wals_rmse_user(WalsRmseAcc *acc, const float *scores,
 /* The pooled RMSE; NaN when no cell was added. */
 extern double wals_rmse_finish(const WalsRmseAcc *acc);
 
+/* One of the ranking metrics above, by name. */
+typedef enum WalsMetricKind
+{
+	WALS_METRIC_PRECISION,
+	WALS_METRIC_RECALL,
+	WALS_METRIC_NDCG,
+	WALS_METRIC_MAP,
+	WALS_METRIC_AUC
+} WalsMetricKind;
+
+/*
+ * Parse "precision@k", "recall@k", "ndcg@k", "map@k" (k a decimal number
+ * from 1 to max_k) or "auc" (k set to 1: AUC ranks every item whatever k
+ * is).  0 for anything else.
+ */
+extern int	wals_metric_parse(const char *name, int max_k, WalsMetricKind *kind, int *k);
+
+/* The mean of that metric in m, 0 where no user counted towards it. */
+extern double wals_metric_value(const WalsMetrics *m, WalsMetricKind kind);
+
+/*
+ * The metrics at k (above) of the factors X and Y on held-out cells
+ * (holdout.c), over at most max_users of the users that have some (0:
+ * all), evenly spread in user order, each user's training cells (train, by
+ * user, of ncols items) left out of its ranking as wals_evaluate leaves
+ * them out.  scratch: wals_holdout_scratch(ncols, f, k) bytes.
+ */
+extern WalsStatus wals_holdout_metrics(const float *X, const float *Y, int f,
+									   const WalsCsr *train, const WalsCsr *held_cells,
+									   int k, int64_t max_users, void *scratch,
+									   WalsMetrics *out);
+
 #endif							/* WALS_METRICS_H */

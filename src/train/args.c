@@ -47,7 +47,9 @@ enum
 	ARG_REGULARIZATION_EXPONENT,
 	ARG_INIT_STD,
 	ARG_VALIDATION,
-	ARG_PATIENCE
+	ARG_PATIENCE,
+	ARG_VALIDATION_METRIC,
+	ARG_VALIDATION_TABLE
 };
 
 static const char *const arg_names[] = {
@@ -55,7 +57,7 @@ static const char *const arg_names[] = {
 	"iterations", "regularization", "feedback", "alpha", "unobserved_weight",
 	"solver", "cg_steps", "device", "workers", "seed", "warm_start", "tolerance",
 	"accelerate", "block_size", "regularization_exponent", "init_std", "validation",
-	"patience"
+	"patience", "validation_metric", "validation_table"
 };
 
 const char *
@@ -268,28 +270,62 @@ block_size_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 }
 
 /*
- * The share held out for early stopping, above 0 and at most half, and the
- * patience, which means nothing without one and is refused there.
+ * The cells held out for early stopping: a share of the source, above 0
+ * and at most half, or a table with the source's id columns; the metric
+ * and the patience, which mean nothing without them and are refused there.
  */
 static void
 validation_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 {
-	if (PG_ARGISNULL(ARG_VALIDATION))
+	const char *metric = WALS_DEFAULT_VALIDATION_METRIC;
+
+	if (PG_ARGISNULL(ARG_VALIDATION) && PG_ARGISNULL(ARG_VALIDATION_TABLE))
 	{
-		if (!PG_ARGISNULL(ARG_PATIENCE))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("\"patience\" applies only with \"validation\""),
-					 errhint("Pass validation => 0.1 (a share of each user's items to hold out), or leave \"patience\" out.")));
+		for (int arg = ARG_PATIENCE; arg <= ARG_VALIDATION_METRIC; arg++)
+			if (!PG_ARGISNULL(arg))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("\"%s\" applies only with \"validation\" or \"validation_table\"",
+								arg_names[arg]),
+						 errhint("Pass validation => 0.1 (a share of each user's items to hold out), or leave \"%s\" out.",
+								 arg_names[arg])));
 		return;
 	}
-	args->validation = real_arg(fcinfo, ARG_VALIDATION, WALS_MAX_VALIDATION);
-	if (args->validation == 0)
+	if (!PG_ARGISNULL(ARG_VALIDATION) && !PG_ARGISNULL(ARG_VALIDATION_TABLE))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid value for \"validation\": 0"),
-				 errhint("\"validation\" must be above 0 and at most %g, or NULL for no early stopping.",
-						 WALS_MAX_VALIDATION)));
+				 errmsg("\"validation\" and \"validation_table\" cannot both be given"),
+				 errhint("Hold out a share of the source with \"validation\", or give the held-out cells as \"validation_table\".")));
+	if (!PG_ARGISNULL(ARG_VALIDATION))
+	{
+		args->validation = real_arg(fcinfo, ARG_VALIDATION, WALS_MAX_VALIDATION);
+		if (args->validation == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for \"validation\": 0"),
+					 errhint("\"validation\" must be above 0 and at most %g, or NULL for no early stopping.",
+							 WALS_MAX_VALIDATION)));
+	}
+	else
+	{
+		args->validation_table = PG_GETARG_OID(ARG_VALIDATION_TABLE);
+		args->validation_table_display = wals_check_source(args->validation_table,
+														   "validation_table");
+		wals_check_column(args->validation_table, args->validation_table_display,
+						  args->user_col, "user_col", true);
+		wals_check_column(args->validation_table, args->validation_table_display,
+						  args->item_col, "item_col", true);
+	}
+	if (!PG_ARGISNULL(ARG_VALIDATION_METRIC))
+		metric = text_to_cstring(PG_GETARG_TEXT_PP(ARG_VALIDATION_METRIC));
+	if (!wals_metric_parse(metric, WALS_MAX_VALIDATION_K, &args->validation_kind,
+						   &args->validation_k))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for \"validation_metric\": \"%s\"", metric),
+				 errhint("\"validation_metric\" must be ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, or auc.",
+						 WALS_MAX_VALIDATION_K)));
+	args->validation_metric = pstrdup(metric);
 	args->patience = PG_ARGISNULL(ARG_PATIENCE) ? WALS_DEFAULT_PATIENCE :
 		int_arg(fcinfo, ARG_PATIENCE, 1, WALS_MAX_ITERATIONS);
 }

@@ -90,7 +90,7 @@ wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
 											   scratch, scratch_bytes));
 	data->nratings = data->by_user.indptr[data->nusers];
 	CHECK_FOR_INTERRUPTS();
-	wals_validation_split(args, data);
+	wals_validation_split(args, raw, data);
 
 	wals_csr_transpose_with(&data->by_user, &data->by_item, scratch, scratch_bytes);
 	pfree(scratch);

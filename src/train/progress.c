@@ -14,6 +14,15 @@
 
 #include "wals_train.h"
 
+/* What calls the training, such as wals_tune's trial; empty: the statement. */
+static char progress_context[256];
+
+void
+wals_progress_context(const char *context)
+{
+	strlcpy(progress_context, context ? context : "", sizeof(progress_context));
+}
+
 /*
  * Tell other sessions how far the training got: pg_stat_activity shows it
  * in the query column while the training runs.
@@ -22,13 +31,16 @@ void
 wals_report_progress(const WalsTrainArgs *args, int it, const char *phase,
 					 const WalsTrainResult *result)
 {
-	char		buf[512];
+	char		buf[768];
+	int			len = 0;
 
+	if (progress_context[0] != '\0')
+		len = snprintf(buf, sizeof(buf), "%s: ", progress_context);
 	if (it == 0)
-		snprintf(buf, sizeof(buf), "wals_train: model \"%s\", iteration 1 of %d, %s",
+		snprintf(buf + len, sizeof(buf) - len, "wals_train: model \"%s\", iteration 1 of %d, %s",
 				 args->model_display, args->iterations, phase);
 	else
-		snprintf(buf, sizeof(buf),
+		snprintf(buf + len, sizeof(buf) - len,
 				 "wals_train: model \"%s\", iteration %d of %d, %s; loss %.6g after iteration %d (%.3f s)",
 				 args->model_display, it + 1, args->iterations, phase, result->iteration_loss[it - 1],
 				 it, result->iteration_seconds[it - 1]);
@@ -51,7 +63,7 @@ wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result)
 	result->iteration_loss = palloc(sizeof(double) * args->iterations);
 	result->iteration_seconds = palloc(sizeof(double) * args->iterations);
 	result->iteration_ncg = palloc0(sizeof(bool) * args->iterations);
-	result->iteration_ndcg = palloc(sizeof(double) * args->iterations);
+	result->iteration_score = palloc(sizeof(double) * args->iterations);
 }
 
 /*
@@ -61,10 +73,10 @@ wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result)
  */
 bool
 wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
-					double loss, double step, double ndcg, double seconds)
+					double loss, double step, double score, double seconds)
 {
 	result->loss = loss;
-	result->iteration_ndcg[it] = ndcg;
+	result->iteration_score[it] = score;
 	result->iteration_loss[it] = loss;
 	result->iteration_seconds[it] = seconds;
 	result->iteration_ncg[it] = step > 0;
@@ -74,8 +86,8 @@ wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
 					args->iterations),
 			 errdetail("Loss %.6g after %.3f s%s%s.", loss, seconds,
 					   step > 0 ? psprintf(", with a step of %.3g along the NCG direction", step) : "",
-					   isnan(ndcg) ? "" : psprintf(", validation ndcg@%d %.4f", WALS_VALIDATION_K,
-												   ndcg))));
+					   isnan(score) ? "" : psprintf(", validation %s %.4f", args->validation_metric,
+													score))));
 
 	if (it == 0 || args->tolerance < 0)
 		return false;

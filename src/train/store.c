@@ -187,7 +187,7 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	return relid;
 }
 
-#define NCATALOG 40
+#define NCATALOG 42
 
 /* Replace the catalog row of the model and append its training log. */
 static void
@@ -195,6 +195,7 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 			  const WalsTrainResult *result, Oid user_rel, Oid item_rel)
 {
 	const WalsParams *p = &args->params;
+	bool		validating = wals_validating(args);
 	Oid			types[NCATALOG];
 	Datum		values[NCATALOG];
 	char		nulls[NCATALOG];
@@ -244,9 +245,13 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	PARAM(FLOAT4OID, Float4GetDatum(p->reg_exponent), !p->frequency_scaled);
 	PARAM(FLOAT4OID, Float4GetDatum(args->init_std), args->init_std < 0);
 	PARAM(FLOAT4OID, Float4GetDatum((float) args->validation), args->validation <= 0);
-	PARAM(INT4OID, Int32GetDatum(args->patience), args->validation <= 0);
-	PARAM(INT4OID, Int32GetDatum(result->best_iteration), args->validation <= 0);
-	PARAM(FLOAT8OID, Float8GetDatum(result->validation_ndcg), args->validation <= 0);
+	PARAM(TEXTOID, CStringGetTextDatum(OidIsValid(args->validation_table) ?
+									   args->validation_table_display : ""),
+		  !OidIsValid(args->validation_table));
+	PARAM(TEXTOID, CStringGetTextDatum(validating ? args->validation_metric : ""), !validating);
+	PARAM(INT4OID, Int32GetDatum(args->patience), !validating);
+	PARAM(INT4OID, Int32GetDatum(result->best_iteration), !validating);
+	PARAM(FLOAT8OID, Float8GetDatum(result->validation_score), !validating);
 #undef PARAM
 
 	wals_become_catalog_writer(&save);
@@ -261,17 +266,18 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 					 " users, items, ratings, loss, device, workers, load_s, train_s,"
 					 " store_s, total_s, version, user_factors, item_factors,"
 					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
-					 " validation, patience, best_iteration, validation_ndcg, trained_at)"
+					 " validation, validation_table, validation_metric, patience,"
+					 " best_iteration, validation_score, trained_at)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
 					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
-					 " pg_catalog.now())",
+					 " $41, $42, pg_catalog.now())",
 					 wals_catalog_table("wals_models"));
 	if (SPI_execute_with_args(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"", args->model_display);
 
 	query = psprintf("INSERT INTO %s (schema, model, version, iteration, loss, seconds, step,"
-					 " validation_ndcg) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+					 " validation_score) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 					 wals_catalog_table("wals_training_log"));
 	for (int it = 0; it < result->iterations; it++)
 	{
@@ -287,8 +293,8 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 		log_values[4] = Float8GetDatum(result->iteration_loss[it]);
 		log_values[5] = Float8GetDatum(result->iteration_seconds[it]);
 		log_values[6] = CStringGetTextDatum(result->iteration_ncg[it] ? "ncg" : "als");
-		log_values[7] = Float8GetDatum(result->iteration_ndcg[it]);
-		log_nulls[7] = isnan(result->iteration_ndcg[it]) ? 'n' : ' ';
+		log_values[7] = Float8GetDatum(result->iteration_score[it]);
+		log_nulls[7] = isnan(result->iteration_score[it]) ? 'n' : ' ';
 		if (SPI_execute_with_args(query, 8, log_types, log_values, log_nulls, false, 0) !=
 			SPI_OK_INSERT)
 			elog(ERROR, "wals: could not write the training log of model \"%s\"",

@@ -220,7 +220,7 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 			instr_time	start;
 			double		loss = 0;
 			double		step = 0;
-			double		ndcg = NAN;
+			double		score = NAN;
 			bool		ok;
 
 			CHECK_FOR_INTERRUPTS();
@@ -231,12 +231,12 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 			else
 				ok = engine->iterate(state, &loss, &failure);
 			if (ok && validation->on)
-				ok = wals_validation_step(args, data, engine, state, validation, it, &ndcg,
+				ok = wals_validation_step(args, data, engine, state, validation, it, &score,
 										  &failure);
 			if (!ok)
 				wals_report_failure(&failure, doing(args, engine, it), data->user_ids,
 									data->item_ids);
-			if (wals_iteration_done(args, result, it, loss, step, ndcg, wals_seconds_since(start)) ||
+			if (wals_iteration_done(args, result, it, loss, step, score, wals_seconds_since(start)) ||
 				wals_validation_stop(args, validation, it))
 				break;
 		}
@@ -319,10 +319,11 @@ wals_train(PG_FUNCTION_ARGS)
 
 	check_before_reading(&args);
 	wals_ingest(&args, &raw);
+	wals_validation_read(&args, &raw);
 	device = wals_device_choose(&args, raw.n);
 	ws = wals_workspace_create(&args, &raw, wals_seconds_since(start),
 							   wals_cpu_engine_bytes(&args, raw.nusers, raw.nitems) +
-							   wals_validation_bytes(&args, raw.n, raw.nusers, raw.nitems),
+							   wals_validation_bytes(&args, &raw),
 							   &data);
 	wals_build_matrices(&args, &raw, &data);
 	result.load_s = wals_seconds_since(start);

@@ -26,6 +26,8 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "catalog/namespace.h"
+#include "nodes/makefuncs.h"
 #include "portability/instr_time.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -250,12 +252,13 @@ trial_json(const TuneTrial *t)
  */
 static void
 train_with(const char *ext, Datum *base, char *basenulls, const char *model,
-		   const TuneTrial *t, double validation, int iterations)
+		   const TuneTrial *t, double validation, const char *metric, int iterations)
 {
-	Oid			types[15] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, TEXTOID, INT4OID, INT4OID,
-		FLOAT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, INT4OID, FLOAT4OID, INT4OID};
-	Datum		values[15];
-	char		nulls[16] = "               ";
+	Oid			types[16] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, TEXTOID, INT4OID, INT4OID,
+		FLOAT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, INT4OID, FLOAT4OID, INT4OID,
+	TEXTOID};
+	Datum		values[16];
+	char		nulls[17] = "                ";
 
 	memcpy(values, base, sizeof(Datum) * 4);
 	memcpy(nulls, basenulls, 4);
@@ -271,14 +274,16 @@ train_with(const char *ext, Datum *base, char *basenulls, const char *model,
 	values[12] = base[4];
 	values[13] = Float4GetDatum((float) validation);
 	values[14] = Int32GetDatum(TUNE_PATIENCE);
-	nulls[13] = nulls[14] = validation > 0 ? ' ' : 'n';
+	values[15] = CStringGetTextDatum(metric);
+	nulls[13] = nulls[14] = nulls[15] = validation > 0 ? ' ' : 'n';
 	if (SPI_execute_with_args(psprintf("SELECT 1 FROM %s.wals_train(source => $1, user_col => $2,"
 									   " item_col => $3, rating_col => $4, model => $5,"
 									   " factors => $6, iterations => $7, regularization => $8,"
 									   " alpha => $9, unobserved_weight => $10,"
 									   " regularization_exponent => $11, init_std => $12,"
-									   " seed => $13, validation => $14, patience => $15)", ext),
-							  15, types, values, nulls, false, 0) != SPI_OK_SELECT)
+									   " seed => $13, validation => $14, patience => $15,"
+									   " validation_metric => $16)", ext),
+							  16, types, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "wals: a training of wals_tune failed");
 }
 
@@ -294,7 +299,7 @@ read_trial(const char *model, TuneTrial *t)
 	wals_model_resolve(cstring_to_text(model), &info);
 	values[0] = DirectFunctionCall1(namein, CStringGetDatum(info.schema));
 	values[1] = CStringGetTextDatum(info.name);
-	if (SPI_execute_with_args(psprintf("SELECT validation_ndcg, best_iteration, train_s FROM %s"
+	if (SPI_execute_with_args(psprintf("SELECT validation_score, best_iteration, train_s FROM %s"
 									   " WHERE schema OPERATOR(pg_catalog.=) $1"
 									   " AND model OPERATOR(pg_catalog.=) $2",
 									   wals_catalog_table("wals_models")),
@@ -311,6 +316,31 @@ read_trial(const char *model, TuneTrial *t)
 											  &isnull));
 }
 
+/*
+ * Refuse to tune when a model already has the trial model's name: the
+ * trials would replace it, and the end of the tuning drop it.  The schema
+ * is the one wals_train would put the trials in.
+ */
+static void
+check_trial_name(const WalsModelName *mn, const char *trial_name)
+{
+	Oid			schema;
+	WalsModelInfo info;
+
+	if (mn->schema != NULL)
+		schema = get_namespace_oid(mn->schema, true);
+	else
+		schema = RangeVarGetCreationNamespace(makeRangeVar(NULL, pstrdup(trial_name), -1));
+	if (!OidIsValid(schema) || !wals_catalog_lookup(get_namespace_name(schema), trial_name, &info))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DUPLICATE_OBJECT),
+			 errmsg("model \"%s\" already exists", info.display),
+			 errdetail("wals_tune trains its trials as model \"%s\" and drops it at the end.",
+					   info.display),
+			 errhint("Drop or rename that model, or tune into another model name.")));
+}
+
 /* Write every trial into wals_tuning_log, as the catalog's writer. */
 static void
 log_trials(const char *model, const TuneTrial *trials, int n, const char *metric)
@@ -318,17 +348,18 @@ log_trials(const char *model, const TuneTrial *trials, int n, const char *metric
 	WalsModelInfo info;
 	WalsRoleSave save;
 	int64		tuning = wals_next_version();
-	Oid			types[8] = {NAMEOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TEXTOID, FLOAT8OID,
-		INT4OID};
+	Oid			types[9] = {NAMEOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TEXTOID, FLOAT8OID,
+		INT4OID, FLOAT8OID};
 	char	   *query = psprintf("INSERT INTO %s (schema, model, tuning, trial, parameters, metric,"
-								 " value, iterations) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+								 " value, iterations, seconds)"
+								 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
 								 wals_catalog_table("wals_tuning_log"));
 
 	wals_model_resolve(cstring_to_text(model), &info);
 	wals_become_catalog_writer(&save);
 	for (int t = 0; t < n; t++)
 	{
-		Datum		values[8];
+		Datum		values[9];
 
 		values[0] = DirectFunctionCall1(namein, CStringGetDatum(info.schema));
 		values[1] = CStringGetTextDatum(info.name);
@@ -338,7 +369,8 @@ log_trials(const char *model, const TuneTrial *trials, int n, const char *metric
 		values[5] = CStringGetTextDatum(metric);
 		values[6] = Float8GetDatum(trials[t].score);
 		values[7] = Int32GetDatum(trials[t].best_iteration);
-		wals_spi_exec(query, 8, types, values, SPI_OK_INSERT);
+		values[8] = Float8GetDatum(trials[t].seconds);
+		wals_spi_exec(query, 9, types, values, SPI_OK_INSERT);
 	}
 	wals_unbecome(&save);
 }
@@ -358,14 +390,16 @@ wals_tune(PG_FUNCTION_ARGS)
 	char	   *model;
 	char	   *trial_model;
 	char	   *metric;
+	WalsMetricKind kind;
+	int			k;
 	double		validation;
 	double		budget_s;
 	int			seed;
 	int			max_trials;
 	TuneDim		dims[NDIMS];
 	TuneTrial  *trials;
-	int			n = 0;
-	int			best = 0;
+	volatile int n = 0;
+	volatile int best = 0;
 	Datum		base[5];
 	char		basenulls[4] = "    ";
 	instr_time	start;
@@ -376,13 +410,17 @@ wals_tune(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("\"%s\" must not be null", a == 0 ? "source" : a == 1 ? "user_col" : "item_col")));
-	metric = PG_ARGISNULL(5) ? "" : text_to_cstring(PG_GETARG_TEXT_PP(5));
-	if (strcmp(metric, "ndcg@" CppAsString2(WALS_VALIDATION_K)) != 0)
+	if (PG_ARGISNULL(5))
 		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("wals_tune cannot yet search on metric \"%s\"", metric),
-				 errhint("Pass metric => 'ndcg@%d', the score of its early stopping.",
-						 WALS_VALIDATION_K)));
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"metric\" must not be null")));
+	metric = text_to_cstring(PG_GETARG_TEXT_PP(5));
+	if (!wals_metric_parse(metric, WALS_MAX_VALIDATION_K, &kind, &k))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for \"metric\": \"%s\"", metric),
+				 errhint("\"metric\" must be ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, or auc.",
+						 WALS_MAX_VALIDATION_K)));
 	validation = PG_ARGISNULL(6) ? -1 : PG_GETARG_FLOAT4(6);
 	if (!(validation > 0 && validation <= WALS_MAX_VALIDATION))
 		ereport(ERROR,
@@ -437,29 +475,60 @@ wals_tune(PG_FUNCTION_ARGS)
 	}
 	base[4] = Int32GetDatum(seed);
 
-	INSTR_TIME_SET_CURRENT(start);
-	while (n < max_trials && (n == 0 || wals_seconds_since(start) < budget_s))
-	{
-		TuneTrial  *t = &trials[n];
+	check_trial_name(&mn, psprintf("%s_trial", mn.name));
 
-		CHECK_FOR_INTERRUPTS();
-		sample_trial(dims, seed, n, t);
-		train_with(ext, base, basenulls, trial_model, t, validation, TUNE_MAX_ITERATIONS);
-		read_trial(trial_model, t);
-		if (t->score > trials[best].score)
-			best = n;
-		ereport(NOTICE,
-				(errmsg("wals_tune trial %d: %s %.4f after %d iterations", n + 1, metric,
-						t->score, t->best_iteration),
-				 errdetail("Parameters %s; the best so far is trial %d (%.4f).", trial_json(t),
-						   best + 1, trials[best].score)));
-		n++;
+	INSTR_TIME_SET_CURRENT(start);
+	PG_TRY();
+	{
+		while (n < max_trials && (n == 0 || wals_seconds_since(start) < budget_s))
+		{
+			TuneTrial  *t = &trials[n];
+
+			CHECK_FOR_INTERRUPTS();
+			sample_trial(dims, seed, n, t);
+			wals_progress_context(n == 0 ?
+								  psprintf("wals_tune: model %s, trial 1, %.0f s of %.0f s spent",
+										   model, wals_seconds_since(start), budget_s) :
+								  psprintf("wals_tune: model %s, trial %d, %.0f s of %.0f s spent; best %s %.4f (trial %d)",
+										   model, n + 1, wals_seconds_since(start), budget_s,
+										   metric, trials[best].score, best + 1));
+			train_with(ext, base, basenulls, trial_model, t, validation, metric,
+					   TUNE_MAX_ITERATIONS);
+			read_trial(trial_model, t);
+			if (t->score > trials[best].score)
+				best = n;
+			ereport(NOTICE,
+					(errmsg("wals_tune trial %d: %s %.4f after %d iterations", n + 1, metric,
+							t->score, t->best_iteration),
+					 errdetail("Parameters %s; the best so far is trial %d (%.4f).", trial_json(t),
+							   best + 1, trials[best].score)));
+			n++;
+		}
+		wals_progress_context(psprintf("wals_tune: model %s, final training with trial %d's parameters",
+									   model, best + 1));
 	}
+	PG_CATCH();
+	{
+		wals_progress_context(NULL);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	if (SPI_execute_with_args(psprintf("SELECT %s.wals_drop_model($1)", ext), 1,
 							  (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(trial_model)},
 							  NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "wals: could not drop the trial model");
-	train_with(ext, base, basenulls, model, &trials[best], 0, Max(trials[best].best_iteration, 1));
+	PG_TRY();
+	{
+		train_with(ext, base, basenulls, model, &trials[best], 0, metric,
+				   Max(trials[best].best_iteration, 1));
+	}
+	PG_CATCH();
+	{
+		wals_progress_context(NULL);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	wals_progress_context(NULL);
 	log_trials(model, trials, n, metric);
 	SPI_finish();
 

@@ -1,46 +1,211 @@
 /*
  * validate.c
- *	  Early stopping on a validation share held out of the ratings.
+ *	  Early stopping on cells held out of the training: a share of the
+ *	  ratings, or the cells of a table.
  *
  * With validation => v, a share v of each user's distinct items (by a hash
  * of seed, user and item: src/core/holdout.c) is held out of the training
- * before its matrices are built.  After every iteration the engine hands
- * back the factors, their ndcg@WALS_VALIDATION_K on the held-out cells is
- * measured as wals_evaluate measures it (over at most
- * WALS_VALIDATION_USERS users, evenly spread), and the best iterate's
- * factors are kept in a second pair of buffers; the training stops once
- * patience iterations have passed without a better one, and the model
- * stored is the best iterate.  The held-out cells stay among the user's
- * rated items, which serving leaves out.
+ * before its matrices are built; those cells stay among the user's rated
+ * items, which serving leaves out.  With validation_table, its (user,
+ * item) cells of known users and items that are not training cells are
+ * held out; the caller keeps them out of the source.  After every
+ * iteration the engine hands back the factors, their validation_metric
+ * on the held-out cells is measured as wals_evaluate measures it (over at
+ * most WALS_VALIDATION_USERS users, evenly spread), and the best
+ * iterate's factors are kept in a second pair of buffers; the training
+ * stops once patience iterations have passed without a better one, and
+ * the model stored is the best iterate.
  */
 #include "postgres.h"
 
 #include <math.h>
 
+#include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 
 #include "wals_train.h"
-#include "wals_metrics.h"
+
+/* Rows of validation_table fetched at a time. */
+#define VALIDATION_FETCH 10000
 
 double
-wals_validation_bytes(const WalsTrainArgs *args, int64 nratings, int64 nusers, int64 nitems)
+wals_validation_bytes(const WalsTrainArgs *args, const WalsRatings *raw)
 {
 	int			f = args->params.factors;
+	double		held;
 
-	if (args->validation <= 0)
+	if (!wals_validating(args))
 		return 0;
-	return 2.0 * (double) (nusers + nitems) * f * sizeof(float) +
-		(double) nratings * args->validation * 2 * (sizeof(int32) + sizeof(float)) +
-		(double) (nusers + 1) * sizeof(int64) * 2 +
-		(double) wals_holdout_scratch(nitems, f, WALS_VALIDATION_K);
+	held = args->validation > 0 ? (double) raw->n * args->validation : (double) raw->nheld_pairs;
+	return 2.0 * (double) (raw->nusers + raw->nitems) * f * sizeof(float) +
+		held * 2 * (sizeof(int32) + sizeof(float)) +
+		(double) (raw->nusers + 1) * sizeof(int64) * 2 +
+		(double) wals_holdout_scratch(raw->nitems, f, args->validation_k);
+}
+
+/* The dense index of id among ids[0..n), increasing, or -1. */
+static int64
+dense_index(const int64 *ids, int64 n, int64 id)
+{
+	int64		lo = 0;
+	int64		hi = n;
+
+	while (lo < hi)
+	{
+		int64		mid = lo + (hi - lo) / 2;
+
+		if (ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && ids[lo] == id ? lo : -1;
+}
+
+static int
+pair_cmp(const void *a, const void *b)
+{
+	uint64		x = *(const uint64 *) a;
+	uint64		y = *(const uint64 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Through SPI as the caller, so that PostgreSQL applies its privileges and
+ * row security to the table as to any query of theirs.
+ */
+void
+wals_validation_read(const WalsTrainArgs *args, WalsRatings *raw)
+{
+	Portal		portal;
+	int64		cap = 1024;
+	int64		n = 0;
+	uint64	   *pairs;
+
+	raw->held_pairs = NULL;
+	raw->nheld_pairs = 0;
+	if (!OidIsValid(args->validation_table))
+		return;
+	pairs = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint64) * cap);
+	portal = SPI_cursor_open_with_args(NULL,
+									   psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8 FROM %s",
+												quote_identifier(args->user_col),
+												quote_identifier(args->item_col),
+												wals_relation_name(args->validation_table)),
+									   0, NULL, NULL, NULL, true, 0);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, VALIDATION_FETCH);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	tuple = SPI_tuptable->vals[r];
+			bool		unull;
+			bool		inull;
+			int64		user = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &unull));
+			int64		item = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &inull));
+			int64		u;
+			int64		i;
+
+			if (unull || inull)
+				continue;
+			u = dense_index(raw->user_ids, raw->nusers, user);
+			i = dense_index(raw->item_ids, raw->nitems, item);
+			if (u < 0 || i < 0)
+				continue;
+			if (n == cap)
+			{
+				cap *= 2;
+				pairs = repalloc_huge(pairs, sizeof(uint64) * cap);
+			}
+			pairs[n++] = (uint64) u << 32 | (uint64) i;
+		}
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(portal);
+	qsort(pairs, n, sizeof(uint64), pair_cmp);
+	raw->nheld_pairs = 0;
+	for (int64 j = 0; j < n; j++)
+		if (j == 0 || pairs[j] != pairs[j - 1])
+			pairs[raw->nheld_pairs++] = pairs[j];
+	raw->held_pairs = pairs;
+}
+
+/* Whether item is among the sorted cells of row u of R. */
+static bool
+has_cell(const WalsCsr *R, int64 u, int32 item)
+{
+	int64		lo = R->indptr[u];
+	int64		hi = R->indptr[u + 1];
+
+	while (lo < hi)
+	{
+		int64		mid = lo + (hi - lo) / 2;
+
+		if (R->indices[mid] < item)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < R->indptr[u + 1] && R->indices[lo] == item;
+}
+
+/* raw's held pairs into data->held, less the training cells among them. */
+static void
+split_table(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
+{
+	WalsCsr    *held = &data->held;
+	int64		n = 0;
+	int64		u = 0;
+
+	held->nrows = data->nusers;
+	held->ncols = data->nitems;
+	held->indptr = MemoryContextAllocHuge(CurrentMemoryContext,
+										  sizeof(int64) * (data->nusers + 1));
+	held->indices = MemoryContextAllocHuge(CurrentMemoryContext,
+										   sizeof(int32) * Max(raw->nheld_pairs, 1));
+	held->values = MemoryContextAllocHuge(CurrentMemoryContext,
+										  sizeof(float) * Max(raw->nheld_pairs, 1));
+	held->indptr[0] = 0;
+	for (int64 j = 0; j < raw->nheld_pairs; j++)
+	{
+		int64		pu = (int64) (raw->held_pairs[j] >> 32);
+		int32		pi = (int32) (raw->held_pairs[j] & 0xffffffff);
+
+		while (u < pu)
+			held->indptr[++u] = n;
+		if (has_cell(&data->by_user, pu, pi))
+			continue;
+		held->indices[n] = pi;
+		held->values[n++] = 1.0f;
+	}
+	while (u < data->nusers)
+		held->indptr[++u] = n;
+	pfree(raw->held_pairs);
+	raw->held_pairs = NULL;
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("relation \"%s\" given as \"validation_table\" holds no cell to validate on",
+						args->validation_table_display),
+				 errhint("Its cells count when their user and item are in the source and the cell is not: keep the validation cells out of the source.")));
 }
 
 void
-wals_validation_split(const WalsTrainArgs *args, WalsData *data)
+wals_validation_split(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
 {
 	WalsCsr    *held = &data->held;
 	int64		n;
 
+	if (OidIsValid(args->validation_table))
+	{
+		split_table(args, raw, data);
+		return;
+	}
 	if (args->validation <= 0)
 		return;
 	n = wals_holdout_count(&data->by_user, data->user_ids, data->item_ids, args->validation,
@@ -67,7 +232,7 @@ wals_validation_begin(const WalsTrainArgs *args, const WalsData *data, WalsValid
 
 	memset(v, 0, sizeof(*v));
 	v->best_it = -1;
-	if (args->validation <= 0)
+	if (!wals_validating(args))
 		return;
 	v->on = true;
 	v->X = MemoryContextAllocHuge(CurrentMemoryContext, Max(xs, 1));
@@ -76,23 +241,25 @@ wals_validation_begin(const WalsTrainArgs *args, const WalsData *data, WalsValid
 	v->best_Y = MemoryContextAllocHuge(CurrentMemoryContext, Max(ys, 1));
 	v->scratch = MemoryContextAllocHuge(CurrentMemoryContext,
 										wals_holdout_scratch(data->nitems, args->params.factors,
-															 WALS_VALIDATION_K));
+															 args->validation_k));
 }
 
 bool
 wals_validation_step(const WalsTrainArgs *args, const WalsData *data, const WalsEngine *engine,
-					 void *state, WalsValidation *v, int it, double *ndcg, WalsFailure *failure)
+					 void *state, WalsValidation *v, int it, double *score, WalsFailure *failure)
 {
 	WalsStatus	st;
+	WalsMetrics m;
 
 	if (!engine->factors(state, v->X, v->Y, failure))
 		return false;
 	CHECK_FOR_INTERRUPTS();
-	st = wals_holdout_ndcg(v->X, v->Y, args->params.factors, &data->by_user, &data->held,
-						   WALS_VALIDATION_K, WALS_VALIDATION_USERS, v->scratch, ndcg);
+	st = wals_holdout_metrics(v->X, v->Y, args->params.factors, &data->by_user, &data->held,
+							  args->validation_k, WALS_VALIDATION_USERS, v->scratch, &m);
 	if (st != WALS_OK)
-		wals_report_core_status(st, "measuring the validation ndcg");
-	if (v->best_it < 0 || *ndcg > v->best)
+		wals_report_core_status(st, "measuring the validation metric");
+	*score = wals_metric_value(&m, args->validation_kind);
+	if (v->best_it < 0 || *score > v->best)
 	{
 		float	   *t = v->best_X;
 
@@ -101,7 +268,7 @@ wals_validation_step(const WalsTrainArgs *args, const WalsData *data, const Wals
 		t = v->best_Y;
 		v->best_Y = v->Y;
 		v->Y = t;
-		v->best = *ndcg;
+		v->best = *score;
 		v->best_it = it;
 	}
 	return true;
@@ -120,7 +287,7 @@ wals_validation_end(const WalsData *data, const WalsValidation *v, int f, float 
 	if (!v->on)
 		return;
 	result->best_iteration = v->best_it + 1;
-	result->validation_ndcg = v->best;
+	result->validation_score = v->best;
 	if (v->best_it == result->iterations - 1)
 		return;
 	memcpy(X, v->best_X, sizeof(float) * data->nusers * f);

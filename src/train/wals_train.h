@@ -9,6 +9,7 @@
 #include "storage/dsm.h"
 
 #include "wals_catalog.h"
+#include "wals_metrics.h"
 
 /* Initial factors are normal with this deviation, as in ref_wals.py. */
 #define WALS_INIT_SCALE				0.01f
@@ -52,9 +53,21 @@ typedef struct WalsTrainArgs
 	float		init_std;		/* start from N(0, init_std / sqrt(f)); negative:
 								 * from N(0, WALS_INIT_SCALE) */
 	double		validation;		/* share held out for early stopping; 0: none */
+	Oid			validation_table;	/* or the cells of this relation */
+	char	   *validation_table_display;
+	char	   *validation_metric;	/* as parsed into kind and k */
+	WalsMetricKind validation_kind;
+	int			validation_k;
 	int			patience;		/* iterations without a better validation */
 	WalsAccelerate accelerate;
 } WalsTrainArgs;
+
+/* Whether the training stops early on held-out cells, a share or a table. */
+static inline bool
+wals_validating(const WalsTrainArgs *args)
+{
+	return args->validation > 0 || OidIsValid(args->validation_table);
+}
 
 /*
  * The ratings as read (ingest.c): ids already dense and numbered in id
@@ -72,6 +85,9 @@ typedef struct WalsRatings
 	int64	   *user_ids;		/* nusers, increasing */
 	int64	   *item_ids;		/* nitems, increasing */
 	int64		null_ids;		/* rows skipped for a NULL id */
+	uint64	   *held_pairs;		/* validation_table's cells, user << 32 | item,
+								 * increasing, known ids only */
+	int64		nheld_pairs;
 } WalsRatings;
 
 /* The ratings of one training, dense and merged (ingest.c). */
@@ -96,9 +112,9 @@ typedef struct WalsTrainResult
 	double	   *iteration_loss;
 	double	   *iteration_seconds;
 	bool	   *iteration_ncg;	/* the iteration moved beyond its sweep */
-	double	   *iteration_ndcg; /* on the validation cells; NaN: none */
+	double	   *iteration_score;	/* on the validation cells; NaN: none */
 	int			best_iteration; /* from 1, with a validation; else 0 */
-	double		validation_ndcg;	/* the best iterate's */
+	double		validation_score;	/* the best iterate's */
 	const char *device;
 	int			workers;
 	double		load_s;
@@ -277,16 +293,20 @@ typedef struct WalsValidation
 	int			best_it;		/* from 0; -1 before the first */
 } WalsValidation;
 
-extern double wals_validation_bytes(const WalsTrainArgs *args, int64 nratings, int64 nusers,
-									int64 nitems);
-/* Move the validation cells of data->by_user into data->held. */
-extern void wals_validation_split(const WalsTrainArgs *args, WalsData *data);
+extern double wals_validation_bytes(const WalsTrainArgs *args, const WalsRatings *raw);
+/* Read validation_table's cells into raw->held_pairs, once the ids are known. */
+extern void wals_validation_read(const WalsTrainArgs *args, WalsRatings *raw);
+/*
+ * Fill data->held: the validation share's cells, moved out of
+ * data->by_user, or raw's held pairs that are not training cells.
+ */
+extern void wals_validation_split(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data);
 extern void wals_validation_begin(const WalsTrainArgs *args, const WalsData *data,
 								  WalsValidation *v);
-/* Score iteration it (from 0) into *ndcg, keeping the best iterate. */
+/* Score iteration it (from 0) into *score, keeping the best iterate. */
 extern bool wals_validation_step(const WalsTrainArgs *args, const WalsData *data,
 								 const WalsEngine *engine, void *state, WalsValidation *v,
-								 int it, double *ndcg, WalsFailure *failure);
+								 int it, double *score, WalsFailure *failure);
 /* Whether patience iterations have passed since the best. */
 extern bool wals_validation_stop(const WalsTrainArgs *args, const WalsValidation *v, int it);
 /* Put the best iterate into X and Y, and its figures into result. */
@@ -311,8 +331,13 @@ extern void wals_report_progress(const WalsTrainArgs *args, int it, const char *
 								 const WalsTrainResult *result);
 extern void wals_report_progress_end(void);
 extern void wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result);
+/*
+ * Put context (NULL: none) before the progress of the trainings to come in
+ * pg_stat_activity.
+ */
+extern void wals_progress_context(const char *context);
 extern bool wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result,
-								int it, double loss, double step, double ndcg,
+								int it, double loss, double step, double score,
 								double seconds);
 
 /* store.c */

@@ -26,8 +26,13 @@ FROM wals_models m,
      (SELECT * FROM tun_a ORDER BY metric DESC, trial LIMIT 1) b
 WHERE m.model = 'tun_m';
 SELECT count(*) AS trial_models FROM wals_models WHERE model = 'tun_m_trial';
-SELECT count(*) AS logged, count(DISTINCT tuning) AS tunings, min(metric) AS metric
+SELECT count(*) AS logged, count(DISTINCT tuning) AS tunings, min(metric) AS metric,
+       bool_and(seconds > 0) AS timed
 FROM wals_tuning_log WHERE model = 'tun_m';
+SELECT count(*) AS logged_as_returned
+FROM wals_tuning_log l JOIN tun_a a USING (trial)
+WHERE l.model = 'tun_m' AND l.parameters = a.parameters AND l.value = a.metric
+  AND l.iterations = a.iterations AND l.seconds = a.seconds;
 SELECT count(*) AS recommended FROM wals_recommend(1, 5, 'tun_m');
 
 -- the same seed, the same trials and scores
@@ -51,8 +56,24 @@ FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_m', max_tria
                space => '{"factors": [8], "regularization": {"min": 0.001, "max": 0.01},
                           "regularization_exponent": [1]}');
 
+-- another metric: the trials stop on it, and it is logged
+SELECT count(*) AS trials, bool_and(metric BETWEEN 0 AND 1) AS recall
+FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_r', max_trials => 2,
+               metric => 'recall@10', space => '{"factors": [8]}');
+SELECT validation IS NULL AS final_on_every_rating FROM wals_models WHERE model = 'tun_r';
+SELECT DISTINCT metric FROM wals_tuning_log WHERE model = 'tun_r';
+
+-- a model with the trial model's name is never replaced: wals_tune refuses
+SELECT 1 FROM wals_train('tun', 'user_id', 'item_id', model => 'tun_r_trial', factors => 8,
+                         iterations => 1);
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', model => 'tun_r', max_trials => 1);
+SELECT count(*) AS kept FROM wals_models WHERE model = 'tun_r_trial';
+SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_r_trial')) d,
+                                (SELECT wals_drop_model('tun_r')) r;
+
 -- Bad arguments, each naming itself.
-SELECT * FROM wals_tune('tun', 'user_id', 'item_id', metric => 'auc');
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', metric => 'rmse');
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', metric => NULL);
 SELECT * FROM wals_tune('tun', 'user_id', 'item_id', validation => 0);
 SELECT * FROM wals_tune('tun', 'user_id', 'item_id', budget => '-1 minute');
 SELECT * FROM wals_tune('tun', 'user_id', 'item_id', max_trials => 0);

@@ -1,6 +1,7 @@
--- Early stopping on a held-out share of the ratings (validation, patience):
--- the training stops once patience iterations have not beaten the best
--- validation ndcg@20 and keeps the best iterate.  Scores are compared, not
+-- Early stopping on a held-out share of the ratings (validation) or the
+-- cells of a table (validation_table), by validation_metric (ndcg@20
+-- unless given) and patience: the training stops once patience iterations
+-- have not beaten the best score and keeps the best iterate.  Scores are compared, not
 -- printed: their last digits depend on the CPU's kernels.
 SET client_min_messages = warning;
 
@@ -14,14 +15,15 @@ FROM generate_series(1, 600) u, generate_series(1, 12) g;
 SELECT iterations < 40 AS stopped_early
 FROM wals_train('val', 'user_id', 'item_id', 'rating', model => 'val_a', factors => 16,
                 iterations => 40, regularization => 0.001, validation => 0.2, patience => 2);
-SELECT validation, patience, best_iteration BETWEEN 1 AND iterations - 2 AS best_before_patience,
-       iterations - best_iteration AS after_best, validation_ndcg > 0 AS scored
+SELECT validation, validation_table, validation_metric, patience,
+       best_iteration BETWEEN 1 AND iterations - 2 AS best_before_patience,
+       iterations - best_iteration AS after_best, validation_score > 0 AS scored
 FROM wals_models WHERE model = 'val_a';
 -- every iteration is scored; the best is the one recorded, and beats the rest
 SELECT count(*) = (SELECT iterations FROM wals_models WHERE model = 'val_a') AS all_scored,
-       max(validation_ndcg) = (SELECT validation_ndcg FROM wals_models WHERE model = 'val_a')
+       max(validation_score) = (SELECT validation_score FROM wals_models WHERE model = 'val_a')
          AS best_recorded
-FROM wals_training_log WHERE model = 'val_a' AND validation_ndcg IS NOT NULL;
+FROM wals_training_log WHERE model = 'val_a' AND validation_score IS NOT NULL;
 -- the model is the best iterate: the same training stopped there by its
 -- iterations has the same factors and loss, bit for bit
 SELECT 1 FROM wals_train('val', 'user_id', 'item_id', 'rating', model => 'val_b', factors => 16,
@@ -44,8 +46,79 @@ FROM wals_train('val', 'user_id', 'item_id', 'rating', model => 'val_w', factors
 -- without validation, nothing is recorded
 SELECT 1 FROM wals_train('val', 'user_id', 'item_id', 'rating', model => 'val_n', factors => 8,
                          iterations => 2);
-SELECT validation IS NULL AND patience IS NULL AND best_iteration IS NULL AND validation_ndcg IS NULL
+SELECT validation IS NULL AND validation_table IS NULL AND validation_metric IS NULL
+       AND patience IS NULL AND best_iteration IS NULL AND validation_score IS NULL
        AS nothing_recorded FROM wals_models WHERE model = 'val_n';
+
+-- Another metric: the share's scores are recall@10, another stop.
+SELECT 1 FROM wals_train('val', 'user_id', 'item_id', 'rating', model => 'val_r', factors => 16,
+                         iterations => 40, regularization => 0.001, validation => 0.2,
+                         validation_metric => 'recall@10');
+SELECT r.validation_metric, r.validation_score <> a.validation_score AS other_scores
+FROM wals_models r, wals_models a WHERE r.model = 'val_r' AND a.model = 'val_a';
+
+-- A validation table: the caller's own held-out cells, kept out of the
+-- source.  Its score is wals_evaluate's on that table, of the model kept.
+CREATE TABLE val_train AS SELECT * FROM val WHERE (user_id * 3 + item_id) % 5 <> 0;
+CREATE TABLE val_test AS
+SELECT user_id::bigint AS user_id, item_id::smallint AS item_id FROM val
+WHERE (user_id * 3 + item_id) % 5 = 0
+UNION ALL SELECT NULL, 1                -- NULL ids are left out
+UNION ALL SELECT 999999, 1              -- so are unknown users
+UNION ALL SELECT 1, 32000               -- and items
+UNION ALL SELECT user_id, item_id FROM val_train WHERE user_id < 10;  -- and training cells
+SELECT 1 FROM wals_train('val_train', 'user_id', 'item_id', 'rating', model => 'val_t',
+                         factors => 16, iterations => 40, regularization => 0.001,
+                         validation_table => 'val_test', validation_metric => 'recall@10',
+                         patience => 2);
+SELECT m.validation IS NULL AS no_share, m.validation_table, m.validation_metric,
+       m.best_iteration < 40 AS stopped_early,
+       abs(m.validation_score - e.value) < 1e-3 AS evaluate_agrees
+FROM wals_models m,
+     wals_evaluate('val_t', 'val_test', 'user_id', 'item_id', k => 10) e
+WHERE m.model = 'val_t' AND e.metric = 'recall@10';
+-- the validation cells are not rated items: they may be recommended
+SELECT m.ratings = (SELECT count(DISTINCT (user_id, item_id)) FROM val_train)
+       AS rated_training_cells_only
+FROM wals_models m WHERE m.model = 'val_t';
+
+-- Bad arguments, each naming itself.
+SELECT * FROM wals_train('val', 'user_id', 'item_id', validation_metric => 'recall@10');
+SELECT * FROM wals_train('val', 'user_id', 'item_id', validation => 0.1,
+                         validation_table => 'val_test');
+SELECT * FROM wals_train('val', 'user_id', 'item_id', validation => 0.1,
+                         validation_metric => 'rmse');
+SELECT * FROM wals_train('val', 'user_id', 'item_id', validation => 0.1,
+                         validation_metric => 'ndcg@0');
+SELECT * FROM wals_train('val', 'user_id', 'item_id', validation_table => 'val');
+SELECT * FROM wals_train('val', 'user_id', 'rating', validation_table => 'val_test');
+CREATE TABLE val_text AS SELECT user_id, item_id::text AS item_id FROM val_test;
+SELECT * FROM wals_train('val', 'user_id', 'item_id', validation_table => 'val_text');
+SELECT * FROM wals_train('val', 'user_id', 'item_id', validation_table => 'val_no_such');
+
+-- An ordinary role reads the validation table with its own privileges.
+CREATE ROLE val_tenant;
+CREATE SCHEMA val_own AUTHORIZATION val_tenant;
+GRANT SELECT ON val_train TO val_tenant;
+SET ROLE val_tenant;
+\set VERBOSITY sqlstate
+SELECT * FROM wals_train('val_train', 'user_id', 'item_id', model => 'val_own.m', factors => 8,
+                         validation_table => 'val_test');
+\set VERBOSITY default
+RESET ROLE;
+CREATE POLICY val_some ON val_test USING (user_id < 100);
+ALTER TABLE val_test ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON val_test TO val_tenant;
+SET ROLE val_tenant;
+SELECT 1 FROM wals_train('val_train', 'user_id', 'item_id', model => 'val_own.m', factors => 8,
+                         iterations => 3, validation_table => 'val_test', patience => 100);
+RESET ROLE;
+-- row security applied: the tenant's scores are over the rows it sees
+CREATE VIEW val_test_some AS SELECT * FROM val_test WHERE user_id < 100;
+SELECT abs(m.validation_score - e.value) < 1e-3 AS over_visible_rows
+FROM wals_models m, wals_evaluate('val_own.m', 'val_test_some', 'user_id', 'item_id', k => 20) e
+WHERE m.model = 'm' AND m.schema = 'val_own' AND e.metric = 'ndcg@20';
+DROP VIEW val_test_some;
 
 -- Bad arguments, each naming itself.
 SELECT * FROM wals_train('val', 'user_id', 'item_id', validation => 0);
@@ -59,4 +132,8 @@ SELECT * FROM wals_train('val_one', 'user_id', 'item_id', validation => 0.3);
 
 SELECT count(*) AS dropped FROM (SELECT wals_drop_model(model) FROM wals_models
                                  WHERE model LIKE 'val\_%') d;
-DROP TABLE val, val_one;
+SELECT count(*) AS dropped FROM (SELECT wals_drop_model('val_own.m')) d;
+DROP SCHEMA val_own;
+REVOKE SELECT ON val_train, val_test FROM val_tenant;
+DROP ROLE val_tenant;
+DROP TABLE val, val_one, val_train, val_test, val_text;

@@ -169,6 +169,54 @@ ok( $node->poll_query_until(
 	'the cancelled backend is idle');
 model_unchanged('after pg_cancel_backend in an accelerated iteration');
 
+# wals_tune shows which trial it is in pg_stat_activity; cancelled there, it
+# leaves the model, no trial model and no tuning log.  The session's next
+# training shows no trace of the tuning.
+$bg->query_until(qr/starting/,
+	"\\echo starting\nSELECT * FROM wals_tune('big', 'user_id', 'item_id', 'rating', model => 'm', space => '{\"factors\": [8]}', budget => '1 hour');\n"
+);
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT query LIKE 'wals_tune: model m, trial 2, % s of 3600 s spent; best ndcg\@20 %: wals_train: model "public.m_trial", iteration %'
+		  FROM pg_stat_activity WHERE pid = $pid}),
+	'pg_stat_activity shows the trial of wals_tune and its training');
+is($node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)"),
+	't', 'pg_cancel_backend of wals_tune');
+$seen = eval {
+	pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+		qr/canceling statement due to user request/);
+};
+ok($seen, 'wals_tune ends with "canceling statement due to user request"')
+  or diag("stderr: $bg->{stderr}; $@");
+$bg->{stderr} = '';
+$bg->{stdout} = '';
+ok( $node->poll_query_until(
+		'postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid"),
+	'the cancelled backend is idle');
+model_unchanged('after pg_cancel_backend in wals_tune');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT (SELECT count(*) FROM wals_tuning_log)
+		    + (SELECT count(*) FROM wals_models WHERE model = 'm_trial')}),
+	'0', 'no tuning log and no trial model after a cancelled wals_tune');
+$bg->query_until(qr/starting/, "\\echo starting\n$long_training;\n");
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT query LIKE 'wals_train: model "public.m", iteration 2 %'
+		  FROM pg_stat_activity WHERE pid = $pid}),
+	'the next training of the session shows itself alone');
+is($node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)"),
+	't', 'pg_cancel_backend of that training');
+$seen = eval {
+	pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+		qr/canceling statement due to user request/);
+};
+ok($seen, 'that training ends with "canceling statement due to user request"')
+  or diag("stderr: $bg->{stderr}; $@");
+$bg->{stderr} = '';
+$bg->{stdout} = '';
+ok( $node->poll_query_until(
+		'postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid"),
+	'the cancelled backend is idle');
+
 # Run $sql under statement_timeout $timeout: it must end with the timeout's
 # error and leave the model as it was.
 sub times_out

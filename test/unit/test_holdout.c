@@ -170,9 +170,9 @@ test_split(void)
 	problem_free(&tp);
 }
 
-/* ndcg against wals_metrics_user over the users wals_holdout_ndcg picks. */
+/* The metrics against wals_metrics_user over the users wals_holdout_metrics picks. */
 static void
-test_ndcg(void)
+test_metrics_of_holdout(void)
 {
 	TestProblem tp;
 	int64_t    *row_ids;
@@ -183,7 +183,7 @@ test_ndcg(void)
 	void	   *scratch;
 	float	   *scores;
 	void	   *mscratch;
-	double		got;
+	WalsMetrics got;
 
 	problem_make(&tp, WALS_IMPLICIT, 1.0f, 150, 90, 6, 0.3, 78);
 	f = tp.params.factors;
@@ -227,11 +227,14 @@ test_ndcg(void)
 							  out.indptr[u + 1] - out.indptr[u], mscratch);
 		}
 		wals_metrics_finish(&acc, &want);
-		st = wals_holdout_ndcg(tp.X, tp.Y, f, &keep, &out, 10, limit, scratch, &got);
-		CHECK(st == WALS_OK && fabs(got - want.ndcg) < 1e-6 && want.users == picks &&
-			  (limit == 0 || picks == limit),
-			  "ndcg, %d users at most: %.9f over %lld users, want %.9f", limit, got,
-			  (long long) want.users, want.ndcg);
+		st = wals_holdout_metrics(tp.X, tp.Y, f, &keep, &out, 10, limit, scratch, &got);
+		CHECK(st == WALS_OK && got.users == picks && want.users == picks &&
+			  (limit == 0 || picks == limit) &&
+			  fabs(got.ndcg - want.ndcg) < 1e-6 && fabs(got.recall - want.recall) < 1e-6 &&
+			  fabs(got.precision - want.precision) < 1e-6 && fabs(got.map - want.map) < 1e-6 &&
+			  fabs(got.auc - want.auc) < 1e-6,
+			  "metrics, %d users at most: ndcg %.9f over %lld users, want %.9f over %lld",
+			  limit, got.ndcg, (long long) got.users, want.ndcg, (long long) want.users);
 	}
 	csr_release(&keep);
 	csr_release(&out);
@@ -243,9 +246,59 @@ test_ndcg(void)
 	problem_free(&tp);
 }
 
+/* Metric names: each kind and k, and what is refused. */
+static void
+test_metric_names(void)
+{
+	static const struct
+	{
+		const char *name;
+		int			ok;
+		WalsMetricKind kind;
+		int			k;
+	}			cases[] = {
+		{"ndcg@20", 1, WALS_METRIC_NDCG, 20},
+		{"recall@1", 1, WALS_METRIC_RECALL, 1},
+		{"precision@1000", 1, WALS_METRIC_PRECISION, 1000},
+		{"map@007", 1, WALS_METRIC_MAP, 7},
+		{"auc", 1, WALS_METRIC_AUC, 1},
+		{"precision@1001", 0},
+		{"ndcg@0", 0},
+		{"ndcg@", 0},
+		{"ndcg@-5", 0},
+		{"ndcg@+5", 0},
+		{"ndcg@ 5", 0},
+		{"ndcg@5 ", 0},
+		{"ndcg@99999999999999999999", 0},
+		{"NDCG@20", 0},
+		{"ndcg", 0},
+		{"auc@10", 0},
+		{"rmse", 0},
+		{"", 0},
+	};
+	WalsMetrics m = {0.1, 0.2, 0.3, 0.4, NAN};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		WalsMetricKind kind = WALS_METRIC_AUC;
+		int			k = -1;
+		int			ok = wals_metric_parse(cases[i].name, 1000, &kind, &k);
+
+		CHECK(ok == cases[i].ok && (!ok || (kind == cases[i].kind && k == cases[i].k)),
+			  "metric \"%s\": %d, kind %d, k %d", cases[i].name, ok, (int) kind, k);
+	}
+	CHECK(wals_metric_value(&m, WALS_METRIC_PRECISION) == 0.1 &&
+		  wals_metric_value(&m, WALS_METRIC_RECALL) == 0.2 &&
+		  wals_metric_value(&m, WALS_METRIC_NDCG) == 0.3 &&
+		  wals_metric_value(&m, WALS_METRIC_MAP) == 0.4 &&
+		  wals_metric_value(&m, WALS_METRIC_AUC) == 0.0,
+		  "metric values, NaN as 0");
+}
+
 void
 test_holdout(void)
 {
 	test_split();
-	test_ndcg();
+	test_metrics_of_holdout();
+	test_metric_names();
 }
