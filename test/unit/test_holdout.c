@@ -262,21 +262,21 @@ test_metric_names(void)
 		{"precision@1000", 1, WALS_METRIC_PRECISION, 1000},
 		{"map@007", 1, WALS_METRIC_MAP, 7},
 		{"auc", 1, WALS_METRIC_AUC, 1},
-		{"precision@1001", 0},
-		{"ndcg@0", 0},
-		{"ndcg@", 0},
-		{"ndcg@-5", 0},
-		{"ndcg@+5", 0},
-		{"ndcg@ 5", 0},
-		{"ndcg@5 ", 0},
-		{"ndcg@99999999999999999999", 0},
-		{"NDCG@20", 0},
-		{"ndcg", 0},
-		{"auc@10", 0},
-		{"rmse", 0},
-		{"", 0},
+		{"precision@1001", 0, WALS_METRIC_AUC, 0},
+		{"ndcg@0", 0, WALS_METRIC_AUC, 0},
+		{"ndcg@", 0, WALS_METRIC_AUC, 0},
+		{"ndcg@-5", 0, WALS_METRIC_AUC, 0},
+		{"ndcg@+5", 0, WALS_METRIC_AUC, 0},
+		{"ndcg@ 5", 0, WALS_METRIC_AUC, 0},
+		{"ndcg@5 ", 0, WALS_METRIC_AUC, 0},
+		{"ndcg@99999999999999999999", 0, WALS_METRIC_AUC, 0},
+		{"NDCG@20", 0, WALS_METRIC_AUC, 0},
+		{"ndcg", 0, WALS_METRIC_AUC, 0},
+		{"auc@10", 0, WALS_METRIC_AUC, 0},
+		{"rmse", 0, WALS_METRIC_AUC, 0},
+		{"", 0, WALS_METRIC_AUC, 0},
 	};
-	WalsMetrics m = {0.1, 0.2, 0.3, 0.4, NAN};
+	WalsMetrics m = {0.1, 0.2, 0.3, 0.4, NAN, 0, 0, 0, 0};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 	{
