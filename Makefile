@@ -1,7 +1,8 @@
 # wals: Weighted Alternating Least Squares inside PostgreSQL (PGXS build).
 #
 #   make demo    install what is needed, build, install, train a sample model
-#   make test    unit tests of src/core, pg_regress, TAP (and gpu/ with nvcc),
+#   make test    unit tests of src/core, the kernels of gpu/ on an emulated
+#                device, pg_regress, TAP (and gpu/ on a GPU with nvcc),
 #                then on x86-64 the aarch64 build and unit tests (test-arm64)
 #   make unit    only the unit tests of src/core (no server)
 
@@ -30,7 +31,7 @@ REGRESS_OPTS = --inputdir=test --load-extension=wals
 # throwaway server, and a user other than root).
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
-EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/gpu/check_train test/gpu/host_engine.so gpu/wals_cuda.so results regression.diffs regression.out
+EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/gpu/check_train test/gpu/host_engine.so test/gpu/wals_cuda_emu.so gpu/wals_cuda.so results regression.diffs regression.out
 
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 # The serial OpenBLAS: one thread per process, so parallel workers never
@@ -125,10 +126,13 @@ solver-bench: test/bench/solver_bench
 score-bench: test/bench/score_bench
 csr-bench: test/bench/csr_bench
 
-# The GPU engine against src/core; it skips, saying why, where no GPU is
-# usable or the engine was not built.
-test/gpu/check_train: test/gpu/check_train.c $(CORE_SRCS) $(CORE_HDRS) gpu/wals_cuda.h
-	$(HOST_CC) -o $@ $< $(CORE_SRCS) $(BLAS_LDFLAGS) -ldl
+# The GPU engine against src/core; it skips, saying why, where the engine
+# was not built or the machine has no GPU (no device, no driver), and fails
+# where CUDA is there but broken (a driver too old, a library that does not
+# load).
+test/gpu/check_train: test/gpu/check_train.c test/gpu/check_emu.c test/gpu/check_train.h \
+		$(CORE_SRCS) $(CORE_HDRS) gpu/wals_cuda.h
+	$(HOST_CC) -o $@ test/gpu/check_train.c test/gpu/check_emu.c $(CORE_SRCS) $(BLAS_LDFLAGS) -ldl
 
 # The table of gpu/wals_cuda.h filled by src/core on the host: the TAP tests
 # drive the server's side of GPU training with it where no GPU exists, and
@@ -138,10 +142,23 @@ test/gpu/host_engine$(DLSUFFIX): test/gpu/host_engine.c $(CORE_SRCS) $(CORE_HDRS
 	$(HOST_CC) -Wno-unused-parameter -fPIC -fvisibility=hidden -shared \
 		-o $@ $< $(CORE_SRCS) $(BLAS_LDFLAGS)
 
-.PHONY: unit gpu-check deps demo test bench solver-bench score-bench csr-bench
+# The sources of gpu/ compiled by the host's C++ compiler against an
+# emulated device (test/gpu/emu): every kernel runs on the CPU, thread by
+# thread, with the same table as wals_cuda.so, so that check_train holds
+# them to src/core, and injects faults, without a GPU or nvcc.
+EMU_LIB = test/gpu/wals_cuda_emu$(DLSUFFIX)
+$(EMU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h $(wildcard test/gpu/emu/*)
+	$(CXX) -std=c++17 -g -O2 -Wall -Wextra -Wno-sign-compare $(WERROR) -fPIC -fvisibility=hidden \
+		-shared -Itest/gpu/emu -Igpu -I$(BLAS_INC) -o $@ -x c++ $(GPU_SRCS) -x none \
+		test/gpu/emu/emu.cc $(BLAS_LDFLAGS)
+
+.PHONY: unit gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench
 gpu-check: test/gpu/check_train test/gpu/host_engine$(DLSUFFIX)
 	./test/gpu/check_train $(abspath test/gpu/host_engine$(DLSUFFIX))
 	./test/gpu/check_train $(abspath gpu/wals_cuda$(DLSUFFIX))
+
+test-gpu-emu: test/gpu/check_train $(EMU_LIB)
+	./test/gpu/check_train $(abspath $(EMU_LIB))
 
 unit: test/unit/wals_unit
 	./test/unit/wals_unit
@@ -159,6 +176,7 @@ test: deps
 	$(MAKE) install
 	$(MAKE) unit WERROR=-Werror
 	$(MAKE) gpu-check WERROR=-Werror
+	$(MAKE) test-gpu-emu WERROR=-Werror
 	./test/installcheck.sh
 ifeq ($(MULTIARCH),x86_64-linux-gnu)
 	$(MAKE) test-arm64 WERROR=-Werror

@@ -387,13 +387,32 @@ struct CholeskySolver
 	float	   *yhat;			/* subspace: one a cell */
 };
 
+/* cuSOLVER has no cublasGetStatusString: the statuses its calls here return. */
+static const char *
+solver_status(cusolverStatus_t st)
+{
+	switch (st)
+	{
+		case CUSOLVER_STATUS_NOT_INITIALIZED:
+			return "CUSOLVER_STATUS_NOT_INITIALIZED";
+		case CUSOLVER_STATUS_ALLOC_FAILED:
+			return "CUSOLVER_STATUS_ALLOC_FAILED";
+		case CUSOLVER_STATUS_INVALID_VALUE:
+			return "CUSOLVER_STATUS_INVALID_VALUE";
+		case CUSOLVER_STATUS_EXECUTION_FAILED:
+			return "CUSOLVER_STATUS_EXECUTION_FAILED";
+		default:
+			return "a cuSOLVER status";
+	}
+}
+
 #define SOLVER_TRY(call, what) \
 	do { \
 		cusolverStatus_t st_ = (call); \
 		if (st_ != CUSOLVER_STATUS_SUCCESS) \
 		{ \
-			char		why_[48]; \
-			snprintf(why_, sizeof(why_), "cuSOLVER status %d", (int) st_); \
+			char		why_[64]; \
+			snprintf(why_, sizeof(why_), "%s (%d)", solver_status(st_), (int) st_); \
 			return fail(err, st_ == CUSOLVER_STATUS_ALLOC_FAILED ? WALS_CUDA_ENOMEM : \
 						WALS_CUDA_EDEVICE, (what), why_); \
 		} \
@@ -467,6 +486,7 @@ allocate(CholeskySolver *c, size_t cells, WalsCudaError *err)
 	size_t		rows = (size_t) c->rows;
 	size_t		dim = (size_t) c->dim;
 
+	SOLVER_TRY(cusolverDnCreate(&c->handle), "starting cuSOLVER");
 	CUDA_TRY(cudaMalloc(&c->A, sizeof(float) * rows * dim * dim), what);
 	CUDA_TRY(cudaMalloc(&c->b, sizeof(float) * rows * dim), what);
 	CUDA_TRY(cudaMalloc(&c->Aptr, sizeof(float *) * rows), what);
@@ -484,8 +504,8 @@ allocate(CholeskySolver *c, size_t cells, WalsCudaError *err)
 											   c->A, c->dim, &c->lwork), what);
 		CUDA_TRY(cudaMalloc(&c->work, sizeof(float) * (c->lwork > 0 ? c->lwork : 1)), what);
 	}
-	chol_pointers<<<(unsigned int) ((rows + 255) / 256), 256>>>(c->A, c->b, c->dim,
-																 c->rows, c->Aptr, c->bptr);
+	WALS_LAUNCH(chol_pointers, (unsigned int) ((rows + 255) / 256), 256, 0)
+		(c->A, c->b, c->dim, c->rows, c->Aptr, c->bptr);
 	CUDA_TRY(cudaGetLastError(), what);
 	return 0;
 }
@@ -514,10 +534,7 @@ wals_cuda_cholesky_begin(const WalsCudaProblem *p, cublasHandle_t blas, long lon
 	c->dim = wals_cuda_block_dim(p);
 	c->rows = rows;
 	c->blas = blas;
-	rc = cusolverDnCreate(&c->handle) == CUSOLVER_STATUS_SUCCESS ? 0 :
-		fail(err, WALS_CUDA_EDEVICE, "starting cuSOLVER", "cusolverDnCreate failed");
-	if (rc == 0)
-		rc = allocate(c, (size_t) p->user_indptr[p->nusers], err);
+	rc = allocate(c, (size_t) p->user_indptr[p->nusers], err);
 	if (rc != 0)
 	{
 		wals_cuda_cholesky_end(c);
@@ -575,13 +592,14 @@ cholesky_batch(CholeskySolver *c, long long lo, int m, const long long *indptr,
 {
 	int			f = c->f;
 
-	chol_build<<<(unsigned int) m, CHOL_THREADS>>>(c->params, c->scale, indptr, indices, values, Y, G,
-												   lo, f, 0, f, f, NULL, NULL, NULL,
-												   c->A, c->b);
+	WALS_LAUNCH(chol_build, (unsigned int) m, CHOL_THREADS, 0)
+		(c->params, c->scale, indptr, indices, values, Y, G, lo, f, 0, f, f, NULL, NULL, NULL,
+		 c->A, c->b);
 	CUDA_TRY(cudaGetLastError(), what);
 	if (factor_and_solve(c, f, m, what, err) != 0)
 		return err->code;
-	chol_store<<<(unsigned int) m, CHOL_STORE_THREADS>>>(c->b, c->info, lo, f, X, c->bad);
+	WALS_LAUNCH(chol_store, (unsigned int) m, CHOL_STORE_THREADS, 0)
+		(c->b, c->info, lo, f, X, c->bad);
 	CUDA_TRY(cudaGetLastError(), what);
 	return 0;
 }
@@ -604,7 +622,8 @@ subspace_batch(CholeskySolver *c, long long lo, int m, const long long *indptr,
 	int			dim = c->dim;
 	bool		gram = c->params.w0 != 0.0f;
 
-	sub_start<<<(unsigned int) m, CHOL_STORE_THREADS>>>(indptr, indices, Y, lo, f, X, c->yhat);
+	WALS_LAUNCH(sub_start, (unsigned int) m, CHOL_STORE_THREADS, 0)
+		(indptr, indices, Y, lo, f, X, c->yhat);
 	CUDA_TRY(cudaGetLastError(), what);
 	if (gram)
 		BLAS_TRY(cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, f, m, f, &one, G, f,
@@ -613,15 +632,14 @@ subspace_batch(CholeskySolver *c, long long lo, int m, const long long *indptr,
 	{
 		int			nb = f - b0 < dim ? f - b0 : dim;
 
-		chol_build<<<(unsigned int) m, CHOL_THREADS>>>(c->params, c->scale, indptr, indices, values, Y,
-													   G, lo, f, b0, nb, dim, c->yhat, c->gx,
-													   X, c->A, c->b);
+		WALS_LAUNCH(chol_build, (unsigned int) m, CHOL_THREADS, 0)
+			(c->params, c->scale, indptr, indices, values, Y, G, lo, f, b0, nb, dim, c->yhat,
+			 c->gx, X, c->A, c->b);
 		CUDA_TRY(cudaGetLastError(), what);
 		if (factor_and_solve(c, nb, m, what, err) != 0)
 			return err->code;
-		sub_update<<<(unsigned int) m, CHOL_STORE_THREADS>>>(indptr, indices, Y, c->info, lo,
-															 f, b0, nb, dim, c->b, X, c->yhat,
-															 c->bad);
+		WALS_LAUNCH(sub_update, (unsigned int) m, CHOL_STORE_THREADS, 0)
+			(indptr, indices, Y, c->info, lo, f, b0, nb, dim, c->b, X, c->yhat, c->bad);
 		CUDA_TRY(cudaGetLastError(), what);
 		if (gram)
 			BLAS_TRY(cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, f, m, nb, &one,

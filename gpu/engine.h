@@ -16,6 +16,16 @@
 #include "wals_cuda.h"
 
 /*
+ * kernel<<<grid, block, shared>>>(args) and a kernel's dynamic shared
+ * array, spelled so that test/gpu/emu (which defines both) compiles these
+ * sources unchanged as C++ and runs the kernels on the host.
+ */
+#ifndef WALS_LAUNCH
+#define WALS_LAUNCH(kernel, grid, block, shared) kernel<<<(grid), (block), (shared)>>>
+#define WALS_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
+/*
  * Record in err what failed, of which kind; returns the kind, so callers
  * can return it.
  */
@@ -54,12 +64,8 @@ fail_row(WalsCudaError *err, int code, int side, long long row, const char *what
 	do { \
 		cublasStatus_t st_ = (call); \
 		if (st_ != CUBLAS_STATUS_SUCCESS) \
-		{ \
-			char		why_[48]; \
-			snprintf(why_, sizeof(why_), "cuBLAS status %d", (int) st_); \
 			return fail(err, st_ == CUBLAS_STATUS_ALLOC_FAILED ? WALS_CUDA_ENOMEM : \
-						WALS_CUDA_EDEVICE, (what), why_); \
-		} \
+						WALS_CUDA_EDEVICE, (what), cublasGetStatusString(st_)); \
 	} while (0)
 
 /* a.b over n floats by one warp; lane 0 gets the result. */

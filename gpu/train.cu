@@ -25,8 +25,9 @@
  * products of both sides along the line (cuBLAS, into their own buffers),
  * reduced on the device.  The Grams of the factors, GX and GY, are read
  * only by the sweeps and the loss of an iteration, which forms each from
- * the factors it starts from, so that writing the factors needs no
- * refresh.
+ * the factors it starts from; the Gram of Y that the loss formed serves
+ * the next iteration's user sweep, as on the CPU, unless a combination
+ * wrote the factors since.
  */
 #include <cmath>
 #include <cstdio>
@@ -50,6 +51,13 @@
 #define WALS_CUDA_ACC_THREADS	256
 #define WALS_CUDA_ACC_TERMS		5
 #define WALS_CUDA_PAIR_TERMS	4
+
+/*
+ * What cuBLAS and cuSOLVER take of device memory beside ours: cuBLAS's
+ * workspace (32 MiB on Hopper), cuSOLVER's for a factorization, and their
+ * handles' state, rounded up.
+ */
+#define WALS_CUDA_LIBRARY_BYTES		((size_t) 64 << 20)
 
 /* What a kernel may take of dynamic shared memory without asking. */
 #define WALS_CUDA_SHARED_DEFAULT	(48 * 1024)
@@ -145,7 +153,12 @@ row_pass(const Weights &w, const float *__restrict__ Y, const int *__restrict__ 
 	__syncthreads();
 }
 
-/* out += alpha G v, G full symmetric f x f. */
+/*
+ * out += alpha G v, G full symmetric f x f.  Thread k sums column k, which
+ * is row k as G is symmetric, so that at each j the lanes of a warp read
+ * consecutive floats of row j, one transaction rather than 32; through
+ * __ldg, the read-only path, whose loads the emulation checks coalesce.
+ */
 __device__ void
 symv(const float *__restrict__ G, int f, float alpha, const float *v, float *out)
 {
@@ -154,7 +167,7 @@ symv(const float *__restrict__ G, int f, float alpha, const float *v, float *out
 		float		acc = 0.0f;
 
 		for (int j = 0; j < f; j++)
-			acc += G[(size_t) k * f + j] * v[j];
+			acc += __ldg(&G[(size_t) j * f + k]) * v[j];
 		out[k] += alpha * acc;
 	}
 	__syncthreads();
@@ -163,8 +176,13 @@ symv(const float *__restrict__ G, int f, float alpha, const float *v, float *out
 /*
  * Conjugate gradient for each row of X, one block a row.  Shared memory:
  * x, r, p, Ap (f each), the tile's 32 weights and the warps' partial sums.
- * A non-finite result lowers *bad to its row, so that the lowest failing
- * row is named, as the CPU names it.
+ * As src/core's solve_row_cg, a residual or a curvature p.Ap that is not
+ * finite fails the row (the loop's tests would read a NaN as converged and
+ * keep the old x), as does a result that is not finite: the row lowers
+ * *bad with atomicMin, whichever block gets there first, so that the
+ * lowest failing row is named, as the CPU names it.  rsold and p.Ap are
+ * block sums, the same in every thread, so the whole block leaves the
+ * loop together.
  */
 __global__ void
 cg_rows(Weights w, RowScale rs, int cg_steps, const long long *__restrict__ indptr,
@@ -172,7 +190,7 @@ cg_rows(Weights w, RowScale rs, int cg_steps, const long long *__restrict__ indp
 		const float *__restrict__ Y, const float *__restrict__ G, float *X,
 		long long nrows, int f, unsigned long long *bad)
 {
-	extern __shared__ float shm[];
+	WALS_DYNAMIC_SHARED(float, shm);
 	float	   *x = shm;
 	float	   *r = x + f;
 	float	   *p = r + f;
@@ -184,6 +202,7 @@ cg_rows(Weights w, RowScale rs, int cg_steps, const long long *__restrict__ indp
 	int			nnz;
 	float		s;
 	float		rsold;
+	bool		failed;
 
 	if (u >= nrows)
 		return;
@@ -217,7 +236,8 @@ cg_rows(Weights w, RowScale rs, int cg_steps, const long long *__restrict__ indp
 		rsold = block_sum(part, red);
 	}
 
-	for (int step = 0; step < cg_steps && rsold >= WALS_CUDA_CG_TINY && isfinite(rsold); step++)
+	failed = !isfinite(rsold);
+	for (int step = 0; !failed && step < cg_steps && rsold >= WALS_CUDA_CG_TINY; step++)
 	{
 		float		pap;
 		float		a;
@@ -233,7 +253,8 @@ cg_rows(Weights w, RowScale rs, int cg_steps, const long long *__restrict__ indp
 			part += p[k] * ap[k];
 		}
 		pap = block_sum(part, red);
-		if (!(pap > 0.0f))
+		failed = !isfinite(pap);
+		if (failed || pap <= 0.0f)
 			break;
 		a = rsold / pap;
 		part = 0.0f;
@@ -249,6 +270,8 @@ cg_rows(Weights w, RowScale rs, int cg_steps, const long long *__restrict__ indp
 		__syncthreads();
 		rsold = rsnew;
 	}
+	if (failed && threadIdx.x == 0)
+		atomicMin(bad, (unsigned long long) u);
 	for (int k = threadIdx.x; k < f; k += blockDim.x)
 	{
 		if (!isfinite(x[k]))
@@ -570,6 +593,7 @@ struct Training
 	double	   *sums;			/* the reductions' partial sums */
 	unsigned long long *bad;
 	CholeskySolver *cholesky;	/* with the Cholesky and subspace solvers */
+	bool		gy_fresh;		/* GY is the Gram of Y as it is */
 };
 
 static int
@@ -672,9 +696,9 @@ half_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, floa
 		return wals_cuda_cholesky_solve(t->cholesky, R->nrows, R->ncols, R->indptr, R->indices,
 										R->values, Y, G, X, side, what, err);
 	CUDA_TRY(cudaMemset(t->bad, 0xff, sizeof(*t->bad)), what);
-	cg_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS, cg_shared(f)>>>(
-		t->weights, wals_cuda_row_scale(&t->prob, R->ncols), t->prob.cg_steps, R->indptr, R->indices,
-		R->values, Y, G, X, R->nrows, f, t->bad);
+	WALS_LAUNCH(cg_rows, (unsigned int) R->nrows, WALS_CUDA_THREADS, cg_shared(f))
+		(t->weights, wals_cuda_row_scale(&t->prob, R->ncols), t->prob.cg_steps, R->indptr,
+		 R->indices, R->values, Y, G, X, R->nrows, f, t->bad);
 	CUDA_TRY(cudaGetLastError(), what);
 	CUDA_TRY(cudaMemcpy(&bad, t->bad, sizeof(bad), cudaMemcpyDeviceToHost), what);
 	if (bad != ~0ULL)
@@ -700,7 +724,8 @@ static int
 add_parts(Training *t, long long n, int terms, double *total, const char *what,
 		  WalsCudaError *err)
 {
-	row_sums<<<WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS>>>(t->parts, n, terms, t->sums);
+	WALS_LAUNCH(row_sums, WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS, 0)
+		(t->parts, n, terms, t->sums);
 	CUDA_TRY(cudaGetLastError(), what);
 	return add_sums(t, terms, total, what, err);
 }
@@ -711,10 +736,9 @@ sum_parts(Training *t, const DeviceCsr *R, bool cells, const float *X, const flo
 {
 	if (R->nrows == 0)
 		return 0;
-	loss_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS>>>(
-		t->weights, wals_cuda_row_scale(&t->prob, R->ncols), cells, R->indptr, R->indices,
-		R->values,
-		X, Y, R->nrows, t->prob.factors, t->parts);
+	WALS_LAUNCH(loss_rows, (unsigned int) R->nrows, WALS_CUDA_THREADS, 0)
+		(t->weights, wals_cuda_row_scale(&t->prob, R->ncols), cells, R->indptr, R->indices,
+		 R->values, X, Y, R->nrows, t->prob.factors, t->parts);
 	CUDA_TRY(cudaGetLastError(), "computing the loss");
 	return add_parts(t, R->nrows, 1, total, "computing the loss", err);
 }
@@ -727,8 +751,8 @@ unobserved(Training *t, double *total, WalsCudaError *err)
 
 	if (t->weights.w0 == 0.0f)
 		return 0;
-	dot_floats<<<WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS>>>(
-		t->GX, t->GY, (size_t) t->prob.factors * t->prob.factors, t->sums);
+	WALS_LAUNCH(dot_floats, WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS, 0)
+		(t->GX, t->GY, (size_t) t->prob.factors * t->prob.factors, t->sums);
 	CUDA_TRY(cudaGetLastError(), "computing the loss");
 	if (add_sums(t, 1, &sum, "computing the loss", err) != 0)
 		return err->code;
@@ -740,8 +764,9 @@ unobserved(Training *t, double *total, WalsCudaError *err)
  * Device memory of a training: both matrices, the factors and the spare
  * vectors, the two Grams, the per-row loss (or terms of a line) and, with
  * spares, the line's four f x f products and the partial sums; for the
- * exact solvers one row's system (the batch grows into what is left).
- * Checked against what is free before anything is uploaded.
+ * exact solvers one row's system (the batch grows into what is left); and
+ * the libraries' workspaces.  Checked against what is free before anything
+ * is uploaded.
  */
 static size_t
 needed_bytes(const WalsCudaProblem *p)
@@ -758,13 +783,15 @@ needed_bytes(const WalsCudaProblem *p)
 	return 2 * nnz * (sizeof(int) + sizeof(float)) + (rows + 2) * sizeof(long long) +
 		(1 + vectors) * rows * f * sizeof(float) + 2 * f * f * sizeof(float) +
 		most * (vectors > 0 ? WALS_CUDA_LINE_TERMS : 1) * sizeof(double) + sums + spare +
-		exact;
+		exact + WALS_CUDA_LIBRARY_BYTES;
 }
 
 /* Why this engine cannot train p, or NULL. */
 static const char *
 unsupported(const WalsCudaProblem *p)
 {
+	if (p->device < 0)
+		return "device out of range";
 	if (p->factors < 1 || p->factors > WALS_CUDA_MAX_FACTORS)
 		return "factors out of range";
 	if (p->solver != WALS_CUDA_CG && p->solver != WALS_CUDA_CHOLESKY &&
@@ -789,8 +816,7 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 	size_t		terms = p->vectors > 0 ? WALS_CUDA_LINE_TERMS : 1;
 	const char *what = "allocating the factors";
 
-	if (cublasCreate(&t->blas) != CUBLAS_STATUS_SUCCESS)
-		return fail(err, WALS_CUDA_EDEVICE, "starting cuBLAS", "cublasCreate failed");
+	BLAS_TRY(cublasCreate(&t->blas), "starting cuBLAS");
 	if (upload_csr(&t->by_user, p->nusers, p->user_indptr, p->user_indices,
 				   p->user_values, err) != 0 ||
 		upload_csr(&t->by_item, p->nitems, p->item_indptr, p->item_indices,
@@ -821,11 +847,37 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 	return 0;
 }
 
+/*
+ * Select the problem's device and check that the training fits in the
+ * memory free there, before anything is uploaded; *batch gets the rows of
+ * an exact solver's batch, which grow into what is left.
+ */
+static int
+check_device(const WalsCudaProblem *p, long long *batch, WalsCudaError *err)
+{
+	size_t		free_bytes = 0;
+	size_t		total_bytes = 0;
+	size_t		need = needed_bytes(p);
+	long long	most = p->nusers > p->nitems ? p->nusers : p->nitems;
+
+	CUDA_TRY(cudaSetDevice(p->device), "selecting the device");
+	CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes), "asking the free device memory");
+	if (need > free_bytes)
+	{
+		char		why[128];
+
+		snprintf(why, sizeof(why), "it needs %zu bytes of device memory, %zu are free",
+				 need, free_bytes);
+		return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", why);
+	}
+	*batch = p->solver != WALS_CUDA_CG ? wals_cuda_cholesky_rows(p, most, free_bytes - need) : 0;
+	return 0;
+}
+
 static int
 train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 {
 	Training   *t;
-	long long	most = p->nusers > p->nitems ? p->nusers : p->nitems;
 	long long	batch = 0;
 	const char *why_not = unsupported(p);
 	int			rc;
@@ -833,27 +885,8 @@ train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 	*state = NULL;
 	if (why_not != NULL)
 		return fail(err, WALS_CUDA_EINVAL, "starting a GPU training", why_not);
-	{
-		size_t		free_bytes = 0;
-		size_t		total_bytes = 0;
-		size_t		need = needed_bytes(p);
-
-		cudaError_t info = cudaMemGetInfo(&free_bytes, &total_bytes);
-
-		if (info != cudaSuccess)
-			return fail(err, WALS_CUDA_EDEVICE, "asking the free device memory",
-						cudaGetErrorString(info));
-		if (need > free_bytes)
-		{
-			char		why[128];
-
-			snprintf(why, sizeof(why), "it needs %zu bytes of device memory, %zu are free",
-					 need, free_bytes);
-			return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", why);
-		}
-		if (p->solver != WALS_CUDA_CG)
-			batch = wals_cuda_cholesky_rows(p, most, free_bytes - need);
-	}
+	if (check_device(p, &batch, err) != 0)
+		return err->code;
 	t = new (std::nothrow) Training();
 	if (t == NULL)
 		return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", "out of host memory");
@@ -876,13 +909,17 @@ static int
 iterate(Training *t, double *loss, WalsCudaError *err)
 {
 	double		total = 0.0;
+	bool		fresh = t->gy_fresh;
 
-	if (gram(t, t->Y, t->prob.nitems, t->GY, err) != 0 ||
+	t->gy_fresh = false;
+	if ((!fresh && gram(t, t->Y, t->prob.nitems, t->GY, err) != 0) ||
 		half_sweep(t, &t->by_user, t->Y, t->GY, t->X, WALS_CUDA_USERS, err) != 0 ||
 		gram(t, t->X, t->prob.nusers, t->GX, err) != 0 ||
 		half_sweep(t, &t->by_item, t->X, t->GX, t->Y, WALS_CUDA_ITEMS, err) != 0 ||
-		gram(t, t->Y, t->prob.nitems, t->GY, err) != 0 ||
-		sum_parts(t, &t->by_user, true, t->X, t->Y, &total, err) != 0 ||
+		gram(t, t->Y, t->prob.nitems, t->GY, err) != 0)
+		return err->code;
+	t->gy_fresh = true;
+	if (sum_parts(t, &t->by_user, true, t->X, t->Y, &total, err) != 0 ||
 		sum_parts(t, &t->by_item, false, t->Y, t->X, &total, err) != 0 ||
 		unobserved(t, &total, err) != 0)
 		return err->code;
@@ -938,10 +975,12 @@ combine(Training *t, int dst, double a, int x, double b, int y, WalsCudaError *e
 		(a != 0.0 && check_vector(t, x, what, err) != 0) ||
 		(b != 0.0 && check_vector(t, y, what, err) != 0))
 		return err->code;
+	if (dst == 0)
+		t->gy_fresh = false;
 	if (n > 0)
-		combine_floats<<<(unsigned int) (blocks < 4096 ? blocks : 4096), 256>>>(
-			vector_of(t, dst), a, a != 0.0 ? vector_of(t, x) : NULL,
-			b, b != 0.0 ? vector_of(t, y) : NULL, n);
+		WALS_LAUNCH(combine_floats, (unsigned int) (blocks < 4096 ? blocks : 4096), 256, 0)
+			(vector_of(t, dst), a, a != 0.0 ? vector_of(t, x) : NULL, b,
+			 b != 0.0 ? vector_of(t, y) : NULL, n);
 	CUDA_TRY(cudaGetLastError(), what);
 	CUDA_TRY(cudaDeviceSynchronize(), what);
 	return 0;
@@ -961,9 +1000,8 @@ dot(Training *t, int x, int y, double *out, WalsCudaError *err)
 
 	if (check_vector(t, x, what, err) != 0 || check_vector(t, y, what, err) != 0)
 		return err->code;
-	dot_floats<<<WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS>>>(vector_of(t, x),
-																vector_of(t, y),
-																vector_size(t), t->sums);
+	WALS_LAUNCH(dot_floats, WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS, 0)
+		(vector_of(t, x), vector_of(t, y), vector_size(t), t->sums);
 	CUDA_TRY(cudaGetLastError(), what);
 	if (add_sums(t, 1, &total, what, err) != 0)
 		return err->code;
@@ -1008,8 +1046,8 @@ line_unobserved(Training *t, const float *BX, const float *DX, const float *BY,
 
 		if (cross(t, A, B, ni, Q, err) != 0)
 			return err->code;
-		pair_sums<<<WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS>>>(GBX, CX, GDX, Q,
-																   t->prob.factors, t->sums);
+		WALS_LAUNCH(pair_sums, WALS_CUDA_ACC_BLOCKS, WALS_CUDA_ACC_THREADS, 0)
+			(GBX, CX, GDX, Q, t->prob.factors, t->sums);
 		CUDA_TRY(cudaGetLastError(), what);
 		if (add_sums(t, WALS_CUDA_PAIR_TERMS, s[q], what, err) != 0)
 			return err->code;
@@ -1032,10 +1070,9 @@ line_side(Training *t, const DeviceCsr *R, bool cells, const float *X, const flo
 
 	if (R->nrows == 0)
 		return 0;
-	line_rows<<<(unsigned int) R->nrows, WALS_CUDA_THREADS>>>(
-		t->weights, wals_cuda_row_scale(&t->prob, R->ncols), cells, R->indptr, R->indices,
-		R->values,
-		X, DX, Y, DY, R->nrows, t->prob.factors, t->parts);
+	WALS_LAUNCH(line_rows, (unsigned int) R->nrows, WALS_CUDA_THREADS, 0)
+		(t->weights, wals_cuda_row_scale(&t->prob, R->ncols), cells, R->indptr, R->indices,
+		 R->values, X, DX, Y, DY, R->nrows, t->prob.factors, t->parts);
 	CUDA_TRY(cudaGetLastError(), what);
 	return add_parts(t, R->nrows, WALS_CUDA_LINE_TERMS, coef, what, err);
 }

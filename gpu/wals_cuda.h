@@ -21,7 +21,7 @@ extern "C"
 #endif
 
 /* Bumped whenever the table below changes, so a stale library is refused. */
-#define WALS_CUDA_ABI_VERSION	5
+#define WALS_CUDA_ABI_VERSION	6
 
 /* What the CUDA runtime says of one device. */
 typedef struct WalsCudaDevice
@@ -58,10 +58,12 @@ typedef struct WalsCudaDevice
  * WALS_CUDA_MAX_VECTORS; 0 refuses them).  With frequency_scaled, a row
  * of n ratings is regularised by lambda (n + w0 N)^reg_exponent, N the
  * other side's rows, and otherwise by lambda (implicit) or lambda n
- * (explicit), as src/core's wals_row_scale.
+ * (explicit), as src/core's wals_row_scale.  The training runs on device
+ * (0 to device_count - 1), which train_begin selects.
  */
 typedef struct WalsCudaProblem
 {
+	int			device;
 	int			feedback;
 	int			solver;
 	int			factors;
@@ -107,12 +109,17 @@ typedef struct WalsCudaApi
 	int			abi_version;
 
 	/*
-	 * Number of usable devices (0 or more), or -1 when CUDA itself cannot be
-	 * used (no driver, a driver older than the runtime); msg then says why.
+	 * Number of usable devices: 0 where there is no GPU (no device, or no
+	 * driver installed), msg saying which; -1 when CUDA is there but cannot
+	 * be used (a driver older than the library's runtime, a broken
+	 * installation), msg saying why.
 	 */
 	int			(*device_count) (char *msg, size_t msglen);
 
-	/* Describe device index; 0 on success, -1 with msg set. */
+	/*
+	 * Describe device index; 0 on success, -1 with msg set.  The current
+	 * device stays as it was, and no context is left on any other.
+	 */
 	int			(*device_info) (int index, WalsCudaDevice *out,
 								char *msg, size_t msglen);
 

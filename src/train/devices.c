@@ -104,15 +104,11 @@ usable_gpus(const char **why)
 		*why = load_error;
 		return 0;
 	}
+	msg[0] = '\0';
 	n = cuda.device_count(msg, sizeof(msg));
-	if (n < 0)
-	{
-		*why = msg;
-		return 0;
-	}
-	if (n == 0)
-		*why = "no CUDA device is visible to the server";
-	return n;
+	if (n <= 0)
+		*why = msg[0] != '\0' ? msg : "no CUDA device is visible to the server";
+	return n > 0 ? n : 0;
 }
 
 /*

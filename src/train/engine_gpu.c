@@ -44,6 +44,7 @@ describe_problem(const WalsProblem *problem, WalsCudaProblem *p)
 	const WalsParams *params = &problem->args->params;
 	const WalsData *data = problem->data;
 
+	p->device = 0;
 	p->feedback = params->feedback == WALS_EXPLICIT ? 1 : 0;
 	p->solver = params->solver == WALS_CG ? WALS_CUDA_CG :
 		params->solver == WALS_SUBSPACE ? WALS_CUDA_SUBSPACE : WALS_CUDA_CHOLESKY;

@@ -162,7 +162,7 @@ host_train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 	size_t		n = (size_t) (p->nusers + p->nitems) * f;
 	int64_t		nnz = p->user_indptr[p->nusers];
 
-	if (p->factors < 1 || p->factors > WALS_CUDA_MAX_FACTORS ||
+	if (p->device != 0 || p->factors < 1 || p->factors > WALS_CUDA_MAX_FACTORS ||
 		(p->solver != WALS_CUDA_CG && p->solver != WALS_CUDA_CHOLESKY &&
 		 p->solver != WALS_CUDA_SUBSPACE) ||
 		(p->solver == WALS_CUDA_SUBSPACE && p->block_size < 1) ||
