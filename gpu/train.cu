@@ -11,9 +11,12 @@
  * with cg_steps steps warm started from the current x_u, G = Y^T Y computed
  * once per half-sweep with cuBLAS.  One thread block solves one row: its
  * threads share the f-vectors of the row in shared memory, and each warp
- * takes cells of the row in turn for the dot products y_i.v, so that a
- * popular item with 100k ratings is one long block rather than a lane of
- * one.  The Cholesky and subspace solvers (cholesky.cu) solve the same
+ * takes cells of the row in turn for the dot products y_i.v.  A row of
+ * more than WALS_CUDA_LONG_ROW cells (a popular item has 67,000 in the
+ * 20M set) would keep one block busy long after the others: its products
+ * with A are split over blocks of WALS_CUDA_CHUNK cells, with its CG steps
+ * between them, one launch each (long_*), while cg_rows solves the rest.
+ * The Cholesky and subspace solvers (cholesky.cu) solve the same
  * systems exactly, or a block of dimensions at a time, forming them a
  * batch of rows at a time.
  *
@@ -40,6 +43,14 @@
 #include "engine.h"
 
 #define WALS_CUDA_THREADS	128
+
+/*
+ * A row of more cells than WALS_CUDA_LONG_ROW is not one block's work but
+ * many's: its products with A are split into chunks of WALS_CUDA_CHUNK
+ * cells, a block each, and its CG steps run between them (long_*).
+ */
+#define WALS_CUDA_LONG_ROW	2048
+#define WALS_CUDA_CHUNK		512
 #define WALS_CUDA_WARPS		(WALS_CUDA_THREADS / 32)
 #define WALS_CUDA_CG_TINY	1e-20f
 
@@ -174,7 +185,8 @@ symv(const float *__restrict__ G, int f, float alpha, const float *v, float *out
 }
 
 /*
- * Conjugate gradient for each row of X, one block a row.  Shared memory:
+ * Conjugate gradient for each row of X, one block a row, but the long
+ * rows, which the long_* kernels solve.  Shared memory:
  * x, r, p, Ap (f each), the tile's 32 weights and the warps' partial sums.
  * As src/core's solve_row_cg, a residual or a curvature p.Ap that is not
  * finite fails the row (the loop's tests would read a NaN as converged and
@@ -208,6 +220,8 @@ cg_rows(Weights w, RowScale rs, int cg_steps, const long long *__restrict__ indp
 		return;
 	start = indptr[u];
 	nnz = (int) (indptr[u + 1] - start);
+	if (nnz > WALS_CUDA_LONG_ROW)
+		return;
 	if (nnz == 0)
 	{
 		for (int k = threadIdx.x; k < f; k += blockDim.x)
@@ -271,6 +285,184 @@ cg_rows(Weights w, RowScale rs, int cg_steps, const long long *__restrict__ indp
 		rsold = rsnew;
 	}
 	if (failed && threadIdx.x == 0)
+		atomicMin(bad, (unsigned long long) u);
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+	{
+		if (!isfinite(x[k]))
+			atomicMin(bad, (unsigned long long) u);
+		X[(size_t) u * f + k] = x[k];
+	}
+}
+
+/*
+ * The rows of one side longer than WALS_CUDA_LONG_ROW, solved by CG as
+ * cg_rows solves the others, with the same steps and tests, each product
+ * with A split over chunks of the row's cells, a block each: a chunk's
+ * partial sum goes to its own slot, and the row's block adds its chunks'
+ * slots in order, so the sums are the same every time.  Slot j of the
+ * long rows keeps x, r, p and Ap (4 f floats), rsold, and its state:
+ * LONG_RUNNING, LONG_DONE (converged, or no curvature left), LONG_FAILED
+ * (a residual or a curvature not finite).
+ */
+#define LONG_RUNNING	0
+#define LONG_DONE		1
+#define LONG_FAILED		2
+
+struct LongRows
+{
+	long long	n;				/* long rows */
+	long long	chunks;			/* their chunks, all rows' in turn */
+	long long  *rows;			/* the row of each slot */
+	int		   *chunk_slot;		/* the slot of each chunk */
+	long long  *chunk_start;	/* the first cell of each chunk */
+	int		   *first_chunk;	/* n + 1: each slot's chunks */
+	float	   *vec;			/* n x 4 f: x, r, p, Ap */
+	float	   *partial;		/* chunks x f */
+	float	   *rsold;			/* n */
+	int		   *state;			/* n */
+};
+
+/* Chunk blockIdx.x's share of out = sum t_i y_i along x (residual) or p. */
+__global__ void
+long_pass(Weights w, LongRows L, const long long *__restrict__ indptr,
+		  const int *__restrict__ indices, const float *__restrict__ values,
+		  const float *__restrict__ Y, int f, bool residual)
+{
+	__shared__ float tile[32];
+	int			slot = L.chunk_slot[blockIdx.x];
+	long long	start = L.chunk_start[blockIdx.x];
+	long long	end = indptr[L.rows[slot] + 1];
+	int			n = (int) (end - start < WALS_CUDA_CHUNK ? end - start : WALS_CUDA_CHUNK);
+	const float *v = L.vec + (size_t) slot * 4 * f + (residual ? 0 : 2 * (size_t) f);
+
+	if (L.state[slot] != LONG_RUNNING)
+		return;
+	row_pass(w, Y, indices + start, values + start, n, f, v, residual,
+			 L.partial + (size_t) blockIdx.x * f, tile);
+}
+
+/* out = the sum of slot's chunks' partial sums, in order. */
+__device__ void
+long_gather(const LongRows &L, int slot, int f, float *out)
+{
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+	{
+		float		acc = 0.0f;
+
+		for (int c = L.first_chunk[slot]; c < L.first_chunk[slot + 1]; c++)
+			acc += L.partial[(size_t) c * f + k];
+		out[k] = acc;
+	}
+	__syncthreads();
+}
+
+/* x of each slot from the factors, before the first pass. */
+__global__ void
+long_load(LongRows L, const float *__restrict__ X, int f)
+{
+	float	   *x = L.vec + (size_t) blockIdx.x * 4 * f;
+
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+		x[k] = X[(size_t) L.rows[blockIdx.x] * f + k];
+	if (threadIdx.x == 0)
+		L.state[blockIdx.x] = LONG_RUNNING;
+}
+
+/* r = b - A x and p = r of each slot, from the residual pass's chunks. */
+__global__ void
+long_start(Weights w, RowScale rs, LongRows L, const long long *__restrict__ indptr,
+		   const float *__restrict__ G, int f, int cg_steps)
+{
+	__shared__ float red[WALS_CUDA_WARPS];
+	int			slot = blockIdx.x;
+	long long	u = L.rows[slot];
+	float		s = (float) row_scale(rs, indptr[u + 1] - indptr[u]);
+	float	   *x = L.vec + (size_t) slot * 4 * f;
+	float	   *r = x + f;
+	float	   *p = r + f;
+	float		part = 0.0f;
+	float		rsold;
+
+	long_gather(L, slot, f, r);
+	if (w.w0 != 0.0f)
+		symv(G, f, -w.w0, x, r);
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+	{
+		r[k] -= w.lambda * s * x[k];
+		p[k] = r[k];
+		part += r[k] * r[k];
+	}
+	rsold = block_sum(part, red);
+	if (threadIdx.x == 0)
+	{
+		L.rsold[slot] = rsold;
+		L.state[slot] = !isfinite(rsold) ? LONG_FAILED :
+			cg_steps > 0 && rsold >= WALS_CUDA_CG_TINY ? LONG_RUNNING : LONG_DONE;
+	}
+}
+
+/* One CG step of each running slot, from the pass along p's chunks. */
+__global__ void
+long_step(Weights w, RowScale rs, LongRows L, const long long *__restrict__ indptr,
+		  const float *__restrict__ G, int f, bool last)
+{
+	__shared__ float red[WALS_CUDA_WARPS];
+	int			slot = blockIdx.x;
+	long long	u = L.rows[slot];
+	float		s = (float) row_scale(rs, indptr[u + 1] - indptr[u]);
+	float	   *x = L.vec + (size_t) slot * 4 * f;
+	float	   *r = x + f;
+	float	   *p = r + f;
+	float	   *ap = p + f;
+	float		rsold = L.rsold[slot];
+	float		part = 0.0f;
+	float		pap;
+	float		a;
+	float		rsnew;
+
+	if (L.state[slot] != LONG_RUNNING)
+		return;
+	long_gather(L, slot, f, ap);
+	if (w.w0 != 0.0f)
+		symv(G, f, w.w0, p, ap);
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+	{
+		ap[k] += w.lambda * s * p[k];
+		part += p[k] * ap[k];
+	}
+	pap = block_sum(part, red);
+	if (!isfinite(pap) || pap <= 0.0f)
+	{
+		if (threadIdx.x == 0)
+			L.state[slot] = isfinite(pap) ? LONG_DONE : LONG_FAILED;
+		return;
+	}
+	a = rsold / pap;
+	part = 0.0f;
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+	{
+		x[k] += a * p[k];
+		r[k] -= a * ap[k];
+		part += r[k] * r[k];
+	}
+	rsnew = block_sum(part, red);
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+		p[k] = r[k] + (rsnew / rsold) * p[k];
+	if (threadIdx.x == 0)
+	{
+		L.rsold[slot] = rsnew;
+		L.state[slot] = last || !(rsnew >= WALS_CUDA_CG_TINY) ? LONG_DONE : LONG_RUNNING;
+	}
+}
+
+/* x of each slot into the factors; a failed or non-finite one lowers *bad. */
+__global__ void
+long_store(LongRows L, float *X, int f, unsigned long long *bad)
+{
+	long long	u = L.rows[blockIdx.x];
+	const float *x = L.vec + (size_t) blockIdx.x * 4 * f;
+
+	if (L.state[blockIdx.x] == LONG_FAILED && threadIdx.x == 0)
 		atomicMin(bad, (unsigned long long) u);
 	for (int k = threadIdx.x; k < f; k += blockDim.x)
 	{
@@ -570,6 +762,7 @@ struct DeviceCsr
 	long long  *indptr;
 	int		   *indices;
 	float	   *values;
+	LongRows	long_rows;		/* CG: the rows split across blocks */
 };
 
 /*
@@ -615,6 +808,122 @@ upload_csr(DeviceCsr *d, long long nrows, const int64_t *indptr, const int32_t *
 	return 0;
 }
 
+static int
+upload_long_arrays(LongRows *L, const long long *rows, const int *chunk_slot,
+				   const long long *chunk_start, const int *first_chunk, int f,
+				   WalsCudaError *err)
+{
+	const char *what = "allocating the long rows";
+
+	CUDA_TRY(cudaMalloc(&L->rows, sizeof(long long) * L->n), what);
+	CUDA_TRY(cudaMalloc(&L->chunk_slot, sizeof(int) * L->chunks), what);
+	CUDA_TRY(cudaMalloc(&L->chunk_start, sizeof(long long) * L->chunks), what);
+	CUDA_TRY(cudaMalloc(&L->first_chunk, sizeof(int) * (L->n + 1)), what);
+	CUDA_TRY(cudaMalloc(&L->vec, 4 * sizeof(float) * f * L->n), what);
+	CUDA_TRY(cudaMalloc(&L->partial, sizeof(float) * f * L->chunks), what);
+	CUDA_TRY(cudaMalloc(&L->rsold, sizeof(float) * L->n), what);
+	CUDA_TRY(cudaMalloc(&L->state, sizeof(int) * L->n), what);
+	CUDA_TRY(cudaMemcpy(L->rows, rows, sizeof(long long) * L->n, cudaMemcpyHostToDevice),
+			 what);
+	CUDA_TRY(cudaMemcpy(L->chunk_slot, chunk_slot, sizeof(int) * L->chunks,
+						cudaMemcpyHostToDevice), what);
+	CUDA_TRY(cudaMemcpy(L->chunk_start, chunk_start, sizeof(long long) * L->chunks,
+						cudaMemcpyHostToDevice), what);
+	CUDA_TRY(cudaMemcpy(L->first_chunk, first_chunk, sizeof(int) * (L->n + 1),
+						cudaMemcpyHostToDevice), what);
+	return 0;
+}
+
+static void
+free_long(LongRows *L)
+{
+	cudaFree(L->rows);
+	cudaFree(L->chunk_slot);
+	cudaFree(L->chunk_start);
+	cudaFree(L->first_chunk);
+	cudaFree(L->vec);
+	cudaFree(L->partial);
+	cudaFree(L->rsold);
+	cudaFree(L->state);
+}
+
+/* The long rows of a matrix of nrows rows (host indptr) and their chunks. */
+static void
+count_long(const int64_t *indptr, long long nrows, long long *n, long long *chunks)
+{
+	*n = 0;
+	*chunks = 0;
+	for (long long u = 0; u < nrows; u++)
+	{
+		long long	nnz = indptr[u + 1] - indptr[u];
+
+		if (nnz > WALS_CUDA_LONG_ROW)
+		{
+			(*n)++;
+			*chunks += (nnz + WALS_CUDA_CHUNK - 1) / WALS_CUDA_CHUNK;
+		}
+	}
+}
+
+static size_t
+long_bytes(const int64_t *indptr, long long nrows, int f)
+{
+	long long	n;
+	long long	chunks;
+
+	count_long(indptr, nrows, &n, &chunks);
+	return (size_t) n * (sizeof(long long) + 4 * sizeof(float) * f + sizeof(float) +
+						 2 * sizeof(int)) + sizeof(int) +
+		(size_t) chunks * (sizeof(int) + sizeof(long long) + sizeof(float) * f);
+}
+
+/* The long rows of d, from the host's indptr, on the device. */
+static int
+upload_long(DeviceCsr *d, const int64_t *indptr, int f, WalsCudaError *err)
+{
+	LongRows   *L = &d->long_rows;
+	const char *what = "allocating the long rows";
+	long long  *rows;
+	int		   *chunk_slot;
+	long long  *chunk_start;
+	int		   *first_chunk;
+	long long	c = 0;
+	long long	j = 0;
+	int			rc = 0;
+
+	count_long(indptr, d->nrows, &L->n, &L->chunks);
+	if (L->n == 0)
+		return 0;
+	rows = new (std::nothrow) long long[L->n];
+	chunk_slot = new (std::nothrow) int[L->chunks];
+	chunk_start = new (std::nothrow) long long[L->chunks];
+	first_chunk = new (std::nothrow) int[L->n + 1];
+	if (rows == NULL || chunk_slot == NULL || chunk_start == NULL || first_chunk == NULL)
+		rc = fail(err, WALS_CUDA_ENOMEM, what, "out of host memory");
+	for (long long u = 0; rc == 0 && u < d->nrows; u++)
+		if (indptr[u + 1] - indptr[u] > WALS_CUDA_LONG_ROW)
+		{
+			rows[j] = u;
+			first_chunk[j] = (int) c;
+			for (long long at = indptr[u]; at < indptr[u + 1]; at += WALS_CUDA_CHUNK)
+			{
+				chunk_slot[c] = (int) j;
+				chunk_start[c++] = at;
+			}
+			j++;
+		}
+	if (rc == 0)
+	{
+		first_chunk[L->n] = (int) c;
+		rc = upload_long_arrays(L, rows, chunk_slot, chunk_start, first_chunk, f, err);
+	}
+	delete[] rows;
+	delete[] chunk_slot;
+	delete[] chunk_start;
+	delete[] first_chunk;
+	return rc;
+}
+
 static void
 release(Training *t)
 {
@@ -624,6 +933,8 @@ release(Training *t)
 	cudaFree(t->by_item.indptr);
 	cudaFree(t->by_item.indices);
 	cudaFree(t->by_item.values);
+	free_long(&t->by_user.long_rows);
+	free_long(&t->by_item.long_rows);
 	cudaFree(t->X);
 	for (int k = 1; k <= WALS_CUDA_MAX_VECTORS; k++)
 		cudaFree(t->V[k]);
@@ -682,6 +993,37 @@ cg_shared(int f)
 	return sizeof(float) * (4 * (size_t) f + 32 + WALS_CUDA_WARPS);
 }
 
+/*
+ * The long rows of R, which cg_rows leaves: the residual pass and the
+ * start, then each step's pass along p and the step, then the factors.
+ */
+static int
+long_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, float *X,
+		   const char *what, WalsCudaError *err)
+{
+	const LongRows *L = &R->long_rows;
+	int			f = t->prob.factors;
+	RowScale	rs = wals_cuda_row_scale(&t->prob, R->ncols);
+
+	if (L->n == 0)
+		return 0;
+	WALS_LAUNCH(long_load, (unsigned int) L->n, WALS_CUDA_THREADS, 0)(*L, X, f);
+	WALS_LAUNCH(long_pass, (unsigned int) L->chunks, WALS_CUDA_THREADS, 0)
+		(t->weights, *L, R->indptr, R->indices, R->values, Y, f, true);
+	WALS_LAUNCH(long_start, (unsigned int) L->n, WALS_CUDA_THREADS, 0)
+		(t->weights, rs, *L, R->indptr, G, f, t->prob.cg_steps);
+	for (int step = 0; step < t->prob.cg_steps; step++)
+	{
+		WALS_LAUNCH(long_pass, (unsigned int) L->chunks, WALS_CUDA_THREADS, 0)
+			(t->weights, *L, R->indptr, R->indices, R->values, Y, f, false);
+		WALS_LAUNCH(long_step, (unsigned int) L->n, WALS_CUDA_THREADS, 0)
+			(t->weights, rs, *L, R->indptr, G, f, step == t->prob.cg_steps - 1);
+	}
+	WALS_LAUNCH(long_store, (unsigned int) L->n, WALS_CUDA_THREADS, 0)(*L, X, f, t->bad);
+	CUDA_TRY(cudaGetLastError(), what);
+	return 0;
+}
+
 static int
 half_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, float *X,
 		   int side, WalsCudaError *err)
@@ -700,6 +1042,8 @@ half_sweep(Training *t, const DeviceCsr *R, const float *Y, const float *G, floa
 		(t->weights, wals_cuda_row_scale(&t->prob, R->ncols), t->prob.cg_steps, R->indptr,
 		 R->indices, R->values, Y, G, X, R->nrows, f, t->bad);
 	CUDA_TRY(cudaGetLastError(), what);
+	if (long_sweep(t, R, Y, G, X, what, err) != 0)
+		return err->code;
 	CUDA_TRY(cudaMemcpy(&bad, t->bad, sizeof(bad), cudaMemcpyDeviceToHost), what);
 	if (bad != ~0ULL)
 		return fail_row(err, WALS_CUDA_ENONFINITE, side, (long long) bad, what);
@@ -779,11 +1123,14 @@ needed_bytes(const WalsCudaProblem *p)
 	size_t		exact = p->solver != WALS_CUDA_CG ? wals_cuda_cholesky_bytes(p, 1) : 0;
 	size_t		spare = vectors > 0 ? 4 * f * f * sizeof(float) : 0;
 	size_t		sums = WALS_CUDA_ACC_BLOCKS * WALS_CUDA_ACC_TERMS * sizeof(double);
+	size_t		split = p->solver == WALS_CUDA_CG ?
+		long_bytes(p->user_indptr, p->nusers, p->factors) +
+		long_bytes(p->item_indptr, p->nitems, p->factors) : 0;
 
 	return 2 * nnz * (sizeof(int) + sizeof(float)) + (rows + 2) * sizeof(long long) +
 		(1 + vectors) * rows * f * sizeof(float) + 2 * f * f * sizeof(float) +
 		most * (vectors > 0 ? WALS_CUDA_LINE_TERMS : 1) * sizeof(double) + sums + spare +
-		exact + WALS_CUDA_LIBRARY_BYTES;
+		exact + split + WALS_CUDA_LIBRARY_BYTES;
 }
 
 /* Why this engine cannot train p, or NULL. */
@@ -824,6 +1171,10 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 		return err->code;
 	t->by_user.ncols = p->nitems;
 	t->by_item.ncols = p->nusers;
+	if (p->solver == WALS_CUDA_CG &&
+		(upload_long(&t->by_user, p->user_indptr, f, err) != 0 ||
+		 upload_long(&t->by_item, p->item_indptr, f, err) != 0))
+		return err->code;
 	CUDA_TRY(cudaMalloc(&t->X, xs + ys > 0 ? xs + ys : 1), what);
 	t->Y = t->X + (size_t) p->nusers * f;
 	for (int k = 1; k <= p->vectors; k++)

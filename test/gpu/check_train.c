@@ -5,7 +5,8 @@
  *	  explicit and weighted models and odd shapes up to f = 4096, with each
  *	  solver (CG, Cholesky, and subspace with one block and with several);
  *	  a system that is not positive definite, or a residual that is not
- *	  finite, must fail the iteration naming the row src/core names; and
+ *	  finite (in short rows and in rows split across blocks), must fail the
+ *	  iteration naming the row src/core names; and
  *	  the operations of an accelerated training (combine, dot, line) must
  *	  give what src/core's accel.c gives on the same factors.
  *
@@ -817,7 +818,6 @@ check_refusals(const void *unused)
 	int			ok = 1;
 
 	(void) unused;
-
 	make_data(&shape, &R, &Rt);
 	start_factors(X, shape.users, Y, shape.items, f);
 	for (int vectors = 0; vectors <= WALS_CUDA_MAX_VECTORS && ok;
@@ -850,15 +850,25 @@ check_refusals(const void *unused)
 	return ok;
 }
 
+/* Users from first, every stride, whose ratings overflow. */
+typedef struct NonFinite
+{
+	Shape		shape;
+	int64_t		first;
+	int64_t		stride;
+} NonFinite;
+
 /*
  * Ratings of 1e38 make the first residual of a few users overflow, as
  * src/core's CG finds: the iteration must fail as not finite, naming the
- * lowest of those users whatever order the engine's blocks run in.
+ * lowest of those users whatever order the engine's blocks run in, among
+ * short rows and among rows long enough to be split across blocks.
  */
 static int
-check_nonfinite(const void *unused)
+check_nonfinite(const void *arg)
 {
-	static const Shape shape = {"non-finite", WALS_IMPLICIT, 1.0f, 300, 100, 3000, 16, 1, -1.0f, 0.0f};
+	const NonFinite *nf = arg;
+	const Shape shape = nf->shape;
 	WalsParams	params = shape_params(&shape, WALS_CG, 0);
 	int			f = shape.factors;
 	WalsCsr		R;
@@ -874,10 +884,8 @@ check_nonfinite(const void *unused)
 	double		loss = 0.0;
 	int			ok = 1;
 
-	(void) unused;
-
 	make_data(&shape, &R, &Rt);
-	for (int64_t u = 5; u < R.nrows; u += 37)
+	for (int64_t u = nf->first; u < R.nrows; u += nf->stride)
 		for (int64_t k = R.indptr[u]; k < R.indptr[u + 1]; k++)
 			R.values[k] = 1e38f;
 	wals_csr_transpose(&R, &Rt);
@@ -1013,6 +1021,15 @@ main(int argc, char **argv)
 		{"frequency-scaled explicit, nu=0.5, f=16", WALS_EXPLICIT, 0.0f, 1500, 400, 20000, 16, 5,
 		0.5f, 0.0f},
 	};
+	/*
+	 * The second's users 0 to 5 rate 2100 to 7100 items, rows split across
+	 * blocks; 6 to 9, fewer.
+	 */
+	static const NonFinite nonfinite[] = {
+		{{"non-finite", WALS_IMPLICIT, 1.0f, 300, 100, 3000, 16, 1, -1.0f, 0.0f}, 5, 37},
+		{{"non-finite, long rows", WALS_IMPLICIT, 1.0f, 10, 20000, 40000, 16, 1, -1.0f, 0.0f},
+		1, 1},
+	};
 	static ShapeRun runs[sizeof(shapes) / sizeof(shapes[0]) * 4 + 2];
 	int			nruns = 0;
 	void	   *handle = NULL;
@@ -1084,7 +1101,8 @@ main(int argc, char **argv)
 	runs[nruns] = (ShapeRun) {NULL, WALS_SUBSPACE, 3};
 	run_check(run_indefinite, &runs[nruns++]);
 	run_check(check_refusals, NULL);
-	run_check(check_nonfinite, NULL);
+	run_check(check_nonfinite, &nonfinite[0]);
+	run_check(check_nonfinite, &nonfinite[1]);
 	if (emulated)
 		emu_checks(emu_set, emu_get);
 	while (running_jobs > 0)
