@@ -27,8 +27,7 @@ enum cublasOperation_t
 
 enum cublasFillMode_t
 {
-	CUBLAS_FILL_MODE_LOWER = 0,
-	CUBLAS_FILL_MODE_UPPER = 1
+	CUBLAS_FILL_MODE_LOWER = 0
 };
 
 cublasStatus_t cublasCreate(cublasHandle_t *handle);

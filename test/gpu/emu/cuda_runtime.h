@@ -26,7 +26,6 @@ enum cudaError_t
 
 enum cudaMemcpyKind
 {
-	cudaMemcpyHostToHost = 0,
 	cudaMemcpyHostToDevice = 1,
 	cudaMemcpyDeviceToHost = 2,
 	cudaMemcpyDeviceToDevice = 3

@@ -41,6 +41,7 @@ extern "C"
 }
 
 #define EMU_MAX_THREADS		1024
+#define EMU_MAX_DEVICES		16
 #define EMU_STACK			(64 * 1024)
 #define EMU_SHARED_DEFAULT	(48 * 1024)
 #define EMU_SHARED_MAX		(227 * 1024)
@@ -394,7 +395,7 @@ block_stride(unsigned int n)
 
 static cudaError_t last_error = cudaSuccess;
 static int	current_device;
-static bool context[16];
+static bool context[EMU_MAX_DEVICES];
 static std::map<const void *, int> shared_allowed;
 
 static void
@@ -468,7 +469,7 @@ struct Allocation
 };
 
 static std::map<uintptr_t, Allocation> allocations;
-static size_t live[16];
+static size_t live[EMU_MAX_DEVICES];
 
 /* Whether [p, p + bytes) lies in one allocation of the device. */
 static bool
@@ -721,14 +722,13 @@ cudaGetErrorString(cudaError_t err)
  * cuBLAS and cuSOLVER
  */
 
+/* Handles hold nothing: the emulation keeps no state per handle. */
 struct WalsEmuBlas
 {
-	int			device;
 };
 
 struct WalsEmuSolver
 {
-	int			device;
 };
 
 cublasStatus_t
@@ -736,7 +736,7 @@ cublasCreate(cublasHandle_t *handle)
 {
 	if (usable() != cudaSuccess || fault(&knobs.fail_blas_at))
 		return CUBLAS_STATUS_NOT_INITIALIZED;
-	*handle = new WalsEmuBlas{current_device};
+	*handle = new WalsEmuBlas();
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -795,7 +795,7 @@ cusolverDnCreate(cusolverDnHandle_t *handle)
 {
 	if (usable() != cudaSuccess || fault(&knobs.fail_solver_at))
 		return CUSOLVER_STATUS_NOT_INITIALIZED;
-	*handle = new WalsEmuSolver{current_device};
+	*handle = new WalsEmuSolver();
 	return CUSOLVER_STATUS_SUCCESS;
 }
 
@@ -943,6 +943,12 @@ wals_emu_set(const char *name, long value)
 	long	   *k = knob(name);
 	long		old = *k;
 
+	if (k == &knobs.devices && (value < 0 || value > EMU_MAX_DEVICES))
+	{
+		fprintf(stderr, "wals emulated device: %ld devices, not 0 to %d\n", value,
+				EMU_MAX_DEVICES);
+		abort();
+	}
 	*k = value;
 	if (strcmp(name, "trace_loads") == 0)
 	{
@@ -961,9 +967,9 @@ extern "C" __attribute__((visibility("default"))) long
 wals_emu_get(const char *name, long arg)
 {
 	if (strcmp(name, "live_bytes") == 0)
-		return arg >= 0 && arg < 16 ? (long) live[arg] : -1;
+		return arg >= 0 && arg < EMU_MAX_DEVICES ? (long) live[arg] : -1;
 	if (strcmp(name, "context") == 0)
-		return arg >= 0 && arg < 16 ? context[arg] : -1;
+		return arg >= 0 && arg < EMU_MAX_DEVICES ? context[arg] : -1;
 	if (strcmp(name, "current_device") == 0)
 		return current_device;
 	if (strcmp(name, "traced_loads") == 0)

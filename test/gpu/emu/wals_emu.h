@@ -45,8 +45,6 @@ struct dim3
 
 #define __global__
 #define __device__
-#define __host__
-#define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
 
