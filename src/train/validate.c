@@ -44,25 +44,6 @@ wals_validation_bytes(const WalsTrainArgs *args, const WalsRatings *raw)
 		(double) wals_holdout_scratch(raw->nitems, f, args->validation_k);
 }
 
-/* The dense index of id among ids[0..n), increasing, or -1. */
-static int64
-dense_index(const int64 *ids, int64 n, int64 id)
-{
-	int64		lo = 0;
-	int64		hi = n;
-
-	while (lo < hi)
-	{
-		int64		mid = lo + (hi - lo) / 2;
-
-		if (ids[mid] < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && ids[lo] == id ? lo : -1;
-}
-
 static int
 pair_cmp(const void *a, const void *b)
 {
@@ -112,8 +93,8 @@ wals_validation_read(const WalsTrainArgs *args, WalsRatings *raw)
 
 			if (unull || inull)
 				continue;
-			u = dense_index(raw->user_ids, raw->nusers, user);
-			i = dense_index(raw->item_ids, raw->nitems, item);
+			u = wals_ids_find(raw->user_ids, raw->nusers, user);
+			i = wals_ids_find(raw->item_ids, raw->nitems, item);
 			if (u < 0 || i < 0)
 				continue;
 			if (n == cap)
