@@ -149,73 +149,51 @@ for my $timeout ('1s', '100ms')
 my $long_ncg = q{SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating',
   model => 'm', factors => 128, iterations => 10000, solver => 'cholesky',
   accelerate => 'ncg')};
-$bg->query_until(qr/starting/, "\\echo starting\n$long_ncg;\n");
-ok( $node->poll_query_until(
-		'postgres', qq{SELECT query LIKE '%iteration 2 of 10000%'
-		  FROM pg_stat_activity WHERE pid = $pid}),
-	'the accelerated training is in its second iteration');
-is($node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)"),
-	't', 'pg_cancel_backend of the accelerated training');
-$seen = eval {
-	pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
-		qr/canceling statement due to user request/);
-};
-ok($seen, 'the accelerated training ends with "canceling statement due to user request"')
-  or diag("stderr: $bg->{stderr}; $@");
-$bg->{stderr} = '';
-$bg->{stdout} = '';
-ok( $node->poll_query_until(
-		'postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid"),
-	'the cancelled backend is idle');
+# Start $sql in the background session, wait until pg_stat_activity shows
+# it LIKE $activity (test $shown), cancel it and wait for its error and for
+# the backend to be idle again.
+sub cancel_when_shown
+{
+	my ($sql, $activity, $shown, $what) = @_;
+	$bg->query_until(qr/starting/, "\\echo starting\n$sql;\n");
+	ok( $node->poll_query_until(
+			'postgres', qq{SELECT query LIKE '$activity'
+			  FROM pg_stat_activity WHERE pid = $pid}),
+		$shown);
+	is($node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)"),
+		't', "pg_cancel_backend of $what");
+	my $seen = eval {
+		pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+			qr/canceling statement due to user request/);
+	};
+	ok($seen, "$what ends with \"canceling statement due to user request\"")
+	  or diag("stderr: $bg->{stderr}; $@");
+	$bg->{stderr} = '';
+	$bg->{stdout} = '';
+	ok( $node->poll_query_until(
+			'postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid"),
+		'the cancelled backend is idle');
+}
+
+cancel_when_shown($long_ncg, '%iteration 2 of 10000%',
+	'the accelerated training is in its second iteration', 'the accelerated training');
 model_unchanged('after pg_cancel_backend in an accelerated iteration');
 
 # wals_tune shows which trial it is in pg_stat_activity; cancelled there, it
 # leaves the model, no trial model and no tuning log.  The session's next
 # training shows no trace of the tuning.
-$bg->query_until(qr/starting/,
-	"\\echo starting\nSELECT * FROM wals_tune('big', 'user_id', 'item_id', 'rating', model => 'm', space => '{\"factors\": [8]}', budget => '1 hour');\n"
-);
-ok( $node->poll_query_until(
-		'postgres', qq{SELECT query LIKE 'wals_tune: model m, trial 2, % s of 3600 s spent; best ndcg\@20 %: wals_train: model "public.m_trial", iteration %'
-		  FROM pg_stat_activity WHERE pid = $pid}),
-	'pg_stat_activity shows the trial of wals_tune and its training');
-is($node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)"),
-	't', 'pg_cancel_backend of wals_tune');
-$seen = eval {
-	pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
-		qr/canceling statement due to user request/);
-};
-ok($seen, 'wals_tune ends with "canceling statement due to user request"')
-  or diag("stderr: $bg->{stderr}; $@");
-$bg->{stderr} = '';
-$bg->{stdout} = '';
-ok( $node->poll_query_until(
-		'postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid"),
-	'the cancelled backend is idle');
+cancel_when_shown(
+	q{SELECT * FROM wals_tune('big', 'user_id', 'item_id', 'rating', model => 'm', space => '{"factors": [8]}', budget => '1 hour')},
+	'wals_tune: model m, trial 2, % s of 3600 s spent; best ndcg@20 %: wals_train: model "public.m_trial", iteration %',
+	'pg_stat_activity shows the trial of wals_tune and its training', 'wals_tune');
 model_unchanged('after pg_cancel_backend in wals_tune');
 is( $node->safe_psql(
 		'postgres',
 		q{SELECT (SELECT count(*) FROM wals_tuning_log)
 		    + (SELECT count(*) FROM wals_models WHERE model = 'm_trial')}),
 	'0', 'no tuning log and no trial model after a cancelled wals_tune');
-$bg->query_until(qr/starting/, "\\echo starting\n$long_training;\n");
-ok( $node->poll_query_until(
-		'postgres', qq{SELECT query LIKE 'wals_train: model "public.m", iteration 2 %'
-		  FROM pg_stat_activity WHERE pid = $pid}),
-	'the next training of the session shows itself alone');
-is($node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)"),
-	't', 'pg_cancel_backend of that training');
-$seen = eval {
-	pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
-		qr/canceling statement due to user request/);
-};
-ok($seen, 'that training ends with "canceling statement due to user request"')
-  or diag("stderr: $bg->{stderr}; $@");
-$bg->{stderr} = '';
-$bg->{stdout} = '';
-ok( $node->poll_query_until(
-		'postgres', "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = $pid"),
-	'the cancelled backend is idle');
+cancel_when_shown($long_training, 'wals_train: model "public.m", iteration 2 %',
+	'the next training of the session shows itself alone', 'that training');
 
 # Run $sql under statement_timeout $timeout: it must end with the timeout's
 # error and leave the model as it was.
