@@ -15,8 +15,9 @@
  * more than WALS_CUDA_LONG_ROW cells (a popular item has 67,000 in the
  * 20M set) would keep one block busy long after the others: its products
  * with A are split over blocks of WALS_CUDA_CHUNK cells, with its CG steps
- * between them, one launch each (long_*), while cg_rows solves the rest.
- * The Cholesky and subspace solvers (cholesky.cu) solve the same
+ * between them, one launch each (long_*), while cg_rows solves the rest;
+ * the loss and the line cut it into pieces of WALS_CUDA_LONG_ROW cells,
+ * a block each.  The Cholesky and subspace solvers (cholesky.cu) solve the same
  * systems exactly, or a block of dimensions at a time, forming them a
  * batch of rows at a time.
  *
@@ -473,29 +474,61 @@ long_store(LongRows L, float *X, int f, unsigned long long *bad)
 }
 
 /*
- * Each row's part of the loss, in double as src/core sums it: over its cells
- * c (p - x.y)^2 - w0 (x.y)^2, plus lambda s |x|^2; with cells == false only
- * the regularisation (the item side's share).
+ * The rows of one side cut into pieces for the loss and the line, which
+ * sum over a row's cells: piece u < nrows is row u's first
+ * WALS_CUDA_LONG_ROW cells (all of a short row's), and each further piece,
+ * nrows + j, the next WALS_CUDA_LONG_ROW cells of a long row, so that a
+ * row with 67,000 cells is 33 blocks' work and not one's.  Each piece sums
+ * into its own slot and row_sums adds the slots in order, so the sum is
+ * the same every time.
+ */
+struct Pieces
+{
+	long long	extra;			/* pieces past the rows' first */
+	long long  *row;			/* extra: the row of each */
+	long long  *start;			/* extra: its first cell */
+};
+
+/* Row of piece q, and its cells [*start, *end); the first piece of a row is q < nrows. */
+__device__ inline long long
+piece_cells(const Pieces &P, const long long *__restrict__ indptr, long long nrows,
+			long long q, long long *start, long long *end)
+{
+	long long	u = q < nrows ? q : P.row[q - nrows];
+
+	*start = q < nrows ? indptr[u] : P.start[q - nrows];
+	*end = indptr[u + 1] - *start > WALS_CUDA_LONG_ROW ? *start + WALS_CUDA_LONG_ROW :
+		indptr[u + 1];
+	return u;
+}
+
+/*
+ * Each piece's part of the loss, in double as src/core sums it: over its
+ * cells c (p - x.y)^2 - w0 (x.y)^2, and in a row's first piece lambda s
+ * |x|^2; with cells == false only the regularisation (the item side's
+ * share).
  */
 __global__ void
-loss_rows(Weights w, RowScale rs, bool cells, const long long *__restrict__ indptr,
+loss_rows(Weights w, RowScale rs, bool cells, Pieces P, const long long *__restrict__ indptr,
 		  const int *__restrict__ indices, const float *__restrict__ values,
 		  const float *__restrict__ X, const float *__restrict__ Y,
 		  long long nrows, int f, double *out)
 {
 	__shared__ double red[WALS_CUDA_WARPS];
-	long long	u = blockIdx.x;
+	long long	q = blockIdx.x;
 	int			lane = threadIdx.x & 31;
 	int			warp = threadIdx.x >> 5;
 	long long	start;
+	long long	end;
+	long long	u;
 	int			nnz;
 	double		total = 0.0;
 	const float *x;
 
-	if (u >= nrows)
+	if (q >= nrows + P.extra || (!cells && q >= nrows))
 		return;
-	start = indptr[u];
-	nnz = (int) (indptr[u + 1] - start);
+	u = piece_cells(P, indptr, nrows, q, &start, &end);
+	nnz = (int) (end - start);
 	x = X + (size_t) u * f;
 	if (cells)
 		for (int i = warp; i < nnz; i += WALS_CUDA_WARPS)
@@ -512,10 +545,10 @@ loss_rows(Weights w, RowScale rs, bool cells, const long long *__restrict__ indp
 					(double) w.w0 * d * d;
 			}
 		}
-	if (threadIdx.x < 32)
+	if (q < nrows && threadIdx.x < 32)
 	{
 		double		sq = 0.0;
-		double		s = row_scale(rs, nnz);
+		double		s = row_scale(rs, indptr[u + 1] - indptr[u]);
 
 		for (int k = lane; k < f; k += 32)
 			sq += (double) x[k] * x[k];
@@ -533,39 +566,41 @@ loss_rows(Weights w, RowScale rs, bool cells, const long long *__restrict__ indp
 
 		for (int i = 0; i < WALS_CUDA_WARPS; i++)
 			sum += red[i];
-		out[u] = sum;
+		out[q] = sum;
 	}
 }
 
 /*
- * Each row's terms of L(z + t d) as the coefficients of t^0 to t^4, in
+ * Each piece's terms of L(z + t d) as the coefficients of t^0 to t^4, in
  * double as src/core's wals_line_rows sums them.  Along the line a cell's
  * x.y is a0 + a1 t + a2 t^2 (a0 = x.y, a1 = x.dy + dx.y, a2 = dx.dy), and
  * its term c (p - x.y)^2 - w0 (x.y)^2 = (c - w0) (x.y)^2 - 2 c p x.y + c p^2;
- * the row's regularisation is lambda s |x + t dx|^2.  With cells false
- * only the regularisation (the item side's share).
+ * the row's regularisation, lambda s |x + t dx|^2, goes with its first
+ * piece.  With cells false only the regularisation (the item side's share).
  */
 __global__ void
-line_rows(Weights w, RowScale rs, bool cells, const long long *__restrict__ indptr,
+line_rows(Weights w, RowScale rs, bool cells, Pieces P, const long long *__restrict__ indptr,
 		  const int *__restrict__ indices, const float *__restrict__ values,
 		  const float *__restrict__ X, const float *__restrict__ DX,
 		  const float *__restrict__ Y, const float *__restrict__ DY,
 		  long long nrows, int f, double *out)
 {
 	__shared__ double red[WALS_CUDA_WARPS][WALS_CUDA_LINE_TERMS];
-	long long	u = blockIdx.x;
+	long long	q = blockIdx.x;
 	int			lane = threadIdx.x & 31;
 	int			warp = threadIdx.x >> 5;
 	long long	start;
+	long long	end;
+	long long	u;
 	int			nnz;
 	double		acc[WALS_CUDA_LINE_TERMS] = {};
 	const float *x;
 	const float *dx;
 
-	if (u >= nrows)
+	if (q >= nrows + P.extra || (!cells && q >= nrows))
 		return;
-	start = indptr[u];
-	nnz = (int) (indptr[u + 1] - start);
+	u = piece_cells(P, indptr, nrows, q, &start, &end);
+	nnz = (int) (end - start);
 	x = X + (size_t) u * f;
 	dx = DX + (size_t) u * f;
 	if (cells)
@@ -606,12 +641,12 @@ line_rows(Weights w, RowScale rs, bool cells, const long long *__restrict__ indp
 				acc[4] += e * a2 * a2;
 			}
 		}
-	if (warp == 0)
+	if (q < nrows && warp == 0)
 	{
 		double		xx = 0.0;
 		double		xd = 0.0;
 		double		dd = 0.0;
-		double		ls = (double) w.lambda * row_scale(rs, nnz);
+		double		ls = (double) w.lambda * row_scale(rs, indptr[u + 1] - indptr[u]);
 
 		for (int k = lane; k < f; k += 32)
 		{
@@ -642,7 +677,7 @@ line_rows(Weights w, RowScale rs, bool cells, const long long *__restrict__ indp
 
 		for (int i = 0; i < WALS_CUDA_WARPS; i++)
 			sum += red[i][threadIdx.x];
-		out[(size_t) u * WALS_CUDA_LINE_TERMS + threadIdx.x] = sum;
+		out[(size_t) q * WALS_CUDA_LINE_TERMS + threadIdx.x] = sum;
 	}
 }
 
@@ -763,6 +798,7 @@ struct DeviceCsr
 	int		   *indices;
 	float	   *values;
 	LongRows	long_rows;		/* CG: the rows split across blocks */
+	Pieces		pieces;			/* the loss's and the line's */
 };
 
 /*
@@ -924,6 +960,79 @@ upload_long(DeviceCsr *d, const int64_t *indptr, int f, WalsCudaError *err)
 	return rc;
 }
 
+/* Pieces past the first of each row of a matrix of nrows rows (host indptr). */
+static long long
+count_pieces(const int64_t *indptr, long long nrows)
+{
+	long long	extra = 0;
+
+	for (long long u = 0; u < nrows; u++)
+		if (indptr[u + 1] - indptr[u] > WALS_CUDA_LONG_ROW)
+			extra += (indptr[u + 1] - indptr[u] - 1) / WALS_CUDA_LONG_ROW;
+	return extra;
+}
+
+/*
+ * The slots of per-piece sums a training needs: the pieces of the side
+ * with the most (each side's loss and line go through them in turn).
+ */
+static long long
+piece_slots(const WalsCudaProblem *p)
+{
+	long long	users = p->nusers + count_pieces(p->user_indptr, p->nusers);
+	long long	items = p->nitems + count_pieces(p->item_indptr, p->nitems);
+
+	return users > items ? users : items;
+}
+
+static int
+upload_piece_arrays(Pieces *P, const long long *row, const long long *start,
+					WalsCudaError *err)
+{
+	const char *what = "allocating the long rows";
+
+	CUDA_TRY(cudaMalloc(&P->row, sizeof(long long) * P->extra), what);
+	CUDA_TRY(cudaMalloc(&P->start, sizeof(long long) * P->extra), what);
+	CUDA_TRY(cudaMemcpy(P->row, row, sizeof(long long) * P->extra, cudaMemcpyHostToDevice),
+			 what);
+	CUDA_TRY(cudaMemcpy(P->start, start, sizeof(long long) * P->extra,
+						cudaMemcpyHostToDevice), what);
+	return 0;
+}
+
+/* The pieces of d past its rows' first, from the host's indptr, on the device. */
+static int
+upload_pieces(DeviceCsr *d, const int64_t *indptr, WalsCudaError *err)
+{
+	Pieces	   *P = &d->pieces;
+	long long  *row;
+	long long  *start;
+	long long	j = 0;
+	int			rc;
+
+	P->extra = count_pieces(indptr, d->nrows);
+	if (P->extra == 0)
+		return 0;
+	row = new (std::nothrow) long long[P->extra];
+	start = new (std::nothrow) long long[P->extra];
+	if (row == NULL || start == NULL)
+		rc = fail(err, WALS_CUDA_ENOMEM, "allocating the long rows", "out of host memory");
+	else
+	{
+		for (long long u = 0; u < d->nrows; u++)
+			for (long long at = indptr[u] + WALS_CUDA_LONG_ROW; at < indptr[u + 1];
+				 at += WALS_CUDA_LONG_ROW)
+			{
+				row[j] = u;
+				start[j++] = at;
+			}
+		rc = upload_piece_arrays(P, row, start, err);
+	}
+	delete[] row;
+	delete[] start;
+	return rc;
+}
+
 static void
 release(Training *t)
 {
@@ -935,6 +1044,10 @@ release(Training *t)
 	cudaFree(t->by_item.values);
 	free_long(&t->by_user.long_rows);
 	free_long(&t->by_item.long_rows);
+	cudaFree(t->by_user.pieces.row);
+	cudaFree(t->by_user.pieces.start);
+	cudaFree(t->by_item.pieces.row);
+	cudaFree(t->by_item.pieces.start);
 	cudaFree(t->X);
 	for (int k = 1; k <= WALS_CUDA_MAX_VECTORS; k++)
 		cudaFree(t->V[k]);
@@ -1078,13 +1191,15 @@ static int
 sum_parts(Training *t, const DeviceCsr *R, bool cells, const float *X, const float *Y,
 		  double *total, WalsCudaError *err)
 {
+	long long	n = R->nrows + (cells ? R->pieces.extra : 0);
+
 	if (R->nrows == 0)
 		return 0;
-	WALS_LAUNCH(loss_rows, (unsigned int) R->nrows, WALS_CUDA_THREADS, 0)
-		(t->weights, wals_cuda_row_scale(&t->prob, R->ncols), cells, R->indptr, R->indices,
-		 R->values, X, Y, R->nrows, t->prob.factors, t->parts);
+	WALS_LAUNCH(loss_rows, (unsigned int) n, WALS_CUDA_THREADS, 0)
+		(t->weights, wals_cuda_row_scale(&t->prob, R->ncols), cells, R->pieces, R->indptr,
+		 R->indices, R->values, X, Y, R->nrows, t->prob.factors, t->parts);
 	CUDA_TRY(cudaGetLastError(), "computing the loss");
-	return add_parts(t, R->nrows, 1, total, "computing the loss", err);
+	return add_parts(t, n, 1, total, "computing the loss", err);
 }
 
 /* w0 sum_ab GX_ab GY_ab, the loss of every unobserved cell at once. */
@@ -1117,7 +1232,9 @@ needed_bytes(const WalsCudaProblem *p)
 {
 	size_t		nnz = (size_t) p->user_indptr[p->nusers];
 	size_t		rows = (size_t) (p->nusers + p->nitems);
-	size_t		most = (size_t) (p->nusers > p->nitems ? p->nusers : p->nitems);
+	size_t		slots = (size_t) piece_slots(p);
+	size_t		pieces = (size_t) (count_pieces(p->user_indptr, p->nusers) +
+								   count_pieces(p->item_indptr, p->nitems));
 	size_t		f = (size_t) p->factors;
 	size_t		vectors = (size_t) p->vectors;
 	size_t		exact = p->solver != WALS_CUDA_CG ? wals_cuda_cholesky_bytes(p, 1) : 0;
@@ -1129,8 +1246,9 @@ needed_bytes(const WalsCudaProblem *p)
 
 	return 2 * nnz * (sizeof(int) + sizeof(float)) + (rows + 2) * sizeof(long long) +
 		(1 + vectors) * rows * f * sizeof(float) + 2 * f * f * sizeof(float) +
-		most * (vectors > 0 ? WALS_CUDA_LINE_TERMS : 1) * sizeof(double) + sums + spare +
-		exact + split + WALS_CUDA_LIBRARY_BYTES;
+		slots * (vectors > 0 ? WALS_CUDA_LINE_TERMS : 1) * sizeof(double) +
+		pieces * 2 * sizeof(long long) + sums + spare + exact + split +
+		WALS_CUDA_LIBRARY_BYTES;
 }
 
 /* Why this engine cannot train p, or NULL. */
@@ -1159,7 +1277,7 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 	int			f = p->factors;
 	size_t		xs = sizeof(float) * (size_t) p->nusers * f;
 	size_t		ys = sizeof(float) * (size_t) p->nitems * f;
-	long long	most = p->nusers > p->nitems ? p->nusers : p->nitems;
+	long long	slots = piece_slots(p);
 	size_t		terms = p->vectors > 0 ? WALS_CUDA_LINE_TERMS : 1;
 	const char *what = "allocating the factors";
 
@@ -1171,6 +1289,9 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 		return err->code;
 	t->by_user.ncols = p->nitems;
 	t->by_item.ncols = p->nusers;
+	if (upload_pieces(&t->by_user, p->user_indptr, err) != 0 ||
+		upload_pieces(&t->by_item, p->item_indptr, err) != 0)
+		return err->code;
 	if (p->solver == WALS_CUDA_CG &&
 		(upload_long(&t->by_user, p->user_indptr, f, err) != 0 ||
 		 upload_long(&t->by_item, p->item_indptr, f, err) != 0))
@@ -1185,7 +1306,7 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 		CUDA_TRY(cudaMalloc(&t->products[k], sizeof(float) * f * f), what);
 	CUDA_TRY(cudaMalloc(&t->sums, sizeof(double) * WALS_CUDA_ACC_BLOCKS * WALS_CUDA_ACC_TERMS),
 			 what);
-	CUDA_TRY(cudaMalloc(&t->parts, sizeof(double) * terms * (most > 0 ? most : 1)),
+	CUDA_TRY(cudaMalloc(&t->parts, sizeof(double) * terms * (slots > 0 ? slots : 1)),
 			 "allocating the loss");
 	CUDA_TRY(cudaMalloc(&t->bad, sizeof(*t->bad)), what);
 	CUDA_TRY(cudaMemcpy(t->X, p->X, xs, cudaMemcpyHostToDevice), "uploading the factors");
@@ -1418,14 +1539,15 @@ line_side(Training *t, const DeviceCsr *R, bool cells, const float *X, const flo
 		  WalsCudaError *err)
 {
 	const char *what = "computing the loss along a line";
+	long long	n = R->nrows + (cells ? R->pieces.extra : 0);
 
 	if (R->nrows == 0)
 		return 0;
-	WALS_LAUNCH(line_rows, (unsigned int) R->nrows, WALS_CUDA_THREADS, 0)
-		(t->weights, wals_cuda_row_scale(&t->prob, R->ncols), cells, R->indptr, R->indices,
-		 R->values, X, DX, Y, DY, R->nrows, t->prob.factors, t->parts);
+	WALS_LAUNCH(line_rows, (unsigned int) n, WALS_CUDA_THREADS, 0)
+		(t->weights, wals_cuda_row_scale(&t->prob, R->ncols), cells, R->pieces, R->indptr,
+		 R->indices, R->values, X, DX, Y, DY, R->nrows, t->prob.factors, t->parts);
 	CUDA_TRY(cudaGetLastError(), what);
-	return add_parts(t, R->nrows, WALS_CUDA_LINE_TERMS, coef, what, err);
+	return add_parts(t, n, WALS_CUDA_LINE_TERMS, coef, what, err);
 }
 
 static int
