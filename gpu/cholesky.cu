@@ -38,6 +38,7 @@
  * index, the least one of the half-sweep, which is the row src/core stops
  * at.
  */
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <new>
@@ -247,19 +248,46 @@ chol_build(SystemParams w, RowScale rs, const long long *__restrict__ indptr,
 }
 
 /*
+ * Whether the factorization of slot blockIdx.x (nb unknowns) is refused:
+ * potrf says so, or a pivot is NaN or infinite (the factor's diagonal is
+ * their square roots), which src/core refuses (wals_pivot_ok) and potrf's
+ * test of pivot <= 0 may let through.  Every thread gets the answer.
+ */
+static __device__ bool
+factor_refused(const float *__restrict__ A, const int *__restrict__ info, int nb, int dim)
+{
+	__shared__ int refused;
+	const float *L = A + (size_t) blockIdx.x * dim * dim;
+	bool		result;
+
+	if (threadIdx.x == 0)
+		refused = info[blockIdx.x] != 0;
+	__syncthreads();
+	for (int k = threadIdx.x; k < nb; k += blockDim.x)
+		if (!(L[(size_t) k * dim + k] > 0.0f && L[(size_t) k * dim + k] <= FLT_MAX))
+			refused = 1;
+	__syncthreads();
+	result = refused != 0;
+	/* refused is read by every thread before a later call sets it again */
+	__syncthreads();
+	return result;
+}
+
+/*
  * x_u, left in slot blockIdx.x of b by potrs, into row lo + blockIdx.x of
  * X.  *bad keeps the least 2 u + 1 over rows whose solution is not finite
- * and 2 u over rows whose system potrf found not positive definite; those
- * keep their old factors.
+ * and 2 u over rows whose system is refused (factor_refused); those keep
+ * their old factors.
  */
 static __global__ void
-chol_store(const float *__restrict__ b, const int *__restrict__ info, long long lo, int f,
-		   float *__restrict__ X, unsigned long long *bad)
+chol_store(const float *__restrict__ A, const float *__restrict__ b,
+		   const int *__restrict__ info, long long lo, int f, float *__restrict__ X,
+		   unsigned long long *bad)
 {
 	long long	u = lo + blockIdx.x;
 	const float *x = b + (size_t) blockIdx.x * f;
 
-	if (info[blockIdx.x] != 0)
+	if (factor_refused(A, info, f, f))
 	{
 		if (threadIdx.x == 0)
 			atomicMin(bad, 2 * (unsigned long long) u);
@@ -307,15 +335,16 @@ sub_start(const long long *__restrict__ indptr, const int *__restrict__ indices,
 /*
  * After a block's potrs: the step dx of row lo + blockIdx.x (slot
  * blockIdx.x of b) onto x_B, and dx.y_iB onto yhat_i, one warp a cell.  A
- * row whose block potrf found not positive definite lowers *bad to 2 u
+ * row whose block's factorization is refused (factor_refused) lowers *bad to 2 u
  * and takes no step (dx is zeroed, so that the gemm after leaves its G x
  * alone); one whose x_B is no longer finite lowers it to 2 u + 1.
  */
 static __global__ void
 sub_update(const long long *__restrict__ indptr, const int *__restrict__ indices,
-		   const float *__restrict__ Y, const int *__restrict__ info, long long lo, int f,
-		   int b0, int nb, int dim, float *__restrict__ b, float *__restrict__ X,
-		   float *__restrict__ yhat, unsigned long long *bad)
+		   const float *__restrict__ Y, const float *__restrict__ A,
+		   const int *__restrict__ info, long long lo, int f, int b0, int nb, int dim,
+		   float *__restrict__ b, float *__restrict__ X, float *__restrict__ yhat,
+		   unsigned long long *bad)
 {
 	long long	u = lo + blockIdx.x;
 	long long	start = indptr[u];
@@ -324,7 +353,7 @@ sub_update(const long long *__restrict__ indptr, const int *__restrict__ indices
 	float	   *x = X + (size_t) u * f + b0;
 	int			lane = threadIdx.x & 31;
 
-	if (info[blockIdx.x] != 0)
+	if (factor_refused(A, info, nb, dim))
 	{
 		for (int k = threadIdx.x; k < nb; k += blockDim.x)
 			dx[k] = 0.0f;
@@ -599,7 +628,7 @@ cholesky_batch(CholeskySolver *c, long long lo, int m, const long long *indptr,
 	if (factor_and_solve(c, f, m, what, err) != 0)
 		return err->code;
 	WALS_LAUNCH(chol_store, (unsigned int) m, CHOL_STORE_THREADS, 0)
-		(c->b, c->info, lo, f, X, c->bad);
+		(c->A, c->b, c->info, lo, f, X, c->bad);
 	CUDA_TRY(cudaGetLastError(), what);
 	return 0;
 }
@@ -639,7 +668,7 @@ subspace_batch(CholeskySolver *c, long long lo, int m, const long long *indptr,
 		if (factor_and_solve(c, nb, m, what, err) != 0)
 			return err->code;
 		WALS_LAUNCH(sub_update, (unsigned int) m, CHOL_STORE_THREADS, 0)
-			(indptr, indices, Y, c->info, lo, f, b0, nb, dim, c->b, X, c->yhat, c->bad);
+			(indptr, indices, Y, c->A, c->info, lo, f, b0, nb, dim, c->b, X, c->yhat, c->bad);
 		CUDA_TRY(cudaGetLastError(), what);
 		if (gram)
 			BLAS_TRY(cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, f, m, nb, &one,

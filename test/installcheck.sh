@@ -36,16 +36,21 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 # The host stand-in for the CUDA engine (make gpu-check builds it) drives
-# the GPU side of training in t/005_gpu_engine.pl.
+# the GPU side of training in t/005_gpu_engine.pl, and the kernels of gpu/
+# on the emulated device (make test-gpu-emu builds them) t/011_gpu_emulated.pl.
 engine=""
 if [ -f "$dir/test/gpu/host_engine.so" ]; then
 	engine="$dir/test/gpu/host_engine.so"
+fi
+emu_engine=""
+if [ -f "$dir/test/gpu/wals_cuda_emu.so" ]; then
+	emu_engine="$dir/test/gpu/wals_cuda_emu.so"
 fi
 
 cd "$dir"
 status=0
 # shellcheck disable=SC2086  # $as_user is a word list
-$as_user env WALS_HOST_ENGINE="$engine" \
+$as_user env WALS_HOST_ENGINE="$engine" WALS_EMU_ENGINE="$emu_engine" \
 	pg_virtualenv -v "$version" make -s installcheck PG_CONFIG="$PG_CONFIG" "$@" || status=$?
 
 if [ "$status" -eq 0 ]; then

@@ -401,16 +401,25 @@ sub_block_body(const float *Y, const int32_t *idx, const float *val, int n,
  * only pays off well above the usual f, but the portable kernels are the
  * fallback, where a well-tested factorisation matters more than speed.
  */
+/*
+ * OpenBLAS's spotrf lets a NaN or infinite pivot through (its test is
+ * pivot <= 0): its factor's diagonal, the pivots' square roots, is checked
+ * as the vector kernels check the pivots (wals_pivot_ok).
+ */
 static int
 chol_solve_lapack(float *A, int f, float *b, float *x)
 {
 	int			fp = wals_pad(f);
 	int			one = 1;
 	int			info = 0;
+	int			k;
 
 	spotrf_("L", &f, A, &fp, &info);
 	if (info != 0)
 		return 0;
+	for (k = 0; k < f; k++)
+		if (!wals_pivot_ok(A[(size_t) k * fp + k]))
+			return 0;
 	spotrs_("L", &f, &one, A, &fp, b, &f, &info);
 	memcpy(x, b, sizeof(float) * f);
 	return 1;

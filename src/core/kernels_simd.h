@@ -951,7 +951,7 @@ SIMD(chol_chunk) (float *A, int f, int kb, int cs, int first, float *inv,
 		{
 			V			d = vlane(acc[r][k / SIMD_W - cs], k % SIMD_W);
 
-			if (!(vfirst(d) > 0.0f))
+			if (!wals_pivot_ok(vfirst(d)))
 				return 0;
 			s = vrsqrt(d);
 			inv[r] = vfirst(s);
@@ -1185,7 +1185,7 @@ SIMD(chol_factor_one) (float *A, int f, const int n)
 		V			d = vlane(a[k], k);
 		V			s;
 
-		if (!(vfirst(d) > 0.0f))
+		if (!wals_pivot_ok(vfirst(d)))
 			return 0;
 		s = vrsqrt(d);
 		inv[k] = vfirst(s);

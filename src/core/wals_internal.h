@@ -7,7 +7,22 @@
 #ifndef WALS_INTERNAL_H
 #define WALS_INTERNAL_H
 
+#include <float.h>
+
 #include "wals_core.h"
+
+/*
+ * A pivot of a Cholesky factorization that goes on: positive and finite.
+ * An infinite one would go on with zeros where its column is infinite, and
+ * a NaN would pass a test of d <= 0, so that whether a system of
+ * non-finite entries (an overflowing confidence) is refused would depend
+ * on the kernels; every solver, and the GPU engine, refuses it.
+ */
+static inline int
+wals_pivot_ok(float d)
+{
+	return d > 0.0f && d <= FLT_MAX;
+}
 
 /* Confidence c and target p of one observed cell with merged rating r. */
 static inline void

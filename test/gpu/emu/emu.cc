@@ -959,6 +959,28 @@ wals_emu_set(const char *name, long value)
 }
 
 /*
+ * The knobs of a process that loads the library without calling
+ * wals_emu_set, a server backend: WALS_EMU="fail_launch_at=40,memory=1000"
+ * sets them when the library is loaded, so each backend counts its faults
+ * from its own first call.
+ */
+__attribute__((constructor)) static void
+knobs_from_environment(void)
+{
+	const char *spec = getenv("WALS_EMU");
+	char		name[32];
+	long		value;
+	int			used;
+
+	while (spec != NULL && sscanf(spec, " %31[a-z_] = %ld%n", name, &value, &used) == 2)
+	{
+		wals_emu_set(name, value);
+		spec += used;
+		spec = *spec == ',' ? spec + 1 : NULL;
+	}
+}
+
+/*
  * What the device holds: "live_bytes" of device arg, "context" (whether
  * device arg has one), "current_device", and of the loads traced since
  * trace_loads was set, "traced_loads" and "uncoalesced_loads".
