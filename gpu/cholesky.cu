@@ -81,35 +81,6 @@ static_assert(CHOL_CHUNK <= CHOL_THREADS, "one thread stages each cell of a chun
  */
 #define CHOL_BATCHED_DIM	1024
 
-/* What a row's system takes from the training's parameters. */
-struct SystemParams
-{
-	int			implicit;
-	float		alpha;
-	float		w0;
-	float		lambda;
-};
-
-/*
- * Confidence c and target p of a cell with merged rating r: src/core's
- * wals_cell_weights, as train.cu's CG kernel has them.  check_train holds
- * all three to the same loss.
- */
-__device__ inline void
-system_weights(const SystemParams &w, float r, float *c, float *p)
-{
-	if (w.implicit)
-	{
-		*c = 1.0f + w.alpha * r;
-		*p = 1.0f;
-	}
-	else
-	{
-		*c = 1.0f;
-		*p = r;
-	}
-}
-
 /*
  * The system of the dimensions [b0, b0 + nb) of row lo + blockIdx.x into
  * slot blockIdx.x of the batch, column-major with leading dimension dim
@@ -127,7 +98,7 @@ system_weights(const SystemParams &w, float r, float *c, float *p)
  * system.
  */
 static __global__ void __launch_bounds__(CHOL_THREADS)
-chol_build(SystemParams w, RowScale rs, const long long *__restrict__ indptr,
+chol_build(Weights w, RowScale rs, const long long *__restrict__ indptr,
 		   const int *__restrict__ indices, const float *__restrict__ values,
 		   const float *__restrict__ Y, const float *__restrict__ G, long long lo,
 		   int f, int b0, int nb, int dim, const float *__restrict__ yhat,
@@ -172,7 +143,7 @@ chol_build(SystemParams w, RowScale rs, const long long *__restrict__ indptr,
 			float		p;
 			float		t;
 
-			system_weights(w, values[start + i], &c, &p);
+			cell_weights(w, values[start + i], &c, &p);
 			t = c * p;
 			if (yhat != NULL)
 				t -= (c - w.w0) * yhat[start + i];
@@ -203,7 +174,7 @@ chol_build(SystemParams w, RowScale rs, const long long *__restrict__ indptr,
 					float		c;
 					float		p;
 
-					system_weights(w, values[start + first + threadIdx.x], &c, &p);
+					cell_weights(w, values[start + first + threadIdx.x], &c, &p);
 					chunk_cell[threadIdx.x] = indices[start + first + threadIdx.x];
 					chunk_weight[threadIdx.x] = c - w.w0;
 				}
@@ -397,7 +368,7 @@ chol_pointers(float *A, float *b, int dim, long long rows, float **Aptr, float *
  */
 struct CholeskySolver
 {
-	SystemParams params;
+	Weights params;
 	RowScale	scale;			/* of the side being solved */
 	int			f;
 	int			dim;
@@ -554,10 +525,7 @@ wals_cuda_cholesky_begin(const WalsCudaProblem *p, cublasHandle_t blas, long lon
 	*out = NULL;
 	if (c == NULL)
 		return fail(err, WALS_CUDA_ENOMEM, "starting the Cholesky solver", "out of host memory");
-	c->params.implicit = p->feedback == 0;
-	c->params.alpha = p->alpha;
-	c->params.w0 = p->w0;
-	c->params.lambda = p->regularization;
+	c->params = wals_cuda_weights(p);
 	c->scale = wals_cuda_row_scale(p, 0);
 	c->f = p->factors;
 	c->dim = wals_cuda_block_dim(p);

@@ -94,6 +94,43 @@ wals_cuda_block_dim(const WalsCudaProblem *p)
 }
 
 /*
+ * What a row's system takes from the training's parameters, and the
+ * confidence c and target p of a cell with merged rating r: src/core's
+ * wals_cell_weights, for the CG kernels (train.cu) and the exact ones
+ * (cholesky.cu) alike.
+ */
+struct Weights
+{
+	int			implicit;
+	float		alpha;
+	float		w0;
+	float		lambda;
+};
+
+__device__ inline void
+cell_weights(const Weights &w, float r, float *c, float *p)
+{
+	if (w.implicit)
+	{
+		*c = 1.0f + w.alpha * r;
+		*p = 1.0f;
+	}
+	else
+	{
+		*c = 1.0f;
+		*p = r;
+	}
+}
+
+static inline Weights
+wals_cuda_weights(const WalsCudaProblem *p)
+{
+	Weights		w = {p->feedback == 0, p->alpha, p->w0, p->regularization};
+
+	return w;
+}
+
+/*
  * The scale s of a row's regularisation, lambda s |x|^2: src/core's
  * wals_row_scale, with the other side's row count of the matrix solved.
  */

@@ -74,30 +74,6 @@
 /* What a kernel may take of dynamic shared memory without asking. */
 #define WALS_CUDA_SHARED_DEFAULT	(48 * 1024)
 
-/* The per-row weights of src/core's wals_cell_weights. */
-struct Weights
-{
-	int			implicit;
-	float		alpha;
-	float		w0;
-	float		lambda;
-};
-
-__device__ inline void
-cell_weights(const Weights &w, float r, float *c, float *p)
-{
-	if (w.implicit)
-	{
-		*c = 1.0f + w.alpha * r;
-		*p = 1.0f;
-	}
-	else
-	{
-		*c = 1.0f;
-		*p = r;
-	}
-}
-
 /* Sum of v over the block; every thread gets the result. */
 __device__ float
 block_sum(float v, float *red)
@@ -186,6 +162,74 @@ symv(const float *__restrict__ G, int f, float alpha, const float *v, float *out
 }
 
 /*
+ * CG's start for a row once r holds the sparse part of b - A x: the Gram's
+ * and the regularisation's parts (reg = lambda s), p = r; returns r.r.
+ */
+__device__ float
+cg_start(const Weights &w, const float *__restrict__ G, int f, float reg, const float *x,
+		 float *r, float *p, float *red)
+{
+	float		part = 0.0f;
+
+	if (w.w0 != 0.0f)
+		symv(G, f, -w.w0, x, r);
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+	{
+		r[k] -= reg * x[k];
+		p[k] = r[k];
+		part += r[k] * r[k];
+	}
+	return block_sum(part, red);
+}
+
+#define CG_GO		0			/* stepped; more steps may follow */
+#define CG_STOP		1			/* no curvature left along p: x stays */
+#define CG_FAILED	2			/* p.Ap not finite */
+
+/*
+ * One CG step for a row once ap holds the sparse part of A p: the Gram's
+ * and the regularisation's parts, then x, r and p move and *rs goes from
+ * r.r before the step to r.r after it.  Every thread gets the same
+ * outcome, a block sum's, so the whole block leaves the loop together.
+ */
+__device__ int
+cg_step(const Weights &w, const float *__restrict__ G, int f, float reg, float *x, float *r,
+		float *p, float *ap, float *rs, float *red)
+{
+	float		part = 0.0f;
+	float		pap;
+	float		a;
+	float		rsnew;
+
+	if (w.w0 != 0.0f)
+		symv(G, f, w.w0, p, ap);
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+	{
+		ap[k] += reg * p[k];
+		part += p[k] * ap[k];
+	}
+	pap = block_sum(part, red);
+	if (!isfinite(pap))
+		return CG_FAILED;
+	if (pap <= 0.0f)
+		return CG_STOP;
+	a = *rs / pap;
+	part = 0.0f;
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+	{
+		x[k] += a * p[k];
+		r[k] -= a * ap[k];
+		part += r[k] * r[k];
+	}
+	rsnew = block_sum(part, red);
+	for (int k = threadIdx.x; k < f; k += blockDim.x)
+		p[k] = r[k] + (rsnew / *rs) * p[k];
+	__syncthreads();
+	*rs = rsnew;
+	return CG_GO;
+}
+
+/*
  * Conjugate gradient for each row of X, one block a row, but the long
  * rows, which the long_* kernels solve.  Shared memory:
  * x, r, p, Ap (f each), the tile's 32 weights and the warps' partial sums.
@@ -235,55 +279,17 @@ cg_rows(Weights w, RowScale rs, int cg_steps, const long long *__restrict__ indp
 	__syncthreads();
 
 	row_pass(w, Y, indices + start, values + start, nnz, f, x, true, r, tile);
-	if (w.w0 != 0.0f)
-		symv(G, f, -w.w0, x, r);
-	for (int k = threadIdx.x; k < f; k += blockDim.x)
-	{
-		r[k] -= w.lambda * s * x[k];
-		p[k] = r[k];
-	}
-	__syncthreads();
-	{
-		float		part = 0.0f;
-
-		for (int k = threadIdx.x; k < f; k += blockDim.x)
-			part += r[k] * r[k];
-		rsold = block_sum(part, red);
-	}
-
+	rsold = cg_start(w, G, f, w.lambda * s, x, r, p, red);
 	failed = !isfinite(rsold);
 	for (int step = 0; !failed && step < cg_steps && rsold >= WALS_CUDA_CG_TINY; step++)
 	{
-		float		pap;
-		float		a;
-		float		rsnew;
-		float		part = 0.0f;
+		int			outcome;
 
 		row_pass(w, Y, indices + start, values + start, nnz, f, p, false, ap, tile);
-		if (w.w0 != 0.0f)
-			symv(G, f, w.w0, p, ap);
-		for (int k = threadIdx.x; k < f; k += blockDim.x)
-		{
-			ap[k] += w.lambda * s * p[k];
-			part += p[k] * ap[k];
-		}
-		pap = block_sum(part, red);
-		failed = !isfinite(pap);
-		if (failed || pap <= 0.0f)
+		outcome = cg_step(w, G, f, w.lambda * s, x, r, p, ap, &rsold, red);
+		failed = outcome == CG_FAILED;
+		if (outcome != CG_GO)
 			break;
-		a = rsold / pap;
-		part = 0.0f;
-		for (int k = threadIdx.x; k < f; k += blockDim.x)
-		{
-			x[k] += a * p[k];
-			r[k] -= a * ap[k];
-			part += r[k] * r[k];
-		}
-		rsnew = block_sum(part, red);
-		for (int k = threadIdx.x; k < f; k += blockDim.x)
-			p[k] = r[k] + (rsnew / rsold) * p[k];
-		__syncthreads();
-		rsold = rsnew;
 	}
 	if (failed && threadIdx.x == 0)
 		atomicMin(bad, (unsigned long long) u);
@@ -381,19 +387,10 @@ long_start(Weights w, RowScale rs, LongRows L, const long long *__restrict__ ind
 	float	   *x = L.vec + (size_t) slot * 4 * f;
 	float	   *r = x + f;
 	float	   *p = r + f;
-	float		part = 0.0f;
 	float		rsold;
 
 	long_gather(L, slot, f, r);
-	if (w.w0 != 0.0f)
-		symv(G, f, -w.w0, x, r);
-	for (int k = threadIdx.x; k < f; k += blockDim.x)
-	{
-		r[k] -= w.lambda * s * x[k];
-		p[k] = r[k];
-		part += r[k] * r[k];
-	}
-	rsold = block_sum(part, red);
+	rsold = cg_start(w, G, f, w.lambda * s, x, r, p, red);
 	if (threadIdx.x == 0)
 	{
 		L.rsold[slot] = rsold;
@@ -416,43 +413,18 @@ long_step(Weights w, RowScale rs, LongRows L, const long long *__restrict__ indp
 	float	   *p = r + f;
 	float	   *ap = p + f;
 	float		rsold = L.rsold[slot];
-	float		part = 0.0f;
-	float		pap;
-	float		a;
-	float		rsnew;
+	int			outcome;
 
 	if (L.state[slot] != LONG_RUNNING)
 		return;
 	long_gather(L, slot, f, ap);
-	if (w.w0 != 0.0f)
-		symv(G, f, w.w0, p, ap);
-	for (int k = threadIdx.x; k < f; k += blockDim.x)
-	{
-		ap[k] += w.lambda * s * p[k];
-		part += p[k] * ap[k];
-	}
-	pap = block_sum(part, red);
-	if (!isfinite(pap) || pap <= 0.0f)
-	{
-		if (threadIdx.x == 0)
-			L.state[slot] = isfinite(pap) ? LONG_DONE : LONG_FAILED;
-		return;
-	}
-	a = rsold / pap;
-	part = 0.0f;
-	for (int k = threadIdx.x; k < f; k += blockDim.x)
-	{
-		x[k] += a * p[k];
-		r[k] -= a * ap[k];
-		part += r[k] * r[k];
-	}
-	rsnew = block_sum(part, red);
-	for (int k = threadIdx.x; k < f; k += blockDim.x)
-		p[k] = r[k] + (rsnew / rsold) * p[k];
+	outcome = cg_step(w, G, f, w.lambda * s, x, r, p, ap, &rsold, red);
 	if (threadIdx.x == 0)
 	{
-		L.rsold[slot] = rsnew;
-		L.state[slot] = last || !(rsnew >= WALS_CUDA_CG_TINY) ? LONG_DONE : LONG_RUNNING;
+		L.rsold[slot] = rsold;
+		L.state[slot] = outcome == CG_FAILED ? LONG_FAILED :
+			outcome == CG_STOP || last || !(rsold >= WALS_CUDA_CG_TINY) ? LONG_DONE :
+			LONG_RUNNING;
 	}
 }
 
@@ -1363,10 +1335,7 @@ train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 	if (t == NULL)
 		return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", "out of host memory");
 	t->prob = *p;
-	t->weights.implicit = p->feedback == 0;
-	t->weights.alpha = p->alpha;
-	t->weights.w0 = p->w0;
-	t->weights.lambda = p->regularization;
+	t->weights = wals_cuda_weights(p);
 	rc = allocate(t, batch, err);
 	if (rc != 0)
 	{
