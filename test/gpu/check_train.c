@@ -502,13 +502,9 @@ check_indefinite(WalsSolver solver, int block_size)
 		}
 		cuda.train_end(state, NULL, NULL, &err);
 	}
-	free(R.indptr);
-	free(R.indices);
-	free(R.values);
+	free_csr(&R);
 	free(Rs.indptr);
-	free(Rt.indptr);
-	free(Rt.indices);
-	free(Rt.values);
+	free_csr(&Rt);
 	free(X);
 	free(Y);
 	free(GY);
