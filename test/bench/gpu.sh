@@ -11,9 +11,11 @@
 #
 # Without a usable GPU it says why and stops with status 0.
 #   WALS_BENCH_ENGINE=path     run against another engine than the installed
-#                              one, e.g. test/gpu/host_engine.so to try the
-#                              script where no GPU exists (its "gpu" figures
-#                              are then the host's, one core)
+#                              one, to try the script where no GPU exists:
+#                              test/gpu/host_engine.so (its "gpu" figures are
+#                              then src/core's, one core) or
+#                              test/gpu/wals_cuda_emu.so (gpu/'s kernels on
+#                              the emulated device, far slower than either)
 #   WALS_BENCH_SIZES="100k 1m" the sizes to run (default: 100k 1m 5m 20m)
 #   WALS_TOOLS                 the folder of gen_ratings.py
 # The report goes to test/bench/out/gpu.txt, the plot to gpu.png beside it
@@ -78,7 +80,7 @@ OUT=$OUTDIR/gpu.txt
 {
 	echo "wals GPU training benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "GPU: $(cat "$RES/device")"
-	echo "CPU: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(nproc) cores (workers => $(($(nproc) - 1)))"
+	echo "CPU: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(nproc) cores (workers => $(($(nproc) - 1))), kernels: $(cat "$RES/kernels")"
 	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 	echo "f = 64, implicit, CG 3 steps and Cholesky, 5 iterations; seconds per iteration"
 	echo "are the median of iterations 2 to 5 (wals_training_log)"

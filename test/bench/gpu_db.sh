@@ -27,6 +27,7 @@ fi
 sql "SELECT name || ', ' || pg_size_pretty(memory_total) || ', compute capability ' ||
 	compute_capability || ', driver ' || driver_version || ', runtime ' || runtime_version
 	FROM wals_devices() WHERE device = 'gpu0'" >"$RES/device"
+sql "SELECT kernels FROM wals_devices() WHERE device = 'cpu'" >"$RES/kernels"
 # the CPU trainings use every core: the leader and one worker per other core
 workers=$(($(nproc) - 1))
 
