@@ -46,9 +46,10 @@ WERROR ?=
 WARNFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers
 OPTFLAGS = -O2
-PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core $(SUBSYSTEMS:%=-I$(srcdir)/src/%) -I$(srcdir)/gpu -I$(BLAS_INC) -DWALS_VERSION=\"$(EXTVERSION)\"
+# libpq: a sharded training calls its shards on postgres_fdw's connections.
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core $(SUBSYSTEMS:%=-I$(srcdir)/src/%) -I$(srcdir)/gpu -I$(BLAS_INC) -I$(shell $(PG_CONFIG) --includedir) -DWALS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = $(WARNFLAGS) $(OPTFLAGS)
-SHLIB_LINK = $(BLAS_LDFLAGS)
+SHLIB_LINK = $(BLAS_LDFLAGS) -lpq
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)

@@ -100,3 +100,38 @@ CREATE FUNCTION wals_tune(
 RETURNS TABLE(trial int, parameters jsonb, metric float8, iterations int, seconds float8)
 AS 'MODULE_PATHNAME', 'wals_tune'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+-- Training on the servers of a sharded source (a partitioned table whose
+-- partitions are postgres_fdw foreign tables): wals_shards() shows which
+-- servers a training would run on; the wals_shard_* functions are what the
+-- coordinator calls on each of them, inside one remote transaction.
+CREATE FUNCTION wals_shards(source regclass)
+RETURNS TABLE(shard int, server text, partition regclass, remote_table text)
+AS 'MODULE_PATHNAME', 'wals_shards'
+LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL SAFE;
+
+CREATE FUNCTION wals_shard_load(source text, user_col text, item_col text, rating_col text,
+								feedback text)
+RETURNS bigint AS 'MODULE_PATHNAME', 'wals_shard_load'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_ids() RETURNS bytea AS 'MODULE_PATHNAME', 'wals_shard_ids'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_plan(params bytea, shard int, nshards int, plan bytea)
+RETURNS void AS 'MODULE_PATHNAME', 'wals_shard_plan'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_outbox(target int) RETURNS bytea
+AS 'MODULE_PATHNAME', 'wals_shard_outbox'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_inbox(cells bytea) RETURNS void
+AS 'MODULE_PATHNAME', 'wals_shard_inbox'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_start(x bytea, y bytea) RETURNS bigint
+AS 'MODULE_PATHNAME', 'wals_shard_start'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_solve(side int, doing text, other bytea, gram bytea) RETURNS bytea
+AS 'MODULE_PATHNAME', 'wals_shard_solve'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_rated() RETURNS bytea AS 'MODULE_PATHNAME', 'wals_shard_rated'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_end() RETURNS void AS 'MODULE_PATHNAME', 'wals_shard_end'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;

@@ -581,7 +581,7 @@ side_finish(Ingest *in, IdSide *side, int32 *index, int64 *count)
  * rows; rows with a null id are skipped and counted in a NOTICE.
  */
 void
-wals_ingest(const WalsTrainArgs *args, WalsRatings *raw)
+wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty)
 {
 	Ingest		in = {0};
 
@@ -599,7 +599,7 @@ wals_ingest(const WalsTrainArgs *args, WalsRatings *raw)
 		ereport(NOTICE,
 				(errmsg("skipped %lld rows of \"%s\" with a null user or item id",
 						(long long) in.null_ids, args->source_display)));
-	if (in.n == 0)
+	if (in.n == 0 && !may_be_empty)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("relation \"%s\" given as \"source\" has no ratings", args->source_display),

@@ -51,12 +51,13 @@
 
 /*
  * Append rows (ids[r], F[r]) to the new, unindexed relation relid, with
- * the rated items of row r in rated when it is not NULL (the user side).
- * The relation is new, so its free space map has nothing to offer.
+ * the rated items of row r on the user side: from rated, or from the
+ * shards of a sharded training.  The relation is new, so its free space
+ * map has nothing to offer.
  */
 static void
 insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f,
-			   const WalsCsr *rated, const int64 *item_ids)
+			   const WalsCsr *rated, const int64 *item_ids, WalsShards *shards)
 {
 	Relation	rel = table_open(relid, RowExclusiveLock);
 	BulkInsertState bistate = GetBulkInsertState();
@@ -93,7 +94,12 @@ insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f,
 		slots[nslots]->tts_values[1] =
 			PointerGetDatum(wals_real_array(F + r * f, f));
 		slots[nslots]->tts_isnull[1] = false;
-		if (rated != NULL)
+		if (shards != NULL)
+		{
+			slots[nslots]->tts_values[2] = PointerGetDatum(wals_shards_rated(shards, r));
+			slots[nslots]->tts_isnull[2] = false;
+		}
+		else if (rated != NULL)
 		{
 			int64		lo = rated->indptr[r];
 			int64		cells = rated->indptr[r + 1] - lo;
@@ -174,11 +180,15 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	relid = get_relname_relid(table, args->schema);
 	if (!OidIsValid(relid))
 		elog(ERROR, "wals: could not find new factor table \"%s\"", table);
-	if (user_side)
+	if (user_side && data->shards != NULL)
+		insert_factors(relid, data->user_ids, F, data->nusers, args->params.factors, NULL,
+					   NULL, data->shards);
+	else if (user_side)
 		insert_factors(relid, data->user_ids, F, data->nusers, args->params.factors,
-					   rated_cells(args, data), data->item_ids);
+					   rated_cells(args, data), data->item_ids, NULL);
 	else
-		insert_factors(relid, data->item_ids, F, data->nitems, args->params.factors, NULL, NULL);
+		insert_factors(relid, data->item_ids, F, data->nitems, args->params.factors, NULL, NULL,
+					   NULL);
 	CommandCounterIncrement();
 	wals_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (%s)", qualified,
 						   user_side ? "user_id" : "item_id"),

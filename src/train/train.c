@@ -257,7 +257,8 @@ static void
 train(WalsDevice device, WalsProblem *problem, WalsTrainResult *result)
 {
 	const WalsTrainArgs *args = problem->args;
-	const WalsEngine *engine = device == WALS_DEVICE_GPU ? &wals_gpu_engine : &wals_cpu_engine;
+	const WalsEngine *engine = problem->data->shards != NULL ? &wals_shard_engine :
+		device == WALS_DEVICE_GPU ? &wals_gpu_engine : &wals_cpu_engine;
 	Progress	progress = {args, result, 0};
 	WalsFailure failure = {0};
 	void	   *state = NULL;
@@ -284,6 +285,96 @@ train(WalsDevice device, WalsProblem *problem, WalsTrainResult *result)
 }
 
 /*
+ * What a training on the shards of a sharded source cannot do yet, refused
+ * before anything is read.
+ */
+static void
+check_sharded(const WalsTrainArgs *args)
+{
+	const char *what = args->device == WALS_DEVICE_GPU ? "device => 'gpu'" :
+		args->accelerate != WALS_ACCEL_NONE ? "accelerate => 'ncg'" :
+		wals_validating(args) ? "a validation" : NULL;
+
+	if (what != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s is not supported with a source sharded over foreign servers",
+						what),
+				 errdetail("\"%s\" is partitioned over postgres_fdw foreign tables, and trains on their servers.",
+						   args->source_display),
+				 errhint("Train without it, or from a local copy of the ratings.")));
+}
+
+/*
+ * Train here, from the ratings read into this server's memory.
+ */
+static void
+train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResult *result)
+{
+	WalsRatings raw;
+	WalsWorkspace *ws;
+	WalsProblem problem = {0};
+	WalsDevice	device;
+	instr_time	phase;
+
+	wals_ingest(args, &raw, false);
+	wals_validation_read(args, &raw);
+	device = wals_device_choose(args, raw.n);
+	ws = wals_workspace_create(args, &raw, wals_seconds_since(start),
+							   wals_cpu_engine_bytes(args, raw.nusers, raw.nitems) +
+							   wals_validation_bytes(args, &raw),
+							   data);
+	wals_build_matrices(args, &raw, data);
+	result->load_s = wals_seconds_since(start);
+
+	INSTR_TIME_SET_CURRENT(phase);
+	init_factors(args, data, ws->X, ws->Y);
+	problem.args = args;
+	problem.data = data;
+	problem.workspace = ws;
+	problem.X = ws->X;
+	problem.Y = ws->Y;
+	train(device, &problem, result);
+	result->train_s = wals_seconds_since(phase);
+
+	wals_store_model(args, data, ws->X, ws->Y, result);
+	wals_workspace_release(ws);
+}
+
+/*
+ * Train from the shards of a sharded source: the ratings stay there, the
+ * factors are here (engine_shard.c).
+ */
+static void
+train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *data,
+			  WalsTrainResult *result)
+{
+	WalsProblem problem = {0};
+	float	   *X;
+	float	   *Y;
+	instr_time	phase;
+	int			f = args->params.factors;
+
+	wals_shards_open(args, shards, data);
+	wals_memory_check(sizeof(float) * (double) (data->nusers + data->nitems) * f,
+					  "the factors of a sharded training");
+	X = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(float) * data->nusers * f);
+	Y = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(float) * data->nitems * f);
+	init_factors(args, data, X, Y);
+	wals_shards_start(data->shards, X, Y, data);
+	result->load_s = wals_seconds_since(start);
+
+	INSTR_TIME_SET_CURRENT(phase);
+	problem.args = args;
+	problem.data = data;
+	problem.X = X;
+	problem.Y = Y;
+	train(WALS_DEVICE_CPU, &problem, result);
+	result->train_s = wals_seconds_since(phase);
+	wals_store_model(args, data, X, Y, result);
+}
+
+/*
  * wals_train(source regclass, user_col name, item_col name, rating_col name,
  *			  model text, factors int, iterations int, regularization real,
  *			  feedback text, alpha real, unobserved_weight real, solver text,
@@ -296,16 +387,12 @@ Datum
 wals_train(PG_FUNCTION_ARGS)
 {
 	WalsTrainArgs args;
-	WalsRatings raw;
-	WalsData	data;
-	WalsWorkspace *ws;
-	WalsProblem problem = {0};
-	WalsDevice	device;
+	WalsData	data = {0};
 	WalsTrainResult result = {0};
 	MemoryContext cxt;
 	MemoryContext oldcxt;
 	instr_time	start;
-	instr_time	phase;
+	List	   *shards;
 
 	INSTR_TIME_SET_CURRENT(start);
 	wals_train_args_parse(fcinfo, &args);
@@ -317,29 +404,14 @@ wals_train(PG_FUNCTION_ARGS)
 		elog(ERROR, "wals: SPI_connect failed");
 	MemoryContextSwitchTo(cxt);
 
+	shards = wals_shards_find(args.source, args.user_col, args.item_col, args.rating_col);
+	if (shards != NIL)
+		check_sharded(&args);
 	check_before_reading(&args);
-	wals_ingest(&args, &raw);
-	wals_validation_read(&args, &raw);
-	device = wals_device_choose(&args, raw.n);
-	ws = wals_workspace_create(&args, &raw, wals_seconds_since(start),
-							   wals_cpu_engine_bytes(&args, raw.nusers, raw.nitems) +
-							   wals_validation_bytes(&args, &raw),
-							   &data);
-	wals_build_matrices(&args, &raw, &data);
-	result.load_s = wals_seconds_since(start);
-
-	INSTR_TIME_SET_CURRENT(phase);
-	init_factors(&args, &data, ws->X, ws->Y);
-	problem.args = &args;
-	problem.data = &data;
-	problem.workspace = ws;
-	problem.X = ws->X;
-	problem.Y = ws->Y;
-	train(device, &problem, &result);
-	result.train_s = wals_seconds_since(phase);
-
-	wals_store_model(&args, &data, ws->X, ws->Y, &result);
-	wals_workspace_release(ws);
+	if (shards != NIL)
+		train_sharded(&args, shards, start, &data, &result);
+	else
+		train_here(&args, start, &data, &result);
 
 	SPI_finish();
 	MemoryContextSwitchTo(oldcxt);

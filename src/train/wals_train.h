@@ -90,6 +90,8 @@ typedef struct WalsRatings
 	int64		nheld_pairs;
 } WalsRatings;
 
+struct WalsShards;
+
 /* The ratings of one training, dense and merged (ingest.c). */
 typedef struct WalsData
 {
@@ -102,6 +104,7 @@ typedef struct WalsData
 	WalsCsr		by_user;		/* nusers x nitems */
 	WalsCsr		by_item;		/* nitems x nusers */
 	WalsCsr		held;			/* by user: the validation cells, if any */
+	struct WalsShards *shards;	/* a sharded training's: no matrices here */
 } WalsData;
 
 /* Training results and timings, for the catalog and the summary row. */
@@ -130,8 +133,11 @@ extern const char *wals_feedback_name(WalsFeedback feedback);
 extern const char *wals_solver_name(WalsSolver solver);
 extern const char *wals_accelerate_name(WalsAccelerate accelerate);
 
-/* ingest.c */
-extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw);
+/*
+ * ingest.c: an empty source is an error, unless may_be_empty (a shard's
+ * partition, one of many)
+ */
+extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty);
 
 /* pages.c */
 extern void wals_advise_huge_pages(void *p, size_t bytes);
@@ -319,6 +325,60 @@ extern double wals_cpu_engine_bytes(const WalsTrainArgs *args, int64 nusers, int
 
 /* engine_gpu.c: the CUDA engine of gpu/, through devices.c */
 extern const WalsEngine wals_gpu_engine;
+
+/*
+ * shards.c: the servers of a sharded source (a partitioned table of
+ * postgres_fdw foreign tables), reached through postgres_fdw.  A shard is
+ * one foreign server, with the partitions it holds.
+ */
+#define WALS_MAX_SHARDS			255
+#define WALS_SHARD_MAX_ARGS		5
+
+typedef struct WalsShardPart
+{
+	Oid			relid;			/* the foreign table here */
+	char	   *remote;			/* its remote table, qualified and quoted */
+	char	   *user_col;		/* its remote columns */
+	char	   *item_col;
+	char	   *rating_col;		/* NULL: every pair counts 1 */
+} WalsShardPart;
+
+typedef struct WalsShard
+{
+	Oid			server;
+	char	   *name;			/* the foreign server's */
+	int			index;			/* from 0 */
+	List	   *parts;			/* WalsShardPart */
+	struct pg_conn *conn;		/* postgres_fdw's, for the caller */
+	char	   *schema;			/* wals's schema there, quoted */
+	char	   *sql;			/* the call being waited for */
+	int64		rows;			/* rows it read */
+	int32	   *own_users;		/* the dense users it solves, increasing */
+	int64		nown_users;
+	int32	   *own_items;
+	int64		nown_items;
+} WalsShard;
+
+/* An argument of a call on a shard, binary; data NULL is SQL's NULL. */
+typedef struct WalsShardArg
+{
+	Oid			type;
+	const char *data;
+	int			len;
+} WalsShardArg;
+
+extern List *wals_shards_find(Oid source, const char *user_col, const char *item_col,
+							  const char *rating_col);
+extern void wals_shards_connect(List *shards);
+extern void wals_shard_send(WalsShard *s, const char *fn, int nargs, const WalsShardArg *args);
+extern bytea *wals_shard_wait(WalsShard *s);
+
+/* engine_shard.c: a training on the shards, the factors travelling */
+typedef struct WalsShards WalsShards;
+extern WalsShards *wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data);
+extern void wals_shards_start(WalsShards *sh, float *X, float *Y, WalsData *data);
+extern bytea *wals_shards_rated(WalsShards *sh, int64 r);
+extern const WalsEngine wals_shard_engine;
 
 /* devices.c */
 struct WalsCudaApi;

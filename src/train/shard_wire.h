@@ -1,0 +1,203 @@
+/*
+ * shard_wire.h
+ *	  The bytes a sharded training sends between the coordinator and its
+ *	  shards (engine_shard.c and shard_remote.c): bytea values whose
+ *	  integers and floats are big-endian, as PostgreSQL's binary protocol
+ *	  has them, so that servers of either byte order train together.
+ *
+ * A reader never trusts a length: every read checks that the bytes are
+ * there, and a short or long message is an error naming what was read.
+ */
+#ifndef WALS_SHARD_WIRE_H
+#define WALS_SHARD_WIRE_H
+
+#include "postgres.h"
+
+#include <math.h>
+
+#include "lib/stringinfo.h"
+#include "port/pg_bswap.h"
+
+/* A message being read: the bytes, and how far the reader got. */
+typedef struct WalsWire
+{
+	const char *data;
+	size_t		len;
+	size_t		at;
+	const char *what;			/* for the error of a short message */
+} WalsWire;
+
+static inline void
+wals_wire_start(WalsWire *w, const char *data, size_t len, const char *what)
+{
+	w->data = data;
+	w->len = len;
+	w->at = 0;
+	w->what = what;
+}
+
+static inline const char *
+wals_wire_take(WalsWire *w, size_t bytes)
+{
+	const char *p = w->data + w->at;
+
+	if (bytes > w->len - w->at)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("wals: a sharded training's %s ends early", w->what),
+				 errdetail("%zu bytes were needed at byte %zu of %zu.", bytes, w->at, w->len)));
+	w->at += bytes;
+	return p;
+}
+
+static inline void
+wals_wire_done(const WalsWire *w)
+{
+	if (w->at != w->len)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("wals: a sharded training's %s is %zu bytes longer than expected",
+						w->what, w->len - w->at)));
+}
+
+static inline int64
+wals_wire_int64(WalsWire *w)
+{
+	uint64		v;
+
+	memcpy(&v, wals_wire_take(w, sizeof(v)), sizeof(v));
+	return (int64) pg_ntoh64(v);
+}
+
+/* A count read from the wire, refused outside [0, max]. */
+static inline int64
+wals_wire_count(WalsWire *w, int64 max)
+{
+	int64		n = wals_wire_int64(w);
+
+	if (n < 0 || n > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("wals: a sharded training's %s has a count of " INT64_FORMAT
+						", not 0 to " INT64_FORMAT, w->what, n, max)));
+	return n;
+}
+
+static inline double
+wals_wire_double(WalsWire *w)
+{
+	uint64		v;
+	double		d;
+
+	memcpy(&v, wals_wire_take(w, sizeof(v)), sizeof(v));
+	v = pg_ntoh64(v);
+	memcpy(&d, &v, sizeof(d));
+	return d;
+}
+
+/* n int64 values into out. */
+static inline void
+wals_wire_int64s(WalsWire *w, int64 *out, int64 n)
+{
+	const char *p = wals_wire_take(w, sizeof(int64) * (size_t) n);
+
+	for (int64 k = 0; k < n; k++)
+	{
+		uint64		v;
+
+		memcpy(&v, p + sizeof(v) * k, sizeof(v));
+		out[k] = (int64) pg_ntoh64(v);
+	}
+}
+
+/* n int32 values into out. */
+static inline void
+wals_wire_int32s(WalsWire *w, int32 *out, int64 n)
+{
+	const char *p = wals_wire_take(w, sizeof(int32) * (size_t) n);
+
+	for (int64 k = 0; k < n; k++)
+	{
+		uint32		v;
+
+		memcpy(&v, p + sizeof(v) * k, sizeof(v));
+		out[k] = (int32) pg_ntoh32(v);
+	}
+}
+
+/* n floats into out; a value that is not finite is refused. */
+static inline void
+wals_wire_floats(WalsWire *w, float *out, int64 n)
+{
+	const char *p = wals_wire_take(w, sizeof(float) * (size_t) n);
+
+	for (int64 k = 0; k < n; k++)
+	{
+		uint32		v;
+
+		memcpy(&v, p + sizeof(v) * k, sizeof(v));
+		v = pg_ntoh32(v);
+		memcpy(&out[k], &v, sizeof(float));
+		if (isnan(out[k]) || isinf(out[k]))
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("wals: a sharded training's %s holds a value that is not finite",
+							w->what)));
+	}
+}
+
+/* n raw bytes. */
+static inline const uint8 *
+wals_wire_bytes(WalsWire *w, size_t n)
+{
+	return (const uint8 *) wals_wire_take(w, n);
+}
+
+static inline void
+wals_put_int64(StringInfo s, int64 v)
+{
+	uint64		b = pg_hton64((uint64) v);
+
+	appendBinaryStringInfoNT(s, (const char *) &b, sizeof(b));
+}
+
+static inline void
+wals_put_double(StringInfo s, double d)
+{
+	uint64		b;
+
+	memcpy(&b, &d, sizeof(b));
+	b = pg_hton64(b);
+	appendBinaryStringInfoNT(s, (const char *) &b, sizeof(b));
+}
+
+static inline void
+wals_put_int64s(StringInfo s, const int64 *v, int64 n)
+{
+	enlargeStringInfo(s, (int) (sizeof(int64) * n));
+	for (int64 k = 0; k < n; k++)
+		wals_put_int64(s, v[k]);
+}
+
+static inline void
+wals_put_int32(StringInfo s, int32 v)
+{
+	uint32		b = pg_hton32((uint32) v);
+
+	appendBinaryStringInfoNT(s, (const char *) &b, sizeof(b));
+}
+
+static inline void
+wals_put_floats(StringInfo s, const float *v, int64 n)
+{
+	for (int64 k = 0; k < n; k++)
+	{
+		uint32		b;
+
+		memcpy(&b, &v[k], sizeof(b));
+		b = pg_hton32(b);
+		appendBinaryStringInfoNT(s, (const char *) &b, sizeof(b));
+	}
+}
+
+#endif							/* WALS_SHARD_WIRE_H */

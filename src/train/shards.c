@@ -1,0 +1,370 @@
+/*
+ * shards.c
+ *	  Where a sharded source's rows live, and the calls that reach them.
+ *
+ * A source is sharded when it is a partitioned table every leaf of which
+ * is a foreign table of postgres_fdw, and no row security applies to the
+ * caller on it (the policies of the parent could not be applied on the
+ * servers): each foreign server holding a leaf is then a shard, which
+ * reads its own leaves (the remote tables and columns that the foreign
+ * table's options name) and trains there.  Anything else, local
+ * partitions among them, trains on this server as before.
+ *
+ * The shards are reached through postgres_fdw itself: its connection for
+ * the caller's user mapping (GetConnection), so that the same credentials,
+ * the same rule that a role other than a superuser must give a password,
+ * and the same remote transaction serve; postgres_fdw commits that
+ * transaction with the caller's, or aborts it (cancelling what runs there)
+ * when the training fails or is cancelled, and the shard's state goes with
+ * it.  Its calls are sent with binary parameters and results, a query on
+ * every shard before any is waited for, so that the shards work at once.
+ */
+#include "postgres.h"
+
+#include "libpq-fe.h"
+
+#include "access/htup_details.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_foreign_table.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "fmgr.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rls.h"
+
+#include "wals_train.h"
+
+PG_FUNCTION_INFO_V1(wals_shards);
+
+/* postgres_fdw's own functions (connection.c), found at run time. */
+typedef struct PgFdwConnState PgFdwConnState;
+typedef PGconn *(*GetConnectionFn) (UserMapping *user, bool will_prep_stmt,
+									PgFdwConnState **state);
+typedef PGresult *(*GetResultFn) (PGconn *conn, const char *query);
+typedef void (*ReportErrorFn) (int elevel, PGresult *res, PGconn *conn, bool clear,
+							   const char *sql);
+
+static GetConnectionFn fdw_connect;
+static GetResultFn fdw_result;
+static ReportErrorFn fdw_error;
+
+static void
+load_postgres_fdw(void)
+{
+	if (fdw_connect != NULL)
+		return;
+	fdw_result = (GetResultFn)
+		load_external_function("$libdir/postgres_fdw", "pgfdw_get_result", true, NULL);
+	fdw_error = (ReportErrorFn)
+		load_external_function("$libdir/postgres_fdw", "pgfdw_report_error", true, NULL);
+	fdw_connect = (GetConnectionFn)
+		load_external_function("$libdir/postgres_fdw", "GetConnection", true, NULL);
+}
+
+/* An option of a list of DefElem, or NULL. */
+static char *
+option(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (strcmp(def->defname, name) == 0)
+			return defGetString(def);
+	}
+	return NULL;
+}
+
+/* The remote name of column col of foreign table relid. */
+static char *
+remote_column(Oid relid, const char *col)
+{
+	AttrNumber	att;
+	char	   *name;
+
+	if (col == NULL)
+		return NULL;
+	att = get_attnum(relid, col);
+	if (att == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("partition \"%s\" has no column \"%s\"", get_rel_name(relid), col)));
+	name = option(GetForeignColumnOptions(relid, att), "column_name");
+	return name != NULL ? name : pstrdup(col);
+}
+
+/* The shard of server in shards, added when it is not there yet. */
+static WalsShard *
+shard_of(List **shards, Oid server)
+{
+	ListCell   *lc;
+	WalsShard  *s;
+
+	foreach(lc, *shards)
+	{
+		s = lfirst(lc);
+		if (s->server == server)
+			return s;
+	}
+	s = palloc0(sizeof(WalsShard));
+	s->server = server;
+	s->name = GetForeignServer(server)->servername;
+	s->index = list_length(*shards);
+	*shards = lappend(*shards, s);
+	return s;
+}
+
+/*
+ * The shards of a training's source, or NIL when it is not sharded and
+ * trains here: not a partitioned table, a leaf that is not a foreign
+ * table of postgres_fdw, or row security on the source for the caller.
+ * Past 255 servers it is an error (a shard is a byte of the plan).
+ */
+List *
+wals_shards_find(Oid source, const char *user_col, const char *item_col,
+				 const char *rating_col)
+{
+	List	   *leaves;
+	List	   *shards = NIL;
+	ListCell   *lc;
+
+	if (get_rel_relkind(source) != RELKIND_PARTITIONED_TABLE ||
+		check_enable_rls(source, InvalidOid, true) == RLS_ENABLED)
+		return NIL;
+	leaves = find_all_inheritors(source, AccessShareLock, NULL);
+	foreach(lc, leaves)
+	{
+		Oid			relid = lfirst_oid(lc);
+		ForeignTable *ft;
+		ForeignServer *server;
+
+		if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+			continue;
+		if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE)
+			return NIL;
+		ft = GetForeignTable(relid);
+		server = GetForeignServer(ft->serverid);
+		if (strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "postgres_fdw") != 0)
+			return NIL;
+	}
+	foreach(lc, leaves)
+	{
+		Oid			relid = lfirst_oid(lc);
+		ForeignTable *ft;
+		WalsShard  *s;
+		WalsShardPart *part;
+		char	   *schema;
+		char	   *table;
+
+		if (get_rel_relkind(relid) != RELKIND_FOREIGN_TABLE)
+			continue;
+		ft = GetForeignTable(relid);
+		s = shard_of(&shards, ft->serverid);
+		part = palloc0(sizeof(WalsShardPart));
+		part->relid = relid;
+		schema = option(ft->options, "schema_name");
+		table = option(ft->options, "table_name");
+		part->remote = quote_qualified_identifier(schema != NULL ? schema :
+												  get_namespace_name(get_rel_namespace(relid)),
+												  table != NULL ? table : get_rel_name(relid));
+		part->user_col = remote_column(relid, user_col);
+		part->item_col = remote_column(relid, item_col);
+		part->rating_col = remote_column(relid, rating_col);
+		s->parts = lappend(s->parts, part);
+	}
+	if (list_length(shards) > WALS_MAX_SHARDS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a source sharded over %d servers is more than wals trains on (%d)",
+						list_length(shards), WALS_MAX_SHARDS)));
+	return shards;
+}
+
+/* Names the shard of an error raised while it is being waited for. */
+static void
+shard_context(void *arg)
+{
+	errcontext("shard on server \"%s\"", ((WalsShard *) arg)->name);
+}
+
+/*
+ * Send call (a SELECT of one wals function of the shard's schema, $1 to
+ * $n for args) to shard s without waiting; wals_shard_wait takes its
+ * result.
+ */
+void
+wals_shard_send(WalsShard *s, const char *fn, int nargs, const WalsShardArg *args)
+{
+	StringInfoData sql;
+	Oid			types[WALS_SHARD_MAX_ARGS];
+	const char *values[WALS_SHARD_MAX_ARGS];
+	int			lengths[WALS_SHARD_MAX_ARGS];
+	int			formats[WALS_SHARD_MAX_ARGS];
+
+	Assert(nargs <= WALS_SHARD_MAX_ARGS);
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT %s.%s(", s->schema, fn);
+	for (int k = 0; k < nargs; k++)
+	{
+		appendStringInfo(&sql, "%s$%d", k > 0 ? ", " : "", k + 1);
+		types[k] = args[k].type;
+		values[k] = args[k].data;
+		lengths[k] = args[k].len;
+		formats[k] = 1;
+	}
+	appendStringInfoChar(&sql, ')');
+	s->sql = sql.data;
+	if (!PQsendQueryParams(s->conn, sql.data, nargs, types, values, lengths, formats, 1))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not send %s() to the shard on server \"%s\"", fn, s->name),
+				 errdetail_internal("%s", pchomp(PQerrorMessage(s->conn)))));
+}
+
+/*
+ * The result of the call sent to shard s: its one value, NULL for SQL's
+ * NULL; the shard's error is raised as it was raised there, with its
+ * SQLSTATE, naming the server.
+ */
+bytea *
+wals_shard_wait(WalsShard *s)
+{
+	ErrorContextCallback context = {error_context_stack, shard_context, s};
+	PGresult   *res;
+	bytea	   *out = NULL;
+
+	error_context_stack = &context;
+	res = fdw_result(s->conn, s->sql);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		fdw_error(ERROR, res, s->conn, true, s->sql);
+	if (PQntuples(res) != 1 || PQnfields(res) != 1)
+	{
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("wals: a shard answered with %d rows", PQntuples(res))));
+	}
+	if (!PQgetisnull(res, 0, 0))
+	{
+		int			len = PQgetlength(res, 0, 0);
+
+		out = palloc_extended(VARHDRSZ + len, MCXT_ALLOC_HUGE);
+		SET_VARSIZE(out, VARHDRSZ + len);
+		memcpy(VARDATA(out), PQgetvalue(res, 0, 0), len);
+	}
+	PQclear(res);
+	error_context_stack = context.previous;
+	return out;
+}
+
+/*
+ * Connect to every shard as the caller, through its user mapping, and
+ * check that wals there is this version: its schema is kept, quoted, for
+ * the calls.
+ */
+void
+wals_shards_connect(List *shards)
+{
+	ListCell   *lc;
+
+	load_postgres_fdw();
+	foreach(lc, shards)
+	{
+		WalsShard  *s = lfirst(lc);
+
+		s->conn = fdw_connect(GetUserMapping(GetUserId(), s->server), false, NULL);
+	}
+	foreach(lc, shards)
+	{
+		WalsShard  *s = lfirst(lc);
+		const char *sql = "SELECT n.nspname, e.extversion FROM pg_catalog.pg_extension e"
+			" JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
+			" WHERE e.extname = 'wals'";
+		ErrorContextCallback context = {error_context_stack, shard_context, s};
+		PGresult   *res;
+		char	   *version;
+
+		error_context_stack = &context;
+		if (!PQsendQuery(s->conn, sql))
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not reach the shard on server \"%s\"", s->name),
+					 errdetail_internal("%s", pchomp(PQerrorMessage(s->conn)))));
+		res = fdw_result(s->conn, sql);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			fdw_error(ERROR, res, s->conn, true, sql);
+		if (PQntuples(res) != 1)
+		{
+			PQclear(res);
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("extension \"wals\" is not installed on server \"%s\"", s->name),
+					 errhint("A sharded training runs on the servers of its source: CREATE EXTENSION wals on each, at version %s.",
+							 WALS_VERSION)));
+		}
+		s->schema = pstrdup(quote_identifier(PQgetvalue(res, 0, 0)));
+		version = pstrdup(PQgetvalue(res, 0, 1));
+		PQclear(res);
+		if (strcmp(version, WALS_VERSION) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("extension \"wals\" is at version %s on server \"%s\", and %s here",
+							version, s->name, WALS_VERSION),
+					 errhint("Update it there: ALTER EXTENSION wals UPDATE TO '%s'.",
+							 WALS_VERSION)));
+		error_context_stack = context.previous;
+	}
+}
+
+/*
+ * wals_shards(source regclass) RETURNS TABLE(shard int, server text,
+ *	 partition regclass, remote_table text)
+ *
+ * The servers a training of source would run on, one row per partition
+ * each reads; no rows when source trains on this server.
+ */
+Datum
+wals_shards(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			source;
+	List	   *shards;
+	ListCell   *lc;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"source\" must not be NULL")));
+	source = PG_GETARG_OID(0);
+	wals_check_source(source, "source");
+	InitMaterializedSRF(fcinfo, 0);
+	shards = wals_shards_find(source, NULL, NULL, NULL);
+	foreach(lc, shards)
+	{
+		WalsShard  *s = lfirst(lc);
+		ListCell   *pc;
+
+		foreach(pc, s->parts)
+		{
+			WalsShardPart *part = lfirst(pc);
+			Datum		values[4];
+			bool		nulls[4] = {0};
+
+			values[0] = Int32GetDatum(s->index + 1);
+			values[1] = CStringGetTextDatum(s->name);
+			values[2] = ObjectIdGetDatum(part->relid);
+			values[3] = CStringGetTextDatum(part->remote);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,157 @@
+
+# A training over a source sharded by hash of user over two servers
+# (postgres_fdw foreign partitions): wals_shards() names them, the model
+# equals the one trained on this server from the same rows (every
+# iteration's loss within 1e-5, the same recommendations), each shard reads
+# only its own rows, a row that cannot be solved is the error it is on one
+# server, naming the shard's server, and the previous model survives.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $coord = PostgreSQL::Test::Cluster->new('coordinator');
+$coord->init;
+$coord->append_conf('postgresql.conf', "client_min_messages = warning\n");
+$coord->start;
+
+my @shards;
+for my $k (1, 2)
+{
+	my $node = PostgreSQL::Test::Cluster->new("shard$k");
+	$node->init;
+	$node->start;
+	$node->safe_psql(
+		'postgres', q{
+CREATE EXTENSION wals;
+CREATE TABLE ratings_part (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL);
+});
+	push @shards, $node;
+}
+
+my $sql = q{
+CREATE EXTENSION wals;
+CREATE EXTENSION postgres_fdw;
+CREATE TABLE ratings (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)
+  PARTITION BY HASH (user_id);
+};
+for my $k (0, 1)
+{
+	my $node = $shards[$k];
+	my $host = $node->host;
+	my $port = $node->port;
+	$sql .= qq{
+CREATE SERVER shard$k FOREIGN DATA WRAPPER postgres_fdw
+  OPTIONS (host '$host', port '$port', dbname 'postgres');
+CREATE USER MAPPING FOR CURRENT_USER SERVER shard$k;
+CREATE FOREIGN TABLE ratings_$k PARTITION OF ratings
+  FOR VALUES WITH (MODULUS 2, REMAINDER $k) SERVER shard$k
+  OPTIONS (table_name 'ratings_part');
+};
+}
+$sql .= q{
+INSERT INTO ratings
+  SELECT u, (u * 7 + g * 13) % 300 + 1, 1 + (u + g) % 5
+  FROM generate_series(1, 1500) u, generate_series(1, 12) g;
+CREATE TABLE ratings_here AS SELECT * FROM ratings;
+};
+$coord->safe_psql('postgres', $sql);
+
+is( $coord->safe_psql(
+		'postgres', q{SELECT string_agg(shard || ':' || server || ':' || partition::text ||
+		  ':' || remote_table, ',' ORDER BY shard) FROM wals_shards('ratings')}),
+	'1:shard0:ratings_0:public.ratings_part,2:shard1:ratings_1:public.ratings_part',
+	'wals_shards() names the servers and the partitions each reads');
+is($coord->safe_psql('postgres', q{SELECT count(*) FROM wals_shards('ratings_here')}),
+	'0', 'a local table has no shards');
+my $rows = join ',', map { $_->safe_psql('postgres', 'SELECT count(*) FROM ratings_part') } @shards;
+like($rows, qr/^[1-9][0-9]*,[1-9][0-9]*$/, "both shards hold rows ($rows)");
+
+for my $case (
+	[ 'cg', q{solver => 'cg'} ],
+	[ 'cholesky', q{solver => 'cholesky'} ],
+	[ 'subspace', q{solver => 'subspace', block_size => 3} ],
+	[ 'explicit', q{solver => 'cg', feedback => 'explicit'} ],
+	[ 'scaled', q{solver => 'cg', regularization_exponent => 1, unobserved_weight => 0.1} ])
+{
+	my ($name, $args) = @$case;
+	my ($ret, $stdout, $stderr) = $coord->psql(
+		'postgres', qq{SET client_min_messages = notice;
+		  SELECT device, iterations, users, items, ratings FROM wals_train('ratings', 'user_id',
+		    'item_id', 'rating', model => 's_$name', factors => 8, iterations => 5, $args)});
+	is($ret, 0, "$name: trained on the shards") or diag($stderr);
+	like($stdout, qr/^shards\|5\|1500\|300\|/, "$name: the summary says shards");
+	like($stderr, qr/NOTICE:  training model "public.s_$name" on 2 shards: servers "shard0", "shard1"/,
+		"$name: a NOTICE names the servers");
+	$coord->safe_psql(
+		'postgres', qq{SELECT * FROM wals_train('ratings_here', 'user_id', 'item_id', 'rating',
+		  model => 'h_$name', factors => 8, iterations => 5, workers => 0, $args)});
+	is( $coord->safe_psql(
+			'postgres', qq{
+SELECT string_agg(s.iteration::text, ',' ORDER BY s.iteration)
+FROM wals_training_log s JOIN wals_training_log h USING (iteration)
+WHERE (s.model, h.model) = ('s_$name', 'h_$name')
+  AND abs(s.loss - h.loss) <= 1e-5 * h.loss}),
+		'1,2,3,4,5', "$name: every iteration's loss within 1e-5 of the training on one server");
+	is( $coord->safe_psql(
+			'postgres', qq{
+SELECT max(abs(s - h)) < 1e-3
+FROM s_${name}_item_factors a JOIN h_${name}_item_factors b USING (item_id),
+     unnest(a.factors, b.factors) AS t(s, h)}),
+		't', "$name: the same item factors");
+	is( $coord->safe_psql(
+			'postgres', qq{
+SELECT count(*) FROM s_${name}_user_factors a JOIN h_${name}_user_factors b USING (user_id)
+WHERE a.rated <> b.rated}),
+		'0', "$name: the same rated items kept for serving");
+	is( $coord->safe_psql(
+			'postgres', qq{
+SELECT count(*) FROM wals_recommend(7, 5, 's_$name') s
+  FULL JOIN wals_recommend(7, 5, 'h_$name') h USING (item_id)
+WHERE s.item_id IS NULL OR h.item_id IS NULL}),
+		'0', "$name: the same recommendations");
+}
+
+# ---------------------------------------------------------------------------
+# A row that cannot be solved: the error of one server, from the shard
+# that owns the row, which it names; the model trained before stays.
+my $before = $coord->safe_psql('postgres',
+	q{SELECT version, loss FROM wals_models WHERE model = 's_cg'});
+$coord->safe_psql('postgres', q{INSERT INTO ratings VALUES (77, 5, 1e38)});
+my ($ret, $stdout, $stderr) = $coord->psql(
+	'postgres', q{\set VERBOSITY verbose
+	  SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 's_cg',
+	    factors => 8, alpha => 1e6, solver => 'cholesky')});
+like($stderr, qr/ERROR:  22023: could not solve the factors of user 77 while training model "public.s_cg", iteration 1/,
+	'a row that cannot be solved is the error of one server');
+like($stderr, qr/CONTEXT:.*shard on server "shard[01]"/s, 'naming the shard\'s server');
+is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
+	$before, 'the previous model survives');
+$coord->safe_psql('postgres', q{DELETE FROM ratings WHERE rating > 1e30});
+
+# ---------------------------------------------------------------------------
+# A shard without wals: an error before anything is read.
+$shards[1]->safe_psql('postgres', 'DROP EXTENSION wals');
+($ret, $stdout, $stderr) = $coord->psql(
+	'postgres', q{SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+	  model => 's_cg', factors => 8)});
+like($stderr, qr/ERROR:  extension "wals" is not installed on server "shard1"/,
+	'a shard without wals is refused, by name');
+is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
+	$before, 'and the model stays');
+$shards[1]->safe_psql('postgres', 'CREATE EXTENSION wals');
+
+# ---------------------------------------------------------------------------
+# What a sharded training refuses.
+for my $refused ([ q{accelerate => 'ncg'}, 'accelerate' ], [ q{validation => 0.1}, 'a validation' ])
+{
+	($ret, $stdout, $stderr) = $coord->psql(
+		'postgres', qq{SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+		  model => 's_cg', factors => 8, $refused->[0])});
+	like($stderr, qr/ERROR:  .* is not supported with a source sharded over foreign servers/,
+		"$refused->[1] is refused with a sharded source");
+}
+
+done_testing();
