@@ -49,6 +49,8 @@
 struct WalsShards
 {
 	const WalsTrainArgs *args;
+	WalsProblem *problem;		/* from the engine's begin */
+	char	   *names;			/* "s1", "s2", for messages */
 	WalsShard **shard;
 	int			n;
 	int64		nusers;
@@ -395,6 +397,7 @@ wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data)
 	plan_all(sh, data);
 	exchange(sh);
 	data->shards = sh;
+	sh->names = names.data;
 	ereport(NOTICE,
 			(errmsg("training model \"%s\" on %d shards: servers %s",
 					args->model_display, sh->n, names.data),
@@ -476,6 +479,10 @@ half_sweep(WalsShards *sh, int side, double *loss)
 	bytea	  **out = palloc(sizeof(bytea *) * sh->n);
 	float	   *part = palloc(sizeof(float) * f * f);
 
+	sh->problem->phase(sh->problem->phase_arg,
+					   psprintf("solving %s on servers %s", users ? "users" : "items",
+								sh->names));
+
 	initStringInfo(&ob);
 	enlargeStringInfo(&ob, (int) (sizeof(float) * nother * f));
 	wals_put_floats(&ob, other, nother * f);
@@ -515,6 +522,7 @@ shard_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	WalsShards *sh = problem->data->shards;
 	int			f = problem->args->params.factors;
 
+	sh->problem = problem;
 	sh->GX = palloc0(sizeof(float) * f * f);
 	sh->GY = palloc0(sizeof(float) * f * f);
 	wals_gram_rows(sh->Y, 0, sh->nitems, f, sh->GY);

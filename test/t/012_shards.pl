@@ -144,6 +144,58 @@ is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE m
 $shards[1]->safe_psql('postgres', 'CREATE EXTENSION wals');
 
 # ---------------------------------------------------------------------------
+# A cancel on the coordinator stops the shards, and leaves nothing there:
+# the same session trains again at once.
+my $bg = $coord->background_psql('postgres', on_error_stop => 0, timeout => 120);
+my $pid = $bg->query_safe('SELECT pg_backend_pid()');
+
+sub start_long_training
+{
+	$bg->query_until(qr/starting/, q{\echo starting
+SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+  model => 's_cg', factors => 8, iterations => 10000);
+});
+	ok( $coord->poll_query_until(
+			'postgres', qq{SELECT query LIKE 'wals_train: model "public.s_cg", iteration % of 10000%'
+			  FROM pg_stat_activity WHERE pid = $pid}),
+		'pg_stat_activity shows the sharded training\'s progress');
+}
+
+start_long_training();
+$coord->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+ok( eval {
+		pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+			qr/canceling statement due to user request/);
+	},
+	'the sharded training ends on a cancel') or diag("stderr: $bg->{stderr}; $@");
+$bg->{stderr} = '';
+for my $k (0, 1)
+{
+	ok($shards[$k]->poll_query_until('postgres', 'SELECT count(*) = 0 FROM pg_stat_activity'
+			. q{ WHERE query LIKE '%wals_shard_%' AND state = 'active' AND pid <> pg_backend_pid()}),
+		"shard $k runs nothing of the cancelled training");
+}
+is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
+	$before, 'the cancelled training left the model as it was');
+like($bg->query_safe(q{SELECT device, iterations FROM wals_train('ratings', 'user_id', 'item_id',
+	'rating', model => 's_again', factors => 8, iterations => 2)}),
+	qr/^shards\|2$/, 'the same session trains on the shards again');
+
+# A shard that goes away in the middle: an error naming it.
+start_long_training();
+$shards[1]->stop('immediate');
+ok( eval {
+		pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+			qr/ERROR:  server closed the connection unexpectedly.*CONTEXT:.*\nshard on server "shard1"/s);
+	},
+	'a shard that goes away ends the training with an error naming its server')
+  or diag("stderr: $bg->{stderr}; $@");
+$bg->quit;
+$shards[1]->start;
+is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
+	$before, 'the model stays as it was');
+
+# ---------------------------------------------------------------------------
 # What a sharded training refuses.
 for my $refused ([ q{accelerate => 'ncg'}, 'accelerate' ], [ q{validation => 0.1}, 'a validation' ])
 {
