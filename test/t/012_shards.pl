@@ -196,6 +196,58 @@ is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE m
 	$before, 'the model stays as it was');
 
 # ---------------------------------------------------------------------------
+# An ordinary role: SELECT on the source is checked here, the connection
+# is postgres_fdw's for the role's own user mapping (a password is needed
+# unless a superuser waived it), and the shard reads as the role the
+# mapping names, with its privileges there.
+$coord->safe_psql('postgres', q{
+CREATE ROLE alice LOGIN;
+CREATE SCHEMA alice AUTHORIZATION alice;
+GRANT USAGE ON FOREIGN SERVER shard0, shard1 TO alice;
+});
+for my $k (0, 1)
+{
+	$shards[$k]->safe_psql('postgres', q{CREATE ROLE reader LOGIN});
+}
+sub as_alice
+{
+	my ($args) = @_;
+	return $coord->psql(
+		'postgres', qq{SET ROLE alice;
+		  SELECT device FROM wals_train('public.ratings', 'user_id', 'item_id', 'rating',
+		    model => 'alice.m', factors => 8, iterations => 2 $args)});
+}
+($ret, $stdout, $stderr) = as_alice('');
+like($stderr, qr/ERROR:  permission denied for table ratings/,
+	'a role without SELECT on the source is refused');
+$coord->safe_psql('postgres', q{GRANT SELECT ON ratings TO alice});
+($ret, $stdout, $stderr) = as_alice('');
+like($stderr, qr/ERROR:  user mapping not found for "alice"/,
+	'a role without a user mapping gets postgres_fdw\'s error');
+$coord->safe_psql('postgres', q{
+CREATE USER MAPPING FOR alice SERVER shard0 OPTIONS (user 'reader');
+CREATE USER MAPPING FOR alice SERVER shard1 OPTIONS (user 'reader');
+});
+($ret, $stdout, $stderr) = as_alice('');
+like($stderr, qr/ERROR:  password is required/,
+	'a role whose mapping has no password is refused, as postgres_fdw refuses it');
+$coord->safe_psql('postgres', q{
+ALTER USER MAPPING FOR alice SERVER shard0 OPTIONS (ADD password_required 'false');
+ALTER USER MAPPING FOR alice SERVER shard1 OPTIONS (ADD password_required 'false');
+});
+($ret, $stdout, $stderr) = as_alice('');
+like($stderr, qr/ERROR:  permission denied for table ratings_part.*shard on server "shard0"/s,
+	'the shard reads as the mapped role, which may not read there');
+for my $k (0, 1)
+{
+	$shards[$k]->safe_psql('postgres', q{GRANT SELECT ON ratings_part TO reader});
+}
+($ret, $stdout, $stderr) = as_alice('');
+is($stdout, 'shards', 'with SELECT there, the role trains on the shards') or diag($stderr);
+is($coord->safe_psql('postgres', q{SELECT pg_get_userbyid(relowner) FROM pg_class
+	WHERE oid = 'alice.m_user_factors'::regclass}), 'alice', 'and owns the model');
+
+# ---------------------------------------------------------------------------
 # What a sharded training refuses.
 for my $refused ([ q{accelerate => 'ncg'}, 'accelerate' ], [ q{validation => 0.1}, 'a validation' ])
 {
