@@ -56,7 +56,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune
+BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune bench-shards
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 else ifneq ($(filter-out $(BOOTSTRAP_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -302,3 +302,11 @@ bench-accel: deps
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/accel.sh
+
+# One server against 1, 2 and 3 local shards (postgres_fdw partitions by
+# user) on the 20M set: seconds per iteration, bytes moved, memory per shard.
+.PHONY: bench-shards
+bench-shards: deps
+	$(MAKE) all
+	$(MAKE) install
+	./test/bench/shards.sh

@@ -62,6 +62,7 @@ struct WalsShards
 	float	   *GX;
 	float	   *GY;
 	int			it;
+	double		start_bytes;	/* moved before the first iteration */
 	/* the rated items of the owned users of each shard, and where each reads */
 	bytea	  **rated;
 	WalsWire   *rated_at;
@@ -523,6 +524,8 @@ shard_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	int			f = problem->args->params.factors;
 
 	sh->problem = problem;
+	for (int s = 0; s < sh->n; s++)
+		sh->start_bytes += sh->shard[s]->bytes;
 	sh->GX = palloc0(sizeof(float) * f * f);
 	sh->GY = palloc0(sizeof(float) * f * f);
 	wals_gram_rows(sh->Y, 0, sh->nitems, f, sh->GY);
@@ -551,9 +554,15 @@ static bool
 shard_end(void *state, float *X, float *Y, WalsFailure *failure)
 {
 	WalsShards *sh = state;
+	double		bytes = 0;
+	double		per_it;
 
 	if (X == NULL)
 		return true;
+	for (int s = 0; s < sh->n; s++)
+		bytes += sh->shard[s]->bytes;
+	per_it = sh->it > 0 ? (bytes - sh->start_bytes) / sh->it : 0;
+	bytes = 0;
 	sh->rated = palloc(sizeof(bytea *) * sh->n);
 	sh->rated_at = palloc(sizeof(WalsWire) * sh->n);
 	call_all(sh, "wals_shard_rated", 0, NULL, sh->rated);
@@ -561,6 +570,12 @@ shard_end(void *state, float *X, float *Y, WalsFailure *failure)
 		wals_wire_start(&sh->rated_at[s], VARDATA(sh->rated[s]),
 						VARSIZE(sh->rated[s]) - VARHDRSZ, "rated items");
 	call_all(sh, "wals_shard_end", 0, NULL, NULL);
+	for (int s = 0; s < sh->n; s++)
+		bytes += sh->shard[s]->bytes;
+	ereport(NOTICE,
+			(errmsg("model \"%s\" trained on %d shards", sh->args->model_display, sh->n),
+			 errdetail("%s sent to them and received from them, %s an iteration.",
+					   wals_pretty_bytes(bytes), wals_pretty_bytes(per_it))));
 	return true;
 }
 

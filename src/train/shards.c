@@ -223,6 +223,8 @@ wals_shard_send(WalsShard *s, const char *fn, int nargs, const WalsShardArg *arg
 	}
 	appendStringInfoChar(&sql, ')');
 	s->sql = sql.data;
+	for (int k = 0; k < nargs; k++)
+		s->bytes += args[k].len;
 	if (!PQsendQueryParams(s->conn, sql.data, nargs, types, values, lengths, formats, 1))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -257,6 +259,7 @@ wals_shard_wait(WalsShard *s)
 	{
 		int			len = PQgetlength(res, 0, 0);
 
+		s->bytes += len;
 		out = palloc_extended(VARHDRSZ + len, MCXT_ALLOC_HUGE);
 		SET_VARSIZE(out, VARHDRSZ + len);
 		memcpy(VARDATA(out), PQgetvalue(res, 0, 0), len);

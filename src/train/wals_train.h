@@ -353,6 +353,7 @@ typedef struct WalsShard
 	char	   *schema;			/* wals's schema there, quoted */
 	char	   *sql;			/* the call being waited for */
 	int64		rows;			/* rows it read */
+	double		bytes;			/* sent to it and received from it */
 	int32	   *own_users;		/* the dense users it solves, increasing */
 	int64		nown_users;
 	int32	   *own_items;
