@@ -477,7 +477,6 @@ half_sweep(WalsShards *sh, int side, double *loss)
 								 sh->args->model_display, sh->it + 1);
 	uint32		side_storage;
 	WalsShardArg a[4];
-	bytea	  **out = palloc(sizeof(bytea *) * sh->n);
 	float	   *part = palloc(sizeof(float) * f * f);
 
 	sh->problem->phase(sh->problem->phase_arg,
@@ -485,17 +484,16 @@ half_sweep(WalsShards *sh, int side, double *loss)
 								sh->names));
 
 	initStringInfo(&ob);
-	enlargeStringInfo(&ob, (int) (sizeof(float) * nother * f));
-	wals_put_floats(&ob, other, nother * f);
+	if (!(users && sh->it > 0))
+		wals_put_floats(&ob, other, nother * f);
 	initStringInfo(&gb);
 	wals_put_floats(&gb, users ? sh->GY : sh->GX, (int64) f * f);
 	a[0] = arg_int4(side, &side_storage);
 	a[1] = arg_text(doing);
 	a[2] = arg_bytes(BYTEAOID, &ob);
 	a[3] = arg_bytes(BYTEAOID, &gb);
-	call_all(sh, "wals_shard_solve", 4, a, out);
-	pfree(ob.data);
-
+	for (int s = 0; s < sh->n; s++)
+		wals_shard_send(sh->shard[s], "wals_shard_solve", 4, a);
 	memset(G, 0, sizeof(float) * f * f);
 	for (int s = 0; s < sh->n; s++)
 	{
@@ -503,8 +501,10 @@ half_sweep(WalsShards *sh, int side, double *loss)
 		const int32 *rows = users ? shard->own_users : shard->own_items;
 		int64		n = users ? shard->nown_users : shard->nown_items;
 		WalsWire	w;
+		int			len;
+		const char *data = wals_shard_wait_raw(shard, &len);
 
-		wals_wire_start(&w, VARDATA(out[s]), VARSIZE(out[s]) - VARHDRSZ, "solved rows");
+		wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, "solved rows");
 		*loss += wals_wire_double(&w);
 		wals_wire_floats(&w, part, (int64) f * f);
 		for (int k = 0; k < f * f; k++)
@@ -512,8 +512,8 @@ half_sweep(WalsShards *sh, int side, double *loss)
 		for (int64 k = 0; k < n; k++)
 			wals_wire_floats(&w, mine + (size_t) rows[k] * f, f);
 		wals_wire_done(&w);
-		pfree(out[s]);
 	}
+	pfree(ob.data);
 	pfree(part);
 }
 
@@ -534,6 +534,38 @@ shard_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	return true;
 }
 
+/*
+ * The users' part of the loss from every shard, which keep the item
+ * factors sent for the next half-sweep of the users: their cells are read
+ * by user, the items' factors at random, as on one server (by item, the
+ * users' factors would be, which are several times larger).
+ */
+static void
+users_loss(WalsShards *sh, double *loss)
+{
+	StringInfoData yb;
+	WalsShardArg a;
+
+	sh->problem->phase(sh->problem->phase_arg,
+					   psprintf("computing the loss on servers %s", sh->names));
+	initStringInfo(&yb);
+	wals_put_floats(&yb, sh->Y, sh->nitems * sh->args->params.factors);
+	a = arg_bytes(BYTEAOID, &yb);
+	for (int s = 0; s < sh->n; s++)
+		wals_shard_send(sh->shard[s], "wals_shard_loss", 1, &a);
+	for (int s = 0; s < sh->n; s++)
+	{
+		int			len;
+		const char *data = wals_shard_wait_raw(sh->shard[s], &len);
+		WalsWire	w;
+
+		wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, "loss");
+		*loss += wals_wire_double(&w);
+		wals_wire_done(&w);
+	}
+	pfree(yb.data);
+}
+
 static bool
 shard_iterate(void *state, double *loss, WalsFailure *failure)
 {
@@ -542,6 +574,7 @@ shard_iterate(void *state, double *loss, WalsFailure *failure)
 
 	half_sweep(sh, 0, &total);
 	half_sweep(sh, 1, &total);
+	users_loss(sh, &total);
 	total += wals_loss_unobserved(&sh->args->params, sh->GX, sh->GY);
 	sh->it++;
 	if (loss != NULL)

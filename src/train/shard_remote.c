@@ -11,6 +11,7 @@
  *	  wals_shard_inbox		cells this shard owns, from another
  *	  wals_shard_start		both matrices of the owned rows, their factors
  *	  wals_shard_solve		a half-sweep over the owned rows of a side
+ *	  wals_shard_loss		the owned users' part of the loss
  *	  wals_shard_rated		the owned users' rated items, as stored
  *	  wals_shard_end		free everything
  *
@@ -50,8 +51,12 @@ PG_FUNCTION_INFO_V1(wals_shard_outbox);
 PG_FUNCTION_INFO_V1(wals_shard_inbox);
 PG_FUNCTION_INFO_V1(wals_shard_start);
 PG_FUNCTION_INFO_V1(wals_shard_solve);
+PG_FUNCTION_INFO_V1(wals_shard_loss);
 PG_FUNCTION_INFO_V1(wals_shard_rated);
 PG_FUNCTION_INFO_V1(wals_shard_end);
+
+/* The rows the solves read start on a cache line, as in a workspace. */
+#define WALS_SHARD_ALIGN	64
 
 /* The cells of one chunk of wals_shard_outbox: 48 MB of message. */
 #define SHARD_CHUNK_CELLS	(4 * 1024 * 1024)
@@ -103,6 +108,8 @@ typedef struct Session
 	WalsCsr		by_item;		/* own items x every user */
 	float	   *X;				/* own users' factors */
 	float	   *Y;				/* own items' factors */
+	float	   *other;			/* the other side's factors of a half-sweep */
+	bool		other_items;	/* other holds every item's, from wals_shard_loss */
 	float	   *scratch;
 } Session;
 
@@ -161,7 +168,21 @@ session_get(bool create, const char *fn)
 static void *
 session_alloc(Size bytes)
 {
-	return MemoryContextAllocHuge(session->cxt, bytes > 0 ? bytes : 1);
+	return MemoryContextAllocHuge(session->cxt, Max(bytes, 1));
+}
+
+/*
+ * What the solves read, laid out as a training's workspace lays it out
+ * (workspace.c): on cache lines, in transparent huge pages, since they
+ * read the other side's factors at random and a row that straddles a
+ * line costs a line more.  Freed with the session only.
+ */
+static void *
+session_alloc_rows(Size bytes)
+{
+	char	   *p = wals_alloc_huge(session->cxt, bytes + WALS_SHARD_ALIGN);
+
+	return (void *) TYPEALIGN(WALS_SHARD_ALIGN, p);
 }
 
 /* Where v is in a (n, increasing), or -1. */
@@ -607,9 +628,9 @@ build_matrix(const Session *s, Cells *c, bool by_user, const int32 *own, int64 n
 
 	for (int64 k = 0; k < c->n; k++)
 		rows[k] = (int32) find_int32(own, nown, key[k]);
-	out->indptr = session_alloc(sizeof(int64) * (nown + 1));
-	out->indices = session_alloc(sizeof(int32) * c->n);
-	out->values = session_alloc(sizeof(float) * c->n);
+	out->indptr = session_alloc_rows(sizeof(int64) * (nown + 1));
+	out->indices = session_alloc_rows(sizeof(int32) * c->n);
+	out->values = session_alloc_rows(sizeof(float) * c->n);
 	st = wals_csr_from_coo(s->params.feedback, nown, ncols, c->n, rows, col, c->val, out,
 						   tmp_indptr, tmp_idx, tmp_val, NULL);
 	if (st != WALS_OK)
@@ -655,8 +676,8 @@ wals_shard_start(PG_FUNCTION_ARGS)
 	s->by_user.ncols = s->nitems;
 	s->by_item.nrows = s->own_nitems;
 	s->by_item.ncols = s->nusers;
-	s->X = session_alloc(sizeof(float) * s->own_nusers * f);
-	s->Y = session_alloc(sizeof(float) * s->own_nitems * f);
+	s->X = session_alloc_rows(sizeof(float) * s->own_nusers * f);
+	s->Y = session_alloc_rows(sizeof(float) * s->own_nitems * f);
 	wals_wire_start(&w, VARDATA_ANY(xb), VARSIZE_ANY_EXHDR(xb), "starting user factors");
 	wals_wire_floats(&w, s->X, s->own_nusers * f);
 	wals_wire_done(&w);
@@ -667,7 +688,8 @@ wals_shard_start(PG_FUNCTION_ARGS)
 		longest = Max(longest, s->by_user.indptr[r + 1] - s->by_user.indptr[r]);
 	for (int64 r = 0; r < s->own_nitems; r++)
 		longest = Max(longest, s->by_item.indptr[r + 1] - s->by_item.indptr[r]);
-	s->scratch = session_alloc(sizeof(float) * wals_solve_scratch(&s->params, longest));
+	s->scratch = session_alloc_rows(sizeof(float) * wals_solve_scratch(&s->params, longest));
+	s->other = session_alloc_rows(sizeof(float) * Max(s->nusers, s->nitems) * f);
 	s->started = true;
 	MemoryContextSwitchTo(old);
 	PG_RETURN_INT64(s->by_user.indptr[s->own_nusers]);
@@ -678,11 +700,12 @@ wals_shard_start(PG_FUNCTION_ARGS)
  * RETURNS bytea
  *
  * A half-sweep over this shard's rows of side (0 users, 1 items) given
- * every row of the other side and its Gram: this shard's part of the loss
- * (users: their regularisation; items: their cells and regularisation),
- * the Gram of its rows solved, and the rows.  A row that cannot be solved
- * is the error wals_train raises on one server, naming the row's id and
- * doing (what the coordinator was doing).
+ * every row of the other side (an empty other for the users: the items'
+ * that wals_shard_loss kept) and its Gram: the items' regularisation (0
+ * for the users, whose loss wals_shard_loss gives), the Gram of the rows
+ * solved, and the rows.  A row that cannot be solved is the error
+ * wals_train raises on one server, naming the row's id and doing (what the
+ * coordinator was doing).
  */
 Datum
 wals_shard_solve(PG_FUNCTION_ARGS)
@@ -698,7 +721,7 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 	float	   *mine = users ? s->X : s->Y;
 	int64		nmine = users ? s->own_nusers : s->own_nitems;
 	int64		nother = users ? s->nitems : s->nusers;
-	float	   *other = palloc_extended(sizeof(float) * nother * f + 1, MCXT_ALLOC_HUGE);
+	float	   *other = s->other;
 	float	   *G = palloc(sizeof(float) * f * f);
 	WalsFailure failure = {0};
 	int64		bad = -1;
@@ -710,9 +733,13 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("wals_shard_solve() outside of a sharded training")));
-	wals_wire_start(&w, VARDATA_ANY(ob), VARSIZE_ANY_EXHDR(ob), "factors");
-	wals_wire_floats(&w, other, nother * f);
-	wals_wire_done(&w);
+	if (!(users && VARSIZE_ANY_EXHDR(ob) == 0 && s->other_items))
+	{
+		wals_wire_start(&w, VARDATA_ANY(ob), VARSIZE_ANY_EXHDR(ob), "factors");
+		wals_wire_floats(&w, other, nother * f);
+		wals_wire_done(&w);
+	}
+	s->other_items = false;
 	wals_wire_start(&w, VARDATA_ANY(gb), VARSIZE_ANY_EXHDR(gb), "Gram matrix");
 	wals_wire_floats(&w, G, (int64) f * f);
 	wals_wire_done(&w);
@@ -725,18 +752,45 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 		wals_report_failure(&failure, doing, s->user_ids, s->item_ids);
 	}
 	CHECK_FOR_INTERRUPTS();
-	loss = users ? wals_reg_rows(&s->params, R, mine, 0, nmine) :
-		wals_loss_rows(&s->params, R, mine, other, 0, nmine);
+	loss = users ? 0 : wals_reg_rows(&s->params, R, mine, 0, nmine);
 	memset(G, 0, sizeof(float) * f * f);
 	wals_gram_rows(mine, 0, nmine, f, G);
 
 	initStringInfo(&buf);
+	enlargeStringInfo(&buf, (int) (VARHDRSZ + sizeof(double) + sizeof(float) * (f * f + nmine * f)));
+	appendStringInfoSpaces(&buf, VARHDRSZ);
 	wals_put_double(&buf, loss);
 	wals_put_floats(&buf, G, (int64) f * f);
-	enlargeStringInfo(&buf, (int) (sizeof(float) * nmine * f));
 	wals_put_floats(&buf, mine, nmine * f);
-	pfree(other);
-	PG_RETURN_BYTEA_P(finish_bytea(&buf));
+	SET_VARSIZE(buf.data, buf.len);
+	PG_RETURN_BYTEA_P((bytea *) buf.data);
+}
+
+/*
+ * wals_shard_loss(y bytea) RETURNS float8
+ *
+ * Once both half-sweeps are done, with every item's factors: this shard's
+ * users' part of the loss, their cells and their regularisation, over
+ * their rows as src/core sums them on one server.  The items' factors are
+ * kept for the next half-sweep of the users, which then needs none sent.
+ */
+Datum
+wals_shard_loss(PG_FUNCTION_ARGS)
+{
+	Session    *s = session_get(false, "wals_shard_loss");
+	bytea	   *yb = PG_GETARG_BYTEA_PP(0);
+	WalsWire	w;
+
+	if (!s->started)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("wals_shard_loss() outside of a sharded training")));
+	wals_wire_start(&w, VARDATA_ANY(yb), VARSIZE_ANY_EXHDR(yb), "item factors");
+	wals_wire_floats(&w, s->other, s->nitems * s->params.factors);
+	wals_wire_done(&w);
+	s->other_items = true;
+	PG_RETURN_FLOAT8(wals_loss_rows(&s->params, &s->by_user, s->X, s->other, 0,
+									s->own_nusers));
 }
 
 /*

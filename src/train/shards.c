@@ -233,39 +233,53 @@ wals_shard_send(WalsShard *s, const char *fn, int nargs, const WalsShardArg *arg
 }
 
 /*
- * The result of the call sent to shard s: its one value, NULL for SQL's
- * NULL; the shard's error is raised as it was raised there, with its
+ * The result of the call sent to shard s, as libpq holds it: its one
+ * value (*len bytes), NULL for SQL's NULL, valid until the next call on
+ * s; the shard's error is raised as it was raised there, with its
  * SQLSTATE, naming the server.
  */
-bytea *
-wals_shard_wait(WalsShard *s)
+const char *
+wals_shard_wait_raw(WalsShard *s, int *len)
 {
 	ErrorContextCallback context = {error_context_stack, shard_context, s};
 	PGresult   *res;
-	bytea	   *out = NULL;
 
+	if (s->result != NULL)
+		PQclear(s->result);
+	s->result = NULL;
 	error_context_stack = &context;
 	res = fdw_result(s->conn, s->sql);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		fdw_error(ERROR, res, s->conn, true, s->sql);
 	if (PQntuples(res) != 1 || PQnfields(res) != 1)
 	{
+		int			n = PQntuples(res);
+
 		PQclear(res);
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("wals: a shard answered with %d rows", PQntuples(res))));
+				 errmsg("wals: a shard answered with %d rows", n)));
 	}
-	if (!PQgetisnull(res, 0, 0))
-	{
-		int			len = PQgetlength(res, 0, 0);
-
-		s->bytes += len;
-		out = palloc_extended(VARHDRSZ + len, MCXT_ALLOC_HUGE);
-		SET_VARSIZE(out, VARHDRSZ + len);
-		memcpy(VARDATA(out), PQgetvalue(res, 0, 0), len);
-	}
-	PQclear(res);
 	error_context_stack = context.previous;
+	s->result = res;
+	*len = PQgetlength(res, 0, 0);
+	s->bytes += *len;
+	return PQgetisnull(res, 0, 0) ? NULL : PQgetvalue(res, 0, 0);
+}
+
+/* wals_shard_wait_raw's value, copied: a bytea, or NULL. */
+bytea *
+wals_shard_wait(WalsShard *s)
+{
+	int			len;
+	const char *data = wals_shard_wait_raw(s, &len);
+	bytea	   *out;
+
+	if (data == NULL)
+		return NULL;
+	out = palloc_extended(VARHDRSZ + len, MCXT_ALLOC_HUGE);
+	SET_VARSIZE(out, VARHDRSZ + len);
+	memcpy(VARDATA(out), data, len);
 	return out;
 }
 

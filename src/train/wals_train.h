@@ -352,6 +352,7 @@ typedef struct WalsShard
 	struct pg_conn *conn;		/* postgres_fdw's, for the caller */
 	char	   *schema;			/* wals's schema there, quoted */
 	char	   *sql;			/* the call being waited for */
+	struct pg_result *result;	/* the last call's, until the next */
 	int64		rows;			/* rows it read */
 	double		bytes;			/* sent to it and received from it */
 	int32	   *own_users;		/* the dense users it solves, increasing */
@@ -372,6 +373,7 @@ extern List *wals_shards_find(Oid source, const char *user_col, const char *item
 							  const char *rating_col);
 extern void wals_shards_connect(List *shards);
 extern void wals_shard_send(WalsShard *s, const char *fn, int nargs, const WalsShardArg *args);
+extern const char *wals_shard_wait_raw(WalsShard *s, int *len);
 extern bytea *wals_shard_wait(WalsShard *s);
 
 /* engine_shard.c: a training on the shards, the factors travelling */

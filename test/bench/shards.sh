@@ -47,7 +47,7 @@ stop_all() {
 	for d in "$RES"/*/; do
 		[ -f "$d/postmaster.pid" ] && as_pg "$BIN/pg_ctl" -D "$d" -m fast stop >/dev/null 2>&1
 	done
-	rm -rf "$RES"
+	[ -n "${KEEP:-}" ] || rm -rf "$RES"
 }
 trap stop_all EXIT
 
@@ -90,7 +90,7 @@ say "loading $DATA on one server"
 q $COORD -c "CREATE TABLE ratings_here (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)" \
 	-c "\\copy ratings_here FROM '$CACHE/$DATA.csv' WITH (FORMAT csv)" -c "VACUUM ANALYZE ratings_here"
 
-TRAIN_ARGS="factors => 64, iterations => 10"
+TRAIN_ARGS="factors => 64, iterations => ${SHARDS_ITERATIONS:-10}"
 
 # train MODEL SOURCE WORKERS MEMORY: one training; prints seconds an
 # iteration, the peak memory of the backends that MEMORY reads, in kB, and
