@@ -20,13 +20,14 @@
  * step, would send an f-vector per item and shard at every CG step
  * instead of once.
  *
- * Each iteration (the engine): the coordinator sends every shard all item
- * factors and their Gram, each solves the users it owns as src/core
- * solves them on one server and returns them with their Gram and their
- * regularisation; then all user factors and their Gram, and each returns
- * its items, their Gram, and the loss of their cells and regularisation.
- * The loss is that sum plus w0 trace(GX GY): the same as on one server,
- * but for the order of the sums.  Bytes an iteration, with S shards, U
+  * Each iteration (the engine): every shard solves the users it owns, as
+ * src/core solves them on one server, from all item factors and their
+ * Gram, and returns them with their Gram; then the coordinator sends all
+ * user factors and their Gram, and each returns its items, their Gram and
+ * regularisation; then all item factors again, from which each sums its
+ * users' cells and regularisation, by user as on one server, and keeps
+ * them for the next iteration's users.  The loss is those sums plus w0
+ * trace(GX GY): the same as on one server, but for the order of the sums.  Bytes an iteration, with S shards, U
  * users, I items and f factors: 4 f (S I + U) to solve the users and
  * 4 f (S U + I) to solve the items (about 185 MB for the 20M set, f = 64,
  * S = 3), against nothing on one server; the shards compute at once.
@@ -63,6 +64,7 @@ struct WalsShards
 	float	   *GY;
 	int			it;
 	double		start_bytes;	/* moved before the first iteration */
+	MemoryContextCallback cleanup;
 	/* the rated items of the owned users of each shard, and where each reads */
 	bytea	  **rated;
 	WalsWire   *rated_at;
@@ -136,6 +138,19 @@ check_select(const WalsTrainArgs *args)
 }
 
 /* Read every shard's partitions, a partition of each shard at a time. */
+/*
+ * The results libpq holds for each shard, freed with the training's
+ * memory however it ends: libpq's memory is not a memory context's.
+ */
+static void
+clear_results(void *arg)
+{
+	WalsShards *sh = arg;
+
+	for (int s = 0; s < sh->n; s++)
+		wals_shard_clear(sh->shard[s]);
+}
+
 static void
 load_all(WalsShards *sh)
 {
@@ -203,10 +218,10 @@ number_ids(WalsShards *sh, WalsData *data)
 		rows += sh->shard[s]->rows;
 		data->null_ids += wals_wire_count(&w[s], PG_INT64_MAX);
 		peek = w[s];
-		n = wals_wire_count(&peek, INT32_MAX);
+		n = wals_wire_count_of(&peek, sizeof(int64), INT32_MAX);
 		nu += n;
 		wals_wire_take(&peek, sizeof(int64) * n);
-		ni += wals_wire_count(&peek, INT32_MAX);
+		ni += wals_wire_count_of(&peek, sizeof(int64), INT32_MAX);
 	}
 	if (rows == 0)
 		ereport(ERROR,
@@ -244,6 +259,10 @@ number_ids(WalsShards *sh, WalsData *data)
 				 errmsg("a training takes at most %d users and %d items", INT32_MAX, INT32_MAX)));
 	data->user_ids = users;
 	data->item_ids = items;
+	if (data->null_ids > 0)
+		ereport(NOTICE,
+				(errmsg("skipped %lld rows of \"%s\" with a null user or item id",
+						(long long) data->null_ids, sh->args->source_display)));
 	sh->nusers = data->nusers;
 	sh->nitems = data->nitems;
 
@@ -382,6 +401,9 @@ wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data)
 	sh->args = args;
 	sh->n = list_length(shards);
 	sh->shard = palloc(sizeof(WalsShard *) * sh->n);
+	sh->cleanup.func = clear_results;
+	sh->cleanup.arg = sh;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &sh->cleanup);
 	initStringInfo(&names);
 	foreach(lc, shards)
 	{
@@ -512,6 +534,7 @@ half_sweep(WalsShards *sh, int side, double *loss)
 		for (int64 k = 0; k < n; k++)
 			wals_wire_floats(&w, mine + (size_t) rows[k] * f, f);
 		wals_wire_done(&w);
+		wals_shard_clear(shard);
 	}
 	pfree(ob.data);
 	pfree(part);
@@ -562,6 +585,7 @@ users_loss(WalsShards *sh, double *loss)
 		wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, "loss");
 		*loss += wals_wire_double(&w);
 		wals_wire_done(&w);
+		wals_shard_clear(sh->shard[s]);
 	}
 	pfree(yb.data);
 }
@@ -589,6 +613,8 @@ shard_end(void *state, float *X, float *Y, WalsFailure *failure)
 	WalsShards *sh = state;
 	double		bytes = 0;
 	double		per_it;
+	bytea	  **peaks;
+	StringInfoData held;
 
 	if (X == NULL)
 		return true;
@@ -602,13 +628,22 @@ shard_end(void *state, float *X, float *Y, WalsFailure *failure)
 	for (int s = 0; s < sh->n; s++)
 		wals_wire_start(&sh->rated_at[s], VARDATA(sh->rated[s]),
 						VARSIZE(sh->rated[s]) - VARHDRSZ, "rated items");
-	call_all(sh, "wals_shard_end", 0, NULL, NULL);
+	peaks = palloc(sizeof(bytea *) * sh->n);
+	call_all(sh, "wals_shard_end", 0, NULL, peaks);
+	initStringInfo(&held);
 	for (int s = 0; s < sh->n; s++)
+	{
+		WalsWire	w;
+
 		bytes += sh->shard[s]->bytes;
+		wals_wire_start(&w, VARDATA(peaks[s]), VARSIZE(peaks[s]) - VARHDRSZ, "memory");
+		appendStringInfo(&held, "%s%s", s > 0 ? ", " : "",
+						 wals_pretty_bytes((double) wals_wire_count(&w, PG_INT64_MAX)));
+	}
 	ereport(NOTICE,
 			(errmsg("model \"%s\" trained on %d shards", sh->args->model_display, sh->n),
-			 errdetail("%s sent to them and received from them, %s an iteration.",
-					   wals_pretty_bytes(bytes), wals_pretty_bytes(per_it))));
+			 errdetail("%s sent to them and received from them, %s an iteration; each held at most %s.",
+					   wals_pretty_bytes(bytes), wals_pretty_bytes(per_it), held.data)));
 	return true;
 }
 

@@ -75,12 +75,15 @@ typedef struct Cells
 typedef struct Loaded
 {
 	WalsRatings raw;
+	int32	   *umap;			/* its dense users and items in the training's */
+	int32	   *imap;
 	struct Loaded *next;
 } Loaded;
 
 typedef struct Session
 {
 	MemoryContext cxt;
+	Size		peak;			/* the most the session held, in bytes */
 	Loaded	   *loaded;
 	int64		rows;
 	int64		null_ids;
@@ -211,6 +214,50 @@ cmp_int64(const void *a, const void *b)
 	int64		y = *(const int64 *) b;
 
 	return x < y ? -1 : x > y;
+}
+
+static void
+note_peak(Session *s)
+{
+	s->peak = Max(s->peak, MemoryContextMemAllocated(s->cxt, true));
+}
+
+/* Room for c->cap cells, counted beforehand. */
+static void
+cells_reserve(Cells *c)
+{
+	c->row = session_alloc(sizeof(int32) * Max(c->cap, 1));
+	c->col = session_alloc(sizeof(int32) * Max(c->cap, 1));
+	c->val = session_alloc(sizeof(float) * Max(c->cap, 1));
+}
+
+static void
+cells_free(Cells *c)
+{
+	if (c->row != NULL)
+	{
+		pfree(c->row);
+		pfree(c->col);
+		pfree(c->val);
+	}
+	c->row = NULL;
+	c->col = NULL;
+	c->val = NULL;
+	c->cap = 0;
+}
+
+static void
+loaded_free(Loaded *l)
+{
+	pfree(l->umap);
+	pfree(l->imap);
+	if (l->raw.n > 0)
+	{
+		pfree(l->raw.users);
+		pfree(l->raw.items);
+		pfree(l->raw.ratings);
+	}
+	pfree(l);
 }
 
 static void
@@ -367,7 +414,7 @@ static int64
 read_side(WalsWire *w, Session *s, int64 **ids, const uint8 **owner_out, int32 **own,
 		  int64 *nown)
 {
-	int64		n = wals_wire_count(w, INT32_MAX);
+	int64		n = wals_wire_count_of(w, sizeof(int64) + 1, INT32_MAX);
 	const uint8 *owner;
 	int64		k = 0;
 
@@ -497,15 +544,31 @@ wals_shard_plan(PG_FUNCTION_ARGS)
 	s->out_users = palloc0(sizeof(Cells) * s->nshards);
 	s->out_items = palloc0(sizeof(Cells) * s->nshards);
 	s->out_sent = palloc0(sizeof(int64) * s->nshards);
+
+	/* every box sized exactly first, so that none grows by copies */
 	for (Loaded *l = s->loaded; l != NULL; l = l->next)
 	{
-		int32	   *umap = dense_of(l->raw.user_ids, l->raw.nusers, s->user_ids, s->nusers);
-		int32	   *imap = dense_of(l->raw.item_ids, l->raw.nitems, s->item_ids, s->nitems);
+		l->umap = dense_of(l->raw.user_ids, l->raw.nusers, s->user_ids, s->nusers);
+		l->imap = dense_of(l->raw.item_ids, l->raw.nitems, s->item_ids, s->nitems);
+		for (int64 k = 0; k < l->raw.n; k++)
+		{
+			s->out_users[owner[l->umap[l->raw.users[k]]]].cap++;
+			s->out_items[item_owner[l->imap[l->raw.items[k]]]].cap++;
+		}
+	}
+	for (int t = 0; t < s->nshards; t++)
+	{
+		cells_reserve(&s->out_users[t]);
+		cells_reserve(&s->out_items[t]);
+	}
+	while (s->loaded != NULL)
+	{
+		Loaded	   *l = s->loaded;
 
 		for (int64 k = 0; k < l->raw.n; k++)
 		{
-			int32		u = umap[l->raw.users[k]];
-			int32		i = imap[l->raw.items[k]];
+			int32		u = l->umap[l->raw.users[k]];
+			int32		i = l->imap[l->raw.items[k]];
 			float		v = l->raw.ratings[k];
 
 			cells_add(&s->out_users[owner[u]], u, i, v);
@@ -513,10 +576,10 @@ wals_shard_plan(PG_FUNCTION_ARGS)
 			if ((k & 0xffff) == 0)
 				CHECK_FOR_INTERRUPTS();
 		}
-		pfree(umap);
-		pfree(imap);
+		s->loaded = l->next;
+		loaded_free(l);
 	}
-	s->loaded = NULL;
+	note_peak(s);
 	s->planned = true;
 	MemoryContextSwitchTo(old);
 	PG_RETURN_VOID();
@@ -549,7 +612,11 @@ wals_shard_outbox(PG_FUNCTION_ARGS)
 	from = users ? s->out_sent[t] : s->out_sent[t] - s->out_users[t].n;
 	n = Min(c->n - from, SHARD_CHUNK_CELLS);
 	if (n <= 0)
+	{
+		cells_free(&s->out_users[t]);
+		cells_free(&s->out_items[t]);
 		PG_RETURN_NULL();
+	}
 	initStringInfo(&buf);
 	wals_put_int64(&buf, users ? 1 : 0);
 	wals_put_int64(&buf, n);
@@ -606,6 +673,7 @@ wals_shard_inbox(PG_FUNCTION_ARGS)
 		cells_add(into, u, i, v);
 	}
 	wals_wire_done(&w);
+	note_peak(s);
 	PG_RETURN_VOID();
 }
 
@@ -626,6 +694,8 @@ build_matrix(const Session *s, Cells *c, bool by_user, const int32 *own, int64 n
 	const int32 *col = by_user ? c->col : c->row;
 	WalsStatus	st;
 
+	note_peak(session);
+
 	for (int64 k = 0; k < c->n; k++)
 		rows[k] = (int32) find_int32(own, nown, key[k]);
 	out->indptr = session_alloc_rows(sizeof(int64) * (nown + 1));
@@ -639,10 +709,8 @@ build_matrix(const Session *s, Cells *c, bool by_user, const int32 *own, int64 n
 	pfree(tmp_indptr);
 	pfree(tmp_idx);
 	pfree(tmp_val);
-	pfree(c->row);
-	pfree(c->col);
-	pfree(c->val);
-	memset(c, 0, sizeof(*c));
+	cells_free(c);
+	c->n = 0;
 }
 
 /*
@@ -691,6 +759,7 @@ wals_shard_start(PG_FUNCTION_ARGS)
 	s->scratch = session_alloc_rows(sizeof(float) * wals_solve_scratch(&s->params, longest));
 	s->other = session_alloc_rows(sizeof(float) * Max(s->nusers, s->nitems) * f);
 	s->started = true;
+	note_peak(s);
 	MemoryContextSwitchTo(old);
 	PG_RETURN_INT64(s->by_user.indptr[s->own_nusers]);
 }
@@ -824,10 +893,15 @@ wals_shard_rated(PG_FUNCTION_ARGS)
 	PG_RETURN_BYTEA_P(finish_bytea(&buf));
 }
 
-/* wals_shard_end() RETURNS void: free this backend's training at once. */
+/*
+ * wals_shard_end() RETURNS bigint: free this backend's training at once;
+ * the most memory it held, in bytes.
+ */
 Datum
 wals_shard_end(PG_FUNCTION_ARGS)
 {
+	Size		peak = session_get(false, "wals_shard_end")->peak;
+
 	session_free();
-	PG_RETURN_VOID();
+	PG_RETURN_INT64((int64) peak);
 }

@@ -81,6 +81,23 @@ wals_wire_count(WalsWire *w, int64 max)
 	return n;
 }
 
+/*
+ * A count of items of size bytes each that must all follow in the
+ * message: refused before anything is allocated for them.
+ */
+static inline int64
+wals_wire_count_of(WalsWire *w, size_t size, int64 max)
+{
+	int64		n = wals_wire_count(w, max);
+
+	if ((uint64) n > (w->len - w->at) / size)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("wals: a sharded training's %s counts " INT64_FORMAT
+						" values where fewer follow", w->what, n)));
+	return n;
+}
+
 static inline double
 wals_wire_double(WalsWire *w)
 {

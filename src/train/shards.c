@@ -244,9 +244,7 @@ wals_shard_wait_raw(WalsShard *s, int *len)
 	ErrorContextCallback context = {error_context_stack, shard_context, s};
 	PGresult   *res;
 
-	if (s->result != NULL)
-		PQclear(s->result);
-	s->result = NULL;
+	wals_shard_clear(s);
 	error_context_stack = &context;
 	res = fdw_result(s->conn, s->sql);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
@@ -267,19 +265,30 @@ wals_shard_wait_raw(WalsShard *s, int *len)
 	return PQgetisnull(res, 0, 0) ? NULL : PQgetvalue(res, 0, 0);
 }
 
+/* Free the result libpq holds for s, if any. */
+void
+wals_shard_clear(WalsShard *s)
+{
+	if (s->result != NULL)
+		PQclear(s->result);
+	s->result = NULL;
+}
+
 /* wals_shard_wait_raw's value, copied: a bytea, or NULL. */
 bytea *
 wals_shard_wait(WalsShard *s)
 {
 	int			len;
 	const char *data = wals_shard_wait_raw(s, &len);
-	bytea	   *out;
+	bytea	   *out = NULL;
 
-	if (data == NULL)
-		return NULL;
-	out = palloc_extended(VARHDRSZ + len, MCXT_ALLOC_HUGE);
-	SET_VARSIZE(out, VARHDRSZ + len);
-	memcpy(VARDATA(out), data, len);
+	if (data != NULL)
+	{
+		out = palloc_extended(VARHDRSZ + len, MCXT_ALLOC_HUGE);
+		SET_VARSIZE(out, VARHDRSZ + len);
+		memcpy(VARDATA(out), data, len);
+	}
+	wals_shard_clear(s);
 	return out;
 }
 

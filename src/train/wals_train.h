@@ -374,6 +374,7 @@ extern List *wals_shards_find(Oid source, const char *user_col, const char *item
 extern void wals_shards_connect(List *shards);
 extern void wals_shard_send(WalsShard *s, const char *fn, int nargs, const WalsShardArg *args);
 extern const char *wals_shard_wait_raw(WalsShard *s, int *len);
+extern void wals_shard_clear(WalsShard *s);
 extern bytea *wals_shard_wait(WalsShard *s);
 
 /* engine_shard.c: a training on the shards, the factors travelling */

@@ -106,10 +106,11 @@ SELECT (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY l.seconds)
        (SELECT loss FROM wals_models WHERE model = '$1')" 2>"$RES/notices" | tail -n 1
 }
 
-printf 'setup\ts/iteration\tbytes an iteration\t(formula)\tpeak kB per backend\tloss\n' >"$RES/results.tsv"
+printf 'setup\ts/iteration\tbytes an iteration\t(formula)\ttraining memory\tpeak RSS kB per backend\tloss\n' >"$RES/results.tsv"
 say "training on one server (workers => $(($(nproc) - 1)))"
 read -r per_it peak loss < <(train here ratings_here $(($(nproc) - 1)) "SELECT peak_kb FROM backend_memory")
-printf 'one server\t%s\t-\t-\t%s\t%s\n' "$per_it" "$peak" "$loss" >>"$RES/results.tsv"
+held=$(sed -n 's/.*The training needs about \(.*\), leader and workers together\./\1/p' "$RES/notices")
+printf 'one server\t%s\t-\t-\t%s\t%s\t%s\n' "$per_it" "$held" "$peak" "$loss" >>"$RES/results.tsv"
 users=$(q $COORD -c "SELECT users FROM wals_models WHERE model = 'here'")
 items=$(q $COORD -c "SELECT items FROM wals_models WHERE model = 'here'")
 
@@ -132,10 +133,11 @@ for n in $COUNTS; do
 	say "$n shards: training"
 	mems=$(printf 'SELECT peak_kb FROM memory_%s UNION ALL ' $(seq 0 $((n - 1))))
 	read -r per_it peak loss < <(train sharded ratings 0 "${mems% UNION ALL }")
-	moved=$(sed -n 's/.*received from them, \(.*\) an iteration\./\1/p' "$RES/notices")
+	moved=$(sed -n 's/.*received from them, \(.*\) an iteration;.*/\1/p' "$RES/notices")
+	held=$(sed -n 's/.*each held at most \(.*\)\./\1/p' "$RES/notices" | sed 's/, /\//g')
 	formula=$((4 * 64 * (n * items + users) + 4 * 64 * (n * users + items)))
-	printf '%s shards\t%s\t%s\t%s MB\t%s\t%s\n' "$n" "$per_it" "$moved" \
-		"$((formula / 1000000))" "$peak" "$loss" >>"$RES/results.tsv"
+	printf '%s shards\t%s\t%s\t%s MB\t%s\t%s\t%s\n' "$n" "$per_it" "$moved" \
+		"$((formula / 1000000))" "$held" "$peak" "$loss" >>"$RES/results.tsv"
 done
 
 OUT=$OUTDIR/shards.txt
