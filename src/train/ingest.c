@@ -35,6 +35,7 @@
 #include "access/tableam.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "optimizer/plancat.h"
@@ -387,6 +388,9 @@ readable_column(Relation rel, const char *name, bool rel_granted,
  * Whether the SELECT of the SPI path would be a plain sequential scan of
  * heap rel showing every row the snapshot sees, with no error: then the
  * layout is filled in for a direct scan.  Every condition errs toward SPI.
+ * Where Citus is installed, a distributed table's rows are on its workers
+ * and the local relation is an empty shell that Citus's planner reads
+ * through: only a SELECT sees them.
  */
 static bool
 can_scan_directly(const WalsTrainArgs *args, Relation rel, RowLayout *lay)
@@ -401,7 +405,8 @@ can_scan_directly(const WalsTrainArgs *args, Relation rel, RowLayout *lay)
 	if (rel->rd_tableam != GetHeapamTableAmRoutine() || RELATION_IS_OTHER_TEMP(rel) ||
 		has_subclass(relid) || !ActiveSnapshotSet())
 		return false;
-	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED ||
+		OidIsValid(get_extension_oid("citus", true)))
 		return false;
 
 	rel_granted = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
