@@ -42,7 +42,7 @@ wals_wire_take(WalsWire *w, size_t bytes)
 	if (bytes > w->len - w->at)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("wals: a sharded training's %s ends early", w->what),
+				 errmsg("wals: a sharded training's message (%s) ends early", w->what),
 				 errdetail("%zu bytes were needed at byte %zu of %zu.", bytes, w->at, w->len)));
 	w->at += bytes;
 	return p;
@@ -54,7 +54,7 @@ wals_wire_done(const WalsWire *w)
 	if (w->at != w->len)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("wals: a sharded training's %s is %zu bytes longer than expected",
+				 errmsg("wals: a sharded training's message (%s) is %zu bytes longer than expected",
 						w->what, w->len - w->at)));
 }
 
@@ -76,7 +76,7 @@ wals_wire_count(WalsWire *w, int64 max)
 	if (n < 0 || n > max)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("wals: a sharded training's %s has a count of " INT64_FORMAT
+				 errmsg("wals: a sharded training's message (%s) has a count of " INT64_FORMAT
 						", not 0 to " INT64_FORMAT, w->what, n, max)));
 	return n;
 }
@@ -93,7 +93,7 @@ wals_wire_count_of(WalsWire *w, size_t size, int64 max)
 	if ((uint64) n > (w->len - w->at) / size)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("wals: a sharded training's %s counts " INT64_FORMAT
+				 errmsg("wals: a sharded training's message (%s) counts " INT64_FORMAT
 						" values where fewer follow", w->what, n)));
 	return n;
 }
@@ -162,7 +162,7 @@ wals_wire_floats(WalsWire *w, float *out, int64 n)
 	if (!finite)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("wals: a sharded training's %s holds a value that is not finite",
+				 errmsg("wals: a sharded training's message (%s) holds a value that is not finite",
 						w->what)));
 }
 
