@@ -116,24 +116,41 @@ RETURNS bigint AS 'MODULE_PATHNAME', 'wals_shard_load'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 CREATE FUNCTION wals_shard_ids() RETURNS bytea AS 'MODULE_PATHNAME', 'wals_shard_ids'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION wals_shard_plan(params bytea, shard int, nshards int, plan bytea)
+CREATE FUNCTION wals_shard_id_page(side int, first bigint, count bigint) RETURNS bytea
+AS 'MODULE_PATHNAME', 'wals_shard_id_page'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_plan(params bytea, shard int, nshards int, nusers bigint,
+								nitems bigint)
 RETURNS void AS 'MODULE_PATHNAME', 'wals_shard_plan'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-CREATE FUNCTION wals_shard_outbox(target int) RETURNS bytea
+CREATE FUNCTION wals_shard_plan_page(side int, page bytea) RETURNS void
+AS 'MODULE_PATHNAME', 'wals_shard_plan_page'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_route() RETURNS void AS 'MODULE_PATHNAME', 'wals_shard_route'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_outbox(target int, max_cells bigint) RETURNS bytea
 AS 'MODULE_PATHNAME', 'wals_shard_outbox'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION wals_shard_inbox(cells bytea) RETURNS void
 AS 'MODULE_PATHNAME', 'wals_shard_inbox'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-CREATE FUNCTION wals_shard_start(x bytea, y bytea) RETURNS bigint
-AS 'MODULE_PATHNAME', 'wals_shard_start'
+CREATE FUNCTION wals_shard_start() RETURNS bigint AS 'MODULE_PATHNAME', 'wals_shard_start'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_put(what int, first bigint, rows bytea) RETURNS void
+AS 'MODULE_PATHNAME', 'wals_shard_put'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-CREATE FUNCTION wals_shard_solve(side int, doing text, other bytea, gram bytea) RETURNS bytea
+CREATE FUNCTION wals_shard_solve(side int, doing text, gram bytea, other bytea,
+								 max_bytes bigint) RETURNS bytea
 AS 'MODULE_PATHNAME', 'wals_shard_solve'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-CREATE FUNCTION wals_shard_rated() RETURNS bytea AS 'MODULE_PATHNAME', 'wals_shard_rated'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_take(first bigint, count bigint) RETURNS bytea
+AS 'MODULE_PATHNAME', 'wals_shard_take'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_loss(y bytea) RETURNS float8
+AS 'MODULE_PATHNAME', 'wals_shard_loss'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_rated(first bigint, max_bytes bigint) RETURNS bytea
+AS 'MODULE_PATHNAME', 'wals_shard_rated'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION wals_shard_end() RETURNS bigint AS 'MODULE_PATHNAME', 'wals_shard_end'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION wals_shard_loss(y bytea) RETURNS float8 AS 'MODULE_PATHNAME', 'wals_shard_loss'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;

@@ -19,6 +19,7 @@ PG_MODULE_MAGIC;
 char	   *wals_default_model = NULL;
 int			wals_device = WALS_DEVICE_AUTO;
 int			wals_max_memory = 0;
+int			wals_shard_message_size = WALS_DEFAULT_SHARD_MESSAGE_KB;
 static char *wals_kernels_setting = NULL;
 
 static const struct config_enum_entry wals_device_options[] = {
@@ -103,6 +104,17 @@ _PG_init(void)
 							INT_MAX,
 							PGC_USERSET,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("wals.shard_message_size",
+							gettext_noop("Most bytes one message of a sharded training carries."),
+							gettext_noop("A side's factors or ids that are larger go to and from the shards in pages."),
+							&wals_shard_message_size,
+							WALS_DEFAULT_SHARD_MESSAGE_KB,
+							1,
+							WALS_MAX_SHARD_MESSAGE_KB,
+							PGC_USERSET,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("wals.kernels",

@@ -66,6 +66,14 @@
 /* Below this many ratings, device => 'auto' trains on the CPU. */
 #define WALS_DEFAULT_GPU_MIN_RATINGS	1000000
 
+/*
+ * wals.shard_message_size: the most one message of a sharded training
+ * carries, in kB; a value (a side's factors or ids) that is larger goes in
+ * pages.  Below the 1 GB a bytea may hold.
+ */
+#define WALS_DEFAULT_SHARD_MESSAGE_KB	(256 * 1024)
+#define WALS_MAX_SHARD_MESSAGE_KB		(512 * 1024)
+
 /* Factor tables are named <model>_user_factors and <model>_item_factors. */
 #define WALS_USER_SUFFIX			"_user_factors"
 #define WALS_ITEM_SUFFIX			"_item_factors"
@@ -85,6 +93,7 @@ extern int	wals_device;
 extern int	wals_max_memory;	/* kB; 0 means no limit */
 extern char *wals_cuda_library;
 extern int	wals_gpu_min_ratings;
+extern int	wals_shard_message_size;	/* kB */
 
 /* Whose row a failure concerns. */
 typedef enum WalsSide

@@ -65,9 +65,11 @@ struct WalsShards
 	int			it;
 	double		start_bytes;	/* moved before the first iteration */
 	MemoryContextCallback cleanup;
-	/* the rated items of the owned users of each shard, and where each reads */
-	bytea	  **rated;
+	/* the page of rated items of each shard, where it reads, its next user */
+	bytea	  **rated_page;
 	WalsWire   *rated_at;
+	int64	   *rated_next;
+	char	   *summary;		/* the bytes moved, for the last NOTICE */
 };
 
 static WalsShardArg
@@ -102,21 +104,6 @@ arg_bytes(Oid type, StringInfo buf)
 	WalsShardArg a = {type, buf->data, buf->len};
 
 	return a;
-}
-
-/* Send the same call to every shard, then wait for each in turn. */
-static void
-call_all(WalsShards *sh, const char *fn, int nargs, const WalsShardArg *args, bytea **out)
-{
-	for (int s = 0; s < sh->n; s++)
-		wals_shard_send(sh->shard[s], fn, nargs, args);
-	for (int s = 0; s < sh->n; s++)
-	{
-		bytea	   *r = wals_shard_wait(sh->shard[s]);
-
-		if (out != NULL)
-			out[s] = r;
-	}
 }
 
 /*
@@ -192,36 +179,126 @@ cmp_int64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The most bytes one message of a sharded training takes. */
+static int64
+message_bytes(void)
+{
+	return (int64) wals_shard_message_size * 1024;
+}
+
+/* Wait for a shard's answer to a call that gives nothing. */
+static void
+wait_one(WalsShard *shard)
+{
+	int			len;
+
+	wals_shard_wait_raw(shard, &len);
+	wals_shard_clear(shard);
+}
+
+/* Wait for every shard's answer to the same call, which gives nothing. */
+static void
+wait_all(WalsShards *sh)
+{
+	for (int s = 0; s < sh->n; s++)
+		wait_one(sh->shard[s]);
+}
+
+/* The int8 a shard answered. */
+static int64
+wait_int64(WalsShard *shard, const char *what)
+{
+	int			len;
+	const char *data = wals_shard_wait_raw(shard, &len);
+	WalsWire	w;
+	int64		v;
+
+	wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, what);
+	v = wals_wire_int64(&w);
+	wals_wire_done(&w);
+	wals_shard_clear(shard);
+	return v;
+}
+
+/*
+ * Append the distinct ids of side that shard s read to ids, a page at a
+ * time; n of them.
+ */
+static void
+fetch_ids(WalsShards *sh, int s, int side, int64 n, int64 *ids)
+{
+	int64		page = Max(message_bytes() / (int64) sizeof(int64), 1);
+
+	for (int64 first = 0; first < n; first += page)
+	{
+		uint32		side_storage;
+		WalsShardArg a[3];
+		int64		at = pg_hton64((uint64) first);
+		int64		count = pg_hton64((uint64) page);
+		int			len;
+		const char *data;
+		WalsWire	w;
+
+		a[0] = arg_int4(side, &side_storage);
+		a[1] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
+		a[2] = (WalsShardArg) {INT8OID, (const char *) &count, sizeof(count)};
+		wals_shard_send(sh->shard[s], "wals_shard_id_page", 3, a);
+		data = wals_shard_wait_raw(sh->shard[s], &len);
+		wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, "ids");
+		wals_wire_int64s(&w, ids + first, Min(page, n - first));
+		wals_wire_done(&w);
+		wals_shard_clear(sh->shard[s]);
+	}
+}
+
+/* Sort and keep each id once; the count kept. */
+static int64
+unique_ids(int64 *ids, int64 n)
+{
+	int64		kept = 0;
+
+	qsort(ids, n, sizeof(int64), cmp_int64);
+	for (int64 k = 0; k < n; k++)
+		if (kept == 0 || ids[kept - 1] != ids[k])
+			ids[kept++] = ids[k];
+	return kept;
+}
+
 /*
  * The ids every shard read, numbered in id order into data, and their
- * owners; the shards' rows and NULL ids are counted into data.
+ * owners: a user's the lowest shard that read it, an item's its index
+ * modulo the shards.  The shards' rows and NULL ids are counted into data.
  */
 static void
 number_ids(WalsShards *sh, WalsData *data)
 {
-	bytea	  **ids = palloc(sizeof(bytea *) * sh->n);
-	WalsWire   *w = palloc(sizeof(WalsWire) * sh->n);
-	int64		nu = 0;
-	int64		ni = 0;
+	int64	   *nu = palloc(sizeof(int64) * sh->n);
+	int64	   *ni = palloc(sizeof(int64) * sh->n);
+	int64		total_u = 0;
+	int64		total_i = 0;
+	int64		rows = 0;
 	int64	   *users;
 	int64	   *items;
-	int64		rows = 0;
+	int64		at;
 
-	call_all(sh, "wals_shard_ids", 0, NULL, ids);
+	for (int s = 0; s < sh->n; s++)
+		wals_shard_send(sh->shard[s], "wals_shard_ids", 0, NULL);
 	for (int s = 0; s < sh->n; s++)
 	{
-		WalsWire	peek;
-		int64		n;
+		int			len;
+		const char *d = wals_shard_wait_raw(sh->shard[s], &len);
+		WalsWire	w;
 
-		wals_wire_start(&w[s], VARDATA(ids[s]), VARSIZE(ids[s]) - VARHDRSZ, "ids");
-		sh->shard[s]->rows = wals_wire_count(&w[s], PG_INT64_MAX);
+		wals_wire_start(&w, d != NULL ? d : "", d != NULL ? len : 0, "ids");
+		sh->shard[s]->rows = wals_wire_count(&w, PG_INT64_MAX);
 		rows += sh->shard[s]->rows;
-		data->null_ids += wals_wire_count(&w[s], PG_INT64_MAX);
-		peek = w[s];
-		n = wals_wire_count_of(&peek, sizeof(int64), INT32_MAX);
-		nu += n;
-		wals_wire_take(&peek, sizeof(int64) * n);
-		ni += wals_wire_count_of(&peek, sizeof(int64), INT32_MAX);
+		data->null_ids += wals_wire_count(&w, PG_INT64_MAX);
+		nu[s] = wals_wire_count(&w, INT32_MAX);
+		ni[s] = wals_wire_count(&w, INT32_MAX);
+		wals_wire_done(&w);
+		wals_shard_clear(sh->shard[s]);
+		total_u += nu[s];
+		total_i += ni[s];
 	}
 	if (rows == 0)
 		ereport(ERROR,
@@ -229,64 +306,54 @@ number_ids(WalsShards *sh, WalsData *data)
 				 errmsg("relation \"%s\" given as \"source\" has no ratings",
 						sh->args->source_display),
 				 errhint("Training needs at least one row with a user and an item id.")));
-	users = palloc_extended(sizeof(int64) * nu, MCXT_ALLOC_HUGE);
-	items = palloc_extended(sizeof(int64) * ni, MCXT_ALLOC_HUGE);
-	nu = ni = 0;
+	if (data->null_ids > 0)
+		ereport(NOTICE,
+				(errmsg("skipped %lld rows of \"%s\" with a null user or item id",
+						(long long) data->null_ids, sh->args->source_display)));
+	wals_memory_check(sizeof(int64) * (double) (total_u + total_i),
+					  "the ids of a sharded training");
+	users = palloc_extended(sizeof(int64) * Max(total_u, 1), MCXT_ALLOC_HUGE);
+	items = palloc_extended(sizeof(int64) * Max(total_i, 1), MCXT_ALLOC_HUGE);
+	at = 0;
 	for (int s = 0; s < sh->n; s++)
 	{
-		int64		n = wals_wire_count(&w[s], INT32_MAX);
-
-		wals_wire_int64s(&w[s], users + nu, n);
-		nu += n;
-		n = wals_wire_count(&w[s], INT32_MAX);
-		wals_wire_int64s(&w[s], items + ni, n);
-		ni += n;
-		wals_wire_done(&w[s]);
+		fetch_ids(sh, s, 0, nu[s], users + at);
+		at += nu[s];
 	}
-	qsort(users, nu, sizeof(int64), cmp_int64);
-	qsort(items, ni, sizeof(int64), cmp_int64);
-	data->nusers = 0;
-	for (int64 k = 0; k < nu; k++)
-		if (data->nusers == 0 || users[data->nusers - 1] != users[k])
-			users[data->nusers++] = users[k];
-	data->nitems = 0;
-	for (int64 k = 0; k < ni; k++)
-		if (data->nitems == 0 || items[data->nitems - 1] != items[k])
-			items[data->nitems++] = items[k];
+	at = 0;
+	for (int s = 0; s < sh->n; s++)
+	{
+		fetch_ids(sh, s, 1, ni[s], items + at);
+		at += ni[s];
+	}
+	data->nusers = unique_ids(users, total_u);
+	data->nitems = unique_ids(items, total_i);
 	if (data->nusers > INT32_MAX || data->nitems > INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("a training takes at most %d users and %d items", INT32_MAX, INT32_MAX)));
 	data->user_ids = users;
 	data->item_ids = items;
-	if (data->null_ids > 0)
-		ereport(NOTICE,
-				(errmsg("skipped %lld rows of \"%s\" with a null user or item id",
-						(long long) data->null_ids, sh->args->source_display)));
 	sh->nusers = data->nusers;
 	sh->nitems = data->nitems;
 
-	/* a user's owner: the lowest shard that read it */
-	sh->user_owner = palloc_extended(sh->nusers, MCXT_ALLOC_HUGE);
+	sh->user_owner = palloc_extended(Max(sh->nusers, 1), MCXT_ALLOC_HUGE);
 	memset(sh->user_owner, 0xff, sh->nusers);
 	for (int s = 0; s < sh->n; s++)
 	{
-		WalsWire	r;
-		int64		n;
+		int64	   *mine = palloc_extended(sizeof(int64) * Max(nu[s], 1), MCXT_ALLOC_HUGE);
 
-		wals_wire_start(&r, VARDATA(ids[s]), VARSIZE(ids[s]) - VARHDRSZ, "ids");
-		wals_wire_take(&r, 2 * sizeof(int64));
-		n = wals_wire_count(&r, INT32_MAX);
-		for (int64 k = 0; k < n; k++)
+		fetch_ids(sh, s, 0, nu[s], mine);
+		for (int64 k = 0; k < nu[s]; k++)
 		{
-			int64		j = wals_ids_find(users, sh->nusers, wals_wire_int64(&r));
+			int64		j = wals_ids_find(users, sh->nusers, mine[k]);
 
 			if (sh->user_owner[j] == 0xff)
 				sh->user_owner[j] = (uint8) s;
 		}
-		pfree(ids[s]);
+		pfree(mine);
 	}
-	sh->item_owner = palloc_extended(sh->nitems, MCXT_ALLOC_HUGE);
+	sh->item_owner = palloc_extended(Max(sh->nitems, 1), MCXT_ALLOC_HUGE);
 	for (int64 j = 0; j < sh->nitems; j++)
 		sh->item_owner[j] = (uint8) (j % sh->n);
 }
@@ -306,14 +373,42 @@ owned_rows(const uint8 *owner, int64 n, int s, int32 **rows, int64 *nrows)
 			(*rows)[k++] = (int32) j;
 }
 
-/* The parameters and the plan to every shard. */
+/* Every id of side with its owner to every shard, a page at a time. */
+static void
+plan_pages(WalsShards *sh, int side, const int64 *ids, const uint8 *owner, int64 n)
+{
+	int64		page = Max(message_bytes() / (int64) (sizeof(int64) + 1), 1);
+
+	for (int64 first = 0; first < n; first += page)
+	{
+		int64		count = Min(page, n - first);
+		StringInfoData buf;
+		uint32		side_storage;
+		WalsShardArg a[2];
+
+		initStringInfo(&buf);
+		enlargeStringInfo(&buf, (int) ((sizeof(int64) + 1) * count + sizeof(int64)));
+		wals_put_int64(&buf, count);
+		wals_put_int64s(&buf, ids + first, count);
+		appendBinaryStringInfo(&buf, (const char *) owner + first, (int) count);
+		a[0] = arg_int4(side, &side_storage);
+		a[1] = arg_bytes(BYTEAOID, &buf);
+		for (int s = 0; s < sh->n; s++)
+			wals_shard_send(sh->shard[s], "wals_shard_plan_page", 2, a);
+		wait_all(sh);
+		pfree(buf.data);
+	}
+}
+
+/* The parameters and the plan to every shard, which then route their cells. */
 static void
 plan_all(WalsShards *sh, const WalsData *data)
 {
 	const WalsParams *p = &sh->args->params;
 	StringInfoData params;
-	StringInfoData plan;
 	uint32		n_storage;
+	int64		nusers = pg_hton64((uint64) sh->nusers);
+	int64		nitems = pg_hton64((uint64) sh->nitems);
 
 	initStringInfo(&params);
 	wals_put_int64(&params, p->feedback);
@@ -327,61 +422,64 @@ plan_all(WalsShards *sh, const WalsData *data)
 	wals_put_int64(&params, p->frequency_scaled ? 1 : 0);
 	wals_put_double(&params, p->reg_exponent);
 
-	initStringInfo(&plan);
-	wals_put_int64(&plan, sh->nusers);
-	wals_put_int64s(&plan, data->user_ids, sh->nusers);
-	appendBinaryStringInfo(&plan, (const char *) sh->user_owner, (int) sh->nusers);
-	wals_put_int64(&plan, sh->nitems);
-	wals_put_int64s(&plan, data->item_ids, sh->nitems);
-	appendBinaryStringInfo(&plan, (const char *) sh->item_owner, (int) sh->nitems);
-
 	for (int s = 0; s < sh->n; s++)
 	{
 		uint32		shard_storage;
-		WalsShardArg a[4];
+		WalsShardArg a[5];
 
 		a[0] = arg_bytes(BYTEAOID, &params);
 		a[1] = arg_int4(s, &shard_storage);
 		a[2] = arg_int4(sh->n, &n_storage);
-		a[3] = arg_bytes(BYTEAOID, &plan);
-		wals_shard_send(sh->shard[s], "wals_shard_plan", 4, a);
+		a[3] = (WalsShardArg) {INT8OID, (const char *) &nusers, sizeof(nusers)};
+		a[4] = (WalsShardArg) {INT8OID, (const char *) &nitems, sizeof(nitems)};
+		wals_shard_send(sh->shard[s], "wals_shard_plan", 5, a);
 		owned_rows(sh->user_owner, sh->nusers, s, &sh->shard[s]->own_users,
 				   &sh->shard[s]->nown_users);
 		owned_rows(sh->item_owner, sh->nitems, s, &sh->shard[s]->own_items,
 				   &sh->shard[s]->nown_items);
 	}
+	wait_all(sh);
+	plan_pages(sh, 0, data->user_ids, sh->user_owner, sh->nusers);
+	plan_pages(sh, 1, data->item_ids, sh->item_owner, sh->nitems);
 	for (int s = 0; s < sh->n; s++)
-		wals_shard_wait(sh->shard[s]);
-	pfree(plan.data);
+		wals_shard_send(sh->shard[s], "wals_shard_route", 0, NULL);
+	wait_all(sh);
 }
 
 /* Every shard's cells of another's rows to that one, a chunk at a time. */
 static void
 exchange(WalsShards *sh)
 {
+	int64		most = pg_hton64((uint64) Max(message_bytes() / 12 - 2, 1));
+
 	for (int from = 0; from < sh->n; from++)
 		for (int to = 0; to < sh->n; to++)
 		{
 			uint32		storage;
-			WalsShardArg target;
+			WalsShardArg a[2];
 
 			if (from == to)
 				continue;
-			target = arg_int4(to, &storage);
+			a[0] = arg_int4(to, &storage);
+			a[1] = (WalsShardArg) {INT8OID, (const char *) &most, sizeof(most)};
 			for (;;)
 			{
-				bytea	   *chunk;
+				int			len;
+				const char *chunk;
 				WalsShardArg cells;
 
 				CHECK_FOR_INTERRUPTS();
-				wals_shard_send(sh->shard[from], "wals_shard_outbox", 1, &target);
-				chunk = wals_shard_wait(sh->shard[from]);
+				wals_shard_send(sh->shard[from], "wals_shard_outbox", 2, a);
+				chunk = wals_shard_wait_raw(sh->shard[from], &len);
 				if (chunk == NULL)
+				{
+					wals_shard_clear(sh->shard[from]);
 					break;
-				cells = (WalsShardArg) {BYTEAOID, VARDATA(chunk), VARSIZE(chunk) - VARHDRSZ};
+				}
+				cells = (WalsShardArg) {BYTEAOID, chunk, len};
 				wals_shard_send(sh->shard[to], "wals_shard_inbox", 1, &cells);
-				wals_shard_wait(sh->shard[to]);
-				pfree(chunk);
+				wals_shard_clear(sh->shard[from]);
+				wait_one(sh->shard[to]);
 			}
 		}
 }
@@ -429,13 +527,53 @@ wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data)
 	return sh;
 }
 
-/* Rows of F (f floats each) listed in rows, on the wire. */
+/*
+ * Rows of F (f floats each) to wals_shard_put as what, in pages: the rows
+ * listed in rows to shard only, or every row (rows NULL, n of them) to
+ * every shard.
+ */
 static void
-put_rows(StringInfo buf, const float *F, const int32 *rows, int64 n, int f)
+put_rows(WalsShards *sh, int what, const float *F, const int32 *rows, int64 n, WalsShard *only)
 {
-	enlargeStringInfo(buf, (int) (sizeof(float) * n * f));
-	for (int64 k = 0; k < n; k++)
-		wals_put_floats(buf, F + (size_t) rows[k] * f, f);
+	int			f = sh->args->params.factors;
+	int64		page = Max(message_bytes() / (int64) (sizeof(float) * f), 1);
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int64 first = 0; first < n || (first == 0 && n == 0); first += page)
+	{
+		int64		count = Min(page, n - first);
+		uint32		what_storage;
+		int64		at = pg_hton64((uint64) first);
+		WalsShardArg a[3];
+
+		resetStringInfo(&buf);
+		if (rows == NULL)
+			wals_put_floats(&buf, F + (size_t) first * f, count * f);
+		else
+		{
+			enlargeStringInfo(&buf, (int) (sizeof(float) * count * f));
+			for (int64 k = first; k < first + count; k++)
+				wals_put_floats(&buf, F + (size_t) rows[k] * f, f);
+		}
+		a[0] = arg_int4(what, &what_storage);
+		a[1] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
+		a[2] = arg_bytes(BYTEAOID, &buf);
+		if (only != NULL)
+		{
+			wals_shard_send(only, "wals_shard_put", 3, a);
+			wait_one(only);
+		}
+		else
+		{
+			for (int s = 0; s < sh->n; s++)
+				wals_shard_send(sh->shard[s], "wals_shard_put", 3, a);
+			wait_all(sh);
+		}
+		if (n == 0)
+			break;
+	}
+	pfree(buf.data);
 }
 
 /*
@@ -445,98 +583,132 @@ put_rows(StringInfo buf, const float *F, const int32 *rows, int64 n, int f)
 void
 wals_shards_start(WalsShards *sh, float *X, float *Y, WalsData *data)
 {
-	int			f = sh->args->params.factors;
-	bytea	  **merged = palloc(sizeof(bytea *) * sh->n);
-
 	sh->X = X;
 	sh->Y = Y;
 	for (int s = 0; s < sh->n; s++)
-	{
-		WalsShard  *shard = sh->shard[s];
-		StringInfoData xb;
-		StringInfoData yb;
-		WalsShardArg a[2];
-
-		initStringInfo(&xb);
-		initStringInfo(&yb);
-		put_rows(&xb, X, shard->own_users, shard->nown_users, f);
-		put_rows(&yb, Y, shard->own_items, shard->nown_items, f);
-		a[0] = arg_bytes(BYTEAOID, &xb);
-		a[1] = arg_bytes(BYTEAOID, &yb);
-		wals_shard_send(shard, "wals_shard_start", 2, a);
-		pfree(xb.data);
-		pfree(yb.data);
-	}
+		wals_shard_send(sh->shard[s], "wals_shard_start", 0, NULL);
 	data->nratings = 0;
 	for (int s = 0; s < sh->n; s++)
+		data->nratings += wait_int64(sh->shard[s], "cells");
+	for (int s = 0; s < sh->n; s++)
 	{
-		WalsWire	w;
+		WalsShard  *shard = sh->shard[s];
 
-		merged[s] = wals_shard_wait(sh->shard[s]);
-		wals_wire_start(&w, VARDATA(merged[s]), VARSIZE(merged[s]) - VARHDRSZ, "cells");
-		data->nratings += wals_wire_count(&w, PG_INT64_MAX);
+		put_rows(sh, 0, X, shard->own_users, shard->nown_users, shard);
+		put_rows(sh, 1, Y, shard->own_items, shard->nown_items, shard);
 	}
 }
 
 /*
- * A half-sweep on every shard: side 0 solves the users from all of Y and
- * GY, side 1 the items from all of X and GX.  The rows come back into
- * their matrix, the shards' Grams add up into the side's Gram, in shard
- * order, and their losses onto *loss.
+ * Every row of one side's factors (what 2: users, 3: items) for the
+ * shards' next call: into buf when they fit in one message, which the call
+ * carries, and else to every shard in pages now, buf left empty.
+ */
+static void
+send_other(WalsShards *sh, int what, StringInfo buf)
+{
+	int			f = sh->args->params.factors;
+	int64		n = what == 2 ? sh->nusers : sh->nitems;
+	const float *F = what == 2 ? sh->X : sh->Y;
+
+	if ((int64) sizeof(float) * n * f <= message_bytes())
+		wals_put_floats(buf, F, n * f);
+	else
+		put_rows(sh, what, F, NULL, n, NULL);
+}
+
+/* Rows a shard solved into their rows of F, a page at a time. */
+static void
+take_rows(WalsShards *sh, WalsShard *shard, float *F, const int32 *rows, int64 n)
+{
+	int			f = sh->args->params.factors;
+	int64		page = Max(message_bytes() / (int64) (sizeof(float) * f), 1);
+
+	for (int64 first = 0; first < n; first += page)
+	{
+		int64		at = pg_hton64((uint64) first);
+		int64		count = pg_hton64((uint64) page);
+		WalsShardArg a[2];
+		int			len;
+		const char *data;
+		WalsWire	w;
+
+		a[0] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
+		a[1] = (WalsShardArg) {INT8OID, (const char *) &count, sizeof(count)};
+		wals_shard_send(shard, "wals_shard_take", 2, a);
+		data = wals_shard_wait_raw(shard, &len);
+		wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, "solved rows");
+		for (int64 k = first; k < Min(first + page, n); k++)
+			wals_wire_floats(&w, F + (size_t) rows[k] * f, f);
+		wals_wire_done(&w);
+		wals_shard_clear(shard);
+	}
+}
+
+/*
+ * A half-sweep on every shard: side 0 solves the users from all of Y (put
+ * by the loss of the iteration before, but for the first) and GY, side 1
+ * the items from all of X and GX.  The rows come back into their matrix,
+ * the shards' Grams add up into the side's Gram, in shard order, and their
+ * losses onto *loss.
  */
 static void
 half_sweep(WalsShards *sh, int side, double *loss)
 {
 	int			f = sh->args->params.factors;
 	bool		users = side == 0;
-	float	   *other = users ? sh->Y : sh->X;
-	int64		nother = users ? sh->nitems : sh->nusers;
 	float	   *mine = users ? sh->X : sh->Y;
 	float	   *G = users ? sh->GX : sh->GY;
-	StringInfoData ob;
 	StringInfoData gb;
 	char	   *doing = psprintf("training model \"%s\", iteration %d",
 								 sh->args->model_display, sh->it + 1);
 	uint32		side_storage;
-	WalsShardArg a[4];
+	WalsShardArg a[5];
 	float	   *part = palloc(sizeof(float) * f * f);
+	StringInfoData ob;
+	int64		most = pg_hton64((uint64) message_bytes());
 
 	sh->problem->phase(sh->problem->phase_arg,
 					   psprintf("solving %s on servers %s", users ? "users" : "items",
 								sh->names));
-
 	initStringInfo(&ob);
 	if (!(users && sh->it > 0))
-		wals_put_floats(&ob, other, nother * f);
+		send_other(sh, users ? 3 : 2, &ob);
 	initStringInfo(&gb);
 	wals_put_floats(&gb, users ? sh->GY : sh->GX, (int64) f * f);
 	a[0] = arg_int4(side, &side_storage);
 	a[1] = arg_text(doing);
-	a[2] = arg_bytes(BYTEAOID, &ob);
-	a[3] = arg_bytes(BYTEAOID, &gb);
+	a[2] = arg_bytes(BYTEAOID, &gb);
+	a[3] = arg_bytes(BYTEAOID, &ob);
+	a[4] = (WalsShardArg) {INT8OID, (const char *) &most, sizeof(most)};
 	for (int s = 0; s < sh->n; s++)
-		wals_shard_send(sh->shard[s], "wals_shard_solve", 4, a);
+		wals_shard_send(sh->shard[s], "wals_shard_solve", 5, a);
+	pfree(ob.data);
 	memset(G, 0, sizeof(float) * f * f);
 	for (int s = 0; s < sh->n; s++)
 	{
 		WalsShard  *shard = sh->shard[s];
 		const int32 *rows = users ? shard->own_users : shard->own_items;
 		int64		n = users ? shard->nown_users : shard->nown_items;
-		WalsWire	w;
 		int			len;
 		const char *data = wals_shard_wait_raw(shard, &len);
+		WalsWire	w;
+		bool		with_rows;
 
 		wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, "solved rows");
 		*loss += wals_wire_double(&w);
 		wals_wire_floats(&w, part, (int64) f * f);
-		for (int k = 0; k < f * f; k++)
-			G[k] += part[k];
-		for (int64 k = 0; k < n; k++)
+		with_rows = w.at < w.len;
+		for (int64 k = 0; with_rows && k < n; k++)
 			wals_wire_floats(&w, mine + (size_t) rows[k] * f, f);
 		wals_wire_done(&w);
 		wals_shard_clear(shard);
+		for (int k = 0; k < f * f; k++)
+			G[k] += part[k];
+		if (!with_rows)
+			take_rows(sh, shard, mine, rows, n);
 	}
-	pfree(ob.data);
+	pfree(gb.data);
 	pfree(part);
 }
 
@@ -559,7 +731,7 @@ shard_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 
 /*
  * The users' part of the loss from every shard, which keep the item
- * factors sent for the next half-sweep of the users: their cells are read
+ * factors put for the next half-sweep of the users: their cells are read
  * by user, the items' factors at random, as on one server (by item, the
  * users' factors would be, which are several times larger).
  */
@@ -572,10 +744,11 @@ users_loss(WalsShards *sh, double *loss)
 	sh->problem->phase(sh->problem->phase_arg,
 					   psprintf("computing the loss on servers %s", sh->names));
 	initStringInfo(&yb);
-	wals_put_floats(&yb, sh->Y, sh->nitems * sh->args->params.factors);
+	send_other(sh, 3, &yb);
 	a = arg_bytes(BYTEAOID, &yb);
 	for (int s = 0; s < sh->n; s++)
 		wals_shard_send(sh->shard[s], "wals_shard_loss", 1, &a);
+	pfree(yb.data);
 	for (int s = 0; s < sh->n; s++)
 	{
 		int			len;
@@ -587,7 +760,6 @@ users_loss(WalsShards *sh, double *loss)
 		wals_wire_done(&w);
 		wals_shard_clear(sh->shard[s]);
 	}
-	pfree(yb.data);
 }
 
 static bool
@@ -606,14 +778,13 @@ shard_iterate(void *state, double *loss, WalsFailure *failure)
 	return true;
 }
 
-/* The factors are here already; the rated items come back from the shards. */
+/* The factors are here already; the shards are ended, their memory counted. */
 static bool
 shard_end(void *state, float *X, float *Y, WalsFailure *failure)
 {
 	WalsShards *sh = state;
 	double		bytes = 0;
 	double		per_it;
-	bytea	  **peaks;
 	StringInfoData held;
 
 	if (X == NULL)
@@ -621,45 +792,76 @@ shard_end(void *state, float *X, float *Y, WalsFailure *failure)
 	for (int s = 0; s < sh->n; s++)
 		bytes += sh->shard[s]->bytes;
 	per_it = sh->it > 0 ? (bytes - sh->start_bytes) / sh->it : 0;
-	bytes = 0;
-	sh->rated = palloc(sizeof(bytea *) * sh->n);
-	sh->rated_at = palloc(sizeof(WalsWire) * sh->n);
-	call_all(sh, "wals_shard_rated", 0, NULL, sh->rated);
-	for (int s = 0; s < sh->n; s++)
-		wals_wire_start(&sh->rated_at[s], VARDATA(sh->rated[s]),
-						VARSIZE(sh->rated[s]) - VARHDRSZ, "rated items");
-	peaks = palloc(sizeof(bytea *) * sh->n);
-	call_all(sh, "wals_shard_end", 0, NULL, peaks);
+	sh->rated_next = palloc0(sizeof(int64) * sh->n);
+	sh->rated_page = palloc0(sizeof(bytea *) * sh->n);
+	sh->rated_at = palloc0(sizeof(WalsWire) * sh->n);
 	initStringInfo(&held);
-	for (int s = 0; s < sh->n; s++)
-	{
-		WalsWire	w;
-
-		bytes += sh->shard[s]->bytes;
-		wals_wire_start(&w, VARDATA(peaks[s]), VARSIZE(peaks[s]) - VARHDRSZ, "memory");
-		appendStringInfo(&held, "%s%s", s > 0 ? ", " : "",
-						 wals_pretty_bytes((double) wals_wire_count(&w, PG_INT64_MAX)));
-	}
-	ereport(NOTICE,
-			(errmsg("model \"%s\" trained on %d shards", sh->args->model_display, sh->n),
-			 errdetail("%s sent to them and received from them, %s an iteration; each held at most %s.",
-					   wals_pretty_bytes(bytes), wals_pretty_bytes(per_it), held.data)));
+	appendStringInfo(&held, "%s sent to them and received from them, %s an iteration",
+					 wals_pretty_bytes(bytes), wals_pretty_bytes(per_it));
+	sh->summary = held.data;
 	return true;
 }
 
 /*
+ * End the training on every shard, and say what it moved and the most
+ * memory each held.
+ */
+static void
+end_shards(WalsShards *sh)
+{
+	StringInfoData held;
+
+	for (int s = 0; s < sh->n; s++)
+		wals_shard_send(sh->shard[s], "wals_shard_end", 0, NULL);
+	initStringInfo(&held);
+	for (int s = 0; s < sh->n; s++)
+		appendStringInfo(&held, "%s%s", s > 0 ? ", " : "",
+						 wals_pretty_bytes((double) wait_int64(sh->shard[s], "memory")));
+	ereport(NOTICE,
+			(errmsg("model \"%s\" trained on %d shards", sh->args->model_display, sh->n),
+			 errdetail("%s; each held at most %s.", sh->summary, held.data)));
+}
+
+/*
  * User r's rated items, as the user factor table stores them; users are
- * asked for in increasing order, so each shard's are read in turn.
+ * asked for in increasing order, so each shard's come in turn, a page at a
+ * time.  After the last user, the shards are ended.
  */
 bytea *
 wals_shards_rated(WalsShards *sh, int64 r)
 {
-	WalsWire   *w = &sh->rated_at[sh->user_owner[r]];
-	int64		len = wals_wire_count(w, MaxAllocSize - VARHDRSZ);
-	bytea	   *b = palloc(VARHDRSZ + len);
+	int			s = sh->user_owner[r];
+	WalsWire   *w = &sh->rated_at[s];
+	int64		len;
+	bytea	   *b;
 
+	if (sh->rated_page[s] == NULL || w->at == w->len)
+	{
+		int64		first = pg_hton64((uint64) sh->rated_next[s]);
+		int64		most = pg_hton64((uint64) message_bytes());
+		WalsShardArg a[2];
+
+		if (sh->rated_page[s] != NULL)
+			pfree(sh->rated_page[s]);
+		a[0] = (WalsShardArg) {INT8OID, (const char *) &first, sizeof(first)};
+		a[1] = (WalsShardArg) {INT8OID, (const char *) &most, sizeof(most)};
+		wals_shard_send(sh->shard[s], "wals_shard_rated", 2, a);
+		sh->rated_page[s] = wals_shard_wait(sh->shard[s]);
+		if (sh->rated_page[s] == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("wals: shard on server \"%s\" gave no rated items",
+							sh->shard[s]->name)));
+		wals_wire_start(w, VARDATA(sh->rated_page[s]), VARSIZE(sh->rated_page[s]) - VARHDRSZ,
+						"rated items");
+	}
+	len = wals_wire_count_of(w, 1, MaxAllocSize - VARHDRSZ);
+	b = palloc(VARHDRSZ + len);
 	SET_VARSIZE(b, VARHDRSZ + len);
 	memcpy(VARDATA(b), wals_wire_bytes(w, len), len);
+	sh->rated_next[s]++;
+	if (r == sh->nusers - 1)
+		end_shards(sh);
 	return b;
 }
 

@@ -16,7 +16,7 @@ SELECT * FROM wals_shards(NULL);
 
 -- outside of a training
 SELECT wals_shard_ids();
-SELECT wals_shard_solve(0, 'x', '', '');
+SELECT wals_shard_solve(0, 'x', '', '', 0);
 SELECT wals_shard_end();
 
 -- the caller's privileges
@@ -28,11 +28,12 @@ ROLLBACK;
 BEGIN;
 SELECT wals_shard_load('public.shard_ratings', 'u', 'i', 'r', 'implicit');
 SELECT length(wals_shard_ids());
-SELECT wals_shard_plan('\x00'::bytea, 0, 1, '\x'::bytea);
+SELECT wals_shard_plan('\x00'::bytea, 0, 1, 10, 7);
 ROLLBACK;
 BEGIN;
 SELECT wals_shard_load('public.shard_ratings', 'u', 'i', NULL, 'implicit');
--- parameters in range, then a plan counting 2^30 ids in 8 bytes
+SELECT length(wals_shard_ids());
+-- parameters in range, then plan pages that lie
 SELECT wals_shard_plan(
   '\x0000000000000000'
   '0000000000000000'
@@ -44,12 +45,24 @@ SELECT wals_shard_plan(
   '0000000000000004'
   '0000000000000000'
   '0000000000000000'::bytea,
-  0, 1, '\x0000000040000000'::bytea);
+  0, 1, 10, 7);
+SAVEPOINT s;
+SELECT wals_shard_plan_page(0, '\x0000000040000000'::bytea);
+ROLLBACK TO s;
+SELECT wals_shard_plan_page(0, '\x00000000000000050000000000000001'::bytea);
+ROLLBACK TO s;
+SELECT wals_shard_route();
 ROLLBACK;
 BEGIN;
 SELECT wals_shard_load('public.shard_ratings', 'u', 'i', NULL, 'implicit');
--- a shard out of range
-SELECT wals_shard_plan('\x'::bytea, 3, 2, '\x'::bytea);
+SELECT length(wals_shard_ids());
+-- a shard out of range, and more users than ids can be
+SELECT wals_shard_plan('\x'::bytea, 3, 2, 10, 7);
+ROLLBACK;
+BEGIN;
+SELECT wals_shard_load('public.shard_ratings', 'u', 'i', NULL, 'implicit');
+SELECT length(wals_shard_ids());
+SELECT wals_shard_plan('\x'::bytea, 0, 1, 5000000000, 7);
 ROLLBACK;
 
 -- the state ends with the transaction

@@ -2,7 +2,8 @@
 # A training over a source sharded by hash of user over two servers
 # (postgres_fdw foreign partitions): wals_shards() names them, the model
 # equals the one trained on this server from the same rows (every
-# iteration's loss within 1e-5, the same recommendations), each shard reads
+# iteration's loss within 1e-5, the same recommendations; also with
+# messages of 1 kB, every id, factor and rated item sent in pages), each shard reads
 # only its own rows, a row that cannot be solved is the error it is on one
 # server, naming the shard's server, and the previous model survives.
 use strict;
@@ -74,11 +75,13 @@ for my $case (
 	[ 'cholesky', q{solver => 'cholesky'} ],
 	[ 'subspace', q{solver => 'subspace', block_size => 3} ],
 	[ 'explicit', q{solver => 'cg', feedback => 'explicit'} ],
-	[ 'scaled', q{solver => 'cg', regularization_exponent => 1, unobserved_weight => 0.1} ])
+	[ 'scaled', q{solver => 'cg', regularization_exponent => 1, unobserved_weight => 0.1} ],
+	[ 'paged', q{solver => 'cg'}, q{SET wals.shard_message_size = '1kB';} ])
 {
-	my ($name, $args) = @$case;
+	my ($name, $args, $set) = @$case;
+	$set //= '';
 	my ($ret, $stdout, $stderr) = $coord->psql(
-		'postgres', qq{SET client_min_messages = notice;
+		'postgres', qq{SET client_min_messages = notice; $set
 		  SELECT device, iterations, users, items, ratings FROM wals_train('ratings', 'user_id',
 		    'item_id', 'rating', model => 's_$name', factors => 8, iterations => 5, $args)});
 	is($ret, 0, "$name: trained on the shards") or diag($stderr);

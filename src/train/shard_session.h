@@ -1,0 +1,111 @@
+/*
+ * shard_session.h
+ *	  What a shard keeps of a sharded training between the coordinator's
+ *	  calls (shard_load.c reads and routes the cells, shard_solve.c solves
+ *	  with them): one session per backend, freed with its transaction.
+ */
+#ifndef WALS_SHARD_SESSION_H
+#define WALS_SHARD_SESSION_H
+
+#include "shard_wire.h"
+#include "wals_train.h"
+
+/* Cells as (row, column, value). */
+typedef struct Cells
+{
+	int64		n;
+	int64		cap;
+	int32	   *row;
+	int32	   *col;
+	float	   *val;
+} Cells;
+
+/* One partition's rows as read, dense in its own ids. */
+typedef struct Loaded
+{
+	WalsRatings raw;
+	int32	   *umap;			/* its dense users and items in the training's */
+	int32	   *imap;
+	struct Loaded *next;
+} Loaded;
+
+/* Which factors other holds, and how many of their rows have come. */
+typedef enum OtherSide
+{
+	OTHER_NONE = 0,
+	OTHER_USERS,
+	OTHER_ITEMS
+} OtherSide;
+
+typedef struct Session
+{
+	MemoryContext cxt;
+	Size		peak;			/* the most the session held, in bytes */
+	Loaded	   *loaded;
+	int64		rows;
+	int64		null_ids;
+	int64	   *local_users;	/* the distinct ids read, increasing */
+	int64		nlocal_users;
+	int64	   *local_items;
+	int64		nlocal_items;
+
+	/* from wals_shard_plan and its pages */
+	bool		planned;
+	bool		routed;
+	WalsParams	params;
+	int			shard;
+	int			nshards;
+	int64		nusers;
+	int64		nitems;
+	int64	   *user_ids;		/* every user's id, increasing */
+	int64	   *item_ids;
+	uint8	   *user_owner;		/* the shard of each */
+	uint8	   *item_owner;
+	int64		user_ids_in;	/* how many of each have come */
+	int64		item_ids_in;
+	int64		own_nusers;
+	int64		own_nitems;
+	int32	   *own_users;		/* the dense users this shard owns, increasing */
+	int32	   *own_items;
+	Cells	   *out_users;		/* per shard: cells of users it owns */
+	Cells	   *out_items;		/* per shard: cells of items it owns */
+	int64	   *out_sent;		/* per shard: out cells sent, users then items */
+
+	/* from wals_shard_start */
+	bool		started;
+	WalsCsr		by_user;		/* own users x every item */
+	WalsCsr		by_item;		/* own items x every user */
+	float	   *X;				/* own users' factors */
+	float	   *Y;				/* own items' factors */
+	float	   *other;			/* every row of one side's factors */
+	OtherSide	other_side;
+	int64		other_in;		/* rows of it that have come */
+	int			solved;			/* the side last solved: 0 users, 1 items, -1 */
+	float	   *scratch;
+} Session;
+
+extern Session *wals_shard_session(bool create, const char *fn);
+extern void *wals_shard_alloc(Size bytes);
+extern void *wals_shard_alloc_rows(Size bytes);
+extern void wals_shard_note_peak(Session *s);
+extern void wals_shard_session_free(void);
+extern int64 wals_shard_find(const int32 *a, int64 n, int32 v);
+
+/* A bytea of buf, whose first VARHDRSZ bytes were reserved for its header. */
+static inline bytea *
+wals_shard_bytea(StringInfo buf)
+{
+	SET_VARSIZE(buf->data, buf->len);
+	return (bytea *) buf->data;
+}
+
+/* A buffer for a bytea of about bytes, its header reserved. */
+static inline void
+wals_shard_buffer(StringInfo buf, Size bytes)
+{
+	initStringInfo(buf);
+	enlargeStringInfo(buf, (int) (VARHDRSZ + bytes));
+	appendStringInfoSpaces(buf, VARHDRSZ);
+}
+
+#endif							/* WALS_SHARD_SESSION_H */

@@ -1,0 +1,391 @@
+/*
+ * shard_solve.c
+ *	  A shard's side of a sharded training, from its matrices on (after
+ *	  shard_load.c):
+ *
+ *	  wals_shard_start		both matrices of the owned rows
+ *	  wals_shard_put		rows of factors: the owned rows' own, or every
+ *							row of the other side of a half-sweep
+ *	  wals_shard_solve		a half-sweep over the owned rows of a side
+ *	  wals_shard_take		the rows it solved, a page at a time
+ *	  wals_shard_loss		the owned users' part of the loss
+ *	  wals_shard_rated		the owned users' rated items, as stored
+ *	  wals_shard_end		free everything; the most memory it held
+ *
+ * A half-sweep sends a shard every row of the other side's factors
+ * (wals_shard_put, in pages) and their Gram; it solves its rows exactly as
+ * src/core solves them on one server, and returns the Gram of those rows,
+ * the items' regularisation, and then the rows; the users' cells and
+ * regularisation it sums once the items are solved, from every item's
+ * factors (wals_shard_loss), which it keeps for the next half-sweep of the
+ * users.  The coordinator adds it all up into exactly the loss src/core
+ * computes, but for the order of the sums.
+ */
+#include "postgres.h"
+
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "shard_session.h"
+
+PG_FUNCTION_INFO_V1(wals_shard_start);
+PG_FUNCTION_INFO_V1(wals_shard_put);
+PG_FUNCTION_INFO_V1(wals_shard_solve);
+PG_FUNCTION_INFO_V1(wals_shard_take);
+PG_FUNCTION_INFO_V1(wals_shard_loss);
+PG_FUNCTION_INFO_V1(wals_shard_rated);
+PG_FUNCTION_INFO_V1(wals_shard_end);
+
+/* What wals_shard_put is given. */
+#define PUT_OWN_USERS	0
+#define PUT_OWN_ITEMS	1
+#define PUT_ALL_USERS	2
+#define PUT_ALL_ITEMS	3
+
+static Session *
+started(const char *fn)
+{
+	Session    *s = wals_shard_session(false, fn);
+
+	if (!s->started)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s() before wals_shard_start()", fn)));
+	return s;
+}
+
+/*
+ * The matrix of the owned rows own (nown, increasing) of one side from
+ * cells (row, col dense in the whole training), duplicates merged as
+ * src/core merges them; the columns are the other side's ncols rows.
+ */
+static void
+build_matrix(Session *s, Cells *c, bool by_user, const int32 *own, int64 nown,
+			 int64 ncols, WalsCsr *out)
+{
+	int32	   *rows = palloc_extended(sizeof(int32) * Max(c->n, 1), MCXT_ALLOC_HUGE);
+	int64	   *tmp_indptr = palloc_extended(sizeof(int64) * (ncols + 1), MCXT_ALLOC_HUGE);
+	int32	   *tmp_idx = palloc_extended(sizeof(int32) * Max(c->n, 1), MCXT_ALLOC_HUGE);
+	float	   *tmp_val = palloc_extended(sizeof(float) * Max(c->n, 1), MCXT_ALLOC_HUGE);
+	const int32 *key = by_user ? c->row : c->col;
+	const int32 *col = by_user ? c->col : c->row;
+	WalsStatus	st;
+
+	wals_shard_note_peak(s);
+	for (int64 k = 0; k < c->n; k++)
+		rows[k] = (int32) wals_shard_find(own, nown, key[k]);
+	out->indptr = wals_shard_alloc_rows(sizeof(int64) * (nown + 1));
+	out->indices = wals_shard_alloc_rows(sizeof(int32) * c->n);
+	out->values = wals_shard_alloc_rows(sizeof(float) * c->n);
+	st = wals_csr_from_coo(s->params.feedback, nown, ncols, c->n, rows, col, c->val, out,
+						   tmp_indptr, tmp_idx, tmp_val, NULL);
+	if (st != WALS_OK)
+		wals_report_core_status(st, "building a shard's matrices");
+	out->nrows = nown;
+	out->ncols = ncols;
+	pfree(rows);
+	pfree(tmp_indptr);
+	pfree(tmp_idx);
+	pfree(tmp_val);
+	if (c->row != NULL)
+	{
+		pfree(c->row);
+		pfree(c->col);
+		pfree(c->val);
+	}
+	memset(c, 0, sizeof(*c));
+}
+
+/*
+ * wals_shard_start() RETURNS bigint
+ *
+ * Once every inbox has arrived: both matrices of the owned rows; the owned
+ * users' cells once merged, which the coordinator adds up.
+ */
+Datum
+wals_shard_start(PG_FUNCTION_ARGS)
+{
+	Session    *s = wals_shard_session(false, "wals_shard_start");
+	int			f = s->params.factors;
+	MemoryContext old;
+	int64		longest = 0;
+
+	if (!s->routed || s->started)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("wals_shard_start() out of turn")));
+	old = MemoryContextSwitchTo(s->cxt);
+	build_matrix(s, &s->out_users[s->shard], true, s->own_users, s->own_nusers, s->nitems,
+				 &s->by_user);
+	build_matrix(s, &s->out_items[s->shard], false, s->own_items, s->own_nitems, s->nusers,
+				 &s->by_item);
+	s->X = wals_shard_alloc_rows(sizeof(float) * s->own_nusers * f);
+	s->Y = wals_shard_alloc_rows(sizeof(float) * s->own_nitems * f);
+	for (int64 r = 0; r < s->own_nusers; r++)
+		longest = Max(longest, s->by_user.indptr[r + 1] - s->by_user.indptr[r]);
+	for (int64 r = 0; r < s->own_nitems; r++)
+		longest = Max(longest, s->by_item.indptr[r + 1] - s->by_item.indptr[r]);
+	s->scratch = wals_shard_alloc_rows(sizeof(float) * wals_solve_scratch(&s->params, longest));
+	s->other = wals_shard_alloc_rows(sizeof(float) * Max(s->nusers, s->nitems) * f);
+	s->started = true;
+	wals_shard_note_peak(s);
+	MemoryContextSwitchTo(old);
+	PG_RETURN_INT64(s->by_user.indptr[s->own_nusers]);
+}
+
+/*
+ * wals_shard_put(what int, first bigint, rows bytea) RETURNS void
+ *
+ * Rows of factors from the first-th on, f floats each: of the owned users
+ * (0) or items (1), their starting factors; or of every user (2) or item
+ * (3), the other side of the next half-sweep, which must come whole, in
+ * order, from its first row.
+ */
+Datum
+wals_shard_put(PG_FUNCTION_ARGS)
+{
+	Session    *s = started("wals_shard_put");
+	int			what = PG_GETARG_INT32(0);
+	int64		first = PG_GETARG_INT64(1);
+	bytea	   *rows = PG_GETARG_BYTEA_PP(2);
+	int			f = s->params.factors;
+	int64		total;
+	float	   *into;
+	WalsWire	w;
+	int64		n;
+
+	switch (what)
+	{
+		case PUT_OWN_USERS:
+			total = s->own_nusers;
+			into = s->X;
+			break;
+		case PUT_OWN_ITEMS:
+			total = s->own_nitems;
+			into = s->Y;
+			break;
+		case PUT_ALL_USERS:
+		case PUT_ALL_ITEMS:
+			total = what == PUT_ALL_USERS ? s->nusers : s->nitems;
+			into = s->other;
+			if (first == 0)
+			{
+				s->other_side = what == PUT_ALL_USERS ? OTHER_USERS : OTHER_ITEMS;
+				s->other_in = 0;
+			}
+			if (s->other_side != (what == PUT_ALL_USERS ? OTHER_USERS : OTHER_ITEMS) ||
+				first != s->other_in)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROTOCOL_VIOLATION),
+						 errmsg("wals_shard_put(): factors out of order")));
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("wals_shard_put(): no factors %d", what)));
+	}
+	n = (int64) (VARSIZE_ANY_EXHDR(rows) / (sizeof(float) * f));
+	if (first < 0 || first > total || n > total - first)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("wals_shard_put(): rows " INT64_FORMAT " to " INT64_FORMAT
+						" of " INT64_FORMAT, first, first + n, total)));
+	wals_wire_start(&w, VARDATA_ANY(rows), VARSIZE_ANY_EXHDR(rows), "factors");
+	wals_wire_floats(&w, into + (size_t) first * f, n * f);
+	wals_wire_done(&w);
+	if (what >= PUT_ALL_USERS)
+		s->other_in += n;
+	PG_RETURN_VOID();
+}
+
+/*
+ * The whole other side's factors, all at once, into s->other: what a
+ * message small enough carries instead of a wals_shard_put of each page.
+ */
+static void
+take_other(Session *s, bytea *b, OtherSide side)
+{
+	int64		n = side == OTHER_USERS ? s->nusers : s->nitems;
+	WalsWire	w;
+
+	wals_wire_start(&w, VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), "factors");
+	wals_wire_floats(&w, s->other, n * s->params.factors);
+	wals_wire_done(&w);
+	s->other_side = side;
+	s->other_in = n;
+}
+
+/*
+ * wals_shard_solve(side int, doing text, gram bytea, other bytea,
+ *					max_bytes bigint) RETURNS bytea
+ *
+ * A half-sweep over this shard's rows of side (0 users, 1 items) from
+ * every row of the other side (in other, or, when it is empty, put whole
+ * before) and its Gram: the items' regularisation (0 for the users, whose
+ * loss wals_shard_loss gives), the Gram of the rows solved, and the rows
+ * when all fit in max_bytes (else wals_shard_take gives them).  A row that
+ * cannot be solved is the error wals_train raises on one server, naming
+ * the row's id and doing (what the coordinator was doing).
+ */
+Datum
+wals_shard_solve(PG_FUNCTION_ARGS)
+{
+	Session    *s = started("wals_shard_solve");
+	int			side = PG_GETARG_INT32(0);
+	char	   *doing = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	bytea	   *gb = PG_GETARG_BYTEA_PP(2);
+	bytea	   *ob = PG_GETARG_BYTEA_PP(3);
+	int64		most = PG_GETARG_INT64(4);
+	int			f = s->params.factors;
+	bool		users = side == 0;
+	const WalsCsr *R = users ? &s->by_user : &s->by_item;
+	float	   *mine = users ? s->X : s->Y;
+	int64		nmine = users ? s->own_nusers : s->own_nitems;
+	int64		nother = users ? s->nitems : s->nusers;
+	float	   *G = palloc(sizeof(float) * f * f);
+	WalsFailure failure = {0};
+	int64		bad = -1;
+	double		loss;
+	WalsWire	w;
+	StringInfoData buf;
+	Size		bytes;
+
+	if (side == 0 || side == 1)
+	{
+		if (VARSIZE_ANY_EXHDR(ob) > 0)
+			take_other(s, ob, users ? OTHER_ITEMS : OTHER_USERS);
+	}
+	if ((side != 0 && side != 1) ||
+		s->other_side != (users ? OTHER_ITEMS : OTHER_USERS) || s->other_in != nother)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("wals_shard_solve(): the other side's factors have not all come")));
+	wals_wire_start(&w, VARDATA_ANY(gb), VARSIZE_ANY_EXHDR(gb), "Gram matrix");
+	wals_wire_floats(&w, G, (int64) f * f);
+	wals_wire_done(&w);
+
+	failure.status = wals_solve_rows(&s->params, R, s->other, G, mine, 0, nmine, s->scratch,
+									 &bad);
+	if (failure.status != WALS_OK)
+	{
+		failure.side = users ? WALS_SIDE_USERS : WALS_SIDE_ITEMS;
+		failure.row = bad >= 0 ? (users ? s->own_users : s->own_items)[bad] : -1;
+		wals_report_failure(&failure, doing, s->user_ids, s->item_ids);
+	}
+	CHECK_FOR_INTERRUPTS();
+	loss = users ? 0 : wals_reg_rows(&s->params, R, mine, 0, nmine);
+	memset(G, 0, sizeof(float) * f * f);
+	wals_gram_rows(mine, 0, nmine, f, G);
+	s->solved = side;
+
+	bytes = sizeof(double) + sizeof(float) * (f * f + nmine * f);
+	wals_shard_buffer(&buf, bytes <= most ? bytes : sizeof(double) + sizeof(float) * f * f);
+	wals_put_double(&buf, loss);
+	wals_put_floats(&buf, G, (int64) f * f);
+	if (bytes <= most)
+		wals_put_floats(&buf, mine, nmine * f);
+	PG_RETURN_BYTEA_P(wals_shard_bytea(&buf));
+}
+
+/*
+ * wals_shard_take(first bigint, count bigint) RETURNS bytea
+ *
+ * Rows first to first + count of those the last half-sweep solved (at most
+ * what there is), f floats each.
+ */
+Datum
+wals_shard_take(PG_FUNCTION_ARGS)
+{
+	Session    *s = started("wals_shard_take");
+	int64		first = PG_GETARG_INT64(0);
+	int64		count = PG_GETARG_INT64(1);
+	int			f = s->params.factors;
+	int64		n = s->solved == 0 ? s->own_nusers : s->own_nitems;
+	StringInfoData buf;
+
+	if (s->solved < 0 || first < 0 || first > n || count < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wals_shard_take(): no rows from " INT64_FORMAT, first)));
+	count = Min(count, n - first);
+	wals_shard_buffer(&buf, sizeof(float) * count * f);
+	wals_put_floats(&buf, (s->solved == 0 ? s->X : s->Y) + (size_t) first * f, count * f);
+	PG_RETURN_BYTEA_P(wals_shard_bytea(&buf));
+}
+
+/*
+ * wals_shard_loss(y bytea) RETURNS float8
+ *
+ * Once both half-sweeps are done, with every item's factors (in y, or,
+ * when it is empty, put whole before): this
+ * shard's users' part of the loss, their cells and their regularisation,
+ * over their rows as src/core sums them on one server (the items' factors
+ * read at random are the smaller side).  The items' factors stay for the
+ * next half-sweep of the users.
+ */
+Datum
+wals_shard_loss(PG_FUNCTION_ARGS)
+{
+	Session    *s = started("wals_shard_loss");
+	bytea	   *yb = PG_GETARG_BYTEA_PP(0);
+
+	if (VARSIZE_ANY_EXHDR(yb) > 0)
+		take_other(s, yb, OTHER_ITEMS);
+	if (s->other_side != OTHER_ITEMS || s->other_in != s->nitems)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("wals_shard_loss(): the item factors have not all come")));
+	PG_RETURN_FLOAT8(wals_loss_rows(&s->params, &s->by_user, s->X, s->other, 0,
+									s->own_nusers));
+}
+
+/*
+ * wals_shard_rated(first bigint, max_bytes bigint) RETURNS bytea
+ *
+ * The owned users' rated items as the user factor table stores them
+ * (wals_rated_bytea), from the first-th owned user, as many whole users as
+ * fit in max_bytes but at least one: a length, then the value, each.
+ */
+Datum
+wals_shard_rated(PG_FUNCTION_ARGS)
+{
+	Session    *s = started("wals_shard_rated");
+	int64		first = PG_GETARG_INT64(0);
+	int64		most = PG_GETARG_INT64(1);
+	StringInfoData buf;
+
+	if (first < 0 || first > s->own_nusers)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wals_shard_rated(): no user " INT64_FORMAT, first)));
+	wals_shard_buffer(&buf, 0);
+	for (int64 r = first; r < s->own_nusers; r++)
+	{
+		int64		lo = s->by_user.indptr[r];
+		bytea	   *b = wals_rated_bytea(s->item_ids, s->by_user.indices + lo,
+										 s->by_user.values + lo,
+										 s->by_user.indptr[r + 1] - lo);
+
+		if (r > first && buf.len + sizeof(int64) + VARSIZE(b) - VARHDRSZ > most)
+			break;
+		wals_put_int64(&buf, VARSIZE(b) - VARHDRSZ);
+		appendBinaryStringInfo(&buf, VARDATA(b), VARSIZE(b) - VARHDRSZ);
+		pfree(b);
+	}
+	PG_RETURN_BYTEA_P(wals_shard_bytea(&buf));
+}
+
+/*
+ * wals_shard_end() RETURNS bigint: free this backend's training at once;
+ * the most memory it held, in bytes.
+ */
+Datum
+wals_shard_end(PG_FUNCTION_ARGS)
+{
+	Size		peak = wals_shard_session(false, "wals_shard_end")->peak;
+
+	wals_shard_session_free();
+	PG_RETURN_INT64((int64) peak);
+}
