@@ -1,7 +1,7 @@
 /*
  * shard_wire.h
  *	  The bytes a sharded training sends between the coordinator and its
- *	  shards (engine_shard.c and shard_remote.c): bytea values whose
+ *	  shards (engine_shard.c and shard_load.c, shard_solve.c): bytea values whose
  *	  integers and floats are big-endian, as PostgreSQL's binary protocol
  *	  has them, so that servers of either byte order train together.
  *
