@@ -70,6 +70,7 @@ struct WalsShards
 	WalsWire   *rated_at;
 	int64	   *rated_next;
 	char	   *summary;		/* the bytes moved, for the last NOTICE */
+	MemoryContext cxt;			/* the training's, which the pages live in */
 };
 
 static WalsShardArg
@@ -499,6 +500,7 @@ wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data)
 	sh->args = args;
 	sh->n = list_length(shards);
 	sh->shard = palloc(sizeof(WalsShard *) * sh->n);
+	sh->cxt = CurrentMemoryContext;
 	sh->cleanup.func = clear_results;
 	sh->cleanup.arg = sh;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &sh->cleanup);
@@ -840,13 +842,17 @@ wals_shards_rated(WalsShards *sh, int64 r)
 		int64		first = pg_hton64((uint64) sh->rated_next[s]);
 		int64		most = pg_hton64((uint64) message_bytes());
 		WalsShardArg a[2];
+		MemoryContext old;
 
 		if (sh->rated_page[s] != NULL)
 			pfree(sh->rated_page[s]);
 		a[0] = (WalsShardArg) {INT8OID, (const char *) &first, sizeof(first)};
 		a[1] = (WalsShardArg) {INT8OID, (const char *) &most, sizeof(most)};
 		wals_shard_send(sh->shard[s], "wals_shard_rated", 2, a);
+		/* the caller's context is reset between its batches of users */
+		old = MemoryContextSwitchTo(sh->cxt);
 		sh->rated_page[s] = wals_shard_wait(sh->shard[s]);
+		MemoryContextSwitchTo(old);
 		if (sh->rated_page[s] == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROTOCOL_VIOLATION),
