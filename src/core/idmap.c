@@ -389,21 +389,47 @@ wals_idmap_renumber(int32_t *index, size_t n, const int32_t *rank)
 		index[k] = rank[index[k]];
 }
 
-/* Binary search; see the header. */
+/*
+ * The binary searches; see the header.  One body for both widths: the
+ * first index whose value is not below v, then whether it is v.
+ */
+#define FIND_BODY(a, n, v) \
+	do { \
+		int64_t		lo_ = 0; \
+		int64_t		hi_ = (n); \
+		while (lo_ < hi_) \
+		{ \
+			int64_t		mid_ = lo_ + (hi_ - lo_) / 2; \
+			if ((a)[mid_] < (v)) \
+				lo_ = mid_ + 1; \
+			else \
+				hi_ = mid_; \
+		} \
+		return (lo_ < (n) && (a)[lo_] == (v)) ? lo_ : -1; \
+	} while (0)
+
 int64_t
 wals_ids_find(const int64_t *ids, int64_t n, int64_t id)
 {
-	int64_t		lo = 0;
-	int64_t		hi = n;
+	FIND_BODY(ids, n, id);
+}
 
-	while (lo < hi)
-	{
-		int64_t		mid = lo + (hi - lo) / 2;
+int64_t
+wals_index_find(const int32_t *a, int64_t n, int32_t v)
+{
+	FIND_BODY(a, n, v);
+}
 
-		if (ids[mid] < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return (lo < n && ids[lo] == id) ? lo : -1;
+int64_t
+wals_ids_sort_unique(int64_t *ids, int64_t n)
+{
+	int64_t		kept = 0;
+	int64_t		k;
+
+	if (n > 1)
+		qsort(ids, (size_t) n, sizeof(int64_t), cmp_int64);
+	for (k = 0; k < n; k++)
+		if (kept == 0 || ids[kept - 1] != ids[k])
+			ids[kept++] = ids[k];
+	return kept;
 }

@@ -211,6 +211,15 @@ extern void wals_idmap_renumber(int32_t *index, size_t n, const int32_t *rank);
  */
 extern int64_t wals_ids_find(const int64_t *ids, int64_t n, int64_t id);
 
+/* Index of v in a[0..n), strictly increasing dense indices, or -1. */
+extern int64_t wals_index_find(const int32_t *a, int64_t n, int32_t v);
+
+/*
+ * Sort ids[0..n) and keep each once, in place; the count kept.  For ids
+ * gathered from several places (the servers of a sharded training).
+ */
+extern int64_t wals_ids_sort_unique(int64_t *ids, int64_t n);
+
 /* ---------- sparse build (csr.c) ---------- */
 
 /*

@@ -171,15 +171,6 @@ load_all(WalsShards *sh)
 	}
 }
 
-static int
-cmp_int64(const void *a, const void *b)
-{
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* The most bytes one message of a sharded training takes. */
 static int64
 message_bytes(void)
@@ -252,19 +243,6 @@ fetch_ids(WalsShards *sh, int s, int side, int64 n, int64 *ids)
 	}
 }
 
-/* Sort and keep each id once; the count kept. */
-static int64
-unique_ids(int64 *ids, int64 n)
-{
-	int64		kept = 0;
-
-	qsort(ids, n, sizeof(int64), cmp_int64);
-	for (int64 k = 0; k < n; k++)
-		if (kept == 0 || ids[kept - 1] != ids[k])
-			ids[kept++] = ids[k];
-	return kept;
-}
-
 /*
  * The ids every shard read, numbered in id order into data, and their
  * owners: a user's the lowest shard that read it, an item's its index
@@ -327,8 +305,8 @@ number_ids(WalsShards *sh, WalsData *data)
 		fetch_ids(sh, s, 1, ni[s], items + at);
 		at += ni[s];
 	}
-	data->nusers = unique_ids(users, total_u);
-	data->nitems = unique_ids(items, total_i);
+	data->nusers = wals_ids_sort_unique(users, total_u);
+	data->nitems = wals_ids_sort_unique(items, total_i);
 	if (data->nusers > INT32_MAX || data->nitems > INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

@@ -133,34 +133,6 @@ wals_shard_note_peak(Session *s)
 	s->peak = Max(s->peak, MemoryContextMemAllocated(s->cxt, true));
 }
 
-/* Where v is in a (n, increasing), or -1. */
-int64
-wals_shard_find(const int32 *a, int64 n, int32 v)
-{
-	int64		lo = 0;
-	int64		hi = n;
-
-	while (lo < hi)
-	{
-		int64		mid = lo + (hi - lo) / 2;
-
-		if (a[mid] < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && a[lo] == v ? lo : -1;
-}
-
-static int
-cmp_int64(const void *a, const void *b)
-{
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Room for c->cap cells, counted beforehand. */
 static void
 cells_reserve(Cells *c)
@@ -282,15 +254,7 @@ merge_ids(const Session *s, bool users, int64 **out)
 		n += m;
 	}
 	if (s->loaded != NULL && s->loaded->next != NULL)
-	{
-		int64		kept = 0;
-
-		qsort(all, n, sizeof(int64), cmp_int64);
-		for (int64 k = 0; k < n; k++)
-			if (kept == 0 || all[kept - 1] != all[k])
-				all[kept++] = all[k];
-		n = kept;
-	}
+		n = wals_ids_sort_unique(all, n);
 	*out = all;
 	return n;
 }
@@ -490,7 +454,7 @@ owned(const uint8 *owner, int64 n, int shard, int64 *nown)
 static bool
 owns(const int32 *own, int64 nown, int32 j)
 {
-	return wals_shard_find(own, nown, j) >= 0;
+	return wals_index_find(own, nown, j) >= 0;
 }
 
 /* The dense index of every id of ids (n) in all (nall, increasing). */

@@ -89,7 +89,6 @@ extern void *wals_shard_alloc(Size bytes);
 extern void *wals_shard_alloc_rows(Size bytes);
 extern void wals_shard_note_peak(Session *s);
 extern void wals_shard_session_free(void);
-extern int64 wals_shard_find(const int32 *a, int64 n, int32 v);
 
 /* A bytea of buf, whose first VARHDRSZ bytes were reserved for its header. */
 static inline bytea *

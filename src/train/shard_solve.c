@@ -75,7 +75,7 @@ build_matrix(Session *s, Cells *c, bool by_user, const int32 *own, int64 nown,
 
 	wals_shard_note_peak(s);
 	for (int64 k = 0; k < c->n; k++)
-		rows[k] = (int32) wals_shard_find(own, nown, key[k]);
+		rows[k] = (int32) wals_index_find(own, nown, key[k]);
 	out->indptr = wals_shard_alloc_rows(sizeof(int64) * (nown + 1));
 	out->indices = wals_shard_alloc_rows(sizeof(int32) * c->n);
 	out->values = wals_shard_alloc_rows(sizeof(float) * c->n);

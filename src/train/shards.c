@@ -226,10 +226,15 @@ wals_shard_send(WalsShard *s, const char *fn, int nargs, const WalsShardArg *arg
 	for (int k = 0; k < nargs; k++)
 		s->bytes += args[k].len;
 	if (!PQsendQueryParams(s->conn, sql.data, nargs, types, values, lengths, formats, 1))
+	{
+		ErrorContextCallback context = {error_context_stack, shard_context, s};
+
+		error_context_stack = &context;
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("could not send %s() to the shard on server \"%s\"", fn, s->name),
 				 errdetail_internal("%s", pchomp(PQerrorMessage(s->conn)))));
+	}
 }
 
 /*

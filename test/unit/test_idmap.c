@@ -349,10 +349,32 @@ test_ids_find(void)
 	CHECK(wals_ids_find(ids, 0, 0) == -1, "empty array");
 }
 
+/* The dense-index search, and ids sorted and kept once. */
+static void
+test_index_find_sort_unique(void)
+{
+	int32_t		idx[5] = {0, 3, 4, 9, INT32_MAX};
+	int64_t		ids[8] = {5, -2, 5, INT64_MAX, -2, INT64_MIN, 0, 5};
+	int64_t		want[5] = {INT64_MIN, -2, 0, 5, INT64_MAX};
+	int64_t		n;
+	int			i;
+
+	for (i = 0; i < 5; i++)
+		CHECK(wals_index_find(idx, 5, idx[i]) == i, "dense index %d found", i);
+	CHECK(wals_index_find(idx, 5, 5) == -1, "absent dense index");
+	CHECK(wals_index_find(idx, 0, 0) == -1, "empty dense indices");
+	n = wals_ids_sort_unique(ids, 8);
+	CHECK(n == 5, "8 ids, 5 distinct: kept %lld", (long long) n);
+	for (i = 0; i < 5 && i < n; i++)
+		CHECK(ids[i] == want[i], "id %d in order", i);
+	CHECK(wals_ids_sort_unique(ids, 0) == 0, "no ids");
+}
+
 /* Entry point: every id-map check. */
 void
 test_idmap(void)
 {
+	test_index_find_sort_unique();
 	test_extremes();
 	test_serial();
 	test_sparse();
