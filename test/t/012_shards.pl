@@ -12,6 +12,7 @@ use warnings FATAL => 'all';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes;
 
 my $coord = PostgreSQL::Test::Cluster->new('coordinator');
 $coord->init;
@@ -183,6 +184,30 @@ is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE m
 like($bg->query_safe(q{SELECT device, iterations FROM wals_train('ratings', 'user_id', 'item_id',
 	'rating', model => 's_again', factors => 8, iterations => 2)}),
 	qr/^shards\|2$/, 'the same session trains on the shards again');
+
+# A shard's own backend cancelled there: the training ends with that
+# error, naming the server.
+# A cancel that reaches the shard between two calls is dropped there, as
+# any cancel of an idle backend: cancel what runs until one takes.
+start_long_training();
+my $cancelled = 0;
+for my $try (1 .. 200)
+{
+	$shards[0]->safe_psql('postgres', q{SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+	  WHERE query LIKE '%wals_shard_solve%' AND state = 'active' AND pid <> pg_backend_pid()});
+	last if $coord->safe_psql('postgres',
+		"SELECT query NOT LIKE 'wals_train:%' FROM pg_stat_activity WHERE pid = $pid") eq 't';
+	Time::HiRes::usleep(100_000);
+}
+$cancelled = eval {
+	pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+		qr/ERROR:  canceling statement due to user request.*CONTEXT:.*shard on server "shard0"/s);
+};
+ok($cancelled, 'a cancel on a shard ends the training with its error, naming the server')
+  or diag("stderr: $bg->{stderr}");
+$bg->{stderr} = '';
+is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
+	$before, 'the model stays as it was after a cancel on a shard');
 
 # A shard that goes away in the middle: an error naming it.
 start_long_training();
