@@ -142,8 +142,8 @@ cells_reserve(Cells *c)
 	c->val = wals_shard_alloc(sizeof(float) * Max(c->cap, 1));
 }
 
-static void
-cells_free(Cells *c)
+void
+wals_shard_cells_free(Cells *c)
 {
 	if (c->row != NULL)
 	{
@@ -589,8 +589,8 @@ wals_shard_outbox(PG_FUNCTION_ARGS)
 	n = Min(c->n - from, most);
 	if (n <= 0)
 	{
-		cells_free(&s->out_users[t]);
-		cells_free(&s->out_items[t]);
+		wals_shard_cells_free(&s->out_users[t]);
+		wals_shard_cells_free(&s->out_items[t]);
 		PG_RETURN_NULL();
 	}
 	wals_shard_buffer(&buf, 2 * sizeof(int64) + 12 * n);

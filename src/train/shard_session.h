@@ -89,6 +89,7 @@ extern void *wals_shard_alloc(Size bytes);
 extern void *wals_shard_alloc_rows(Size bytes);
 extern void wals_shard_note_peak(Session *s);
 extern void wals_shard_session_free(void);
+extern void wals_shard_cells_free(Cells *c);
 
 /* A bytea of buf, whose first VARHDRSZ bytes were reserved for its header. */
 static inline bytea *

@@ -89,13 +89,8 @@ build_matrix(Session *s, Cells *c, bool by_user, const int32 *own, int64 nown,
 	pfree(tmp_indptr);
 	pfree(tmp_idx);
 	pfree(tmp_val);
-	if (c->row != NULL)
-	{
-		pfree(c->row);
-		pfree(c->col);
-		pfree(c->val);
-	}
-	memset(c, 0, sizeof(*c));
+	wals_shard_cells_free(c);
+	c->n = 0;
 }
 
 /*
