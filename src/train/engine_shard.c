@@ -196,16 +196,27 @@ wait_all(WalsShards *sh)
 		wait_one(sh->shard[s]);
 }
 
+/*
+ * Wait for shard's answer and start reading it (SQL's NULL reads as no
+ * bytes); wals_shard_clear frees it once read.
+ */
+static void
+wait_wire(WalsShard *shard, WalsWire *w, const char *what)
+{
+	int			len;
+	const char *data = wals_shard_wait_raw(shard, &len);
+
+	wals_wire_start(w, data != NULL ? data : "", data != NULL ? len : 0, what);
+}
+
 /* The int8 a shard answered. */
 static int64
 wait_int64(WalsShard *shard, const char *what)
 {
-	int			len;
-	const char *data = wals_shard_wait_raw(shard, &len);
 	WalsWire	w;
 	int64		v;
 
-	wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, what);
+	wait_wire(shard, &w, what);
 	v = wals_wire_int64(&w);
 	wals_wire_done(&w);
 	wals_shard_clear(shard);
@@ -227,16 +238,13 @@ fetch_ids(WalsShards *sh, int s, int side, int64 n, int64 *ids)
 		WalsShardArg a[3];
 		int64		at = pg_hton64((uint64) first);
 		int64		count = pg_hton64((uint64) page);
-		int			len;
-		const char *data;
 		WalsWire	w;
 
 		a[0] = arg_int4(side, &side_storage);
 		a[1] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
 		a[2] = (WalsShardArg) {INT8OID, (const char *) &count, sizeof(count)};
 		wals_shard_send(sh->shard[s], "wals_shard_id_page", 3, a);
-		data = wals_shard_wait_raw(sh->shard[s], &len);
-		wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, "ids");
+		wait_wire(sh->shard[s], &w, "ids");
 		wals_wire_int64s(&w, ids + first, Min(page, n - first));
 		wals_wire_done(&w);
 		wals_shard_clear(sh->shard[s]);
@@ -256,6 +264,7 @@ number_ids(WalsShards *sh, WalsData *data)
 	int64		total_u = 0;
 	int64		total_i = 0;
 	int64		rows = 0;
+	int64	   *fetched;		/* every shard's user ids, in shard order */
 	int64	   *users;
 	int64	   *items;
 	int64		at;
@@ -264,11 +273,9 @@ number_ids(WalsShards *sh, WalsData *data)
 		wals_shard_send(sh->shard[s], "wals_shard_ids", 0, NULL);
 	for (int s = 0; s < sh->n; s++)
 	{
-		int			len;
-		const char *d = wals_shard_wait_raw(sh->shard[s], &len);
 		WalsWire	w;
 
-		wals_wire_start(&w, d != NULL ? d : "", d != NULL ? len : 0, "ids");
+		wait_wire(sh->shard[s], &w, "ids");
 		sh->shard[s]->rows = wals_wire_count(&w, PG_INT64_MAX);
 		rows += sh->shard[s]->rows;
 		data->null_ids += wals_wire_count(&w, PG_INT64_MAX);
@@ -289,16 +296,18 @@ number_ids(WalsShards *sh, WalsData *data)
 		ereport(NOTICE,
 				(errmsg("skipped %lld rows of \"%s\" with a null user or item id",
 						(long long) data->null_ids, sh->args->source_display)));
-	wals_memory_check(sizeof(int64) * (double) (total_u + total_i),
+	wals_memory_check(sizeof(int64) * (double) (2 * total_u + total_i),
 					  "the ids of a sharded training");
-	users = palloc_extended(sizeof(int64) * Max(total_u, 1), MCXT_ALLOC_HUGE);
+	fetched = palloc_extended(sizeof(int64) * Max(total_u, 1), MCXT_ALLOC_HUGE);
 	items = palloc_extended(sizeof(int64) * Max(total_i, 1), MCXT_ALLOC_HUGE);
 	at = 0;
 	for (int s = 0; s < sh->n; s++)
 	{
-		fetch_ids(sh, s, 0, nu[s], users + at);
+		fetch_ids(sh, s, 0, nu[s], fetched + at);
 		at += nu[s];
 	}
+	users = palloc_extended(sizeof(int64) * Max(total_u, 1), MCXT_ALLOC_HUGE);
+	memcpy(users, fetched, sizeof(int64) * total_u);
 	at = 0;
 	for (int s = 0; s < sh->n; s++)
 	{
@@ -318,38 +327,19 @@ number_ids(WalsShards *sh, WalsData *data)
 
 	sh->user_owner = palloc_extended(Max(sh->nusers, 1), MCXT_ALLOC_HUGE);
 	memset(sh->user_owner, 0xff, sh->nusers);
+	at = 0;
 	for (int s = 0; s < sh->n; s++)
-	{
-		int64	   *mine = palloc_extended(sizeof(int64) * Max(nu[s], 1), MCXT_ALLOC_HUGE);
-
-		fetch_ids(sh, s, 0, nu[s], mine);
 		for (int64 k = 0; k < nu[s]; k++)
 		{
-			int64		j = wals_ids_find(users, sh->nusers, mine[k]);
+			int64		j = wals_ids_find(users, sh->nusers, fetched[at++]);
 
 			if (sh->user_owner[j] == 0xff)
 				sh->user_owner[j] = (uint8) s;
 		}
-		pfree(mine);
-	}
+	pfree(fetched);
 	sh->item_owner = palloc_extended(Max(sh->nitems, 1), MCXT_ALLOC_HUGE);
 	for (int64 j = 0; j < sh->nitems; j++)
 		sh->item_owner[j] = (uint8) (j % sh->n);
-}
-
-/* The owned rows of shard s of one side, from the owners. */
-static void
-owned_rows(const uint8 *owner, int64 n, int s, int32 **rows, int64 *nrows)
-{
-	int64		k = 0;
-
-	*nrows = 0;
-	for (int64 j = 0; j < n; j++)
-		*nrows += owner[j] == s;
-	*rows = palloc_extended(sizeof(int32) * Max(*nrows, 1), MCXT_ALLOC_HUGE);
-	for (int64 j = 0; j < n; j++)
-		if (owner[j] == s)
-			(*rows)[k++] = (int32) j;
 }
 
 /* Every id of side with its owner to every shard, a page at a time. */
@@ -412,10 +402,10 @@ plan_all(WalsShards *sh, const WalsData *data)
 		a[3] = (WalsShardArg) {INT8OID, (const char *) &nusers, sizeof(nusers)};
 		a[4] = (WalsShardArg) {INT8OID, (const char *) &nitems, sizeof(nitems)};
 		wals_shard_send(sh->shard[s], "wals_shard_plan", 5, a);
-		owned_rows(sh->user_owner, sh->nusers, s, &sh->shard[s]->own_users,
-				   &sh->shard[s]->nown_users);
-		owned_rows(sh->item_owner, sh->nitems, s, &sh->shard[s]->own_items,
-				   &sh->shard[s]->nown_items);
+		sh->shard[s]->own_users = wals_shard_owned(sh->user_owner, sh->nusers, s,
+												   &sh->shard[s]->nown_users);
+		sh->shard[s]->own_items = wals_shard_owned(sh->item_owner, sh->nitems, s,
+												   &sh->shard[s]->nown_items);
 	}
 	wait_all(sh);
 	plan_pages(sh, 0, data->user_ids, sh->user_owner, sh->nusers);
@@ -609,15 +599,12 @@ take_rows(WalsShards *sh, WalsShard *shard, float *F, const int32 *rows, int64 n
 		int64		at = pg_hton64((uint64) first);
 		int64		count = pg_hton64((uint64) page);
 		WalsShardArg a[2];
-		int			len;
-		const char *data;
 		WalsWire	w;
 
 		a[0] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
 		a[1] = (WalsShardArg) {INT8OID, (const char *) &count, sizeof(count)};
 		wals_shard_send(shard, "wals_shard_take", 2, a);
-		data = wals_shard_wait_raw(shard, &len);
-		wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, "solved rows");
+		wait_wire(shard, &w, "solved rows");
 		for (int64 k = first; k < Min(first + page, n); k++)
 			wals_wire_floats(&w, F + (size_t) rows[k] * f, f);
 		wals_wire_done(&w);
@@ -670,12 +657,10 @@ half_sweep(WalsShards *sh, int side, double *loss)
 		WalsShard  *shard = sh->shard[s];
 		const int32 *rows = users ? shard->own_users : shard->own_items;
 		int64		n = users ? shard->nown_users : shard->nown_items;
-		int			len;
-		const char *data = wals_shard_wait_raw(shard, &len);
 		WalsWire	w;
 		bool		with_rows;
 
-		wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, "solved rows");
+		wait_wire(shard, &w, "solved rows");
 		*loss += wals_wire_double(&w);
 		wals_wire_floats(&w, part, (int64) f * f);
 		with_rows = w.at < w.len;
@@ -731,11 +716,9 @@ users_loss(WalsShards *sh, double *loss)
 	pfree(yb.data);
 	for (int s = 0; s < sh->n; s++)
 	{
-		int			len;
-		const char *data = wals_shard_wait_raw(sh->shard[s], &len);
 		WalsWire	w;
 
-		wals_wire_start(&w, data != NULL ? data : "", data != NULL ? len : 0, "loss");
+		wait_wire(sh->shard[s], &w, "loss");
 		*loss += wals_wire_double(&w);
 		wals_wire_done(&w);
 		wals_shard_clear(sh->shard[s]);

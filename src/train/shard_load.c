@@ -433,9 +433,12 @@ wals_shard_plan_page(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* The dense rows a shard owns of one side, from the owners. */
-static int32 *
-owned(const uint8 *owner, int64 n, int shard, int64 *nown)
+/*
+ * The dense rows of one side that shard owns, increasing, from the owner
+ * of each row: as the coordinator and the shard both list them.
+ */
+int32 *
+wals_shard_owned(const uint8 *owner, int64 n, int shard, int64 *nown)
 {
 	int32	   *own;
 	int64		k = 0;
@@ -443,7 +446,7 @@ owned(const uint8 *owner, int64 n, int shard, int64 *nown)
 	*nown = 0;
 	for (int64 j = 0; j < n; j++)
 		*nown += owner[j] == shard;
-	own = wals_shard_alloc(sizeof(int32) * *nown);
+	own = palloc_extended(sizeof(int32) * Max(*nown, 1), MCXT_ALLOC_HUGE);
 	for (int64 j = 0; j < n; j++)
 		if (owner[j] == shard)
 			own[k++] = (int32) j;
@@ -511,8 +514,8 @@ wals_shard_route(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("wals_shard_route() before the whole plan")));
 	old = MemoryContextSwitchTo(s->cxt);
-	s->own_users = owned(s->user_owner, s->nusers, s->shard, &s->own_nusers);
-	s->own_items = owned(s->item_owner, s->nitems, s->shard, &s->own_nitems);
+	s->own_users = wals_shard_owned(s->user_owner, s->nusers, s->shard, &s->own_nusers);
+	s->own_items = wals_shard_owned(s->item_owner, s->nitems, s->shard, &s->own_nitems);
 	s->out_users = palloc0(sizeof(Cells) * s->nshards);
 	s->out_items = palloc0(sizeof(Cells) * s->nshards);
 	s->out_sent = palloc0(sizeof(int64) * s->nshards);

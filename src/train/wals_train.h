@@ -377,6 +377,9 @@ extern const char *wals_shard_wait_raw(WalsShard *s, int *len);
 extern void wals_shard_clear(WalsShard *s);
 extern bytea *wals_shard_wait(WalsShard *s);
 
+/* shard_load.c: the dense rows of a side that one shard owns */
+extern int32 *wals_shard_owned(const uint8 *owner, int64 n, int shard, int64 *nown);
+
 /* engine_shard.c: a training on the shards, the factors travelling */
 typedef struct WalsShards WalsShards;
 extern WalsShards *wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data);
