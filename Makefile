@@ -46,7 +46,8 @@ WERROR ?=
 WARNFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers
 OPTFLAGS = -O2
-# libpq: a sharded training calls its shards on postgres_fdw's connections.
+# libpq: a sharded training calls its shards on postgres_fdw's connections,
+# or on its own to the nodes of a Citus distributed table.
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core $(SUBSYSTEMS:%=-I$(srcdir)/src/%) -I$(srcdir)/gpu -I$(BLAS_INC) -I$(shell $(PG_CONFIG) --includedir) -DWALS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = $(WARNFLAGS) $(OPTFLAGS)
 SHLIB_LINK = $(BLAS_LDFLAGS) -lpq

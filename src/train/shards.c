@@ -7,7 +7,8 @@
  * caller on it (the policies of the parent could not be applied on the
  * servers): each foreign server holding a leaf is then a shard, which
  * reads its own leaves (the remote tables and columns that the foreign
- * table's options name) and trains there.  Anything else, local
+ * table's options name) and trains there.  A Citus distributed table is
+ * sharded too, over its nodes (shards_citus.c).  Anything else, local
  * partitions among them, trains on this server as before.
  *
  * The shards are reached through postgres_fdw itself: its connection for
@@ -16,8 +17,11 @@
  * and the same remote transaction serve; postgres_fdw commits that
  * transaction with the caller's, or aborts it (cancelling what runs there)
  * when the training fails or is cancelled, and the shard's state goes with
- * it.  Its calls are sent with binary parameters and results, a query on
- * every shard before any is waited for, so that the shards work at once.
+ * it.  Citus's nodes are reached on connections of our own, as Citus
+ * reaches them.  Either way, calls are sent with binary parameters and
+ * results, a query on every shard before any is waited for, so that the
+ * shards work at once, and waited for, and their errors raised, by
+ * postgres_fdw's functions.
  */
 #include "postgres.h"
 
@@ -134,9 +138,11 @@ wals_shards_find(Oid source, const char *user_col, const char *item_col,
 				 const char *rating_col)
 {
 	List	   *leaves;
-	List	   *shards = NIL;
+	List	   *shards = wals_citus_shards_find(source, user_col, item_col, rating_col);
 	ListCell   *lc;
 
+	if (shards != NIL)
+		return shards;
 	if (get_rel_relkind(source) != RELKIND_PARTITIONED_TABLE ||
 		check_enable_rls(source, InvalidOid, true) == RLS_ENABLED)
 		return NIL;
@@ -312,7 +318,9 @@ wals_shards_connect(List *shards)
 	{
 		WalsShard  *s = lfirst(lc);
 
-		s->conn = fdw_connect(GetUserMapping(GetUserId(), s->server), false, NULL);
+		s->conn = OidIsValid(s->server) ?
+			fdw_connect(GetUserMapping(GetUserId(), s->server), false, NULL) :
+			wals_citus_connect(s);
 	}
 	foreach(lc, shards)
 	{
@@ -353,6 +361,25 @@ wals_shards_connect(List *shards)
 					 errhint("Update it there: ALTER EXTENSION wals UPDATE TO '%s'.",
 							 WALS_VERSION)));
 		error_context_stack = context.previous;
+	}
+}
+
+/*
+ * The training is over: close the connections of its own to Citus nodes.
+ * postgres_fdw's stay in its cache, their transactions ending with the
+ * caller's.
+ */
+void
+wals_shards_disconnect(List *shards)
+{
+	ListCell   *lc;
+
+	foreach(lc, shards)
+	{
+		WalsShard  *s = lfirst(lc);
+
+		if (!OidIsValid(s->server) && s->conn != NULL)
+			wals_citus_disconnect(s);
 	}
 }
 

@@ -289,7 +289,7 @@ train(WalsDevice device, WalsProblem *problem, WalsTrainResult *result)
  * before anything is read.
  */
 static void
-check_sharded(const WalsTrainArgs *args)
+check_sharded(const WalsTrainArgs *args, List *shards)
 {
 	const char *what = args->device == WALS_DEVICE_GPU ? "device => 'gpu'" :
 		args->accelerate != WALS_ACCEL_NONE ? "accelerate => 'ncg'" :
@@ -298,9 +298,11 @@ check_sharded(const WalsTrainArgs *args)
 	if (what != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("%s is not supported with a source sharded over foreign servers",
+				 errmsg("%s is not supported with a sharded source",
 						what),
-				 errdetail("\"%s\" is partitioned over postgres_fdw foreign tables, and trains on their servers.",
+				 errdetail(OidIsValid(((WalsShard *) linitial(shards))->server) ?
+						   "\"%s\" is partitioned over postgres_fdw foreign tables, and trains on their servers." :
+						   "\"%s\" is a Citus distributed table, and trains on its nodes.",
 						   args->source_display),
 				 errhint("Train without it, or from a local copy of the ratings.")));
 }
@@ -372,6 +374,7 @@ train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *dat
 	train(WALS_DEVICE_CPU, &problem, result);
 	result->train_s = wals_seconds_since(phase);
 	wals_store_model(args, data, X, Y, result);
+	wals_shards_disconnect(shards);
 }
 
 /*
@@ -405,8 +408,18 @@ wals_train(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(cxt);
 
 	shards = wals_shards_find(args.source, args.user_col, args.item_col, args.rating_col);
+	if (shards != NIL && !OidIsValid(((WalsShard *) linitial(shards))->server) &&
+		wals_citus_in_transaction())
+	{
+		ereport(NOTICE,
+				(errmsg("model \"%s\" trains here, reading \"%s\" through Citus",
+						args.model_display, args.source_display),
+				 errdetail("This transaction has run distributed commands, whose changes the nodes show only to Citus's own connections."),
+				 errhint("Train in a transaction of its own to train on the nodes.")));
+		shards = NIL;
+	}
 	if (shards != NIL)
-		check_sharded(&args);
+		check_sharded(&args, shards);
 	check_before_reading(&args);
 	if (shards != NIL)
 		train_sharded(&args, shards, start, &data, &result);

@@ -328,8 +328,10 @@ extern const WalsEngine wals_gpu_engine;
 
 /*
  * shards.c: the servers of a sharded source (a partitioned table of
- * postgres_fdw foreign tables), reached through postgres_fdw.  A shard is
- * one foreign server, with the partitions it holds.
+ * postgres_fdw foreign tables, reached through postgres_fdw, or a Citus
+ * distributed table, reached as Citus reaches its nodes: shards_citus.c).
+ * A shard is one foreign server or Citus node, with the partitions or
+ * Citus shards it holds.
  */
 #define WALS_MAX_SHARDS			255
 #define WALS_SHARD_MAX_ARGS		5
@@ -345,11 +347,13 @@ typedef struct WalsShardPart
 
 typedef struct WalsShard
 {
-	Oid			server;
-	char	   *name;			/* the foreign server's */
+	Oid			server;			/* the foreign server; invalid for a Citus node */
+	char	   *host;			/* the Citus node's */
+	int			port;
+	char	   *name;			/* the foreign server's, or the node's host:port */
 	int			index;			/* from 0 */
 	List	   *parts;			/* WalsShardPart */
-	struct pg_conn *conn;		/* postgres_fdw's, for the caller */
+	struct pg_conn *conn;		/* for the caller: postgres_fdw's, or our own */
 	char	   *schema;			/* wals's schema there, quoted */
 	char	   *sql;			/* the call being waited for */
 	struct pg_result *result;	/* the last call's, until the next */
@@ -372,10 +376,18 @@ typedef struct WalsShardArg
 extern List *wals_shards_find(Oid source, const char *user_col, const char *item_col,
 							  const char *rating_col);
 extern void wals_shards_connect(List *shards);
+extern void wals_shards_disconnect(List *shards);
 extern void wals_shard_send(WalsShard *s, const char *fn, int nargs, const WalsShardArg *args);
 extern const char *wals_shard_wait_raw(WalsShard *s, int *len);
 extern void wals_shard_clear(WalsShard *s);
 extern bytea *wals_shard_wait(WalsShard *s);
+
+/* shards_citus.c */
+extern List *wals_citus_shards_find(Oid source, const char *user_col, const char *item_col,
+									const char *rating_col);
+extern bool wals_citus_in_transaction(void);
+extern struct pg_conn *wals_citus_connect(WalsShard *s);
+extern void wals_citus_disconnect(WalsShard *s);
 
 /* shard_load.c: the dense rows of a side that one shard owns */
 extern int32 *wals_shard_owned(const uint8 *owner, int64 n, int shard, int64 *nown);

@@ -282,7 +282,7 @@ for my $refused ([ q{accelerate => 'ncg'}, 'accelerate' ], [ q{validation => 0.1
 	($ret, $stdout, $stderr) = $coord->psql(
 		'postgres', qq{SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
 		  model => 's_cg', factors => 8, $refused->[0])});
-	like($stderr, qr/ERROR:  .* is not supported with a source sharded over foreign servers/,
+	like($stderr, qr/ERROR:  .* is not supported with a sharded source/,
 		"$refused->[1] is refused with a sharded source");
 }
 

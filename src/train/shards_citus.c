@@ -1,0 +1,327 @@
+/*
+ * shards_citus.c
+ *	  The shards of a Citus distributed table: its worker nodes, and the
+ *	  connections that reach them.
+ *
+ * Where Citus is installed and the source is a distributed table (hash,
+ * range or append; a reference table is a single copy and trains here),
+ * each node holding a placement of one of its shards is a shard of the
+ * training, which reads the shard tables it holds there.  Each Citus
+ * shard is read once, from its placement on the lowest active primary
+ * node.  Citus's metadata is read as the caller, and the shard tables are
+ * named by Citus's own shard_name().
+ *
+ * A node is reached as Citus reaches it for the caller's queries: the
+ * caller's role, this database, the node's host and port from
+ * pg_dist_node, the settings of citus.node_conninfo, and the credentials
+ * Citus keeps for that role and node (pg_dist_authinfo, through Citus's
+ * GetAuthinfo).  So a training reaches nothing the caller's distributed
+ * queries could not.  Each connection opens a REPEATABLE READ transaction
+ * there, which the shard's state lives in, and belongs to the (sub)
+ * transaction that opened it: it is closed when the training ends, and
+ * when that (sub)transaction aborts, after cancelling what runs there.
+ */
+#include "postgres.h"
+
+#include "libpq-fe.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rls.h"
+
+#include "wals_train.h"
+
+/* Citus's own, found at run time. */
+typedef char *(*GetAuthinfoFn) (char *hostname, int32 port, char *user);
+typedef bool (*InCoordinatedTransactionFn) (void);
+
+/* A connection this module opened, and the transaction level that owns it. */
+typedef struct OpenConn
+{
+	PGconn	   *conn;
+	int			level;
+	struct OpenConn *next;
+} OpenConn;
+
+static OpenConn *open_conns;
+static bool callbacks_registered;
+
+/*
+ * Close c, cancelling first what runs there when aborting, so that the
+ * node stops at once rather than when it next writes to the socket.
+ */
+static void
+close_conn(PGconn *conn, bool cancel)
+{
+	if (cancel && PQtransactionStatus(conn) == PQTRANS_ACTIVE)
+	{
+		PGcancel   *c = PQgetCancel(conn);
+		char		errbuf[256];
+
+		if (c != NULL)
+		{
+			PQcancel(c, errbuf, sizeof(errbuf));
+			PQfreeCancel(c);
+		}
+	}
+	PQfinish(conn);
+}
+
+/* Close the connections opened at level or deeper. */
+static void
+close_from(int level, bool cancel)
+{
+	OpenConn  **p = &open_conns;
+
+	while (*p != NULL)
+	{
+		OpenConn   *o = *p;
+
+		if (o->level >= level)
+		{
+			*p = o->next;
+			close_conn(o->conn, cancel);
+			pfree(o);
+		}
+		else
+			p = &o->next;
+	}
+}
+
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+		close_from(0, event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT);
+}
+
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		close_from(GetCurrentTransactionNestLevel(), true);
+}
+
+/*
+ * The shards of source when it is a Citus distributed table the caller
+ * has no row security on, or NIL.
+ */
+List *
+wals_citus_shards_find(Oid source, const char *user_col, const char *item_col,
+					   const char *rating_col)
+{
+	const char *sql =
+		"SELECT DISTINCT ON (s.shardid) n.nodename, n.nodeport,"
+		" pg_catalog.shard_name(s.logicalrelid, s.shardid, false)"
+		" FROM pg_catalog.pg_dist_partition d"
+		" JOIN pg_catalog.pg_dist_shard s ON s.logicalrelid = d.logicalrelid"
+		" JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid"
+		" JOIN pg_catalog.pg_dist_node n ON n.groupid = p.groupid"
+		" WHERE d.logicalrelid = $1 AND d.partmethod IN ('h', 'r', 'a')"
+		" AND n.isactive AND n.noderole = 'primary' AND p.shardstate = 1"
+		" ORDER BY s.shardid, n.nodeid";
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(source)};
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *shards = NIL;
+
+	if (!OidIsValid(get_extension_oid("citus", true)) ||
+		check_enable_rls(source, InvalidOid, true) == RLS_ENABLED)
+		return NIL;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "wals: SPI_connect failed");
+	if (SPI_execute_with_args(sql, 1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "wals: could not read Citus's shards of \"%s\"", get_rel_name(source));
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		char	   *host = SPI_getvalue(tup, desc, 1);
+		int			port = atoi(SPI_getvalue(tup, desc, 2));
+		char	   *name = psprintf("%s:%d", host, port);
+		WalsShard  *s = NULL;
+		WalsShardPart *part = palloc0(sizeof(WalsShardPart));
+		ListCell   *lc;
+
+		foreach(lc, shards)
+			if (strcmp(((WalsShard *) lfirst(lc))->name, name) == 0)
+				s = lfirst(lc);
+		if (s == NULL)
+		{
+			s = palloc0(sizeof(WalsShard));
+			s->name = name;
+			s->host = host;
+			s->port = port;
+			s->index = list_length(shards);
+			shards = lappend(shards, s);
+		}
+		part->relid = source;
+		part->remote = SPI_getvalue(tup, desc, 3);
+		part->user_col = user_col != NULL ? pstrdup(user_col) : NULL;
+		part->item_col = item_col != NULL ? pstrdup(item_col) : NULL;
+		part->rating_col = rating_col != NULL ? pstrdup(rating_col) : NULL;
+		s->parts = lappend(s->parts, part);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	return shards;
+}
+
+/*
+ * Whether this transaction has run distributed commands already: their
+ * changes on the nodes are seen only through Citus's own connections, so
+ * a training must then read through Citus, here.  Where Citus does not
+ * say, any transaction block counts.
+ */
+bool
+wals_citus_in_transaction(void)
+{
+	InCoordinatedTransactionFn in_coordinated = (InCoordinatedTransactionFn)
+		load_external_function("$libdir/citus", "InCoordinatedTransaction", false, NULL);
+
+	return in_coordinated != NULL ? in_coordinated() : IsTransactionBlock();
+}
+
+/* Add keyword = value, unless set already. */
+static void
+set_param(const char **keys, const char **vals, int *n, const char *key, const char *val)
+{
+	for (int k = 0; k < *n; k++)
+		if (strcmp(keys[k], key) == 0)
+			return;
+	keys[*n] = key;
+	vals[*n] = val;
+	(*n)++;
+}
+
+/* The settings of a connection string, added unless set already. */
+static void
+add_conninfo(const char **keys, const char **vals, int *n, int most, const char *conninfo,
+			 const char *what)
+{
+	char	   *err = NULL;
+	PQconninfoOption *opts;
+
+	if (conninfo == NULL || conninfo[0] == '\0')
+		return;
+	opts = PQconninfoParse(conninfo, &err);
+	if (opts == NULL)
+	{
+		char	   *detail = err != NULL ? pstrdup(err) : "out of memory";
+
+		if (err != NULL)
+			PQfreemem(err);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("could not parse %s", what),
+				 errdetail_internal("%s", pchomp(detail))));
+	}
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		if (o->val != NULL && o->val[0] != '\0' && *n < most)
+			set_param(keys, vals, n, pstrdup(o->keyword), pstrdup(o->val));
+	PQconninfoFree(opts);
+}
+
+/*
+ * Connect to the node of shard s as Citus would for the caller, and open
+ * the transaction the shard's training lives in.
+ */
+PGconn *
+wals_citus_connect(WalsShard *s)
+{
+	GetAuthinfoFn authinfo = (GetAuthinfoFn)
+		load_external_function("$libdir/citus", "GetAuthinfo", false, NULL);
+	char	   *user = GetUserNameFromId(GetUserId(), false);
+	const char *keys[64];
+	const char *vals[64];
+	int			n = 0;
+	PGconn	   *conn;
+	PGresult   *res;
+	OpenConn   *o;
+
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(xact_callback, NULL);
+		RegisterSubXactCallback(subxact_callback, NULL);
+		callbacks_registered = true;
+	}
+	set_param(keys, vals, &n, "host", s->host);
+	set_param(keys, vals, &n, "port", psprintf("%d", s->port));
+	set_param(keys, vals, &n, "dbname", get_database_name(MyDatabaseId));
+	set_param(keys, vals, &n, "user", user);
+	set_param(keys, vals, &n, "client_encoding", GetDatabaseEncodingName());
+	set_param(keys, vals, &n, "application_name", "wals");
+	if (authinfo != NULL)
+		add_conninfo(keys, vals, &n, lengthof(keys) - 1,
+					 authinfo(s->host, s->port, user), "Citus's credentials of the node");
+	add_conninfo(keys, vals, &n, lengthof(keys) - 1,
+				 GetConfigOption("citus.node_conninfo", true, false), "citus.node_conninfo");
+	keys[n] = vals[n] = NULL;
+
+	o = MemoryContextAlloc(TopMemoryContext, sizeof(OpenConn));
+	conn = PQconnectdbParams(keys, vals, false);
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+	{
+		char	   *detail = pchomp(conn != NULL ? PQerrorMessage(conn) : "out of memory");
+
+		if (conn != NULL)
+			PQfinish(conn);
+		pfree(o);
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to the Citus node \"%s\" as role \"%s\"",
+						s->name, user),
+				 errdetail_internal("%s", detail),
+				 errhint("wals reaches a node as Citus does: check pg_dist_authinfo, citus.node_conninfo, and the node's pg_hba.conf.")));
+	}
+	o->conn = conn;
+	o->level = GetCurrentTransactionNestLevel();
+	o->next = open_conns;
+	open_conns = o;
+
+	res = PQexec(conn, "START TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		char	   *detail = pchomp(PQerrorMessage(conn));
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not start a transaction on the Citus node \"%s\"", s->name),
+				 errdetail_internal("%s", detail)));
+	}
+	PQclear(res);
+	return conn;
+}
+
+/* Close the connection of shard s, its training over. */
+void
+wals_citus_disconnect(WalsShard *s)
+{
+	OpenConn  **p = &open_conns;
+
+	for (; *p != NULL; p = &(*p)->next)
+		if ((*p)->conn == s->conn)
+		{
+			OpenConn   *o = *p;
+
+			*p = o->next;
+			close_conn(o->conn, false);
+			pfree(o);
+			break;
+		}
+	s->conn = NULL;
+}
