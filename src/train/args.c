@@ -363,6 +363,7 @@ wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 	else
 		args->params.w0 = args->params.feedback == WALS_IMPLICIT ? 1.0f : 0.0f;
 
+	args->workers_given = !PG_ARGISNULL(ARG_WORKERS);
 	args->workers = PG_ARGISNULL(ARG_WORKERS) ? max_parallel_maintenance_workers :
 		int_arg(fcinfo, ARG_WORKERS, WALS_MIN_WORKERS, WALS_MAX_WORKERS);
 

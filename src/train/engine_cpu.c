@@ -116,8 +116,8 @@ rows_per_check(int f)
 }
 
 /* Chunks a side of nrows rows can be cut into, at most. */
-static int64
-max_chunks(int64 nrows, int f)
+int64
+wals_max_chunks(int64 nrows, int f)
 {
 	return nrows / rows_per_check(f) + WALS_CHUNKS_PER_SWEEP + 1;
 }
@@ -146,7 +146,7 @@ wals_cpu_engine_bytes(const WalsTrainArgs *args, int64 nusers, int64 nitems)
 	double		grams = args->accelerate == WALS_ACCEL_NCG ?
 		(double) WALS_LINE_GRAMS * f * f * sizeof(float) : 0;
 
-	return (double) shared_bytes(max_chunks(nusers, f), max_chunks(nitems, f)) + grams;
+	return (double) shared_bytes(wals_max_chunks(nusers, f), wals_max_chunks(nitems, f)) + grams;
 }
 
 /* Vector k's part of X (or of Y): the factors themselves for k = 0. */
@@ -186,8 +186,8 @@ alloc_scratch(const WalsShared *sh)
  * and a row about f/2 ratings' worth (its f x f products), and no chunk
  * holds more rows than a cancel check allows.
  */
-static int64
-cut_chunks(const WalsCsr *R, int f, int64 *bounds)
+int64
+wals_cut_chunks(const WalsCsr *R, int f, int64 *bounds)
 {
 	double		total = (double) R->indptr[R->nrows] + (double) R->nrows * f / 2;
 	double		target = Max(1.0, total / WALS_CHUNKS_PER_SWEEP);
@@ -210,14 +210,17 @@ cut_chunks(const WalsCsr *R, int f, int64 *bounds)
 	return n;
 }
 
-/* Lower the shared failure to that of row, unless a lower one is there. */
-static void
-record_failure(WalsShared *sh, WalsStatus status, int64 row)
+/*
+ * Lower the shared failure to that of row, unless a lower one is there:
+ * twice the row, plus one when its solution was not finite.
+ */
+void
+wals_record_failure(pg_atomic_uint64 *failed, WalsStatus status, int64 row)
 {
 	uint64		mine = (uint64) row * 2 + (status == WALS_ESINGULAR ? 0 : 1);
-	uint64		seen = pg_atomic_read_u64(&sh->failed);
+	uint64		seen = pg_atomic_read_u64(failed);
 
-	while (mine < seen && !pg_atomic_compare_exchange_u64(&sh->failed, &seen, mine))
+	while (mine < seen && !pg_atomic_compare_exchange_u64(failed, &seen, mine))
 		;
 }
 
@@ -263,7 +266,7 @@ run_chunk(CpuEngine *e, WalsTask task, uint32 chunk)
 			break;
 	}
 	if (status == WALS_ESINGULAR || status == WALS_ENONFINITE)
-		record_failure(e->shared, status, bad_row);
+		wals_record_failure(&e->shared->failed, status, bad_row);
 	else if (status != WALS_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -469,8 +472,8 @@ cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	WalsWorkspace *ws = problem->workspace;
 	int			f = args->params.factors;
 	CpuEngine  *e = palloc0(sizeof(CpuEngine));
-	int64	   *user_chunks = palloc(sizeof(int64) * (max_chunks(ws->shape.nusers, f) + 1));
-	int64	   *item_chunks = palloc(sizeof(int64) * (max_chunks(ws->shape.nitems, f) + 1));
+	int64	   *user_chunks = palloc(sizeof(int64) * (wals_max_chunks(ws->shape.nusers, f) + 1));
+	int64	   *item_chunks = palloc(sizeof(int64) * (wals_max_chunks(ws->shape.nitems, f) + 1));
 	WalsShared *local;
 	Size		bytes;
 	int64		user_nchunks;
@@ -479,8 +482,8 @@ cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	Assert(problem->X == ws->X && problem->Y == ws->Y);
 	e->ws = ws;
 	e->problem = problem;
-	user_nchunks = cut_chunks(&ws->by_user, f, user_chunks);
-	item_nchunks = cut_chunks(&ws->by_item, f, item_chunks);
+	user_nchunks = wals_cut_chunks(&ws->by_user, f, user_chunks);
+	item_nchunks = wals_cut_chunks(&ws->by_item, f, item_chunks);
 	bytes = shared_bytes(user_nchunks, item_nchunks);
 
 	local = palloc0(bytes);

@@ -390,6 +390,7 @@ plan_all(WalsShards *sh, const WalsData *data)
 	wals_put_int64(&params, p->block_size);
 	wals_put_int64(&params, p->frequency_scaled ? 1 : 0);
 	wals_put_double(&params, p->reg_exponent);
+	wals_put_int64(&params, sh->args->workers_given ? sh->args->workers : -1);
 
 	for (int s = 0; s < sh->n; s++)
 	{
@@ -659,9 +660,12 @@ half_sweep(WalsShards *sh, int side, double *loss)
 		int64		n = users ? shard->nown_users : shard->nown_items;
 		WalsWire	w;
 		bool		with_rows;
+		int			launched;
 
 		wait_wire(shard, &w, "solved rows");
 		*loss += wals_wire_double(&w);
+		launched = (int) wals_wire_count(&w, WALS_MAX_WORKERS);
+		shard->workers = Max(shard->workers, launched);
 		wals_wire_floats(&w, part, (int64) f * f);
 		with_rows = w.at < w.len;
 		for (int64 k = 0; with_rows && k < n; k++)
@@ -773,16 +777,22 @@ static void
 end_shards(WalsShards *sh)
 {
 	StringInfoData held;
+	StringInfoData workers;
 
 	for (int s = 0; s < sh->n; s++)
 		wals_shard_send(sh->shard[s], "wals_shard_end", 0, NULL);
 	initStringInfo(&held);
+	initStringInfo(&workers);
 	for (int s = 0; s < sh->n; s++)
+	{
 		appendStringInfo(&held, "%s%s", s > 0 ? ", " : "",
 						 wals_pretty_bytes((double) wait_int64(sh->shard[s], "memory")));
+		appendStringInfo(&workers, "%s%d", s > 0 ? ", " : "", sh->shard[s]->workers);
+	}
 	ereport(NOTICE,
 			(errmsg("model \"%s\" trained on %d shards", sh->args->model_display, sh->n),
-			 errdetail("%s; each held at most %s.", sh->summary, held.data)));
+			 errdetail("%s; each held at most %s and solved with %s parallel workers.",
+					   sh->summary, held.data, workers.data)));
 }
 
 /*

@@ -60,7 +60,11 @@ void
 wals_shard_session_free(void)
 {
 	if (session != NULL)
+	{
+		if (session->seg != NULL)
+			dsm_detach(session->seg);
 		MemoryContextDelete(session->cxt);
+	}
 	session = NULL;
 }
 
@@ -113,24 +117,43 @@ wals_shard_alloc(Size bytes)
 	return MemoryContextAllocHuge(session->cxt, Max(bytes, 1));
 }
 
+/* The room wals_shard_alloc_rows takes for bytes. */
+Size
+wals_shard_rows_bytes(Size bytes)
+{
+	return TYPEALIGN(WALS_SHARD_ALIGN, bytes) + WALS_SHARD_ALIGN;
+}
+
 /*
  * What the solves read, laid out as a training's workspace lays it out
- * (workspace.c): on cache lines, in transparent huge pages, since they
- * read the other side's factors at random and a row that straddles a
- * line costs a line more.  Freed with the session only.
+ * (workspace.c): on cache lines, since they read the other side's factors
+ * at random and a row that straddles a line costs a line more; in the
+ * segment shared with parallel workers when there is one, else in
+ * transparent huge pages.  Freed with the session only.
  */
 void *
 wals_shard_alloc_rows(Size bytes)
 {
-	char	   *p = wals_alloc_huge(session->cxt, bytes + WALS_SHARD_ALIGN);
+	char	   *p;
 
+	if (session->seg == NULL)
+		p = wals_alloc_huge(session->cxt, bytes + WALS_SHARD_ALIGN);
+	else
+	{
+		p = (char *) TYPEALIGN(WALS_SHARD_ALIGN, session->seg_next);
+		if (p + bytes > session->seg_end)
+			elog(ERROR, "wals: a shard's shared memory is too small");
+		session->seg_next = p + bytes;
+		return p;
+	}
 	return (void *) TYPEALIGN(WALS_SHARD_ALIGN, p);
 }
 
 void
 wals_shard_note_peak(Session *s)
 {
-	s->peak = Max(s->peak, MemoryContextMemAllocated(s->cxt, true));
+	s->peak = Max(s->peak, MemoryContextMemAllocated(s->cxt, true) +
+				  (s->seg != NULL ? dsm_segment_map_length(s->seg) : 0));
 }
 
 /* Room for c->cap cells, counted beforehand. */
@@ -333,7 +356,9 @@ check_params(const WalsParams *p)
  * wals_shard_plan(params bytea, shard int, nshards int, nusers bigint,
  *				   nitems bigint) RETURNS void
  *
- * params: the WalsParams fields, in wire order; this shard's number, the
+ * params: the WalsParams fields in wire order, then the parallel workers a
+ * half-sweep may use (negative: max_parallel_maintenance_workers of this
+ * server, whose cores they are); this shard's number, the
  * shards, and every user and item of the training, whose ids and owners
  * wals_shard_plan_page then gives, in order.
  */
@@ -377,8 +402,11 @@ wals_shard_plan(PG_FUNCTION_ARGS)
 	s->params.block_size = (int) wals_wire_count(&w, WALS_MAX_FACTORS);
 	s->params.frequency_scaled = wals_wire_int64(&w) != 0;
 	s->params.reg_exponent = (float) wals_wire_double(&w);
+	s->workers = (int) wals_wire_int64(&w);
 	wals_wire_done(&w);
 	check_params(&s->params);
+	if (s->workers < 0 || s->workers > WALS_MAX_WORKERS)
+		s->workers = max_parallel_maintenance_workers;
 
 	old = MemoryContextSwitchTo(s->cxt);
 	s->user_ids = wals_shard_alloc(sizeof(int64) * s->nusers);

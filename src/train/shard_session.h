@@ -71,8 +71,14 @@ typedef struct Session
 	Cells	   *out_items;		/* per shard: cells of items it owns */
 	int64	   *out_sent;		/* per shard: out cells sent, users then items */
 
+	int			workers;		/* parallel workers a half-sweep may use */
+	int			launched;		/* those the last half-sweep launched */
+
 	/* from wals_shard_start */
 	bool		started;
+	dsm_segment *seg;			/* what the solves read, shared with workers */
+	char	   *seg_next;		/* its unused part */
+	char	   *seg_end;
 	WalsCsr		by_user;		/* own users x every item */
 	WalsCsr		by_item;		/* own items x every user */
 	float	   *X;				/* own users' factors */
@@ -87,6 +93,12 @@ typedef struct Session
 extern Session *wals_shard_session(bool create, const char *fn);
 extern void *wals_shard_alloc(Size bytes);
 extern void *wals_shard_alloc_rows(Size bytes);
+extern Size wals_shard_rows_bytes(Size bytes);
+
+/* shard_parallel.c */
+extern void wals_shard_share_rows(Session *s, Size bytes);
+extern WalsStatus wals_shard_solve_rows(Session *s, const WalsCsr *R, const float *G,
+										float *mine, int64 *bad);
 extern void wals_shard_note_peak(Session *s);
 extern void wals_shard_session_free(void);
 extern void wals_shard_cells_free(Cells *c);

@@ -93,6 +93,23 @@ build_matrix(Session *s, Cells *c, bool by_user, const int32 *own, int64 nown,
 	c->n = 0;
 }
 
+/* The room of what the solves read: both matrices and the factors. */
+static Size
+rows_bytes(const Session *s)
+{
+	int64		f = s->params.factors;
+	const Cells *cells[2] = {&s->out_users[s->shard], &s->out_items[s->shard]};
+	int64		nown[2] = {s->own_nusers, s->own_nitems};
+	Size		bytes = 0;
+
+	for (int side = 0; side < 2; side++)
+		bytes += wals_shard_rows_bytes(sizeof(int64) * (nown[side] + 1)) +
+			wals_shard_rows_bytes(sizeof(int32) * cells[side]->n) +
+			wals_shard_rows_bytes(sizeof(float) * cells[side]->n) +
+			wals_shard_rows_bytes(sizeof(float) * nown[side] * f);
+	return bytes + wals_shard_rows_bytes(sizeof(float) * Max(s->nusers, s->nitems) * f);
+}
+
 /*
  * wals_shard_start() RETURNS bigint
  *
@@ -112,6 +129,7 @@ wals_shard_start(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("wals_shard_start() out of turn")));
 	old = MemoryContextSwitchTo(s->cxt);
+	wals_shard_share_rows(s, rows_bytes(s));
 	build_matrix(s, &s->out_users[s->shard], true, s->own_users, s->own_nusers, s->nitems,
 				 &s->by_user);
 	build_matrix(s, &s->out_items[s->shard], false, s->own_items, s->own_nitems, s->nusers,
@@ -122,7 +140,7 @@ wals_shard_start(PG_FUNCTION_ARGS)
 		longest = Max(longest, s->by_user.indptr[r + 1] - s->by_user.indptr[r]);
 	for (int64 r = 0; r < s->own_nitems; r++)
 		longest = Max(longest, s->by_item.indptr[r + 1] - s->by_item.indptr[r]);
-	s->scratch = wals_shard_alloc_rows(sizeof(float) * wals_solve_scratch(&s->params, longest));
+	s->scratch = wals_alloc_huge(s->cxt, sizeof(float) * wals_solve_scratch(&s->params, longest));
 	s->other = wals_shard_alloc_rows(sizeof(float) * Max(s->nusers, s->nitems) * f);
 	s->started = true;
 	wals_shard_note_peak(s);
@@ -219,7 +237,8 @@ take_other(Session *s, bytea *b, OtherSide side)
  * A half-sweep over this shard's rows of side (0 users, 1 items) from
  * every row of the other side (in other, or, when it is empty, put whole
  * before) and its Gram: the items' regularisation (0 for the users, whose
- * loss wals_shard_loss gives), the Gram of the rows solved, and the rows
+ * loss wals_shard_loss gives), the parallel workers it launched, the Gram
+ * of the rows solved, and the rows
  * when all fit in max_bytes (else wals_shard_take gives them).  A row that
  * cannot be solved is the error wals_train raises on one server, naming
  * the row's id and doing (what the coordinator was doing).
@@ -261,8 +280,7 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 	wals_wire_floats(&w, G, (int64) f * f);
 	wals_wire_done(&w);
 
-	failure.status = wals_solve_rows(&s->params, R, s->other, G, mine, 0, nmine, s->scratch,
-									 &bad);
+	failure.status = wals_shard_solve_rows(s, R, G, mine, &bad);
 	if (failure.status != WALS_OK)
 	{
 		failure.side = users ? WALS_SIDE_USERS : WALS_SIDE_ITEMS;
@@ -275,9 +293,11 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 	wals_gram_rows(mine, 0, nmine, f, G);
 	s->solved = side;
 
-	bytes = sizeof(double) + sizeof(float) * (f * f + nmine * f);
-	wals_shard_buffer(&buf, bytes <= most ? bytes : sizeof(double) + sizeof(float) * f * f);
+	bytes = sizeof(double) + sizeof(int64) + sizeof(float) * (f * f + nmine * f);
+	wals_shard_buffer(&buf, bytes <= most ? bytes :
+					  sizeof(double) + sizeof(int64) + sizeof(float) * f * f);
 	wals_put_double(&buf, loss);
+	wals_put_int64(&buf, s->launched);
 	wals_put_floats(&buf, G, (int64) f * f);
 	if (bytes <= most)
 		wals_put_floats(&buf, mine, nmine * f);

@@ -6,6 +6,7 @@
 #ifndef WALS_TRAIN_H
 #define WALS_TRAIN_H
 
+#include "port/atomics.h"
 #include "storage/dsm.h"
 
 #include "wals_catalog.h"
@@ -47,6 +48,7 @@ typedef struct WalsTrainArgs
 	int			iterations;
 	WalsDevice	device;
 	int			workers;
+	bool		workers_given;	/* else each shard of a sharded training uses its own */
 	int			seed;
 	bool		warm_start;
 	double		tolerance;		/* negative: no early stop */
@@ -321,6 +323,9 @@ extern void wals_validation_end(const WalsData *data, const WalsValidation *v, i
 
 /* engine_cpu.c: the leader and parallel workers */
 extern const WalsEngine wals_cpu_engine;
+extern int64 wals_max_chunks(int64 nrows, int f);
+extern int64 wals_cut_chunks(const WalsCsr *R, int f, int64 *bounds);
+extern void wals_record_failure(pg_atomic_uint64 *failed, WalsStatus status, int64 row);
 extern double wals_cpu_engine_bytes(const WalsTrainArgs *args, int64 nusers, int64 nitems);
 
 /* engine_gpu.c: the CUDA engine of gpu/, through devices.c */
@@ -358,6 +363,7 @@ typedef struct WalsShard
 	char	   *sql;			/* the call being waited for */
 	struct pg_result *result;	/* the last call's, until the next */
 	int64		rows;			/* rows it read */
+	int			workers;		/* the most parallel workers a half-sweep launched */
 	double		bytes;			/* sent to it and received from it */
 	int32	   *own_users;		/* the dense users it solves, increasing */
 	int64		nown_users;

@@ -3,7 +3,9 @@
 # (postgres_fdw foreign partitions): wals_shards() names them, the model
 # equals the one trained on this server from the same rows (every
 # iteration's loss within 1e-5, the same recommendations; also with
-# messages of 1 kB, every id, factor and rated item sent in pages), each shard reads
+# messages of 1 kB, every id, factor and rated item sent in pages; with
+# no parallel workers on the shards, and with every row solved by them),
+# each shard reads
 # only its own rows, a row that cannot be solved is the error it is on one
 # server, naming the shard's server, and the previous model survives.
 use strict;
@@ -77,10 +79,17 @@ for my $case (
 	[ 'subspace', q{solver => 'subspace', block_size => 3} ],
 	[ 'explicit', q{solver => 'cg', feedback => 'explicit'} ],
 	[ 'scaled', q{solver => 'cg', regularization_exponent => 1, unobserved_weight => 0.1} ],
-	[ 'paged', q{solver => 'cg'}, q{SET wals.shard_message_size = '1kB';} ])
+	[ 'paged', q{solver => 'cg'}, q{SET wals.shard_message_size = '1kB';} ],
+	[ 'no_workers', q{solver => 'cg', workers => 0} ],
+	[ 'workers_only', q{solver => 'cholesky'}, '', 'parallel_leader_participation = off' ])
 {
-	my ($name, $args, $set) = @$case;
+	my ($name, $args, $set, $on_shards) = @$case;
 	$set //= '';
+	for my $node (@shards)
+	{
+		$node->safe_psql('postgres', $on_shards ? "ALTER SYSTEM SET $on_shards" : 'ALTER SYSTEM RESET ALL');
+		$node->reload;
+	}
 	my ($ret, $stdout, $stderr) = $coord->psql(
 		'postgres', qq{SET client_min_messages = notice; $set
 		  SELECT device, iterations, users, items, ratings FROM wals_train('ratings', 'user_id',
@@ -89,9 +98,12 @@ for my $case (
 	like($stdout, qr/^shards\|5\|1500\|300\|/, "$name: the summary says shards");
 	like($stderr, qr/NOTICE:  training model "public.s_$name" on 2 shards: servers "shard0", "shard1"/,
 		"$name: a NOTICE names the servers");
+	my $workers = $args =~ /workers => 0/ ? '0, 0' : '2, 2';
+	like($stderr, qr/solved with $workers parallel workers/,
+		"$name: each shard solved with its max_parallel_maintenance_workers, or workers => 0");
 	$coord->safe_psql(
 		'postgres', qq{SELECT * FROM wals_train('ratings_here', 'user_id', 'item_id', 'rating',
-		  model => 'h_$name', factors => 8, iterations => 5, workers => 0, $args)});
+		  model => 'h_$name', factors => 8, iterations => 5, $args)});
 	is( $coord->safe_psql(
 			'postgres', qq{
 SELECT string_agg(s.iteration::text, ',' ORDER BY s.iteration)
@@ -120,7 +132,9 @@ WHERE s.item_id IS NULL OR h.item_id IS NULL}),
 
 # ---------------------------------------------------------------------------
 # A row that cannot be solved: the error of one server, from the shard
-# that owns the row, which it names; the model trained before stays.
+# that owns the row, which it names; the model trained before stays.  The
+# shards still leave every row to their parallel workers, so a worker
+# finds it.
 my $before = $coord->safe_psql('postgres',
 	q{SELECT version, loss FROM wals_models WHERE model = 's_cg'});
 $coord->safe_psql('postgres', q{INSERT INTO ratings VALUES (77, 5, 1e38)});
