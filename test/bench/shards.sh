@@ -132,11 +132,13 @@ for n in $COUNTS; do
 			PARTITION BY LIST ((user_id % $n))" -c "$parts"
 	say "$n shards: training"
 	mems=$(printf 'SELECT peak_kb FROM memory_%s UNION ALL ' $(seq 0 $((n - 1))))
-	read -r per_it peak loss < <(train sharded ratings 0 "${mems% UNION ALL }")
+	# as many processes as cores: each shard's backend and its workers
+	w=$(($(nproc) / n - 1)); [ "$w" -lt 0 ] && w=0
+	read -r per_it peak loss < <(train sharded ratings "$w" "${mems% UNION ALL }")
 	moved=$(sed -n 's/.*received from them, \(.*\) an iteration;.*/\1/p' "$RES/notices")
-	held=$(sed -n 's/.*each held at most \(.*\)\./\1/p' "$RES/notices" | sed 's/, /\//g')
+	held=$(sed -n 's/.*each held at most \(.*\) and solved with.*/\1/p' "$RES/notices" | sed 's/, /\//g')
 	formula=$((4 * 64 * (n * items + users) + 4 * 64 * (n * users + items)))
-	printf '%s shards\t%s\t%s\t%s MB\t%s\t%s\t%s\n' "$n" "$per_it" "$moved" \
+	printf '%s shards (%s workers each)\t%s\t%s\t%s MB\t%s\t%s\t%s\n' "$n" "$w" "$per_it" "$moved" \
 		"$((formula / 1000000))" "$held" "$peak" "$loss" >>"$RES/results.tsv"
 done
 
@@ -147,7 +149,7 @@ OUT=$OUTDIR/shards.txt
 		"kernels: $(q $COORD -c "SELECT kernels FROM wals_devices() WHERE device = 'cpu'")"
 	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 	echo "data: $DATA ($users users, $items items), f = 64, CG 3 steps, 10 iterations;"
-	echo "every server on this machine; the shards solve in one backend each"
+	echo "every server on this machine; each shard solves with nproc / shards - 1 parallel workers"
 	echo
 	column -t -s "$(printf '\t')" "$RES/results.tsv"
 	echo
