@@ -137,7 +137,7 @@ wals_shard_alloc_rows(Size bytes)
 	char	   *p;
 
 	if (session->seg == NULL)
-		p = wals_alloc_huge(session->cxt, bytes + WALS_SHARD_ALIGN);
+		p = wals_alloc_huge(session->rows_cxt, bytes + WALS_SHARD_ALIGN);
 	else
 	{
 		p = (char *) TYPEALIGN(WALS_SHARD_ALIGN, session->seg_next);

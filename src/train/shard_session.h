@@ -76,6 +76,7 @@ typedef struct Session
 
 	/* from wals_shard_start */
 	bool		started;
+	MemoryContext rows_cxt;		/* what the solves read, when not in seg */
 	dsm_segment *seg;			/* what the solves read, shared with workers */
 	char	   *seg_next;		/* its unused part */
 	char	   *seg_end;

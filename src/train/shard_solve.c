@@ -98,16 +98,32 @@ static Size
 rows_bytes(const Session *s)
 {
 	int64		f = s->params.factors;
-	const Cells *cells[2] = {&s->out_users[s->shard], &s->out_items[s->shard]};
-	int64		nown[2] = {s->own_nusers, s->own_nitems};
+	const WalsCsr *m[2] = {&s->by_user, &s->by_item};
 	Size		bytes = 0;
 
 	for (int side = 0; side < 2; side++)
-		bytes += wals_shard_rows_bytes(sizeof(int64) * (nown[side] + 1)) +
-			wals_shard_rows_bytes(sizeof(int32) * cells[side]->n) +
-			wals_shard_rows_bytes(sizeof(float) * cells[side]->n) +
-			wals_shard_rows_bytes(sizeof(float) * nown[side] * f);
+		bytes += wals_shard_rows_bytes(sizeof(int64) * (m[side]->nrows + 1)) +
+			wals_shard_rows_bytes(sizeof(int32) * m[side]->indptr[m[side]->nrows]) +
+			wals_shard_rows_bytes(sizeof(float) * m[side]->indptr[m[side]->nrows]) +
+			wals_shard_rows_bytes(sizeof(float) * m[side]->nrows * f);
 	return bytes + wals_shard_rows_bytes(sizeof(float) * Max(s->nusers, s->nitems) * f);
+}
+
+/* Move matrix m into what wals_shard_alloc_rows gives now. */
+static void
+move_matrix(WalsCsr *m)
+{
+	int64		nnz = m->indptr[m->nrows];
+	int64	   *indptr = wals_shard_alloc_rows(sizeof(int64) * (m->nrows + 1));
+	int32	   *indices = wals_shard_alloc_rows(sizeof(int32) * nnz);
+	float	   *values = wals_shard_alloc_rows(sizeof(float) * nnz);
+
+	memcpy(indptr, m->indptr, sizeof(int64) * (m->nrows + 1));
+	memcpy(indices, m->indices, sizeof(int32) * nnz);
+	memcpy(values, m->values, sizeof(float) * nnz);
+	m->indptr = indptr;
+	m->indices = indices;
+	m->values = values;
 }
 
 /*
@@ -129,11 +145,25 @@ wals_shard_start(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("wals_shard_start() out of turn")));
 	old = MemoryContextSwitchTo(s->cxt);
-	wals_shard_share_rows(s, rows_bytes(s));
+	/*
+	 * The matrices are built in memory of their own, and then moved into
+	 * the segment shared with workers: reserving it before would hold the
+	 * item matrix beside every cell and the scratch of the user matrix.
+	 */
+	s->rows_cxt = AllocSetContextCreate(s->cxt, "wals shard matrices", ALLOCSET_DEFAULT_SIZES);
 	build_matrix(s, &s->out_users[s->shard], true, s->own_users, s->own_nusers, s->nitems,
 				 &s->by_user);
 	build_matrix(s, &s->out_items[s->shard], false, s->own_items, s->own_nitems, s->nusers,
 				 &s->by_item);
+	wals_shard_share_rows(s, rows_bytes(s));
+	if (s->seg != NULL)
+	{
+		move_matrix(&s->by_user);
+		move_matrix(&s->by_item);
+		wals_shard_note_peak(s);
+		MemoryContextDelete(s->rows_cxt);
+		s->rows_cxt = s->cxt;
+	}
 	s->X = wals_shard_alloc_rows(sizeof(float) * s->own_nusers * f);
 	s->Y = wals_shard_alloc_rows(sizeof(float) * s->own_nitems * f);
 	for (int64 r = 0; r < s->own_nusers; r++)
