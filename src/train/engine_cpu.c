@@ -47,9 +47,6 @@
 /* Rows solved between two checks for a cancel, at most. */
 #define WALS_ROWS_PER_CHECK		256
 
-/* No row has failed. */
-#define WALS_NO_FAILURE			PG_UINT64_MAX
-
 typedef enum WalsTask
 {
 	WALS_TASK_NONE = 0,
@@ -224,6 +221,16 @@ wals_record_failure(pg_atomic_uint64 *failed, WalsStatus status, int64 row)
 		;
 }
 
+/* What wals_record_failure recorded: the status, and the row in *row. */
+WalsStatus
+wals_recorded_failure(uint64 failed, int64 *row)
+{
+	if (failed == WALS_NO_FAILURE)
+		return WALS_OK;
+	*row = (int64) (failed / 2);
+	return failed % 2 == 0 ? WALS_ESINGULAR : WALS_ENONFINITE;
+}
+
 static void
 run_chunk(CpuEngine *e, WalsTask task, uint32 chunk)
 {
@@ -350,18 +357,15 @@ static bool
 solve_side(CpuEngine *e, WalsSide side, WalsFailure *failure)
 {
 	WalsShared *sh = e->shared;
-	uint64		failed;
 
 	e->problem->phase(e->problem->phase_arg, side == WALS_SIDE_USERS ?
 					  "solving user factors" : "solving item factors");
 	run_task(e, side == WALS_SIDE_USERS ? WALS_TASK_SOLVE_USERS : WALS_TASK_SOLVE_ITEMS,
 			 (uint32) (side == WALS_SIDE_USERS ? sh->user_nchunks : sh->item_nchunks));
-	failed = pg_atomic_read_u64(&sh->failed);
-	if (failed == WALS_NO_FAILURE)
+	failure->status = wals_recorded_failure(pg_atomic_read_u64(&sh->failed), &failure->row);
+	if (failure->status == WALS_OK)
 		return true;
-	failure->status = failed % 2 == 0 ? WALS_ESINGULAR : WALS_ENONFINITE;
 	failure->side = side;
-	failure->row = (int64) (failed / 2);
 	failure->detail[0] = '\0';
 	return false;
 }

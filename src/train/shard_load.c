@@ -136,9 +136,7 @@ wals_shard_alloc_rows(Size bytes)
 {
 	char	   *p;
 
-	if (session->seg == NULL)
-		p = wals_alloc_huge(session->rows_cxt, bytes + WALS_SHARD_ALIGN);
-	else
+	if (session->seg != NULL)
 	{
 		p = (char *) TYPEALIGN(WALS_SHARD_ALIGN, session->seg_next);
 		if (p + bytes > session->seg_end)
@@ -146,6 +144,7 @@ wals_shard_alloc_rows(Size bytes)
 		session->seg_next = p + bytes;
 		return p;
 	}
+	p = wals_alloc_huge(session->rows_cxt, bytes + WALS_SHARD_ALIGN);
 	return (void *) TYPEALIGN(WALS_SHARD_ALIGN, p);
 }
 

@@ -31,9 +31,6 @@
 
 #define WALS_KEY_SHARD_TASK		UINT64CONST(0x57414C5300000002)
 
-/* No row has failed. */
-#define NO_FAILURE				PG_UINT64_MAX
-
 /*
  * A half-sweep, in the parallel context's segment: where its arrays are in
  * the session's segment (offsets from its start), then in the same block
@@ -107,7 +104,7 @@ solve_chunks(ShardTask *t, const WalsCsr *R, const float *other, float *mine, fl
 		if (chunk >= (uint64) t->nchunks)
 			return;
 		CHECK_FOR_INTERRUPTS();
-		if (pg_atomic_read_u64(&t->failed) != NO_FAILURE)
+		if (pg_atomic_read_u64(&t->failed) != WALS_NO_FAILURE)
 			continue;
 		st = wals_solve_rows(&t->params, R, other, G, mine, bounds[chunk],
 							 bounds[chunk + 1], scratch, &bad);
@@ -141,15 +138,12 @@ wals_shard_solve_rows(Session *s, const WalsCsr *R, const float *G, float *mine,
 	Size		bytes;
 	int64		nchunks;
 	int64	   *bounds;
-	int64		longest = 0;
 	uint64		failed;
 
 	s->launched = 0;
 	if (s->seg == NULL || R->nrows == 0)
 		return wals_solve_rows(&s->params, R, s->other, G, mine, 0, R->nrows, s->scratch, bad);
 
-	for (int64 r = 0; r < R->nrows; r++)
-		longest = Max(longest, R->indptr[r + 1] - R->indptr[r]);
 	bounds = palloc(sizeof(int64) * (wals_max_chunks(R->nrows, f) + 1));
 	nchunks = wals_cut_chunks(R, f, bounds);
 	bytes = MAXALIGN(sizeof(ShardTask)) + sizeof(float) * f * f + sizeof(int64) * (nchunks + 1);
@@ -170,10 +164,10 @@ wals_shard_solve_rows(Session *s, const WalsCsr *R, const float *G, float *mine,
 	t->mine = offset_in(s, mine);
 	t->nrows = R->nrows;
 	t->ncols = R->ncols;
-	t->scratch_floats = wals_solve_scratch(&s->params, longest);
+	t->scratch_floats = s->scratch_floats;
 	t->nchunks = nchunks;
 	pg_atomic_init_u64(&t->next, 0);
-	pg_atomic_init_u64(&t->failed, NO_FAILURE);
+	pg_atomic_init_u64(&t->failed, WALS_NO_FAILURE);
 	memcpy(task_gram(t), G, sizeof(float) * f * f);
 	memcpy(task_bounds(t), bounds, sizeof(int64) * (nchunks + 1));
 	if (pcxt->seg != NULL)
@@ -191,10 +185,7 @@ wals_shard_solve_rows(Session *s, const WalsCsr *R, const float *G, float *mine,
 	DestroyParallelContext(pcxt);
 	ExitParallelMode();
 	pfree(bounds);
-	if (failed == NO_FAILURE)
-		return WALS_OK;
-	*bad = (int64) (failed / 2);
-	return failed % 2 == 0 ? WALS_ESINGULAR : WALS_ENONFINITE;
+	return wals_recorded_failure(failed, bad);
 }
 
 /*

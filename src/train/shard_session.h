@@ -89,6 +89,7 @@ typedef struct Session
 	int64		other_in;		/* rows of it that have come */
 	int			solved;			/* the side last solved: 0 users, 1 items, -1 */
 	float	   *scratch;
+	int64		scratch_floats; /* of each process solving the longest row */
 } Session;
 
 extern Session *wals_shard_session(bool create, const char *fn);

@@ -170,7 +170,8 @@ wals_shard_start(PG_FUNCTION_ARGS)
 		longest = Max(longest, s->by_user.indptr[r + 1] - s->by_user.indptr[r]);
 	for (int64 r = 0; r < s->own_nitems; r++)
 		longest = Max(longest, s->by_item.indptr[r + 1] - s->by_item.indptr[r]);
-	s->scratch = wals_alloc_huge(s->cxt, sizeof(float) * wals_solve_scratch(&s->params, longest));
+	s->scratch_floats = wals_solve_scratch(&s->params, longest);
+	s->scratch = wals_alloc_huge(s->cxt, sizeof(float) * s->scratch_floats);
 	s->other = wals_shard_alloc_rows(sizeof(float) * Max(s->nusers, s->nitems) * f);
 	s->started = true;
 	wals_shard_note_peak(s);

@@ -300,9 +300,9 @@ check_sharded(const WalsTrainArgs *args, List *shards)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("%s is not supported with a sharded source",
 						what),
-				 errdetail(OidIsValid(((WalsShard *) linitial(shards))->server) ?
-						   "\"%s\" is partitioned over postgres_fdw foreign tables, and trains on their servers." :
-						   "\"%s\" is a Citus distributed table, and trains on its nodes.",
+				 errdetail(wals_shards_citus(shards) ?
+						   "\"%s\" is a Citus distributed table, and trains on its nodes." :
+						   "\"%s\" is partitioned over postgres_fdw foreign tables, and trains on their servers.",
 						   args->source_display),
 				 errhint("Train without it, or from a local copy of the ratings.")));
 }
@@ -408,8 +408,7 @@ wals_train(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(cxt);
 
 	shards = wals_shards_find(args.source, args.user_col, args.item_col, args.rating_col);
-	if (shards != NIL && !OidIsValid(((WalsShard *) linitial(shards))->server) &&
-		wals_citus_in_transaction())
+	if (shards != NIL && wals_shards_citus(shards) && wals_citus_in_transaction())
 	{
 		ereport(NOTICE,
 				(errmsg("model \"%s\" trains here, reading \"%s\" through Citus",

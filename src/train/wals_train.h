@@ -325,7 +325,10 @@ extern void wals_validation_end(const WalsData *data, const WalsValidation *v, i
 extern const WalsEngine wals_cpu_engine;
 extern int64 wals_max_chunks(int64 nrows, int f);
 extern int64 wals_cut_chunks(const WalsCsr *R, int f, int64 *bounds);
+/* No row has failed: the value wals_record_failure's word starts from. */
+#define WALS_NO_FAILURE			PG_UINT64_MAX
 extern void wals_record_failure(pg_atomic_uint64 *failed, WalsStatus status, int64 row);
+extern WalsStatus wals_recorded_failure(uint64 failed, int64 *row);
 extern double wals_cpu_engine_bytes(const WalsTrainArgs *args, int64 nusers, int64 nitems);
 
 /* engine_gpu.c: the CUDA engine of gpu/, through devices.c */
@@ -378,6 +381,13 @@ typedef struct WalsShardArg
 	const char *data;
 	int			len;
 } WalsShardArg;
+
+/* Whether the shards found are a Citus table's nodes, not foreign servers. */
+static inline bool
+wals_shards_citus(List *shards)
+{
+	return !OidIsValid(((WalsShard *) linitial(shards))->server);
+}
 
 extern List *wals_shards_find(Oid source, const char *user_col, const char *item_col,
 							  const char *rating_col);
