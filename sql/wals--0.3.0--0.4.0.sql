@@ -136,19 +136,18 @@ AS 'MODULE_PATHNAME', 'wals_shard_inbox'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION wals_shard_start() RETURNS bigint AS 'MODULE_PATHNAME', 'wals_shard_start'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION wals_shard_put(what int, first bigint, rows bytea) RETURNS void
+CREATE FUNCTION wals_shard_put(side int, shard int, first bigint, rows bytea) RETURNS void
 AS 'MODULE_PATHNAME', 'wals_shard_put'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-CREATE FUNCTION wals_shard_solve(side int, doing text, gram bytea, other bytea,
-								 max_bytes bigint) RETURNS bytea
+CREATE FUNCTION wals_shard_solve(side int, doing text, gram bytea, max_bytes bigint)
+RETURNS bytea
 AS 'MODULE_PATHNAME', 'wals_shard_solve'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION wals_shard_take(first bigint, count bigint) RETURNS bytea
 AS 'MODULE_PATHNAME', 'wals_shard_take'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-CREATE FUNCTION wals_shard_loss(y bytea) RETURNS float8
-AS 'MODULE_PATHNAME', 'wals_shard_loss'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION wals_shard_loss() RETURNS float8 AS 'MODULE_PATHNAME', 'wals_shard_loss'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION wals_shard_rated(first bigint, max_bytes bigint) RETURNS bytea
 AS 'MODULE_PATHNAME', 'wals_shard_rated'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;

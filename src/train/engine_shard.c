@@ -20,17 +20,22 @@
  * step, would send an f-vector per item and shard at every CG step
  * instead of once.
  *
-  * Each iteration (the engine): every shard solves the users it owns, as
+ * Each iteration (the engine): every shard solves the users it owns, as
  * src/core solves them on one server, from all item factors and their
- * Gram, and returns them with their Gram; then the coordinator sends all
- * user factors and their Gram, and each returns its items, their Gram and
- * regularisation; then all item factors again, from which each sums its
- * users' cells and regularisation, by user as on one server, and keeps
- * them for the next iteration's users.  The loss is those sums plus w0
- * trace(GX GY): the same as on one server, but for the order of the sums.  Bytes an iteration, with S shards, U
- * users, I items and f factors: 4 f (S I + U) to solve the users and
- * 4 f (S U + I) to solve the items (about 185 MB for the 20M set, f = 64,
- * S = 3), against nothing on one server; the shards compute at once.
+ * Gram, and returns them with their Gram; the coordinator passes each
+ * shard's rows on to every other, which then hold all user factors, and
+ * sends their Gram with the call to solve the items, each shard its own,
+ * which come back with their Gram and regularisation and are passed on
+ * the same way; then each sums its users' cells and regularisation, by
+ * user as on one server, from all item factors, which it keeps for the
+ * next iteration's users.  The loss is those sums plus w0 trace(GX GY):
+ * the same as on one server, but for the order of the sums.  A shard
+ * never receives its own rows, and the coordinator passes on the bytes a
+ * shard answered with as they came, reading them into its own matrices
+ * while the shards work.  Bytes an iteration, with S shards, U users, I
+ * items and f factors: each row once from its shard and S - 1 times to the
+ * others, 4 f S (U + I) (about 127 MB for the 20M set, f = 64, S = 3),
+ * against nothing on one server; the shards compute at once.
  *
  * What comes back at the end are the factors, already here, and each
  * user's rated items, which the user factor table keeps for serving.
@@ -71,6 +76,10 @@ struct WalsShards
 	int64	   *rated_next;
 	char	   *summary;		/* the bytes moved, for the last NOTICE */
 	MemoryContext cxt;			/* the training's, which the pages live in */
+	/* the rows each shard answered its half-sweep with, in its kept result */
+	const char **solved;
+	int		   *solved_len;
+	bool	   *paged;			/* or they come in pages */
 };
 
 static WalsShardArg
@@ -136,7 +145,10 @@ clear_results(void *arg)
 	WalsShards *sh = arg;
 
 	for (int s = 0; s < sh->n; s++)
+	{
 		wals_shard_clear(sh->shard[s]);
+		wals_shard_forget(sh->shard[s]);
+	}
 }
 
 static void
@@ -469,6 +481,9 @@ wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data)
 	sh->args = args;
 	sh->n = list_length(shards);
 	sh->shard = palloc(sizeof(WalsShard *) * sh->n);
+	sh->solved = palloc0(sizeof(char *) * sh->n);
+	sh->solved_len = palloc0(sizeof(int) * sh->n);
+	sh->paged = palloc0(sizeof(bool) * sh->n);
 	sh->cxt = CurrentMemoryContext;
 	sh->cleanup.func = clear_results;
 	sh->cleanup.arg = sh;
@@ -499,57 +514,79 @@ wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data)
 }
 
 /*
- * Rows of F (f floats each) to wals_shard_put as what, in pages: the rows
- * listed in rows to shard only, or every row (rows NULL, n of them) to
- * every shard.
+ * A page of shard t's rows of side (0 users, 1 items), from its first-th,
+ * to wals_shard_put: on shard only, or on every shard but t (only NULL).
  */
 static void
-put_rows(WalsShards *sh, int what, const float *F, const int32 *rows, int64 n, WalsShard *only)
+send_rows(WalsShards *sh, int side, int t, int64 first, const char *data, int len,
+		  WalsShard *only)
+{
+	uint32		side_storage;
+	uint32		t_storage;
+	int64		at = pg_hton64((uint64) first);
+	WalsShardArg a[4];
+
+	a[0] = arg_int4(side, &side_storage);
+	a[1] = arg_int4(t, &t_storage);
+	a[2] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
+	a[3] = (WalsShardArg) {BYTEAOID, data, len};
+	if (only != NULL)
+	{
+		wals_shard_send(only, "wals_shard_put", 4, a);
+		wait_one(only);
+		return;
+	}
+	for (int s = 0; s < sh->n; s++)
+		if (s != t)
+			wals_shard_send(sh->shard[s], "wals_shard_put", 4, a);
+	for (int s = 0; s < sh->n; s++)
+		if (s != t)
+			wait_one(sh->shard[s]);
+}
+
+/* The rows shard t owns of side, f floats each. */
+static const int32 *
+rows_of(WalsShards *sh, int side, int t, int64 *n)
+{
+	WalsShard  *shard = sh->shard[t];
+
+	*n = side == 0 ? shard->nown_users : shard->nown_items;
+	return side == 0 ? shard->own_users : shard->own_items;
+}
+
+/*
+ * Shard t's rows of F, side's factors, in pages to wals_shard_put: on t
+ * only (their starting factors) or on every other shard (only NULL).
+ */
+static void
+put_rows(WalsShards *sh, int side, int t, const float *F, WalsShard *only)
 {
 	int			f = sh->args->params.factors;
 	int64		page = Max(message_bytes() / (int64) (sizeof(float) * f), 1);
+	int64		n;
+	const int32 *rows = rows_of(sh, side, t, &n);
 	StringInfoData buf;
+	int64		first = 0;
 
 	initStringInfo(&buf);
-	for (int64 first = 0; first < n || (first == 0 && n == 0); first += page)
+	do
 	{
 		int64		count = Min(page, n - first);
-		uint32		what_storage;
-		int64		at = pg_hton64((uint64) first);
-		WalsShardArg a[3];
 
 		resetStringInfo(&buf);
-		if (rows == NULL)
-			wals_put_floats(&buf, F + (size_t) first * f, count * f);
-		else
-		{
-			enlargeStringInfo(&buf, (int) (sizeof(float) * count * f));
-			for (int64 k = first; k < first + count; k++)
-				wals_put_floats(&buf, F + (size_t) rows[k] * f, f);
-		}
-		a[0] = arg_int4(what, &what_storage);
-		a[1] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
-		a[2] = arg_bytes(BYTEAOID, &buf);
-		if (only != NULL)
-		{
-			wals_shard_send(only, "wals_shard_put", 3, a);
-			wait_one(only);
-		}
-		else
-		{
-			for (int s = 0; s < sh->n; s++)
-				wals_shard_send(sh->shard[s], "wals_shard_put", 3, a);
-			wait_all(sh);
-		}
-		if (n == 0)
-			break;
-	}
+		enlargeStringInfo(&buf, (int) (sizeof(float) * count * f));
+		for (int64 k = first; k < first + count; k++)
+			wals_put_floats(&buf, F + (size_t) rows[k] * f, f);
+		send_rows(sh, side, t, first, buf.data, buf.len, only);
+		first += count;
+	} while (first < n);
 	pfree(buf.data);
 }
 
 /*
- * Every shard's matrices and starting factors (its rows of X and Y), and
- * the cells of the training, merged, into data.
+ * Every shard's matrices and starting factors (its rows of X and Y, and
+ * every other shard's of Y for the first half-sweep), and the cells of
+ * the training, merged, into data.
  */
 void
 wals_shards_start(WalsShards *sh, float *X, float *Y, WalsData *data)
@@ -563,122 +600,184 @@ wals_shards_start(WalsShards *sh, float *X, float *Y, WalsData *data)
 		data->nratings += wait_int64(sh->shard[s], "cells");
 	for (int s = 0; s < sh->n; s++)
 	{
-		WalsShard  *shard = sh->shard[s];
-
-		put_rows(sh, 0, X, shard->own_users, shard->nown_users, shard);
-		put_rows(sh, 1, Y, shard->own_items, shard->nown_items, shard);
+		put_rows(sh, 0, s, X, sh->shard[s]);
+		put_rows(sh, 1, s, Y, sh->shard[s]);
 	}
+	for (int t = 0; t < sh->n; t++)
+		put_rows(sh, 1, t, Y, NULL);
 }
 
 /*
- * Every row of one side's factors (what 2: users, 3: items) for the
- * shards' next call: into buf when they fit in one message, which the call
- * carries, and else to every shard in pages now, buf left empty.
+ * A half-sweep on every shard: side 0 solves the users from all item
+ * factors (which every shard holds) and GY, side 1 the items from all
+ * user factors and GX.
  */
 static void
-send_other(WalsShards *sh, int what, StringInfo buf)
-{
-	int			f = sh->args->params.factors;
-	int64		n = what == 2 ? sh->nusers : sh->nitems;
-	const float *F = what == 2 ? sh->X : sh->Y;
-
-	if ((int64) sizeof(float) * n * f <= message_bytes())
-		wals_put_floats(buf, F, n * f);
-	else
-		put_rows(sh, what, F, NULL, n, NULL);
-}
-
-/* Rows a shard solved into their rows of F, a page at a time. */
-static void
-take_rows(WalsShards *sh, WalsShard *shard, float *F, const int32 *rows, int64 n)
-{
-	int			f = sh->args->params.factors;
-	int64		page = Max(message_bytes() / (int64) (sizeof(float) * f), 1);
-
-	for (int64 first = 0; first < n; first += page)
-	{
-		int64		at = pg_hton64((uint64) first);
-		int64		count = pg_hton64((uint64) page);
-		WalsShardArg a[2];
-		WalsWire	w;
-
-		a[0] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
-		a[1] = (WalsShardArg) {INT8OID, (const char *) &count, sizeof(count)};
-		wals_shard_send(shard, "wals_shard_take", 2, a);
-		wait_wire(shard, &w, "solved rows");
-		for (int64 k = first; k < Min(first + page, n); k++)
-			wals_wire_floats(&w, F + (size_t) rows[k] * f, f);
-		wals_wire_done(&w);
-		wals_shard_clear(shard);
-	}
-}
-
-/*
- * A half-sweep on every shard: side 0 solves the users from all of Y (put
- * by the loss of the iteration before, but for the first) and GY, side 1
- * the items from all of X and GX.  The rows come back into their matrix,
- * the shards' Grams add up into the side's Gram, in shard order, and their
- * losses onto *loss.
- */
-static void
-half_sweep(WalsShards *sh, int side, double *loss)
+send_solve(WalsShards *sh, int side)
 {
 	int			f = sh->args->params.factors;
 	bool		users = side == 0;
-	float	   *mine = users ? sh->X : sh->Y;
-	float	   *G = users ? sh->GX : sh->GY;
 	StringInfoData gb;
-	char	   *doing = psprintf("training model \"%s\", iteration %d",
-								 sh->args->model_display, sh->it + 1);
 	uint32		side_storage;
-	WalsShardArg a[5];
-	float	   *part = palloc(sizeof(float) * f * f);
-	StringInfoData ob;
+	WalsShardArg a[4];
 	int64		most = pg_hton64((uint64) message_bytes());
 
 	sh->problem->phase(sh->problem->phase_arg,
 					   psprintf("solving %s on servers %s", users ? "users" : "items",
 								sh->names));
-	initStringInfo(&ob);
-	if (!(users && sh->it > 0))
-		send_other(sh, users ? 3 : 2, &ob);
 	initStringInfo(&gb);
 	wals_put_floats(&gb, users ? sh->GY : sh->GX, (int64) f * f);
 	a[0] = arg_int4(side, &side_storage);
-	a[1] = arg_text(doing);
+	a[1] = arg_text(psprintf("training model \"%s\", iteration %d",
+							 sh->args->model_display, sh->it + 1));
 	a[2] = arg_bytes(BYTEAOID, &gb);
-	a[3] = arg_bytes(BYTEAOID, &ob);
-	a[4] = (WalsShardArg) {INT8OID, (const char *) &most, sizeof(most)};
+	a[3] = (WalsShardArg) {INT8OID, (const char *) &most, sizeof(most)};
 	for (int s = 0; s < sh->n; s++)
-		wals_shard_send(sh->shard[s], "wals_shard_solve", 5, a);
-	pfree(ob.data);
+		wals_shard_send(sh->shard[s], "wals_shard_solve", 4, a);
+	pfree(gb.data);
+}
+
+/*
+ * Every shard's answer to its half-sweep of side: the Grams add up into
+ * the side's Gram, in shard order, and the losses onto *loss; the rows,
+ * when they came with it, are kept for relay and absorb.
+ */
+static void
+collect(WalsShards *sh, int side, double *loss)
+{
+	int			f = sh->args->params.factors;
+	float	   *G = side == 0 ? sh->GX : sh->GY;
+	float	   *part = palloc(sizeof(float) * f * f);
+
 	memset(G, 0, sizeof(float) * f * f);
 	for (int s = 0; s < sh->n; s++)
 	{
 		WalsShard  *shard = sh->shard[s];
-		const int32 *rows = users ? shard->own_users : shard->own_items;
-		int64		n = users ? shard->nown_users : shard->nown_items;
+		int64		n;
 		WalsWire	w;
-		bool		with_rows;
 		int			launched;
 
+		rows_of(sh, side, s, &n);
 		wait_wire(shard, &w, "solved rows");
 		*loss += wals_wire_double(&w);
 		launched = (int) wals_wire_count(&w, WALS_MAX_WORKERS);
 		shard->workers = Max(shard->workers, launched);
 		wals_wire_floats(&w, part, (int64) f * f);
-		with_rows = w.at < w.len;
-		for (int64 k = 0; with_rows && k < n; k++)
-			wals_wire_floats(&w, mine + (size_t) rows[k] * f, f);
-		wals_wire_done(&w);
-		wals_shard_clear(shard);
 		for (int k = 0; k < f * f; k++)
 			G[k] += part[k];
-		if (!with_rows)
-			take_rows(sh, shard, mine, rows, n);
+		sh->paged[s] = w.len - w.at != sizeof(float) * f * n;
+		if (!sh->paged[s])
+		{
+			sh->solved_len[s] = (int) (w.len - w.at);
+			sh->solved[s] = wals_wire_take(&w, sh->solved_len[s]);
+		}
+		wals_wire_done(&w);
+		if (sh->paged[s])
+			wals_shard_clear(shard);
+		else
+			wals_shard_keep(shard);
 	}
-	pfree(gb.data);
 	pfree(part);
+}
+
+/*
+ * Rows n of F, side's factors, f floats each, from the wire: those listed
+ * in rows.
+ */
+static void
+rows_from_wire(WalsWire *w, float *F, const int32 *rows, int64 n, int f)
+{
+	for (int64 k = 0; k < n; k++)
+		wals_wire_floats(w, F + (size_t) rows[k] * f, f);
+}
+
+/*
+ * The rows of side that each shard solved, to every other shard: those
+ * that came with the answers in S - 1 rounds, in each of which every shard
+ * receives one shard's rows, so that they all read at once; then those to
+ * come in pages, taken from their shard and passed on a page at a time,
+ * and read into their matrix.
+ */
+static void
+relay(WalsShards *sh, int side)
+{
+	int			f = sh->args->params.factors;
+	float	   *F = side == 0 ? sh->X : sh->Y;
+	int64		page = Max(message_bytes() / (int64) (sizeof(float) * f), 1);
+
+	for (int r = 1; r < sh->n; r++)
+	{
+		for (int s = 0; s < sh->n; s++)
+		{
+			int			t = (s + r) % sh->n;
+
+			if (!sh->paged[t])
+			{
+				uint32		side_storage;
+				uint32		t_storage;
+				int64		zero = 0;
+				WalsShardArg a[4];
+
+				a[0] = arg_int4(side, &side_storage);
+				a[1] = arg_int4(t, &t_storage);
+				a[2] = (WalsShardArg) {INT8OID, (const char *) &zero, sizeof(zero)};
+				a[3] = (WalsShardArg) {BYTEAOID, sh->solved[t], sh->solved_len[t]};
+				wals_shard_send(sh->shard[s], "wals_shard_put", 4, a);
+			}
+		}
+		for (int s = 0; s < sh->n; s++)
+			if (!sh->paged[(s + r) % sh->n])
+				wait_one(sh->shard[s]);
+	}
+	for (int t = 0; t < sh->n; t++)
+	{
+		WalsShard  *shard = sh->shard[t];
+		int64		n;
+		const int32 *rows = rows_of(sh, side, t, &n);
+
+		for (int64 first = 0; sh->paged[t] && first < n; first += page)
+		{
+			int64		at = pg_hton64((uint64) first);
+			int64		count = pg_hton64((uint64) page);
+			WalsShardArg a[2];
+			WalsWire	w;
+
+			a[0] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
+			a[1] = (WalsShardArg) {INT8OID, (const char *) &count, sizeof(count)};
+			wals_shard_send(shard, "wals_shard_take", 2, a);
+			wait_wire(shard, &w, "solved rows");
+			send_rows(sh, side, t, first, w.data, (int) w.len, NULL);
+			rows_from_wire(&w, F, rows + first, Min(page, n - first), f);
+			wals_wire_done(&w);
+			wals_shard_clear(shard);
+		}
+	}
+}
+
+/*
+ * The rows of side kept from the shards' answers into their matrix, while
+ * the shards work on the next call.
+ */
+static void
+absorb(WalsShards *sh, int side)
+{
+	int			f = sh->args->params.factors;
+	float	   *F = side == 0 ? sh->X : sh->Y;
+
+	for (int t = 0; t < sh->n; t++)
+	{
+		int64		n;
+		const int32 *rows = rows_of(sh, side, t, &n);
+		WalsWire	w;
+
+		if (sh->paged[t])
+			continue;
+		wals_wire_start(&w, sh->solved[t], sh->solved_len[t], "solved rows");
+		rows_from_wire(&w, F, rows, n, f);
+		wals_wire_done(&w);
+		wals_shard_forget(sh->shard[t]);
+		sh->solved[t] = NULL;
+	}
 }
 
 static bool
@@ -699,25 +798,23 @@ shard_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 }
 
 /*
- * The users' part of the loss from every shard, which keep the item
- * factors put for the next half-sweep of the users: their cells are read
- * by user, the items' factors at random, as on one server (by item, the
- * users' factors would be, which are several times larger).
+ * The users' part of the loss on every shard, which keep the item factors
+ * for the next half-sweep of the users: their cells are read by user, the
+ * items' factors at random, as on one server (by item, the users' factors
+ * would be, which are several times larger).
  */
 static void
-users_loss(WalsShards *sh, double *loss)
+send_loss(WalsShards *sh)
 {
-	StringInfoData yb;
-	WalsShardArg a;
-
 	sh->problem->phase(sh->problem->phase_arg,
 					   psprintf("computing the loss on servers %s", sh->names));
-	initStringInfo(&yb);
-	send_other(sh, 3, &yb);
-	a = arg_bytes(BYTEAOID, &yb);
 	for (int s = 0; s < sh->n; s++)
-		wals_shard_send(sh->shard[s], "wals_shard_loss", 1, &a);
-	pfree(yb.data);
+		wals_shard_send(sh->shard[s], "wals_shard_loss", 0, NULL);
+}
+
+static void
+collect_loss(WalsShards *sh, double *loss)
+{
 	for (int s = 0; s < sh->n; s++)
 	{
 		WalsWire	w;
@@ -729,15 +826,27 @@ users_loss(WalsShards *sh, double *loss)
 	}
 }
 
+/*
+ * An iteration: each half-sweep's rows go from every shard to every other
+ * before the next call, and come into their matrix here while the shards
+ * work on it.
+ */
 static bool
 shard_iterate(void *state, double *loss, WalsFailure *failure)
 {
 	WalsShards *sh = state;
 	double		total = 0;
 
-	half_sweep(sh, 0, &total);
-	half_sweep(sh, 1, &total);
-	users_loss(sh, &total);
+	send_solve(sh, 0);
+	collect(sh, 0, &total);
+	relay(sh, 0);
+	send_solve(sh, 1);
+	absorb(sh, 0);
+	collect(sh, 1, &total);
+	relay(sh, 1);
+	send_loss(sh);
+	absorb(sh, 1);
+	collect_loss(sh, &total);
 	total += wals_loss_unobserved(&sh->args->params, sh->GX, sh->GY);
 	sh->it++;
 	if (loss != NULL)

@@ -541,8 +541,20 @@ wals_shard_route(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("wals_shard_route() before the whole plan")));
 	old = MemoryContextSwitchTo(s->cxt);
-	s->own_users = wals_shard_owned(s->user_owner, s->nusers, s->shard, &s->own_nusers);
-	s->own_items = wals_shard_owned(s->item_owner, s->nitems, s->shard, &s->own_nitems);
+	for (int side = 0; side < 2; side++)
+	{
+		s->rows_of[side] = palloc(sizeof(int32 *) * s->nshards);
+		s->nrows_of[side] = palloc(sizeof(int64) * s->nshards);
+		for (int t = 0; t < s->nshards; t++)
+			s->rows_of[side][t] = wals_shard_owned(side == 0 ? s->user_owner : s->item_owner,
+												   side == 0 ? s->nusers : s->nitems, t,
+												   &s->nrows_of[side][t]);
+	}
+	s->own_users = s->rows_of[0][s->shard];
+	s->own_nusers = s->nrows_of[0][s->shard];
+	s->own_items = s->rows_of[1][s->shard];
+	s->own_nitems = s->nrows_of[1][s->shard];
+	s->other_in = palloc0(sizeof(int64) * s->nshards);
 	s->out_users = palloc0(sizeof(Cells) * s->nshards);
 	s->out_items = palloc0(sizeof(Cells) * s->nshards);
 	s->out_sent = palloc0(sizeof(int64) * s->nshards);

@@ -67,6 +67,9 @@ typedef struct Session
 	int64		own_nitems;
 	int32	   *own_users;		/* the dense users this shard owns, increasing */
 	int32	   *own_items;
+	int32	  **rows_of[2];		/* per side (users, items) and shard: the rows
+								 * that shard owns, as own_users */
+	int64	   *nrows_of[2];
 	Cells	   *out_users;		/* per shard: cells of users it owns */
 	Cells	   *out_items;		/* per shard: cells of items it owns */
 	int64	   *out_sent;		/* per shard: out cells sent, users then items */
@@ -86,7 +89,7 @@ typedef struct Session
 	float	   *Y;				/* own items' factors */
 	float	   *other;			/* every row of one side's factors */
 	OtherSide	other_side;
-	int64		other_in;		/* rows of it that have come */
+	int64	   *other_in;		/* per shard: the rows of its own that have come */
 	int			solved;			/* the side last solved: 0 users, 1 items, -1 */
 	float	   *scratch;
 	int64		scratch_floats; /* of each process solving the longest row */

@@ -4,22 +4,24 @@
  *	  shard_load.c):
  *
  *	  wals_shard_start		both matrices of the owned rows
- *	  wals_shard_put		rows of factors: the owned rows' own, or every
- *							row of the other side of a half-sweep
+ *	  wals_shard_put		rows of factors: the owned rows' own, or the
+ *							rows another shard solved
  *	  wals_shard_solve		a half-sweep over the owned rows of a side
  *	  wals_shard_take		the rows it solved, a page at a time
  *	  wals_shard_loss		the owned users' part of the loss
  *	  wals_shard_rated		the owned users' rated items, as stored
  *	  wals_shard_end		free everything; the most memory it held
  *
- * A half-sweep sends a shard every row of the other side's factors
- * (wals_shard_put, in pages) and their Gram; it solves its rows exactly as
- * src/core solves them on one server, and returns the Gram of those rows,
- * the items' regularisation, and then the rows; the users' cells and
- * regularisation it sums once the items are solved, from every item's
- * factors (wals_shard_loss), which it keeps for the next half-sweep of the
- * users.  The coordinator adds it all up into exactly the loss src/core
- * computes, but for the order of the sums.
+ * A shard keeps the rows it solves; the rows every other shard solved
+ * come to it after each half-sweep (wals_shard_put, in pages), and with
+ * its own they are the other side of its next half-sweep, whose Gram comes
+ * with the call.  It solves its rows exactly as src/core solves them on
+ * one server, and returns the Gram of those rows, the items'
+ * regularisation, and then the rows; the users' cells and regularisation
+ * it sums once the items are solved, from every item's factors
+ * (wals_shard_loss), which it keeps for the next half-sweep of the users.
+ * The coordinator adds it all up into exactly the loss src/core computes,
+ * but for the order of the sums.
  */
 #include "postgres.h"
 
@@ -37,12 +39,6 @@ PG_FUNCTION_INFO_V1(wals_shard_take);
 PG_FUNCTION_INFO_V1(wals_shard_loss);
 PG_FUNCTION_INFO_V1(wals_shard_rated);
 PG_FUNCTION_INFO_V1(wals_shard_end);
-
-/* What wals_shard_put is given. */
-#define PUT_OWN_USERS	0
-#define PUT_OWN_ITEMS	1
-#define PUT_ALL_USERS	2
-#define PUT_ALL_ITEMS	3
 
 static Session *
 started(const char *fn)
@@ -180,94 +176,100 @@ wals_shard_start(PG_FUNCTION_ARGS)
 }
 
 /*
- * wals_shard_put(what int, first bigint, rows bytea) RETURNS void
+ * wals_shard_put(side int, shard int, first bigint, rows bytea) RETURNS void
  *
- * Rows of factors from the first-th on, f floats each: of the owned users
- * (0) or items (1), their starting factors; or of every user (2) or item
- * (3), the other side of the next half-sweep, which must come whole, in
- * order, from its first row.
+ * Factors of the rows of side (0 users, 1 items) that shard owns, from its
+ * first-th on, f floats each: this shard's own, their starting factors; or
+ * another shard's, which the next half-sweep or loss here reads.  Another
+ * shard's rows come whole and in order, first 0 starting them anew, and
+ * rows of the side not held replace what other holds.
  */
 Datum
 wals_shard_put(PG_FUNCTION_ARGS)
 {
 	Session    *s = started("wals_shard_put");
-	int			what = PG_GETARG_INT32(0);
-	int64		first = PG_GETARG_INT64(1);
-	bytea	   *rows = PG_GETARG_BYTEA_PP(2);
+	int			side = PG_GETARG_INT32(0);
+	int			t = PG_GETARG_INT32(1);
+	int64		first = PG_GETARG_INT64(2);
+	bytea	   *rows = PG_GETARG_BYTEA_PP(3);
 	int			f = s->params.factors;
 	int64		total;
-	float	   *into;
 	WalsWire	w;
 	int64		n;
 
-	switch (what)
-	{
-		case PUT_OWN_USERS:
-			total = s->own_nusers;
-			into = s->X;
-			break;
-		case PUT_OWN_ITEMS:
-			total = s->own_nitems;
-			into = s->Y;
-			break;
-		case PUT_ALL_USERS:
-		case PUT_ALL_ITEMS:
-			total = what == PUT_ALL_USERS ? s->nusers : s->nitems;
-			into = s->other;
-			if (first == 0)
-			{
-				s->other_side = what == PUT_ALL_USERS ? OTHER_USERS : OTHER_ITEMS;
-				s->other_in = 0;
-			}
-			if (s->other_side != (what == PUT_ALL_USERS ? OTHER_USERS : OTHER_ITEMS) ||
-				first != s->other_in)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROTOCOL_VIOLATION),
-						 errmsg("wals_shard_put(): factors out of order")));
-			break;
-		default:
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("wals_shard_put(): no factors %d", what)));
-	}
+	if (side < 0 || side > 1 || t < 0 || t >= s->nshards)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wals_shard_put(): no side %d of shard %d", side, t)));
+	total = s->nrows_of[side][t];
 	n = (int64) (VARSIZE_ANY_EXHDR(rows) / (sizeof(float) * f));
+	if (t != s->shard)
+	{
+		OtherSide	want = side == 0 ? OTHER_USERS : OTHER_ITEMS;
+
+		if (s->other_side != want)
+		{
+			s->other_side = want;
+			memset(s->other_in, 0, sizeof(int64) * s->nshards);
+		}
+		if (first == 0)
+			s->other_in[t] = 0;
+		if (first != s->other_in[t])
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("wals_shard_put(): factors out of order")));
+	}
 	if (first < 0 || first > total || n > total - first)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
 				 errmsg("wals_shard_put(): rows " INT64_FORMAT " to " INT64_FORMAT
 						" of " INT64_FORMAT, first, first + n, total)));
 	wals_wire_start(&w, VARDATA_ANY(rows), VARSIZE_ANY_EXHDR(rows), "factors");
-	wals_wire_floats(&w, into + (size_t) first * f, n * f);
+	if (t == s->shard)
+		wals_wire_floats(&w, (side == 0 ? s->X : s->Y) + (size_t) first * f, n * f);
+	else
+	{
+		const int32 *at = s->rows_of[side][t] + first;
+
+		for (int64 k = 0; k < n; k++)
+			wals_wire_floats(&w, s->other + (size_t) at[k] * f, f);
+		s->other_in[t] += n;
+	}
 	wals_wire_done(&w);
-	if (what >= PUT_ALL_USERS)
-		s->other_in += n;
 	PG_RETURN_VOID();
 }
 
 /*
- * The whole other side's factors, all at once, into s->other: what a
- * message small enough carries instead of a wals_shard_put of each page.
+ * Make other every row of side's factors (0 users, 1 items): every other
+ * shard's must have come since that side was last solved, and this
+ * shard's own are copied in.
  */
 static void
-take_other(Session *s, bytea *b, OtherSide side)
+other_ready(Session *s, int side, const char *fn)
 {
-	int64		n = side == OTHER_USERS ? s->nusers : s->nitems;
-	WalsWire	w;
+	int			f = s->params.factors;
+	const float *own = side == 0 ? s->X : s->Y;
+	const int32 *at = s->rows_of[side][s->shard];
 
-	wals_wire_start(&w, VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), "factors");
-	wals_wire_floats(&w, s->other, n * s->params.factors);
-	wals_wire_done(&w);
-	s->other_side = side;
-	s->other_in = n;
+	for (int t = 0; t < s->nshards; t++)
+		if (t != s->shard &&
+			(s->other_side != (side == 0 ? OTHER_USERS : OTHER_ITEMS) ||
+			 s->other_in[t] != s->nrows_of[side][t]))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("%s(): the %s factors of shard %d have not all come", fn,
+							side == 0 ? "user" : "item", t)));
+	for (int64 k = 0; k < s->nrows_of[side][s->shard]; k++)
+		memcpy(s->other + (size_t) at[k] * f, own + (size_t) k * f, sizeof(float) * f);
+	s->other_side = side == 0 ? OTHER_USERS : OTHER_ITEMS;
 }
 
 /*
- * wals_shard_solve(side int, doing text, gram bytea, other bytea,
- *					max_bytes bigint) RETURNS bytea
+ * wals_shard_solve(side int, doing text, gram bytea, max_bytes bigint)
+ * RETURNS bytea
  *
  * A half-sweep over this shard's rows of side (0 users, 1 items) from
- * every row of the other side (in other, or, when it is empty, put whole
- * before) and its Gram: the items' regularisation (0 for the users, whose
+ * every row of the other side (the other shards' put before) and its Gram: the items' regularisation (0 for the users, whose
  * loss wals_shard_loss gives), the parallel workers it launched, the Gram
  * of the rows solved, and the rows
  * when all fit in max_bytes (else wals_shard_take gives them).  A row that
@@ -281,15 +283,13 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 	int			side = PG_GETARG_INT32(0);
 	char	   *doing = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	bytea	   *gb = PG_GETARG_BYTEA_PP(2);
-	bytea	   *ob = PG_GETARG_BYTEA_PP(3);
-	int64		most = PG_GETARG_INT64(4);
+	int64		most = PG_GETARG_INT64(3);
 	int			f = s->params.factors;
 	bool		users = side == 0;
 	const WalsCsr *R = users ? &s->by_user : &s->by_item;
 	float	   *mine = users ? s->X : s->Y;
 	int64		nmine = users ? s->own_nusers : s->own_nitems;
-	int64		nother = users ? s->nitems : s->nusers;
-	float	   *G = palloc(sizeof(float) * f * f);
+	float	   *G;
 	WalsFailure failure = {0};
 	int64		bad = -1;
 	double		loss;
@@ -297,16 +297,12 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 	StringInfoData buf;
 	Size		bytes;
 
-	if (side == 0 || side == 1)
-	{
-		if (VARSIZE_ANY_EXHDR(ob) > 0)
-			take_other(s, ob, users ? OTHER_ITEMS : OTHER_USERS);
-	}
-	if ((side != 0 && side != 1) ||
-		s->other_side != (users ? OTHER_ITEMS : OTHER_USERS) || s->other_in != nother)
+	if (side != 0 && side != 1)
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("wals_shard_solve(): the other side's factors have not all come")));
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wals_shard_solve(): no side %d", side)));
+	other_ready(s, 1 - side, "wals_shard_solve");
+	G = palloc(sizeof(float) * f * f);
 	wals_wire_start(&w, VARDATA_ANY(gb), VARSIZE_ANY_EXHDR(gb), "Gram matrix");
 	wals_wire_floats(&w, G, (int64) f * f);
 	wals_wire_done(&w);
@@ -362,10 +358,9 @@ wals_shard_take(PG_FUNCTION_ARGS)
 }
 
 /*
- * wals_shard_loss(y bytea) RETURNS float8
+ * wals_shard_loss() RETURNS float8
  *
- * Once both half-sweeps are done, with every item's factors (in y, or,
- * when it is empty, put whole before): this
+ * Once both half-sweeps are done and every item's factors have come: this
  * shard's users' part of the loss, their cells and their regularisation,
  * over their rows as src/core sums them on one server (the items' factors
  * read at random are the smaller side).  The items' factors stay for the
@@ -375,14 +370,8 @@ Datum
 wals_shard_loss(PG_FUNCTION_ARGS)
 {
 	Session    *s = started("wals_shard_loss");
-	bytea	   *yb = PG_GETARG_BYTEA_PP(0);
 
-	if (VARSIZE_ANY_EXHDR(yb) > 0)
-		take_other(s, yb, OTHER_ITEMS);
-	if (s->other_side != OTHER_ITEMS || s->other_in != s->nitems)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("wals_shard_loss(): the item factors have not all come")));
+	other_ready(s, 1, "wals_shard_loss");
 	PG_RETURN_FLOAT8(wals_loss_rows(&s->params, &s->by_user, s->X, s->other, 0,
 									s->own_nusers));
 }

@@ -285,6 +285,27 @@ wals_shard_clear(WalsShard *s)
 	s->result = NULL;
 }
 
+/*
+ * Keep the result libpq holds for s past the next calls on s, until
+ * wals_shard_forget: its value stays where wals_shard_wait_raw gave it.
+ */
+void
+wals_shard_keep(WalsShard *s)
+{
+	wals_shard_forget(s);
+	s->kept = s->result;
+	s->result = NULL;
+}
+
+/* Free the result kept for s, if any. */
+void
+wals_shard_forget(WalsShard *s)
+{
+	if (s->kept != NULL)
+		PQclear(s->kept);
+	s->kept = NULL;
+}
+
 /* wals_shard_wait_raw's value, copied: a bytea, or NULL. */
 bytea *
 wals_shard_wait(WalsShard *s)

@@ -365,6 +365,8 @@ typedef struct WalsShard
 	char	   *schema;			/* wals's schema there, quoted */
 	char	   *sql;			/* the call being waited for */
 	struct pg_result *result;	/* the last call's, until the next */
+	struct pg_result *kept;		/* a half-sweep's answer, until every other
+								 * shard has its rows */
 	int64		rows;			/* rows it read */
 	int			workers;		/* the most parallel workers a half-sweep launched */
 	double		bytes;			/* sent to it and received from it */
@@ -396,6 +398,8 @@ extern void wals_shards_disconnect(List *shards);
 extern void wals_shard_send(WalsShard *s, const char *fn, int nargs, const WalsShardArg *args);
 extern const char *wals_shard_wait_raw(WalsShard *s, int *len);
 extern void wals_shard_clear(WalsShard *s);
+extern void wals_shard_keep(WalsShard *s);
+extern void wals_shard_forget(WalsShard *s);
 extern bytea *wals_shard_wait(WalsShard *s);
 
 /* shards_citus.c */

@@ -16,7 +16,7 @@ SELECT * FROM wals_shards(NULL);
 
 -- outside of a training
 SELECT wals_shard_ids();
-SELECT wals_shard_solve(0, 'x', '', '', 0);
+SELECT wals_shard_solve(0, 'x', '', 0);
 SELECT wals_shard_end();
 
 -- the caller's privileges
@@ -64,6 +64,65 @@ BEGIN;
 SELECT wals_shard_load('public.shard_ratings', 'u', 'i', NULL, 'implicit');
 SELECT length(wals_shard_ids());
 SELECT wals_shard_plan('\x'::bytea, 0, 1, 5000000000, 7);
+ROLLBACK;
+
+-- a training planned for two shards, this one shard 0: a half-sweep needs
+-- every row the other shard owns of the other side, which come whole and
+-- in order; the rows this shard solves are its own
+BEGIN;
+SELECT wals_shard_load('public.shard_ratings', 'u', 'i', 'r', 'implicit');
+SELECT length(wals_shard_ids());
+SELECT wals_shard_plan(
+  '\x0000000000000000'
+  '0000000000000000'
+  '0000000000000004'
+  '0000000000000003'
+  '3fb999999999999a'
+  '3ff0000000000000'
+  '3ff0000000000000'
+  '0000000000000004'
+  '0000000000000000'
+  '0000000000000000'
+  '0000000000000000'::bytea,
+  0, 2, 10, 7);
+SELECT wals_shard_plan_page(0, int8send(10) ||
+  (SELECT string_agg(int8send(g), '' ORDER BY g) FROM generate_series(1, 10) g) ||
+  '\x00000000000101010101'::bytea);
+SELECT wals_shard_plan_page(1, int8send(7) ||
+  (SELECT string_agg(int8send(g), '' ORDER BY g) FROM generate_series(1, 7) g) ||
+  '\x00010001000100'::bytea);
+SELECT wals_shard_route();
+SELECT wals_shard_start();
+CREATE TEMP TABLE f AS
+  SELECT n, coalesce((SELECT string_agg(float4send(0.1::real), '') FROM generate_series(1, 4 * n)), '')
+         AS rows
+  FROM generate_series(0, 5) n;
+SELECT wals_shard_put(0, 0, 0, rows) FROM f WHERE n = 5;
+SELECT wals_shard_put(1, 0, 0, rows) FROM f WHERE n = 4;
+SAVEPOINT s;
+SELECT length(wals_shard_solve(0, 'x', (SELECT rows FROM f WHERE n = 4), 100000));
+ROLLBACK TO s;
+SELECT wals_shard_put(2, 0, 0, rows) FROM f WHERE n = 0;
+ROLLBACK TO s;
+SELECT wals_shard_put(1, 2, 0, rows) FROM f WHERE n = 0;
+ROLLBACK TO s;
+SELECT wals_shard_put(1, 1, 1, rows) FROM f WHERE n = 1;
+ROLLBACK TO s;
+SELECT wals_shard_put(1, 1, 0, rows) FROM f WHERE n = 4;
+ROLLBACK TO s;
+SELECT wals_shard_put(1, 1, 0, rows) FROM f WHERE n = 2;
+SELECT length(wals_shard_solve(0, 'x', (SELECT rows FROM f WHERE n = 4), 100000));
+ROLLBACK TO s;
+SELECT wals_shard_put(1, 1, 0, rows) FROM f WHERE n = 2;
+SELECT wals_shard_put(1, 1, 2, rows) FROM f WHERE n = 1;
+SELECT length(wals_shard_solve(0, 'x', (SELECT rows FROM f WHERE n = 4), 100000));
+SELECT wals_shard_solve(1, 'x', (SELECT rows FROM f WHERE n = 4), 100000);
+ROLLBACK TO s;
+SELECT wals_shard_put(1, 1, 0, rows) FROM f WHERE n = 3;
+SELECT length(wals_shard_solve(0, 'x', (SELECT rows FROM f WHERE n = 4), 100000));
+SELECT wals_shard_loss() > 0;
+SELECT wals_shard_put(0, 1, 0, rows) FROM f WHERE n = 5;
+SELECT wals_shard_loss();
 ROLLBACK;
 
 -- the state ends with the transaction
