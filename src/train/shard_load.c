@@ -25,7 +25,10 @@
  * The state lives in the backend that serves the coordinator's connection
  * and belongs to the transaction: whatever ends the transaction, a commit,
  * an abort, a cancel or the coordinator's disconnection, frees it, so that
- * nothing of a training outlives it on a shard.
+ * nothing of a training outlives it on a shard.  A training begun in a
+ * subtransaction (the savepoint postgres_fdw opens there for a
+ * coordinator's PL/pgSQL EXCEPTION block) ends with its abort, so that the
+ * next training in the same transaction begins anew.
  */
 #include "postgres.h"
 
@@ -85,6 +88,22 @@ end_of_xact(XactEvent event, void *arg)
 	}
 }
 
+/*
+ * A training begun in the subtransaction that aborts ends with it; one
+ * begun in a subtransaction that commits now belongs to its parent.
+ */
+static void
+end_of_subxact(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid,
+			   void *arg)
+{
+	if (session == NULL || session->subid != mySubid)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		wals_shard_session_free();
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		session->subid = parentSubid;
+}
+
 /* This backend's training, begun when create; fn names the caller. */
 Session *
 wals_shard_session(bool create, const char *fn)
@@ -97,10 +116,12 @@ wals_shard_session(bool create, const char *fn)
 		if (!callback_registered)
 		{
 			RegisterXactCallback(end_of_xact, NULL);
+			RegisterSubXactCallback(end_of_subxact, NULL);
 			callback_registered = true;
 		}
 		session = MemoryContextAllocZero(cxt, sizeof(Session));
 		session->cxt = cxt;
+		session->subid = GetCurrentSubTransactionId();
 		session->solved = -1;
 	}
 	if (session == NULL)

@@ -40,6 +40,7 @@ typedef enum OtherSide
 typedef struct Session
 {
 	MemoryContext cxt;
+	SubTransactionId subid;		/* the subtransaction it belongs to */
 	Size		peak;			/* the most the session held, in bytes */
 	Loaded	   *loaded;
 	int64		rows;

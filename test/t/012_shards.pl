@@ -147,6 +147,27 @@ like($stderr, qr/ERROR:  22023: could not solve the factors of user 77 while tra
 like($stderr, qr/CONTEXT:.*shard on server "shard[01]"/s, 'naming the shard\'s server');
 is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
 	$before, 'the previous model survives');
+
+# The same failure caught in a PL/pgSQL EXCEPTION block: the shards roll
+# back to their savepoints with it, and the next training in the same
+# transaction begins anew there.
+($ret, $stdout, $stderr) = $coord->psql(
+	'postgres', q{BEGIN;
+DO $$
+BEGIN
+  PERFORM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 's_retry',
+    factors => 8, alpha => 1e6, solver => 'cholesky');
+EXCEPTION WHEN invalid_parameter_value THEN
+  RAISE WARNING 'caught: %', SQLERRM;
+END $$;
+DELETE FROM ratings WHERE rating > 1e30;
+SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 's_retry',
+  factors => 8);
+COMMIT;});
+like($stderr, qr/WARNING:  caught: could not solve the factors of user 77/,
+	'a failure in an EXCEPTION block is caught there');
+is($stdout, 'shards', 'and the next training in the transaction trains on the shards')
+  or diag($stderr);
 $coord->safe_psql('postgres', q{DELETE FROM ratings WHERE rating > 1e30});
 
 # ---------------------------------------------------------------------------
