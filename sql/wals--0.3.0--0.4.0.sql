@@ -143,7 +143,7 @@ CREATE FUNCTION wals_shard_solve(side int, doing text, gram bytea, max_bytes big
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'wals_shard_solve'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-CREATE FUNCTION wals_shard_take(first bigint, count bigint) RETURNS bytea
+CREATE FUNCTION wals_shard_take(side int, first bigint, count bigint) RETURNS bytea
 AS 'MODULE_PATHNAME', 'wals_shard_take'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION wals_shard_loss() RETURNS float8 AS 'MODULE_PATHNAME', 'wals_shard_loss'

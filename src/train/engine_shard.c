@@ -620,7 +620,8 @@ send_solve(WalsShards *sh, int side)
 	StringInfoData gb;
 	uint32		side_storage;
 	WalsShardArg a[4];
-	int64		most = pg_hton64((uint64) message_bytes());
+	/* one shard's rows go nowhere until the end */
+	int64		most = pg_hton64((uint64) (sh->n > 1 ? message_bytes() : 0));
 
 	sh->problem->phase(sh->problem->phase_arg,
 					   psprintf("solving %s on servers %s", users ? "users" : "items",
@@ -640,7 +641,7 @@ send_solve(WalsShards *sh, int side)
 /*
  * Every shard's answer to its half-sweep of side: the Grams add up into
  * the side's Gram, in shard order, and the losses onto *loss; the rows,
- * when they came with it, are kept for relay and absorb.
+ * when they came with it, are kept for relay.
  */
 static void
 collect(WalsShards *sh, int side, double *loss)
@@ -681,30 +682,53 @@ collect(WalsShards *sh, int side, double *loss)
 }
 
 /*
- * Rows n of F, side's factors, f floats each, from the wire: those listed
- * in rows.
+ * Shard t's rows of side from wals_shard_take, a page at a time: passed
+ * on to every other shard, or, F not NULL, read into F, side's factors.
  */
 static void
-rows_from_wire(WalsWire *w, float *F, const int32 *rows, int64 n, int f)
+take_pages(WalsShards *sh, int side, int t, float *F)
 {
-	for (int64 k = 0; k < n; k++)
-		wals_wire_floats(w, F + (size_t) rows[k] * f, f);
+	int			f = sh->args->params.factors;
+	int64		page = Max(message_bytes() / (int64) (sizeof(float) * f), 1);
+	WalsShard  *shard = sh->shard[t];
+	int64		n;
+	const int32 *rows = rows_of(sh, side, t, &n);
+
+	for (int64 first = 0; first < n; first += page)
+	{
+		uint32		side_storage;
+		int64		at = pg_hton64((uint64) first);
+		int64		count = pg_hton64((uint64) page);
+		WalsShardArg a[3];
+		WalsWire	w;
+
+		a[0] = arg_int4(side, &side_storage);
+		a[1] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
+		a[2] = (WalsShardArg) {INT8OID, (const char *) &count, sizeof(count)};
+		wals_shard_send(shard, "wals_shard_take", 3, a);
+		wait_wire(shard, &w, "solved rows");
+		if (F == NULL)
+			send_rows(sh, side, t, first, w.data, (int) w.len, NULL);
+		else
+		{
+			for (int64 k = first; k < Min(first + page, n); k++)
+				wals_wire_floats(&w, F + (size_t) rows[k] * f, f);
+			wals_wire_done(&w);
+		}
+		wals_shard_clear(shard);
+	}
 }
 
 /*
  * The rows of side that each shard solved, to every other shard: those
  * that came with the answers in S - 1 rounds, in each of which every shard
  * receives one shard's rows, so that they all read at once; then those to
- * come in pages, taken from their shard and passed on a page at a time,
- * and read into their matrix.
+ * come in pages, taken from their shard and passed on a page at a time.
+ * This server reads none of them: it takes the factors at the end.
  */
 static void
 relay(WalsShards *sh, int side)
 {
-	int			f = sh->args->params.factors;
-	float	   *F = side == 0 ? sh->X : sh->Y;
-	int64		page = Max(message_bytes() / (int64) (sizeof(float) * f), 1);
-
 	for (int r = 1; r < sh->n; r++)
 	{
 		for (int s = 0; s < sh->n; s++)
@@ -731,50 +755,8 @@ relay(WalsShards *sh, int side)
 	}
 	for (int t = 0; t < sh->n; t++)
 	{
-		WalsShard  *shard = sh->shard[t];
-		int64		n;
-		const int32 *rows = rows_of(sh, side, t, &n);
-
-		for (int64 first = 0; sh->paged[t] && first < n; first += page)
-		{
-			int64		at = pg_hton64((uint64) first);
-			int64		count = pg_hton64((uint64) page);
-			WalsShardArg a[2];
-			WalsWire	w;
-
-			a[0] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
-			a[1] = (WalsShardArg) {INT8OID, (const char *) &count, sizeof(count)};
-			wals_shard_send(shard, "wals_shard_take", 2, a);
-			wait_wire(shard, &w, "solved rows");
-			send_rows(sh, side, t, first, w.data, (int) w.len, NULL);
-			rows_from_wire(&w, F, rows + first, Min(page, n - first), f);
-			wals_wire_done(&w);
-			wals_shard_clear(shard);
-		}
-	}
-}
-
-/*
- * The rows of side kept from the shards' answers into their matrix, while
- * the shards work on the next call.
- */
-static void
-absorb(WalsShards *sh, int side)
-{
-	int			f = sh->args->params.factors;
-	float	   *F = side == 0 ? sh->X : sh->Y;
-
-	for (int t = 0; t < sh->n; t++)
-	{
-		int64		n;
-		const int32 *rows = rows_of(sh, side, t, &n);
-		WalsWire	w;
-
-		if (sh->paged[t])
-			continue;
-		wals_wire_start(&w, sh->solved[t], sh->solved_len[t], "solved rows");
-		rows_from_wire(&w, F, rows, n, f);
-		wals_wire_done(&w);
+		if (sh->paged[t] && sh->n > 1)
+			take_pages(sh, side, t, NULL);
 		wals_shard_forget(sh->shard[t]);
 		sh->solved[t] = NULL;
 	}
@@ -826,11 +808,7 @@ collect_loss(WalsShards *sh, double *loss)
 	}
 }
 
-/*
- * An iteration: each half-sweep's rows go from every shard to every other
- * before the next call, and come into their matrix here while the shards
- * work on it.
- */
+/* An iteration: each half-sweep's rows go from every shard to every other. */
 static bool
 shard_iterate(void *state, double *loss, WalsFailure *failure)
 {
@@ -841,11 +819,9 @@ shard_iterate(void *state, double *loss, WalsFailure *failure)
 	collect(sh, 0, &total);
 	relay(sh, 0);
 	send_solve(sh, 1);
-	absorb(sh, 0);
 	collect(sh, 1, &total);
 	relay(sh, 1);
 	send_loss(sh);
-	absorb(sh, 1);
 	collect_loss(sh, &total);
 	total += wals_loss_unobserved(&sh->args->params, sh->GX, sh->GY);
 	sh->it++;
@@ -854,7 +830,10 @@ shard_iterate(void *state, double *loss, WalsFailure *failure)
 	return true;
 }
 
-/* The factors are here already; the shards are ended, their memory counted. */
+/*
+ * The factors from every shard; what the training moved, for the last
+ * NOTICE, which ending the shards gives with their memory.
+ */
 static bool
 shard_end(void *state, float *X, float *Y, WalsFailure *failure)
 {
@@ -867,6 +846,11 @@ shard_end(void *state, float *X, float *Y, WalsFailure *failure)
 		return true;
 	for (int s = 0; s < sh->n; s++)
 		bytes += sh->shard[s]->bytes;
+	for (int s = 0; s < sh->n; s++)
+	{
+		take_pages(sh, 0, s, X);
+		take_pages(sh, 1, s, Y);
+	}
 	per_it = sh->it > 0 ? (bytes - sh->start_bytes) / sh->it : 0;
 	sh->rated_next = palloc0(sizeof(int64) * sh->n);
 	sh->rated_page = palloc0(sizeof(bytea *) * sh->n);

@@ -122,7 +122,6 @@ wals_shard_session(bool create, const char *fn)
 		session = MemoryContextAllocZero(cxt, sizeof(Session));
 		session->cxt = cxt;
 		session->subid = GetCurrentSubTransactionId();
-		session->solved = -1;
 	}
 	if (session == NULL)
 		ereport(ERROR,

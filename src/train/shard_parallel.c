@@ -1,6 +1,7 @@
 /*
  * shard_parallel.c
- *	  A shard's half-sweep solved by its backend and parallel workers.
+ *	  A shard's half-sweep, and its users' part of the loss, computed by its
+ *	  backend and parallel workers.
  *
  * What the solves read (both matrices, the rows it owns, every row of the
  * other side) lives in one dynamic shared memory segment for the whole
@@ -32,12 +33,20 @@
 #define WALS_KEY_SHARD_TASK		UINT64CONST(0x57414C5300000002)
 
 /*
- * A half-sweep, in the parallel context's segment: where its arrays are in
- * the session's segment (offsets from its start), then in the same block
- * the Gram of the other side (f x f) and the chunk bounds.
+ * A half-sweep or a loss, in the parallel context's segment: where its
+ * arrays are in the session's segment (offsets from its start), then in
+ * the same block the Gram of the other side (f x f), the chunk bounds and
+ * each chunk's loss.
  */
+typedef enum ShardJob
+{
+	JOB_SOLVE,					/* solve the rows into mine */
+	JOB_LOSS					/* each chunk's loss, from mine and other */
+} ShardJob;
+
 typedef struct ShardTask
 {
+	ShardJob	job;
 	WalsParams	params;
 	dsm_handle	handle;
 	Size		indptr;
@@ -67,6 +76,12 @@ task_bounds(ShardTask *t)
 	return (int64 *) (task_gram(t) + (Size) t->params.factors * t->params.factors);
 }
 
+static double *
+task_losses(ShardTask *t)
+{
+	return (double *) (task_bounds(t) + t->nchunks + 1);
+}
+
 /*
  * Put what the solves read, bytes of it, in a segment shared with
  * parallel workers, when the session may use them and one is to be had.
@@ -88,9 +103,9 @@ wals_shard_share_rows(Session *s, Size bytes)
 	s->seg_end = s->seg_next + bytes;
 }
 
-/* Claim and solve chunks until none is left. */
+/* Claim chunks and do the task's job on them until none is left. */
 static void
-solve_chunks(ShardTask *t, const WalsCsr *R, const float *other, float *mine, float *scratch)
+run_chunks(ShardTask *t, const WalsCsr *R, const float *other, float *mine, float *scratch)
 {
 	const int64 *bounds = task_bounds(t);
 	const float *G = task_gram(t);
@@ -104,6 +119,12 @@ solve_chunks(ShardTask *t, const WalsCsr *R, const float *other, float *mine, fl
 		if (chunk >= (uint64) t->nchunks)
 			return;
 		CHECK_FOR_INTERRUPTS();
+		if (t->job == JOB_LOSS)
+		{
+			task_losses(t)[chunk] = wals_loss_rows(&t->params, R, mine, other, bounds[chunk],
+												   bounds[chunk + 1]);
+			continue;
+		}
 		if (pg_atomic_read_u64(&t->failed) != WALS_NO_FAILURE)
 			continue;
 		st = wals_solve_rows(&t->params, R, other, G, mine, bounds[chunk],
@@ -125,15 +146,19 @@ offset_in(const Session *s, const void *p)
 }
 
 /*
- * Solve the owned rows of R into mine from the other side's factors and
- * their Gram G: WALS_OK, or the failure of the lowest row that could not
- * be solved, in *bad.
+ * Do job on the owned rows of R, with mine their factors, the other side's
+ * in the session and their Gram G: each chunk's loss, summed in chunk
+ * order into *loss, or the rows solved; WALS_OK, or the failure of the
+ * lowest row that could not be solved, in *bad.  Without a segment the
+ * backend runs the same chunks alone.
  */
-WalsStatus
-wals_shard_solve_rows(Session *s, const WalsCsr *R, const float *G, float *mine, int64 *bad)
+static WalsStatus
+run(Session *s, ShardJob job, const WalsCsr *R, const float *G, float *mine, double *loss,
+	int64 *bad)
 {
 	int			f = s->params.factors;
-	ParallelContext *pcxt;
+	ParallelContext *pcxt = NULL;
+	bool		shared;
 	ShardTask  *t;
 	Size		bytes;
 	int64		nchunks;
@@ -141,56 +166,98 @@ wals_shard_solve_rows(Session *s, const WalsCsr *R, const float *G, float *mine,
 	uint64		failed;
 
 	s->launched = 0;
-	if (s->seg == NULL || R->nrows == 0)
-		return wals_solve_rows(&s->params, R, s->other, G, mine, 0, R->nrows, s->scratch, bad);
-
 	bounds = palloc(sizeof(int64) * (wals_max_chunks(R->nrows, f) + 1));
 	nchunks = wals_cut_chunks(R, f, bounds);
-	bytes = MAXALIGN(sizeof(ShardTask)) + sizeof(float) * f * f + sizeof(int64) * (nchunks + 1);
+	bytes = MAXALIGN(sizeof(ShardTask)) + sizeof(float) * f * f +
+		sizeof(int64) * (nchunks + 1) + sizeof(double) * nchunks;
 
-	EnterParallelMode();
-	pcxt = CreateParallelContext("wals", "wals_shard_parallel_main", s->workers);
-	shm_toc_estimate_chunk(&pcxt->estimator, bytes);
-	shm_toc_estimate_keys(&pcxt->estimator, 1);
-	InitializeParallelDSM(pcxt);
-	t = pcxt->seg != NULL ? shm_toc_allocate(pcxt->toc, bytes) : palloc(bytes);
+	if (s->seg != NULL && R->nrows > 0)
+	{
+		EnterParallelMode();
+		pcxt = CreateParallelContext("wals", "wals_shard_parallel_main", s->workers);
+		shm_toc_estimate_chunk(&pcxt->estimator, bytes);
+		shm_toc_estimate_keys(&pcxt->estimator, 1);
+		InitializeParallelDSM(pcxt);
+	}
+	shared = pcxt != NULL && pcxt->seg != NULL;
+	t = shared ? shm_toc_allocate(pcxt->toc, bytes) : palloc(bytes);
 	memset(t, 0, sizeof(ShardTask));
+	t->job = job;
 	t->params = s->params;
-	t->handle = dsm_segment_handle(s->seg);
-	t->indptr = offset_in(s, R->indptr);
-	t->indices = offset_in(s, R->indices);
-	t->values = offset_in(s, R->values);
-	t->other = offset_in(s, s->other);
-	t->mine = offset_in(s, mine);
 	t->nrows = R->nrows;
 	t->ncols = R->ncols;
 	t->scratch_floats = s->scratch_floats;
 	t->nchunks = nchunks;
 	pg_atomic_init_u64(&t->next, 0);
 	pg_atomic_init_u64(&t->failed, WALS_NO_FAILURE);
-	memcpy(task_gram(t), G, sizeof(float) * f * f);
+	if (G != NULL)
+		memcpy(task_gram(t), G, sizeof(float) * f * f);
 	memcpy(task_bounds(t), bounds, sizeof(int64) * (nchunks + 1));
-	if (pcxt->seg != NULL)
+	if (shared)
 	{
+		t->handle = dsm_segment_handle(s->seg);
+		t->indptr = offset_in(s, R->indptr);
+		t->indices = offset_in(s, R->indices);
+		t->values = offset_in(s, R->values);
+		t->other = offset_in(s, s->other);
+		t->mine = offset_in(s, mine);
 		shm_toc_insert(pcxt->toc, WALS_KEY_SHARD_TASK, t);
 		LaunchParallelWorkers(pcxt);
+		s->launched = pcxt->nworkers_launched;
 	}
 
 	/* parallel_leader_participation = off leaves the rows to the workers, as for a Gather */
-	s->launched = pcxt->nworkers_launched;
 	if (parallel_leader_participation || s->launched == 0)
-		solve_chunks(t, R, s->other, mine, s->scratch);
-	WaitForParallelWorkersToFinish(pcxt);
+		run_chunks(t, R, s->other, mine, s->scratch);
+	if (pcxt != NULL)
+		WaitForParallelWorkersToFinish(pcxt);
 	failed = pg_atomic_read_u64(&t->failed);
-	DestroyParallelContext(pcxt);
-	ExitParallelMode();
+	if (loss != NULL)
+	{
+		*loss = 0;
+		for (int64 c = 0; c < nchunks; c++)
+			*loss += task_losses(t)[c];
+	}
+	if (pcxt != NULL)
+	{
+		DestroyParallelContext(pcxt);
+		ExitParallelMode();
+	}
+	if (!shared)
+		pfree(t);
 	pfree(bounds);
 	return wals_recorded_failure(failed, bad);
 }
 
 /*
- * Entry point of a parallel worker of a shard's half-sweep: map the
- * session's segment, and solve chunks until none is left.
+ * Solve the owned rows of R into mine from the other side's factors and
+ * their Gram G: WALS_OK, or the failure of the lowest row that could not
+ * be solved, in *bad.
+ */
+WalsStatus
+wals_shard_solve_rows(Session *s, const WalsCsr *R, const float *G, float *mine, int64 *bad)
+{
+	return run(s, JOB_SOLVE, R, G, mine, NULL, bad);
+}
+
+/*
+ * The owned users' cells and regularisation, from their factors and every
+ * item's, as src/core sums them on one server but for the order of the
+ * chunks' sums.
+ */
+double
+wals_shard_loss_rows(Session *s)
+{
+	double		loss;
+	int64		bad;
+
+	run(s, JOB_LOSS, &s->by_user, NULL, s->X, &loss, &bad);
+	return loss;
+}
+
+/*
+ * Entry point of a parallel worker of a shard's half-sweep or loss: map
+ * the session's segment, and take chunks until none is left.
  */
 void
 wals_shard_parallel_main(dsm_segment *seg, shm_toc *toc)
@@ -213,6 +280,6 @@ wals_shard_parallel_main(dsm_segment *seg, shm_toc *toc)
 	R.values = (float *) (base + t->values);
 	scratch = MemoryContextAllocHuge(CurrentMemoryContext,
 									 sizeof(float) * Max(t->scratch_floats, 1));
-	solve_chunks(t, &R, (const float *) (base + t->other), (float *) (base + t->mine), scratch);
+	run_chunks(t, &R, (const float *) (base + t->other), (float *) (base + t->mine), scratch);
 	dsm_detach(rows);
 }

@@ -91,7 +91,6 @@ typedef struct Session
 	float	   *other;			/* every row of one side's factors */
 	OtherSide	other_side;
 	int64	   *other_in;		/* per shard: the rows of its own that have come */
-	int			solved;			/* the side last solved: 0 users, 1 items, -1 */
 	float	   *scratch;
 	int64		scratch_floats; /* of each process solving the longest row */
 } Session;
@@ -105,6 +104,7 @@ extern Size wals_shard_rows_bytes(Size bytes);
 extern void wals_shard_share_rows(Session *s, Size bytes);
 extern WalsStatus wals_shard_solve_rows(Session *s, const WalsCsr *R, const float *G,
 										float *mine, int64 *bad);
+extern double wals_shard_loss_rows(Session *s);
 extern void wals_shard_note_peak(Session *s);
 extern void wals_shard_session_free(void);
 extern void wals_shard_cells_free(Cells *c);

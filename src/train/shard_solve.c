@@ -7,7 +7,7 @@
  *	  wals_shard_put		rows of factors: the owned rows' own, or the
  *							rows another shard solved
  *	  wals_shard_solve		a half-sweep over the owned rows of a side
- *	  wals_shard_take		the rows it solved, a page at a time
+ *	  wals_shard_take		the factors of its rows, a page at a time
  *	  wals_shard_loss		the owned users' part of the loss
  *	  wals_shard_rated		the owned users' rated items, as stored
  *	  wals_shard_end		free everything; the most memory it held
@@ -318,7 +318,6 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 	loss = users ? 0 : wals_reg_rows(&s->params, R, mine, 0, nmine);
 	memset(G, 0, sizeof(float) * f * f);
 	wals_gram_rows(mine, 0, nmine, f, G);
-	s->solved = side;
 
 	bytes = sizeof(double) + sizeof(int64) + sizeof(float) * (f * f + nmine * f);
 	wals_shard_buffer(&buf, bytes <= most ? bytes :
@@ -332,28 +331,31 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 }
 
 /*
- * wals_shard_take(first bigint, count bigint) RETURNS bytea
+ * wals_shard_take(side int, first bigint, count bigint) RETURNS bytea
  *
- * Rows first to first + count of those the last half-sweep solved (at most
- * what there is), f floats each.
+ * The factors of this shard's rows of side (0 users, 1 items), as last
+ * solved, from the first-th to first + count (at most what there is), f
+ * floats each.
  */
 Datum
 wals_shard_take(PG_FUNCTION_ARGS)
 {
 	Session    *s = started("wals_shard_take");
-	int64		first = PG_GETARG_INT64(0);
-	int64		count = PG_GETARG_INT64(1);
+	int			side = PG_GETARG_INT32(0);
+	int64		first = PG_GETARG_INT64(1);
+	int64		count = PG_GETARG_INT64(2);
 	int			f = s->params.factors;
-	int64		n = s->solved == 0 ? s->own_nusers : s->own_nitems;
+	int64		n = side == 0 ? s->own_nusers : s->own_nitems;
 	StringInfoData buf;
 
-	if (s->solved < 0 || first < 0 || first > n || count < 0)
+	if (side < 0 || side > 1 || first < 0 || first > n || count < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("wals_shard_take(): no rows from " INT64_FORMAT, first)));
+				 errmsg("wals_shard_take(): no rows of side %d from " INT64_FORMAT, side,
+						first)));
 	count = Min(count, n - first);
 	wals_shard_buffer(&buf, sizeof(float) * count * f);
-	wals_put_floats(&buf, (s->solved == 0 ? s->X : s->Y) + (size_t) first * f, count * f);
+	wals_put_floats(&buf, (side == 0 ? s->X : s->Y) + (size_t) first * f, count * f);
 	PG_RETURN_BYTEA_P(wals_shard_bytea(&buf));
 }
 
@@ -372,8 +374,7 @@ wals_shard_loss(PG_FUNCTION_ARGS)
 	Session    *s = started("wals_shard_loss");
 
 	other_ready(s, 1, "wals_shard_loss");
-	PG_RETURN_FLOAT8(wals_loss_rows(&s->params, &s->by_user, s->X, s->other, 0,
-									s->own_nusers));
+	PG_RETURN_FLOAT8(wals_shard_loss_rows(s));
 }
 
 /*

@@ -131,6 +131,42 @@ WHERE s.item_id IS NULL OR h.item_id IS NULL}),
 }
 
 # ---------------------------------------------------------------------------
+# One shard holding every row: its factors stay there until the end, when
+# they come here once.
+$shards[0]->safe_psql('postgres',
+	q{CREATE TABLE ratings_all (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)});
+$coord->safe_psql(
+	'postgres', q{
+CREATE TABLE ratings_one (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)
+  PARTITION BY HASH (user_id);
+CREATE FOREIGN TABLE ratings_one_0 PARTITION OF ratings_one
+  FOR VALUES WITH (MODULUS 1, REMAINDER 0) SERVER shard0 OPTIONS (table_name 'ratings_all');
+INSERT INTO ratings_one SELECT * FROM ratings_here;
+});
+is( $coord->safe_psql(
+		'postgres', q{SELECT device, iterations FROM wals_train('ratings_one', 'user_id',
+		  'item_id', 'rating', model => 's_one', factors => 8, iterations => 5, solver => 'cg')}),
+	'shards|5', 'one shard: trained there');
+is( $coord->safe_psql(
+		'postgres', q{
+SELECT string_agg(s.iteration::text, ',' ORDER BY s.iteration)
+FROM wals_training_log s JOIN wals_training_log h USING (iteration)
+WHERE (s.model, h.model) = ('s_one', 'h_cg') AND abs(s.loss - h.loss) <= 1e-5 * h.loss}),
+	'1,2,3,4,5', "one shard: every iteration's loss within 1e-5 of the training on one server");
+is( $coord->safe_psql(
+		'postgres', q{
+SELECT max(abs(s - h)) < 1e-3
+FROM s_one_item_factors a JOIN h_cg_item_factors b USING (item_id),
+     unnest(a.factors, b.factors) AS t(s, h)}),
+	't', 'one shard: the same item factors');
+is( $coord->safe_psql(
+		'postgres', q{
+SELECT max(abs(s - h)) < 1e-3
+FROM s_one_user_factors a JOIN h_cg_user_factors b USING (user_id),
+     unnest(a.factors, b.factors) AS t(s, h)}),
+	't', 'one shard: the same user factors');
+
+# ---------------------------------------------------------------------------
 # A row that cannot be solved: the error of one server, from the shard
 # that owns the row, which it names; the model trained before stays.  The
 # shards still leave every row to their parallel workers, so a worker
