@@ -31,14 +31,14 @@
  * next iteration's users.  The loss is those sums plus w0 trace(GX GY):
  * the same as on one server, but for the order of the sums.  A shard
  * never receives its own rows, and the coordinator passes on the bytes a
- * shard answered with as they came, reading them into its own matrices
- * while the shards work.  Bytes an iteration, with S shards, U users, I
- * items and f factors: each row once from its shard and S - 1 times to the
- * others, 4 f S (U + I) (about 127 MB for the 20M set, f = 64, S = 3),
- * against nothing on one server; the shards compute at once.
+ * shard answered with as they came, without reading them.  Bytes an
+ * iteration, with S shards, U users, I items and f factors: each row once
+ * from its shard and S - 1 times to the others, 4 f S (U + I) (about
+ * 127 MB for the 20M set, f = 64, S = 3), against nothing on one server;
+ * one shard's rows go nowhere.  The shards compute at once.
  *
- * What comes back at the end are the factors, already here, and each
- * user's rated items, which the user factor table keeps for serving.
+ * What comes back at the end are the factors, once, and each user's rated
+ * items, which the user factor table keeps for serving.
  */
 #include "postgres.h"
 

@@ -137,7 +137,7 @@ for n in $COUNTS; do
 	read -r per_it peak loss < <(train sharded ratings "$w" "${mems% UNION ALL }")
 	moved=$(sed -n 's/.*received from them, \(.*\) an iteration;.*/\1/p' "$RES/notices")
 	held=$(sed -n 's/.*each held at most \(.*\) and solved with.*/\1/p' "$RES/notices" | sed 's/, /\//g')
-	formula=$((4 * 64 * n * (users + items)))
+	formula=$((n > 1 ? 4 * 64 * n * (users + items) : 0))
 	printf '%s shards (%s workers each)\t%s\t%s\t%s MB\t%s\t%s\t%s\n' "$n" "$w" "$per_it" "$moved" \
 		"$((formula / 1000000))" "$held" "$peak" "$loss" >>"$RES/results.tsv"
 done
