@@ -33,8 +33,10 @@ ROLLBACK;
 BEGIN;
 SELECT wals_shard_load('public.shard_ratings', 'u', 'i', NULL, 'implicit');
 SELECT length(wals_shard_ids());
--- parameters in range, then plan pages that lie
-SELECT wals_shard_plan(
+-- parameters in range, f = 4 (feedback, solver, factors, CG steps,
+-- regularization, alpha, w0, block size, scaled, exponent, workers), then
+-- plan pages that lie
+SELECT
   '\x0000000000000000'
   '0000000000000000'
   '0000000000000004'
@@ -45,8 +47,8 @@ SELECT wals_shard_plan(
   '0000000000000004'
   '0000000000000000'
   '0000000000000000'
-  '0000000000000000'::bytea,
-  0, 1, 10, 7);
+  '0000000000000000'::bytea AS params \gset
+SELECT wals_shard_plan(:'params', 0, 1, 10, 7);
 SAVEPOINT s;
 SELECT wals_shard_plan_page(0, '\x0000000040000000'::bytea);
 ROLLBACK TO s;
@@ -72,19 +74,7 @@ ROLLBACK;
 BEGIN;
 SELECT wals_shard_load('public.shard_ratings', 'u', 'i', 'r', 'implicit');
 SELECT length(wals_shard_ids());
-SELECT wals_shard_plan(
-  '\x0000000000000000'
-  '0000000000000000'
-  '0000000000000004'
-  '0000000000000003'
-  '3fb999999999999a'
-  '3ff0000000000000'
-  '3ff0000000000000'
-  '0000000000000004'
-  '0000000000000000'
-  '0000000000000000'
-  '0000000000000000'::bytea,
-  0, 2, 10, 7);
+SELECT wals_shard_plan(:'params', 0, 2, 10, 7);
 SELECT wals_shard_plan_page(0, int8send(10) ||
   (SELECT string_agg(int8send(g), '' ORDER BY g) FROM generate_series(1, 10) g) ||
   '\x00000000000101010101'::bytea);

@@ -11,8 +11,11 @@
 use strict;
 use warnings FATAL => 'all';
 
+use FindBin;
+use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use ShardTest;
 use Test::More;
 use Time::HiRes;
 
@@ -104,30 +107,7 @@ for my $case (
 	$coord->safe_psql(
 		'postgres', qq{SELECT * FROM wals_train('ratings_here', 'user_id', 'item_id', 'rating',
 		  model => 'h_$name', factors => 8, iterations => 5, $args)});
-	is( $coord->safe_psql(
-			'postgres', qq{
-SELECT string_agg(s.iteration::text, ',' ORDER BY s.iteration)
-FROM wals_training_log s JOIN wals_training_log h USING (iteration)
-WHERE (s.model, h.model) = ('s_$name', 'h_$name')
-  AND abs(s.loss - h.loss) <= 1e-5 * h.loss}),
-		'1,2,3,4,5', "$name: every iteration's loss within 1e-5 of the training on one server");
-	is( $coord->safe_psql(
-			'postgres', qq{
-SELECT max(abs(s - h)) < 1e-3
-FROM s_${name}_item_factors a JOIN h_${name}_item_factors b USING (item_id),
-     unnest(a.factors, b.factors) AS t(s, h)}),
-		't', "$name: the same item factors");
-	is( $coord->safe_psql(
-			'postgres', qq{
-SELECT count(*) FROM s_${name}_user_factors a JOIN h_${name}_user_factors b USING (user_id)
-WHERE a.rated <> b.rated}),
-		'0', "$name: the same rated items kept for serving");
-	is( $coord->safe_psql(
-			'postgres', qq{
-SELECT count(*) FROM wals_recommend(7, 5, 's_$name') s
-  FULL JOIN wals_recommend(7, 5, 'h_$name') h USING (item_id)
-WHERE s.item_id IS NULL OR h.item_id IS NULL}),
-		'0', "$name: the same recommendations");
+	same_model($coord, "s_$name", "h_$name", $name);
 }
 
 # ---------------------------------------------------------------------------
@@ -147,24 +127,7 @@ is( $coord->safe_psql(
 		'postgres', q{SELECT device, iterations FROM wals_train('ratings_one', 'user_id',
 		  'item_id', 'rating', model => 's_one', factors => 8, iterations => 5, solver => 'cg')}),
 	'shards|5', 'one shard: trained there');
-is( $coord->safe_psql(
-		'postgres', q{
-SELECT string_agg(s.iteration::text, ',' ORDER BY s.iteration)
-FROM wals_training_log s JOIN wals_training_log h USING (iteration)
-WHERE (s.model, h.model) = ('s_one', 'h_cg') AND abs(s.loss - h.loss) <= 1e-5 * h.loss}),
-	'1,2,3,4,5', "one shard: every iteration's loss within 1e-5 of the training on one server");
-is( $coord->safe_psql(
-		'postgres', q{
-SELECT max(abs(s - h)) < 1e-3
-FROM s_one_item_factors a JOIN h_cg_item_factors b USING (item_id),
-     unnest(a.factors, b.factors) AS t(s, h)}),
-	't', 'one shard: the same item factors');
-is( $coord->safe_psql(
-		'postgres', q{
-SELECT max(abs(s - h)) < 1e-3
-FROM s_one_user_factors a JOIN h_cg_user_factors b USING (user_id),
-     unnest(a.factors, b.factors) AS t(s, h)}),
-	't', 'one shard: the same user factors');
+same_model($coord, 's_one', 'h_cg', 'one shard');
 
 # ---------------------------------------------------------------------------
 # A row that cannot be solved: the error of one server, from the shard
@@ -224,26 +187,7 @@ $shards[1]->safe_psql('postgres', 'CREATE EXTENSION wals');
 my $bg = $coord->background_psql('postgres', on_error_stop => 0, timeout => 120);
 my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 
-sub start_long_training
-{
-	$bg->query_until(qr/starting/, q{\echo starting
-SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
-  model => 's_cg', factors => 8, iterations => 10000);
-});
-	ok( $coord->poll_query_until(
-			'postgres', qq{SELECT query LIKE 'wals_train: model "public.s_cg", iteration % of 10000%'
-			  FROM pg_stat_activity WHERE pid = $pid}),
-		'pg_stat_activity shows the sharded training\'s progress');
-}
-
-start_long_training();
-$coord->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
-ok( eval {
-		pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
-			qr/canceling statement due to user request/);
-	},
-	'the sharded training ends on a cancel') or diag("stderr: $bg->{stderr}; $@");
-$bg->{stderr} = '';
+cancel_training($coord, $bg, $pid);
 for my $k (0, 1)
 {
 	ok($shards[$k]->poll_query_until('postgres', 'SELECT count(*) = 0 FROM pg_stat_activity'
@@ -260,7 +204,7 @@ like($bg->query_safe(q{SELECT device, iterations FROM wals_train('ratings', 'use
 # error, naming the server.
 # A cancel that reaches the shard between two calls is dropped there, as
 # any cancel of an idle backend: cancel what runs until one takes.
-start_long_training();
+start_long_training($coord, $bg, $pid);
 my $cancelled = 0;
 for my $try (1 .. 200)
 {
@@ -281,16 +225,7 @@ is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE m
 	$before, 'the model stays as it was after a cancel on a shard');
 
 # A shard that goes away in the middle: an error naming it.
-start_long_training();
-$shards[1]->stop('immediate');
-ok( eval {
-		pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
-			qr/ERROR:  (server closed the connection unexpectedly|could not send wals_shard_\w+\(\) to the shard on server "shard1").*CONTEXT:.*shard on server "shard1"/s);
-	},
-	'a shard that goes away ends the training with an error naming its server')
-  or diag("stderr: $bg->{stderr}; $@");
-$bg->quit;
-$shards[1]->start;
+lose_shard($coord, $bg, $pid, $shards[1], 'shard1');
 is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
 	$before, 'the model stays as it was');
 

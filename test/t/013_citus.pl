@@ -11,10 +11,12 @@
 use strict;
 use warnings FATAL => 'all';
 
+use FindBin;
+use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use ShardTest;
 use Test::More;
-use Time::HiRes;
 
 my $coord = PostgreSQL::Test::Cluster->new('citus_coordinator');
 $coord->init;
@@ -70,29 +72,6 @@ is( $coord->safe_psql(
 		  FROM wals_shards('ratings')}),
 	'4|4|t', 'and the four shard tables, each read once');
 
-sub same_model
-{
-	my ($s, $h, $name) = @_;
-	is( $coord->safe_psql(
-			'postgres', qq{
-SELECT string_agg(s.iteration::text, ',' ORDER BY s.iteration)
-FROM wals_training_log s JOIN wals_training_log h USING (iteration)
-WHERE (s.model, h.model) = ('$s', '$h') AND abs(s.loss - h.loss) <= 1e-5 * h.loss}),
-		'1,2,3,4,5', "$name: every iteration's loss within 1e-5 of the training here");
-	is( $coord->safe_psql(
-			'postgres', qq{
-SELECT max(abs(s - h)) < 1e-3
-FROM ${s}_item_factors a JOIN ${h}_item_factors b USING (item_id),
-     unnest(a.factors, b.factors) AS t(s, h)}),
-		't', "$name: the same item factors");
-	is( $coord->safe_psql(
-			'postgres', qq{
-SELECT count(*) FROM wals_recommend(7, 5, '$s') s
-  FULL JOIN wals_recommend(7, 5, '$h') h USING (item_id)
-WHERE s.item_id IS NULL OR h.item_id IS NULL}),
-		'0', "$name: the same recommendations");
-}
-
 sub no_wals_connections
 {
 	my ($what) = @_;
@@ -123,7 +102,7 @@ for my $case (
 	$coord->safe_psql(
 		'postgres', qq{SELECT * FROM wals_train('ratings_here', 'user_id', 'item_id', 'rating',
 		  model => 'h_$name', factors => 8, iterations => 5, workers => 0, $args)});
-	same_model("s_$name", "h_$name", $name);
+	same_model($coord, "s_$name", "h_$name", $name);
 }
 no_wals_connections('after the trainings');
 
@@ -181,26 +160,7 @@ like($stderr, qr/NOTICE:  model "public.s_tx" trains here, reading "ratings" thr
 my $bg = $coord->background_psql('postgres', on_error_stop => 0, timeout => 120);
 my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 
-sub start_long_training
-{
-	$bg->query_until(qr/starting/, q{\echo starting
-SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
-  model => 's_cg', factors => 8, iterations => 10000);
-});
-	ok( $coord->poll_query_until(
-			'postgres', qq{SELECT query LIKE 'wals_train: model "public.s_cg", iteration % of 10000%'
-			  FROM pg_stat_activity WHERE pid = $pid}),
-		'pg_stat_activity shows the training\'s progress');
-}
-
-start_long_training();
-$coord->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
-ok( eval {
-		pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
-			qr/canceling statement due to user request/);
-	},
-	'the training ends on a cancel') or diag("stderr: $bg->{stderr}; $@");
-$bg->{stderr} = '';
+cancel_training($coord, $bg, $pid);
 no_wals_connections('after a cancel');
 is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
 	$before, 'the cancelled training left the model as it was');
@@ -209,17 +169,7 @@ like($bg->query_safe(q{SELECT device, iterations FROM wals_train('ratings', 'use
 	qr/^shards\|2$/, 'the same session trains on the nodes again');
 
 # A node that goes away in the middle: an error naming it.
-start_long_training();
-$workers[1]->stop('immediate');
-my $gone = $workers[1]->host . ':' . $workers[1]->port;
-ok( eval {
-		pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
-			qr/ERROR:  (server closed the connection unexpectedly|could not send wals_shard_\w+\(\) to the shard on server "\Q$gone\E").*CONTEXT:.*shard on server "\Q$gone\E"/s);
-	},
-	'a node that goes away ends the training with an error naming it')
-  or diag("stderr: $bg->{stderr}; $@");
-$bg->quit;
-$workers[1]->start;
+lose_shard($coord, $bg, $pid, $workers[1], $workers[1]->host . ':' . $workers[1]->port);
 is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
 	$before, 'the model stays as it was');
 
@@ -276,6 +226,6 @@ is( $coord->safe_psql(
 		'postgres', q{SELECT device, ratings FROM wals_train('ratings_ref', 'user_id', 'item_id',
 		  'rating', model => 'r_cg', factors => 8, iterations => 5, workers => 0, solver => 'cg')}),
 	'cpu|18000', 'a reference table trains here, every rating read');
-same_model('r_cg', 'h_cg', 'reference table');
+same_model($coord, 'r_cg', 'h_cg', 'reference table');
 
 done_testing();

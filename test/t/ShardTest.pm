@@ -1,0 +1,104 @@
+
+# What the sharded training tests (012_shards.pl, 013_citus.pl) check
+# alike: a model trained on the shards against the same rows trained on
+# the coordinator, and a long training that a cancel or a shard going away
+# ends.
+package ShardTest;
+
+use strict;
+use warnings FATAL => 'all';
+
+use Exporter 'import';
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+our @EXPORT = qw(same_model start_long_training cancel_training lose_shard);
+
+# Models $s (on the shards) and $h (here) of $node, trained from the same
+# rows and seed for $iterations: every iteration's loss within 1e-5, the
+# same factors up to the order of the sums, the same rated items kept for
+# serving, the same recommendations.
+sub same_model
+{
+	my ($node, $s, $h, $name, $iterations) = @_;
+	$iterations //= 5;
+	is( $node->safe_psql(
+			'postgres', qq{
+SELECT string_agg(s.iteration::text, ',' ORDER BY s.iteration)
+FROM wals_training_log s JOIN wals_training_log h USING (iteration)
+WHERE (s.model, h.model) = ('$s', '$h') AND abs(s.loss - h.loss) <= 1e-5 * h.loss}),
+		join(',', 1 .. $iterations),
+		"$name: every iteration's loss within 1e-5 of the training on one server");
+	for my $side ('item', 'user')
+	{
+		is( $node->safe_psql(
+				'postgres', qq{
+SELECT max(abs(s - h)) < 1e-3
+FROM ${s}_${side}_factors a JOIN ${h}_${side}_factors b USING (${side}_id),
+     unnest(a.factors, b.factors) AS t(s, h)}),
+			't', "$name: the same $side factors");
+	}
+	is( $node->safe_psql(
+			'postgres', qq{
+SELECT count(*) FROM ${s}_user_factors a JOIN ${h}_user_factors b USING (user_id)
+WHERE a.rated <> b.rated}),
+		'0', "$name: the same rated items kept for serving");
+	is( $node->safe_psql(
+			'postgres', qq{
+SELECT count(*) FROM wals_recommend(7, 5, '$s') s
+  FULL JOIN wals_recommend(7, 5, '$h') h USING (item_id)
+WHERE s.item_id IS NULL OR h.item_id IS NULL}),
+		'0', "$name: the same recommendations");
+}
+
+# Start training model s_cg of the table ratings on the shards, for long,
+# in $bg (the background psql of backend $pid on $node), and wait until
+# pg_stat_activity shows it iterating.
+sub start_long_training
+{
+	my ($node, $bg, $pid) = @_;
+	$bg->query_until(qr/starting/, q{\echo starting
+SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+  model => 's_cg', factors => 8, iterations => 10000);
+});
+	ok( $node->poll_query_until(
+			'postgres', qq{SELECT query LIKE 'wals_train: model "public.s_cg", iteration % of 10000%'
+			  FROM pg_stat_activity WHERE pid = $pid}),
+		'pg_stat_activity shows the sharded training\'s progress');
+}
+
+# A long training cancelled on the coordinator: it ends with the cancel's
+# error.
+sub cancel_training
+{
+	my ($node, $bg, $pid) = @_;
+	start_long_training($node, $bg, $pid);
+	$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+	ok( eval {
+			pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+				qr/canceling statement due to user request/);
+		},
+		'the sharded training ends on a cancel') or diag("stderr: $bg->{stderr}; $@");
+	$bg->{stderr} = '';
+}
+
+# A long training whose shard $shard (a cluster) stops in the middle: it
+# ends with an error naming the server $server; $bg is done with, and the
+# shard starts again.
+sub lose_shard
+{
+	my ($node, $bg, $pid, $shard, $server) = @_;
+	start_long_training($node, $bg, $pid);
+	$shard->stop('immediate');
+	ok( eval {
+			pump_until($bg->{run}, $bg->{timeout}, \$bg->{stderr},
+				qr/ERROR:  (server closed the connection unexpectedly|could not send wals_shard_\w+\(\) to the shard on server "\Q$server\E").*CONTEXT:.*shard on server "\Q$server\E"/s
+			);
+		},
+		'a shard that goes away ends the training with an error naming its server')
+	  or diag("stderr: $bg->{stderr}; $@");
+	$bg->quit;
+	$shard->start;
+}
+
+1;
