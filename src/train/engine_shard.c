@@ -514,12 +514,11 @@ wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data)
 }
 
 /*
- * A page of shard t's rows of side (0 users, 1 items), from its first-th,
- * to wals_shard_put: on shard only, or on every shard but t (only NULL).
+ * Send to a wals_shard_put of len bytes of shard t's rows of side (0
+ * users, 1 items), from its first-th.
  */
 static void
-send_rows(WalsShards *sh, int side, int t, int64 first, const char *data, int len,
-		  WalsShard *only)
+send_put(WalsShard *to, int side, int t, int64 first, const char *data, int len)
 {
 	uint32		side_storage;
 	uint32		t_storage;
@@ -530,21 +529,32 @@ send_rows(WalsShards *sh, int side, int t, int64 first, const char *data, int le
 	a[1] = arg_int4(t, &t_storage);
 	a[2] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
 	a[3] = (WalsShardArg) {BYTEAOID, data, len};
+	wals_shard_send(to, "wals_shard_put", 4, a);
+}
+
+/*
+ * A page of shard t's rows of side, from its first-th, to wals_shard_put:
+ * on shard only, or on every shard but t (only NULL).
+ */
+static void
+send_rows(WalsShards *sh, int side, int t, int64 first, const char *data, int len,
+		  WalsShard *only)
+{
 	if (only != NULL)
 	{
-		wals_shard_send(only, "wals_shard_put", 4, a);
+		send_put(only, side, t, first, data, len);
 		wait_one(only);
 		return;
 	}
 	for (int s = 0; s < sh->n; s++)
 		if (s != t)
-			wals_shard_send(sh->shard[s], "wals_shard_put", 4, a);
+			send_put(sh->shard[s], side, t, first, data, len);
 	for (int s = 0; s < sh->n; s++)
 		if (s != t)
 			wait_one(sh->shard[s]);
 }
 
-/* The rows shard t owns of side, f floats each. */
+/* The dense rows shard t owns of side, increasing, and how many (*n). */
 static const int32 *
 rows_of(WalsShards *sh, int side, int t, int64 *n)
 {
@@ -736,18 +746,7 @@ relay(WalsShards *sh, int side)
 			int			t = (s + r) % sh->n;
 
 			if (!sh->paged[t])
-			{
-				uint32		side_storage;
-				uint32		t_storage;
-				int64		zero = 0;
-				WalsShardArg a[4];
-
-				a[0] = arg_int4(side, &side_storage);
-				a[1] = arg_int4(t, &t_storage);
-				a[2] = (WalsShardArg) {INT8OID, (const char *) &zero, sizeof(zero)};
-				a[3] = (WalsShardArg) {BYTEAOID, sh->solved[t], sh->solved_len[t]};
-				wals_shard_send(sh->shard[s], "wals_shard_put", 4, a);
-			}
+				send_put(sh->shard[s], side, t, 0, sh->solved[t], sh->solved_len[t]);
 		}
 		for (int s = 0; s < sh->n; s++)
 			if (!sh->paged[(s + r) % sh->n])

@@ -32,18 +32,18 @@
 
 #define WALS_KEY_SHARD_TASK		UINT64CONST(0x57414C5300000002)
 
-/*
- * A half-sweep or a loss, in the parallel context's segment: where its
- * arrays are in the session's segment (offsets from its start), then in
- * the same block the Gram of the other side (f x f), the chunk bounds and
- * each chunk's loss.
- */
 typedef enum ShardJob
 {
 	JOB_SOLVE,					/* solve the rows into mine */
 	JOB_LOSS					/* each chunk's loss, from mine and other */
 } ShardJob;
 
+/*
+ * A half-sweep or a loss, in the parallel context's segment: where its
+ * arrays are in the session's segment (offsets from its start), then in
+ * the same block the Gram of the other side (f x f), the chunk bounds and
+ * each chunk's loss.
+ */
 typedef struct ShardTask
 {
 	ShardJob	job;
