@@ -139,18 +139,8 @@ same_model($coord, 's_one', 'h_cg', 'one shard');
 # that owns the row, which it names; the model trained before stays.  The
 # shards still leave every row to their parallel workers, so a worker
 # finds it.
-my $before = $coord->safe_psql('postgres',
-	q{SELECT version, loss FROM wals_models WHERE model = 's_cg'});
-$coord->safe_psql('postgres', q{INSERT INTO ratings VALUES (77, 5, 1e38)});
-my ($ret, $stdout, $stderr) = $coord->psql(
-	'postgres', q{\set VERBOSITY verbose
-	  SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 's_cg',
-	    factors => 8, alpha => 1e6, solver => 'cholesky')});
-like($stderr, qr/ERROR:  22023: could not solve the factors of user 77 while training model "public.s_cg", iteration 1/,
-	'a row that cannot be solved is the error of one server');
-like($stderr, qr/CONTEXT:.*shard on server "shard[01]"/s, 'naming the shard\'s server');
-is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
-	$before, 'the previous model survives');
+my $before = unsolvable_row($coord, 'shard[01]', "the shard's server");
+my ($ret, $stdout, $stderr);
 
 # The same failure caught in a PL/pgSQL EXCEPTION block: the shards roll
 # back to their savepoints with it, and the next training in the same

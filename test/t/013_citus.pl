@@ -108,18 +108,8 @@ no_wals_connections('after the trainings');
 
 # ---------------------------------------------------------------------------
 # A row that cannot be solved: the error of one server, naming the node.
-my $before = $coord->safe_psql('postgres',
-	q{SELECT version, loss FROM wals_models WHERE model = 's_cg'});
-$coord->safe_psql('postgres', q{INSERT INTO ratings VALUES (77, 5, 1e38)});
-my ($ret, $stdout, $stderr) = $coord->psql(
-	'postgres', q{\set VERBOSITY verbose
-	  SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 's_cg',
-	    factors => 8, alpha => 1e6, solver => 'cholesky')});
-like($stderr, qr/ERROR:  22023: could not solve the factors of user 77 while training model "public.s_cg", iteration 1/,
-	'a row that cannot be solved is the error of one server');
-like($stderr, qr/CONTEXT:.*shard on server "[^"]+:\d+"/s, 'naming the node');
-is($coord->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
-	$before, 'the previous model survives');
+my $before = unsolvable_row($coord, '[^"]+:\d+', 'the node');
+my ($ret, $stdout, $stderr);
 $coord->safe_psql('postgres', q{DELETE FROM ratings WHERE rating > 1e30});
 no_wals_connections('after an error');
 

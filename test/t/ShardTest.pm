@@ -1,8 +1,8 @@
 
 # What the sharded training tests (012_shards.pl, 013_citus.pl) check
 # alike: a model trained on the shards against the same rows trained on
-# the coordinator, and a long training that a cancel or a shard going away
-# ends.
+# the coordinator, a row that cannot be solved, and a long training that
+# a cancel or a shard going away ends.
 package ShardTest;
 
 use strict;
@@ -12,7 +12,8 @@ use Exporter 'import';
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(same_model start_long_training cancel_training lose_shard);
+our @EXPORT =
+  qw(same_model unsolvable_row start_long_training cancel_training lose_shard);
 
 # Models $s (on the shards) and $h (here) of $node, trained from the same
 # rows and seed for $iterations: every iteration's loss within 1e-5, the
@@ -49,6 +50,29 @@ SELECT count(*) FROM wals_recommend(7, 5, '$s') s
   FULL JOIN wals_recommend(7, 5, '$h') h USING (item_id)
 WHERE s.item_id IS NULL OR h.item_id IS NULL}),
 		'0', "$name: the same recommendations");
+}
+
+# A row of the table ratings that cannot be solved, inserted on $node and
+# left there: training model s_cg fails with the error of one server, from
+# the shard that owns the row, named as $server matches it ($shard says
+# what it is), and the model trained before stays, which is returned.
+sub unsolvable_row
+{
+	my ($node, $server, $shard) = @_;
+	my $before = $node->safe_psql('postgres',
+		q{SELECT version, loss FROM wals_models WHERE model = 's_cg'});
+	$node->safe_psql('postgres', q{INSERT INTO ratings VALUES (77, 5, 1e38)});
+	my ($ret, $stdout, $stderr) = $node->psql(
+		'postgres', q{\set VERBOSITY verbose
+		  SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 's_cg',
+		    factors => 8, alpha => 1e6, solver => 'cholesky')});
+	like($stderr,
+		qr/ERROR:  22023: could not solve the factors of user 77 while training model "public.s_cg", iteration 1/,
+		'a row that cannot be solved is the error of one server');
+	like($stderr, qr/CONTEXT:.*shard on server "$server"/s, "naming $shard");
+	is($node->safe_psql('postgres', q{SELECT version, loss FROM wals_models WHERE model = 's_cg'}),
+		$before, 'the previous model survives');
+	return $before;
 }
 
 # Start training model s_cg of the table ratings on the shards, for long,
