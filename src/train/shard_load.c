@@ -1,7 +1,7 @@
 /*
  * shard_load.c
  *	  A shard's side of a sharded training, up to its matrices: the
- *	  functions the coordinator (engine_shard.c) calls on each server that
+ *	  functions the coordinator (shard_plan.c) calls on each server that
  *	  holds part of the ratings, in this order, inside one remote
  *	  transaction; shard_solve.c has the rest.
  *

@@ -1,7 +1,8 @@
 /*
  * shard_wire.h
  *	  The bytes a sharded training sends between the coordinator
- *	  (engine_shard.c) and its shards (shard_load.c, shard_solve.c): bytea
+ *	  (shard_plan.c, engine_shard.c) and its shards (shard_load.c,
+ *	  shard_solve.c): bytea
  *	  values whose integers and floats are big-endian, as PostgreSQL's
  *	  binary protocol has them, so that servers of either byte order train
  *	  together.

@@ -345,7 +345,7 @@ train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResul
 
 /*
  * Train from the shards of a sharded source: the ratings stay there, the
- * factors are here (engine_shard.c).
+ * factors are here (shard_plan.c, engine_shard.c).
  */
 static void
 train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *data,

@@ -412,7 +412,7 @@ extern void wals_citus_disconnect(WalsShard *s);
 /* shard_load.c: the dense rows of a side that one shard owns */
 extern int32 *wals_shard_owned(const uint8 *owner, int64 n, int shard, int64 *nown);
 
-/* engine_shard.c: a training on the shards, the factors travelling */
+/* shard_plan.c, engine_shard.c: a training on the shards, the factors travelling */
 typedef struct WalsShards WalsShards;
 extern WalsShards *wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data);
 extern void wals_shards_start(WalsShards *sh, float *X, float *Y, WalsData *data);
