@@ -2,10 +2,9 @@
  * shard_wire.h
  *	  The bytes a sharded training sends between the coordinator
  *	  (shard_plan.c, engine_shard.c) and its shards (shard_load.c,
- *	  shard_solve.c): bytea
- *	  values whose integers and floats are big-endian, as PostgreSQL's
- *	  binary protocol has them, so that servers of either byte order train
- *	  together.
+ *	  shard_solve.c): bytea values whose integers and floats are
+ *	  big-endian, as PostgreSQL's binary protocol has them, so that servers
+ *	  of either byte order train together.
  *
  * A reader never trusts a length: every read checks that the bytes are
  * there, and a short or long message is an error naming what was read.
