@@ -12,6 +12,7 @@
 #                                the extension installed; or make bench-shards)
 #   SHARDS_SET=5m               the 5M set instead (35,000 x 7,000)
 #   SHARDS_COUNTS="1 2"         the shard counts to run (default: 1 2 3)
+#   SHARDS_KERNELS=avx2         wals.kernels on every server (default: auto)
 # The report goes to test/bench/out/shards.txt.
 set -euo pipefail
 
@@ -62,6 +63,7 @@ shared_buffers = 1GB
 max_worker_processes = 16
 max_parallel_workers = 8
 max_parallel_maintenance_workers = $(($(nproc) - 1))
+wals.kernels = '${SHARDS_KERNELS:-auto}'
 EOF
 	as_pg "$BIN/pg_ctl" -D "$RES/$1" -l "$RES/$1.log" -w start >/dev/null
 }
