@@ -90,7 +90,7 @@ load_all(WalsShards *sh)
 		}
 		for (int s = 0; s < sh->n; s++)
 			if (k < list_length(sh->shard[s]->parts))
-				wals_shard_wait(sh->shard[s]);
+				wait_one(sh->shard[s]);
 	}
 }
 
