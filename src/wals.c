@@ -97,7 +97,7 @@ _PG_init(void)
 
 	DefineCustomIntVariable("wals.gpu_min_ratings",
 							gettext_noop("Fewest ratings for which device auto trains on a GPU."),
-							gettext_noop("Smaller trainings run faster on the CPU than the copies to a GPU take."),
+							gettext_noop("Smaller trainings end sooner on the CPU than starting the GPU takes."),
 							&wals_gpu_min_ratings,
 							WALS_DEFAULT_GPU_MIN_RATINGS,
 							0,

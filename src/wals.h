@@ -63,8 +63,13 @@
  */
 #define WALS_DEFAULT_BLOCK_SIZE		16
 
-/* Below this many ratings, device => 'auto' trains on the CPU. */
-#define WALS_DEFAULT_GPU_MIN_RATINGS	1000000
+/*
+ * Below this many ratings, device => 'auto' trains on the CPU: the measured
+ * crossover of a whole training (15 iterations, in a new connection, which
+ * pays for starting CUDA) between an H100 and 16 Xeon cores, README
+ * "Devices".
+ */
+#define WALS_DEFAULT_GPU_MIN_RATINGS	2000000
 
 /*
  * wals.shard_message_size: the most one message of a sharded training

@@ -16,7 +16,7 @@
 #                              then src/core's, one core) or
 #                              test/gpu/wals_cuda_emu.so (gpu/'s kernels on
 #                              the emulated device, far slower than either)
-#   WALS_BENCH_SIZES="100k 1m" the sizes to run (default: 100k 1m 5m 20m)
+#   WALS_BENCH_SIZES="100k 1m" the sizes to run (default: 100k 300k 1m 2m 5m 20m)
 #   WALS_TOOLS                 the folder of gen_ratings.py
 # The report goes to test/bench/out/gpu.txt, the plot to gpu.png beside it
 # when gnuplot is installed (as root the script installs gnuplot-nox).
@@ -38,12 +38,16 @@ sized() {
 	case $1 in
 	100k) DATA=implicit-u5000-i2000-n100000-s$SEED
 		gen "$DATA" --users 5000 --items 2000 --nnz 100000 ;;
+	300k) DATA=implicit-u14000-i3500-n300000-s$SEED
+		gen "$DATA" --users 14000 --items 3500 --nnz 300000 ;;
 	1m) DATA=implicit-u30000-i6000-n1000000-s$SEED
 		gen "$DATA" --users 30000 --items 6000 --nnz 1000000 ;;
+	2m) DATA=implicit-u42000-i8500-n2000000-s$SEED
+		gen "$DATA" --users 42000 --items 8500 --nnz 2000000 ;;
 	5m) DATA=implicit-u69000-i13500-n5000000-s$SEED
 		gen "$DATA" --users 69000 --items 13500 --nnz 5000000 ;;
 	20m) gen_20m ;;
-	*) say "unknown size $1 (100k, 1m, 5m or 20m)"; exit 1 ;;
+	*) say "unknown size $1 (100k, 300k, 1m, 2m, 5m or 20m)"; exit 1 ;;
 	esac
 }
 
@@ -59,14 +63,14 @@ if [ -n "${WALS_BENCH_ENGINE:-}" ]; then
 fi
 
 ARGS=()
-for size in ${WALS_BENCH_SIZES:-100k 1m 5m 20m}; do
+for size in ${WALS_BENCH_SIZES:-100k 300k 1m 2m 5m 20m}; do
 	sized "$size"
 	ARGS+=("$size=$CACHE/$DATA.csv")
 done
 
 say "training in a throw-away PostgreSQL 15 cluster"
-if ! pg_virtualenv -t -v 15 -o shared_buffers=1GB -o max_worker_processes=16 \
-	-o max_parallel_workers=8 \
+if ! pg_virtualenv -t -v 15 -o shared_buffers=1GB -o max_worker_processes=$(($(nproc) + 8)) \
+	-o max_parallel_workers=$(nproc) \
 	bash "$BENCH/gpu_db.sh" "$RES" "$ENGINE" "${ARGS[@]}" >&2; then
 	say "failed (the end of the server log, if any, is above)"
 	exit 1
@@ -83,36 +87,44 @@ OUT=$OUTDIR/gpu.txt
 	echo "CPU: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(nproc) cores (workers => $(($(nproc) - 1))), kernels: $(cat "$RES/kernels")"
 	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 	echo "f = 64, implicit, CG 3 steps and Cholesky, 5 iterations; seconds per iteration"
-	echo "are the median of iterations 2 to 5 (wals_training_log)"
+	echo "are the median of iterations 2 to 5 (wals_training_log); loss differs is"
+	echo "|cpu - gpu| / cpu of the loss after the last iteration"
 	echo
-	printf '%-6s %10s %-9s %12s %12s %9s\n' size ratings solver "cpu s/it" "gpu s/it" speedup
-	awk -F'\t' '$3 == "cpu" { cpu[$1 "\t" $4] = $5; n[$1] = $2 }
-		$3 == "gpu" { gpu[$1 "\t" $4] = $5 }
+	printf '%-6s %10s %-9s %12s %12s %9s %12s\n' size ratings solver "cpu s/it" "gpu s/it" speedup "loss differs"
+	awk -F'\t' '$3 == "cpu" { cpu[$1 "\t" $4] = $5; n[$1] = $2; cl[$1 "\t" $4] = $12 }
+		$3 == "gpu" { gpu[$1 "\t" $4] = $5; gl[$1 "\t" $4] = $12 }
 		END {
 			for (k in cpu) if (k in gpu) {
 				split(k, p, "\t")
-				printf "%-6s %10d %-9s %12.6f %12.6f %8.1fx\n", p[1], n[p[1]], p[2], cpu[k], gpu[k], cpu[k] / gpu[k]
+				d = cl[k] - gl[k]
+				if (d < 0) d = -d
+				printf "%-6s %10d %-9s %12.6f %12.6f %8.1fx %12.1e\n", p[1], n[p[1]], p[2], cpu[k], gpu[k], cpu[k] / gpu[k], d / cl[k]
 			}
 		}' "$RES/results.tsv" | sort -k3,3 -k2,2n
 	echo
-	echo "crossover (the fewest ratings from which the GPU iteration is faster):"
+	echo "crossover (the fewest ratings from which the GPU is faster), by the seconds"
+	echo "of an iteration and by the whole training's train_s (5 iterations, the"
+	echo "GPU's upload, start and download included):"
 	for solver in cg cholesky; do
-		awk -F'\t' -v s="$solver" '$4 == s { t[$2 "\t" $3] = $5; r[$2] = 1 }
-			END {
-				c = "none of the sizes run"
-				for (x in r) if (t[x "\tgpu"] < t[x "\tcpu"] && (c == "none of the sizes run" || x + 0 < c + 0)) c = x
-				print "  " s ": " c
-			}' "$RES/results.tsv"
+		for col in 5 7; do
+			awk -F'\t' -v s="$solver" -v col=$col '$4 == s { t[$2 "\t" $3] = $col; r[$2] = 1 }
+				END {
+					c = "none of the sizes run"
+					for (x in r) if (t[x "\tgpu"] < t[x "\tcpu"] && (c == "none of the sizes run" || x + 0 < c + 0)) c = x
+					printf "  %-9s %-10s %s\n", s, col == 5 ? "iteration:" : "training:", c
+				}' "$RES/results.tsv"
+		done
 	done
 	echo
-	echo "end to end on the GPU (seconds; train = upload + iterations + download, the"
-	echo "upload and download as the training's NOTICE gives them):"
-	printf '%-6s %-9s %8s %8s %8s %9s %8s %8s\n' size solver load upload train download store total
-	awk -F'\t' '$3 == "gpu" { printf "%-6s %-9s %8.3f %8.3f %8.3f %9.3f %8.3f %8.3f\n", $1, $4, $6, $10, $7, $11, $8, $9 }' \
+	echo "end to end (seconds; train = upload + iterations + download, the upload and"
+	echo "download as the GPU training's NOTICE gives them):"
+	printf '%-6s %-9s %-4s %8s %8s %8s %9s %8s %8s\n' size solver dev load upload train download store total
+	awk -F'\t' '{ printf "%-6s %-9s %-4s %8.3f %8.3f %8.3f %9.3f %8.3f %8.3f\n", $1, $4, $3, $6, $10, $7, $11, $8, $9 }' \
 		"$RES/results.tsv"
 	echo
 	echo "run time: $(($(date +%s) - START)) s"
 } | tee "$OUT"
+cp "$RES/results.tsv" "$OUTDIR/gpu.tsv"
 
 if ! command -v gnuplot >/dev/null && [ "$(id -u)" -eq 0 ]; then
 	say "installing gnuplot-nox for the plot"

@@ -4,7 +4,8 @@
 # Writes RESULTS_DIR/skip (the reason) when no GPU is usable, else
 # RESULTS_DIR/device and one line per training to RESULTS_DIR/results.tsv:
 # size, ratings, device, solver, median s/iteration, load_s, train_s,
-# store_s, total_s, upload_s, download_s.
+# store_s, total_s, upload_s, download_s, and the loss of the last
+# iteration, which the CPU and the GPU must give alike.
 set -eu
 RES=$1
 ENGINE=$2
@@ -53,9 +54,12 @@ SQL
 			per_it=$(sql "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY l.seconds)
 				FROM wals_training_log l JOIN wals_models m ON m.model = l.model AND m.schema = l.schema AND m.version = l.version
 				WHERE l.model = 'm_$size' AND l.iteration > 1")
+			loss=$(sql "SELECT l.loss FROM wals_training_log l
+				JOIN wals_models m ON m.model = l.model AND m.schema = l.schema AND m.version = l.version
+				WHERE l.model = 'm_$size' ORDER BY l.iteration DESC LIMIT 1")
 			echo "$summary" | awk -F"$TAB" -v s="$size" -v d="$device" -v so="$solver" -v p="$per_it" \
-				-v u="${upload:-0}" -v dl="${download:-0}" \
-				'{ printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s, $1, d, so, p, $2, $3, $4, $5, u, dl }' \
+				-v u="${upload:-0}" -v dl="${download:-0}" -v lo="$loss" \
+				'{ printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s, $1, d, so, p, $2, $3, $4, $5, u, dl, lo }' \
 				>>"$RES/results.tsv"
 		done
 	done

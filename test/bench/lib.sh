@@ -3,7 +3,9 @@
 # halves), so that they generate their data and score their models in one
 # way.  POSIX sh: quality_db.sh runs under sh.
 
-PY=/usr/bin/python3
+# WALS_PYTHON: another python3 with numpy and scipy (a machine whose own
+# python3 has neither, and no Debian packages to install them from).
+PY=${WALS_PYTHON:-/usr/bin/python3}
 PSQL="psql -X -q -v ON_ERROR_STOP=1"
 
 # --- host side: needs CACHE, TOOLS, SEED and a say function ------------------
