@@ -154,7 +154,7 @@ $(EMU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h $(wildcard test/gpu/emu/*)
 		-shared -Itest/gpu/emu -Igpu -I$(BLAS_INC) -o $@ -x c++ $(GPU_SRCS) -x none \
 		test/gpu/emu/emu.cc $(BLAS_LDFLAGS)
 
-.PHONY: unit gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench
+.PHONY: unit sql-texts gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench
 gpu-check: test/gpu/check_train test/gpu/host_engine$(DLSUFFIX)
 	./test/gpu/check_train $(abspath test/gpu/host_engine$(DLSUFFIX))
 	./test/gpu/check_train $(abspath gpu/wals_cuda$(DLSUFFIX))
@@ -164,6 +164,11 @@ test-gpu-emu: test/gpu/check_train $(EMU_LIB)
 
 unit: test/unit/wals_unit
 	./test/unit/wals_unit
+
+# Every SQL text of src/ independent of the caller's search_path, and SPI
+# called only through src/catalog/spi.c, which pins it.
+sql-texts:
+	perl test/sql_texts.pl src
 
 deps:
 	./test/install_deps.sh
@@ -177,6 +182,7 @@ test: deps
 	$(MAKE) all WERROR=-Werror
 	$(MAKE) install
 	$(MAKE) unit WERROR=-Werror
+	$(MAKE) sql-texts
 	$(MAKE) gpu-check WERROR=-Werror
 	$(MAKE) test-gpu-emu WERROR=-Werror
 	./test/installcheck.sh

@@ -232,7 +232,7 @@ prepare_plans(void)
 static void
 run_plan(SPIPlanPtr plan, Datum *values)
 {
-	int			rc = SPI_execute_plan(plan, values, NULL, false, 0);
+	int			rc = wals_sql_plan(plan, values, NULL, false, 0);
 
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "wals: reading the model catalog failed: %s", SPI_result_code_string(rc));

@@ -1,36 +1,161 @@
 /*
  * spi.c
- *	  The two ways wals runs SQL through SPI: a query run once, and a plan
- *	  kept for the life of the backend.  Both take their values as
- *	  parameters, never as text.
+ *	  The one way wals runs SQL: every statement it builds, whether run
+ *	  once, kept as a plan for the life of the backend or read through a
+ *	  cursor, goes through these functions, which pin search_path to
+ *	  pg_catalog, pg_temp for the duration of the call.
+ *
+ * wals's texts name their relations by OID and their functions, types and
+ * operators in pg_catalog or the extension's schema, but a name left bare
+ * by mistake (an operator on an argument of unknown type, say) would
+ * otherwise resolve through the caller's search_path, where any role able
+ * to create in a schema on it could put a better match and have it run
+ * with the caller's rights.  Pinning the path makes such a slip harmless;
+ * test/sql_texts.sh refuses the slips themselves and any SPI call made
+ * outside this file.  Planning, execution and each fetch of a cursor are
+ * all pinned, so that code reached from wals's statements (a view's
+ * functions) sees one search_path throughout, as PostgreSQL 17 runs its
+ * maintenance commands.  Values travel as parameters, never as text.
  */
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "utils/guc.h"
 
 #include "wals_catalog.h"
+
+static int
+pin(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+/* An error unwinds the setting with the (sub)transaction instead. */
+static void
+unpin(int level)
+{
+	AtEOXact_GUC(true, level);
+}
+
+/*
+ * Run a query with parameters (nulls as SPI takes them, NULL for none);
+ * returns SPI's result code, an error when it is negative.
+ */
+int
+wals_sql(const char *query, int nargs, const Oid *types, const Datum *values,
+		 const char *nulls, bool read_only, long count)
+{
+	int			level = pin();
+	int			rc = SPI_execute_with_args(query, nargs, (Oid *) types, (Datum *) values,
+										   nulls, read_only, count);
+
+	unpin(level);
+	if (rc < 0)
+		elog(ERROR, "wals: query \"%s\" failed: %s", query, SPI_result_code_string(rc));
+	return rc;
+}
 
 /* Run a query with parameters, none null; expected is an SPI result or -1. */
 void
 wals_spi_exec(const char *query, int nargs, const Oid *types,
 			  const Datum *values, int expected)
 {
-	int			rc = SPI_execute_with_args(query, nargs, (Oid *) types,
-										   (Datum *) values, NULL, false, 0);
+	int			rc = wals_sql(query, nargs, types, values, NULL, false, 0);
 
-	if (rc < 0 || (expected >= 0 && rc != expected))
+	if (expected >= 0 && rc != expected)
 		elog(ERROR, "wals: query \"%s\" failed: %s", query, SPI_result_code_string(rc));
+}
+
+/* Run a query with SPI's options (a receiver of its own, a row limit). */
+int
+wals_sql_extended(const char *query, const SPIExecuteOptions *options)
+{
+	int			level = pin();
+	int			rc = SPI_execute_extended(query, options);
+
+	unpin(level);
+	return rc;
+}
+
+/* A plan for the current SPI connection, freed with it or by SPI_freeplan. */
+SPIPlanPtr
+wals_sql_prepare(const char *query, int nargs, Oid *types)
+{
+	int			level = pin();
+	SPIPlanPtr	plan = SPI_prepare(query, nargs, types);
+
+	unpin(level);
+	if (plan == NULL)
+		elog(ERROR, "wals: could not prepare \"%s\": %s", query, SPI_result_code_string(SPI_result));
+	return plan;
 }
 
 /* A plan prepared and kept for the life of the backend. */
 SPIPlanPtr
 wals_keep_plan(const char *query, int nargs, Oid *types)
 {
-	SPIPlanPtr	plan = SPI_prepare(query, nargs, types);
+	SPIPlanPtr	plan = wals_sql_prepare(query, nargs, types);
 
-	if (plan == NULL)
-		elog(ERROR, "wals: could not prepare \"%s\": %s", query, SPI_result_code_string(SPI_result));
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "wals: could not keep the plan of \"%s\"", query);
 	return plan;
+}
+
+/*
+ * Run a plan; returns SPI's result code.  A kept plan is planned again
+ * when what it reads changes, which happens here, pinned as well.
+ */
+int
+wals_sql_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only,
+			  long count)
+{
+	int			level = pin();
+	int			rc = SPI_execute_plan(plan, (Datum *) values, nulls, read_only, count);
+
+	unpin(level);
+	return rc;
+}
+
+/* A cursor over a query with parameters, read with wals_sql_fetch. */
+Portal
+wals_sql_cursor(const char *query, int nargs, const Oid *types, const Datum *values,
+				const char *nulls, bool read_only, int options)
+{
+	int			level = pin();
+	Portal		portal = SPI_cursor_open_with_args(NULL, query, nargs, (Oid *) types,
+												   (Datum *) values, nulls, read_only,
+												   options);
+
+	unpin(level);
+	if (portal == NULL)
+		elog(ERROR, "wals: could not open a cursor for \"%s\": %s", query,
+			 SPI_result_code_string(SPI_result));
+	return portal;
+}
+
+/* A cursor over a plan, read with wals_sql_fetch. */
+Portal
+wals_sql_cursor_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only)
+{
+	int			level = pin();
+	Portal		portal = SPI_cursor_open(NULL, plan, (Datum *) values, nulls, read_only);
+
+	unpin(level);
+	if (portal == NULL)
+		elog(ERROR, "wals: could not open a cursor: %s", SPI_result_code_string(SPI_result));
+	return portal;
+}
+
+/* The next count rows of a cursor, in SPI_tuptable and SPI_processed. */
+void
+wals_sql_fetch(Portal portal, long count)
+{
+	int			level = pin();
+
+	SPI_cursor_fetch(portal, true, count);
+	unpin(level);
 }

@@ -9,6 +9,7 @@
 
 #include "access/htup.h"
 #include "access/tupdesc.h"
+#include "executor/spi.h"
 #include "utils/array.h"
 
 #include "wals.h"
@@ -98,10 +99,22 @@ extern void wals_model_check(const WalsModelInfo *info);
 extern void wals_catalog_delete(const WalsModelInfo *info);
 extern int64 wals_next_version(void);
 
-/* spi.c */
-extern struct _SPI_plan *wals_keep_plan(const char *query, int nargs, Oid *types);
+/* spi.c: every statement wals runs, search_path pinned */
+extern int	wals_sql(const char *query, int nargs, const Oid *types, const Datum *values,
+					 const char *nulls, bool read_only, long count);
 extern void wals_spi_exec(const char *query, int nargs, const Oid *types,
 						  const Datum *values, int expected);
+extern int	wals_sql_extended(const char *query, const SPIExecuteOptions *options);
+extern SPIPlanPtr wals_sql_prepare(const char *query, int nargs, Oid *types);
+extern SPIPlanPtr wals_keep_plan(const char *query, int nargs, Oid *types);
+extern int	wals_sql_plan(SPIPlanPtr plan, const Datum *values, const char *nulls,
+						  bool read_only, long count);
+extern Portal wals_sql_cursor(const char *query, int nargs, const Oid *types,
+							  const Datum *values, const char *nulls, bool read_only,
+							  int options);
+extern Portal wals_sql_cursor_plan(SPIPlanPtr plan, const Datum *values, const char *nulls,
+								   bool read_only);
+extern void wals_sql_fetch(Portal portal, long count);
 
 /* model.c: a model as a whole, its lock, its owner, its tables */
 extern void wals_lock_model(const char *schema, const char *name);

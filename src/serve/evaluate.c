@@ -272,12 +272,11 @@ wals_evaluate(PG_FUNCTION_ARGS)
 	b.scores = MemoryContextAllocHuge(CurrentMemoryContext,
 									  sizeof(float) * WALS_EVAL_BLOCK * Max(e.m->nitems, 1));
 
-	portal = SPI_cursor_open_with_args(NULL,
-									   psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s ORDER BY 1",
-												user_col, item_col,
-												rating_col ? psprintf("(%s)::pg_catalog.float4", rating_col) : "NULL::pg_catalog.float4",
-												wals_relation_name(source)),
-									   0, NULL, NULL, NULL, true, 0);
+	portal = wals_sql_cursor(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s ORDER BY 1",
+									  user_col, item_col,
+									  rating_col ? psprintf("(%s)::pg_catalog.float4", rating_col) : "NULL::pg_catalog.float4",
+									  wals_relation_name(source)),
+							 0, NULL, NULL, NULL, true, 0);
 	for (;;)
 	{
 		uint64		nrows;
@@ -286,7 +285,7 @@ wals_evaluate(PG_FUNCTION_ARGS)
 		float	   *ratings;
 		bool	   *skip;
 
-		SPI_cursor_fetch(portal, true, WALS_EVAL_FETCH);
+		wals_sql_fetch(portal, WALS_EVAL_FETCH);
 		nrows = SPI_processed;
 		if (nrows == 0)
 			break;

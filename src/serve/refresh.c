@@ -33,7 +33,7 @@ PG_FUNCTION_INFO_V1(wals_refresh_users);
 static void
 exec_plan(SPIPlanPtr plan, Datum *values, int expected)
 {
-	int			rc = SPI_execute_plan(plan, values, NULL, false, 0);
+	int			rc = wals_sql_plan(plan, values, NULL, false, 0);
 
 	if (rc != expected)
 		elog(ERROR, "wals: updating user factors failed: %s", SPI_result_code_string(rc));
@@ -48,7 +48,7 @@ read_ratings(WalsServeModel *m, SPIPlanPtr plan, int64 user, WalsRated *rated)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	Datum		arg = Int64GetDatum(user);
-	int			rc = SPI_execute_plan(plan, &arg, NULL, true, 0);
+	int			rc = wals_sql_plan(plan, &arg, NULL, true, 0);
 	bool		implicit = m->info.params.feedback == WALS_IMPLICIT;
 
 	MemoryContextSwitchTo(cxt);
@@ -101,21 +101,18 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 	float	   *x = palloc(sizeof(float) * m->factors);
 	int64		stored = 0;
 
-	select = SPI_prepare(psprintf("SELECT (%s)::pg_catalog.int8, %s FROM %s WHERE %s OPERATOR(pg_catalog.=) $1",
+	select = wals_sql_prepare(psprintf("SELECT (%s)::pg_catalog.int8, %s FROM %s WHERE %s OPERATOR(pg_catalog.=) $1",
 								  src->item_col,
 								  src->rating_col == NULL ? "NULL::pg_catalog.float8" :
 								  psprintf("(%s)::pg_catalog.float8", src->rating_col),
 								  src->relation, src->user_col),
 						 1, &int8type);
-	upsert = SPI_prepare(psprintf("INSERT INTO %s (user_id, factors, rated)"
+	upsert = wals_sql_prepare(psprintf("INSERT INTO %s (user_id, factors, rated)"
 								  " VALUES ($1, $2, $3) ON CONFLICT (user_id) DO UPDATE"
 								  " SET factors = EXCLUDED.factors, rated = EXCLUDED.rated", table),
 						 3, types);
-	remove = SPI_prepare(psprintf("DELETE FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1", table),
+	remove = wals_sql_prepare(psprintf("DELETE FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1", table),
 						 1, types);
-	if (select == NULL || upsert == NULL || remove == NULL)
-		elog(ERROR, "wals: could not prepare the refresh of %s: %s", table,
-			 SPI_result_code_string(SPI_result));
 
 	for (int i = 0; i < n; i++)
 	{

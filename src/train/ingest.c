@@ -526,7 +526,7 @@ scan_with_spi(Ingest *in)
 	options.read_only = true;
 	options.dest = &receiver.pub;
 
-	ret = SPI_execute_extended(query.data, &options);
+	ret = wals_sql_extended(query.data, &options);
 	if (ret < 0)
 		elog(ERROR, "wals: could not run \"%s\": %s", query.data,
 			 SPI_result_code_string(ret));

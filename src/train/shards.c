@@ -347,8 +347,8 @@ wals_shards_connect(List *shards)
 	{
 		WalsShard  *s = lfirst(lc);
 		const char *sql = "SELECT n.nspname, e.extversion FROM pg_catalog.pg_extension e"
-			" JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
-			" WHERE e.extname = 'wals'";
+			" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+			" WHERE e.extname OPERATOR(pg_catalog.=) 'wals'";
 		ErrorContextCallback context = {error_context_stack, shard_context, s};
 		PGresult   *res;
 		char	   *version;

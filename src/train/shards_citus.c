@@ -126,11 +126,13 @@ wals_citus_shards_find(Oid source, const char *user_col, const char *item_col,
 		"SELECT DISTINCT ON (s.shardid) n.nodename, n.nodeport,"
 		" pg_catalog.shard_name(s.logicalrelid, s.shardid, false)"
 		" FROM pg_catalog.pg_dist_partition d"
-		" JOIN pg_catalog.pg_dist_shard s ON s.logicalrelid = d.logicalrelid"
-		" JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid"
-		" JOIN pg_catalog.pg_dist_node n ON n.groupid = p.groupid"
-		" WHERE d.logicalrelid = $1 AND d.partmethod IN ('h', 'r', 'a')"
-		" AND n.isactive AND n.noderole = 'primary' AND p.shardstate = 1"
+		" JOIN pg_catalog.pg_dist_shard s ON s.logicalrelid OPERATOR(pg_catalog.=) d.logicalrelid"
+		" JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
+		" JOIN pg_catalog.pg_dist_node n ON n.groupid OPERATOR(pg_catalog.=) p.groupid"
+		" WHERE d.logicalrelid OPERATOR(pg_catalog.=) $1"
+		" AND d.partmethod OPERATOR(pg_catalog.=) ANY ('{h,r,a}'::pg_catalog.\"char\"[])"
+		" AND n.isactive AND n.noderole OPERATOR(pg_catalog.=) 'primary'"
+		" AND p.shardstate OPERATOR(pg_catalog.=) 1"
 		" ORDER BY s.shardid, n.nodeid";
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(source)};
@@ -142,7 +144,7 @@ wals_citus_shards_find(Oid source, const char *user_col, const char *item_col,
 		return NIL;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "wals: SPI_connect failed");
-	if (SPI_execute_with_args(sql, 1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+	if (wals_sql(sql, 1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "wals: could not read Citus's shards of \"%s\"", get_rel_name(source));
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{

@@ -283,7 +283,7 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
 					 " $41, $42, pg_catalog.now())",
 					 wals_catalog_table("wals_models"));
-	if (SPI_execute_with_args(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
+	if (wals_sql(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"", args->model_display);
 
 	query = psprintf("INSERT INTO %s (schema, model, version, iteration, loss, seconds, step,"
@@ -305,8 +305,7 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 		log_values[6] = CStringGetTextDatum(result->iteration_ncg[it] ? "ncg" : "als");
 		log_values[7] = Float8GetDatum(result->iteration_score[it]);
 		log_nulls[7] = isnan(result->iteration_score[it]) ? 'n' : ' ';
-		if (SPI_execute_with_args(query, 8, log_types, log_values, log_nulls, false, 0) !=
-			SPI_OK_INSERT)
+		if (wals_sql(query, 8, log_types, log_values, log_nulls, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "wals: could not write the training log of model \"%s\"",
 				 args->model_display);
 	}

@@ -177,9 +177,8 @@ parse_space(Jsonb *space, TuneDim *dims)
 	Datum		arg = JsonbPGetDatum(space);
 	SPITupleTable *keys;
 
-	if (SPI_execute_with_args("SELECT key, pg_catalog.jsonb_typeof(value), value"
-							  " FROM pg_catalog.jsonb_each($1)",
-							  1, &type, &arg, NULL, true, 0) != SPI_OK_SELECT)
+	if (wals_sql("SELECT key, pg_catalog.jsonb_typeof(value), value FROM pg_catalog.jsonb_each($1)",
+				 1, &type, &arg, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "wals: could not read \"space\"");
 	keys = SPI_tuptable;
 	for (uint64 r = 0; r < SPI_processed; r++)
@@ -200,8 +199,9 @@ parse_space(Jsonb *space, TuneDim *dims)
 		{
 			SPITupleTable *items;
 
-			if (SPI_execute_with_args("SELECT pg_catalog.jsonb_array_elements($1) #>> '{}'",
-									  1, &type, &value, NULL, true, 0) != SPI_OK_SELECT)
+			if (wals_sql("SELECT pg_catalog.jsonb_array_elements($1)"
+						 " OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[]",
+						 1, &type, &value, NULL, true, 0) != SPI_OK_SELECT)
 				elog(ERROR, "wals: could not read \"space\"");
 			items = SPI_tuptable;
 			if (SPI_processed == 0 || SPI_processed > TUNE_CHOICES)
@@ -216,8 +216,9 @@ parse_space(Jsonb *space, TuneDim *dims)
 		{
 			SPITupleTable *range;
 
-			if (SPI_execute_with_args("SELECT $1 ->> 'min', $1 ->> 'max'",
-									  1, &type, &value, NULL, true, 0) != SPI_OK_SELECT)
+			if (wals_sql("SELECT $1 OPERATOR(pg_catalog.->>) 'min'::pg_catalog.text,"
+						 " $1 OPERATOR(pg_catalog.->>) 'max'::pg_catalog.text",
+						 1, &type, &value, NULL, true, 0) != SPI_OK_SELECT)
 				elog(ERROR, "wals: could not read \"space\"");
 			range = SPI_tuptable;
 			d->nchoices = 0;
@@ -276,14 +277,14 @@ train_with(const char *ext, Datum *base, char *basenulls, const char *model,
 	values[14] = Int32GetDatum(TUNE_PATIENCE);
 	values[15] = CStringGetTextDatum(metric);
 	nulls[13] = nulls[14] = nulls[15] = validation > 0 ? ' ' : 'n';
-	if (SPI_execute_with_args(psprintf("SELECT 1 FROM %s.wals_train(source => $1, user_col => $2,"
-									   " item_col => $3, rating_col => $4, model => $5,"
-									   " factors => $6, iterations => $7, regularization => $8,"
-									   " alpha => $9, unobserved_weight => $10,"
-									   " regularization_exponent => $11, init_std => $12,"
-									   " seed => $13, validation => $14, patience => $15,"
-									   " validation_metric => $16)", ext),
-							  16, types, values, nulls, false, 0) != SPI_OK_SELECT)
+	if (wals_sql(psprintf("SELECT 1 FROM %s.wals_train(source => $1, user_col => $2,"
+						  " item_col => $3, rating_col => $4, model => $5,"
+						  " factors => $6, iterations => $7, regularization => $8,"
+						  " alpha => $9, unobserved_weight => $10,"
+						  " regularization_exponent => $11, init_std => $12,"
+						  " seed => $13, validation => $14, patience => $15,"
+						  " validation_metric => $16)", ext),
+				 16, types, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "wals: a training of wals_tune failed");
 }
 
@@ -299,11 +300,11 @@ read_trial(const char *model, TuneTrial *t)
 	wals_model_resolve(cstring_to_text(model), &info);
 	values[0] = DirectFunctionCall1(namein, CStringGetDatum(info.schema));
 	values[1] = CStringGetTextDatum(info.name);
-	if (SPI_execute_with_args(psprintf("SELECT validation_score, best_iteration, train_s FROM %s"
+	if (wals_sql(psprintf("SELECT validation_score, best_iteration, train_s FROM %s"
 									   " WHERE schema OPERATOR(pg_catalog.=) $1"
 									   " AND model OPERATOR(pg_catalog.=) $2",
 									   wals_catalog_table("wals_models")),
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT ||
+				 2, types, values, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "wals: could not read the trial model \"%s\"", model);
 	t->score = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
@@ -457,9 +458,16 @@ wals_tune(PG_FUNCTION_ARGS)
 	}
 	else
 		wals_model_name_parse(text_to_cstring(PG_GETARG_TEXT_PP(4)), "model", &mn);
-	model = mn.schema ? wals_model_quoted(mn.schema, mn.name) : pstrdup(quote_identifier(mn.name));
-	trial_model = mn.schema ? wals_model_quoted(mn.schema, psprintf("%s_trial", mn.name)) :
-		pstrdup(quote_identifier(psprintf("%s_trial", mn.name)));
+
+	/*
+	 * Qualified here, where wals_train would put it, since the trainings run
+	 * with search_path pinned to pg_catalog.
+	 */
+	if (mn.schema == NULL)
+		mn.schema = get_namespace_name(RangeVarGetCreationNamespace(makeRangeVar(NULL, mn.name,
+																				 -1)));
+	model = wals_model_quoted(mn.schema, mn.name);
+	trial_model = wals_model_quoted(mn.schema, psprintf("%s_trial", mn.name));
 
 	/* the trials outlive SPI_finish, which frees what was allocated inside */
 	trials = palloc0(sizeof(TuneTrial) * max_trials);
@@ -513,9 +521,9 @@ wals_tune(PG_FUNCTION_ARGS)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	if (SPI_execute_with_args(psprintf("SELECT %s.wals_drop_model($1)", ext), 1,
-							  (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(trial_model)},
-							  NULL, false, 0) != SPI_OK_SELECT)
+	if (wals_sql(psprintf("SELECT %s.wals_drop_model($1)", ext), 1,
+				 (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(trial_model)},
+				 NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "wals: could not drop the trial model");
 	PG_TRY();
 	{

@@ -70,15 +70,14 @@ wals_validation_read(const WalsTrainArgs *args, WalsRatings *raw)
 	if (!OidIsValid(args->validation_table))
 		return;
 	pairs = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint64) * cap);
-	portal = SPI_cursor_open_with_args(NULL,
-									   psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8 FROM %s",
-												quote_identifier(args->user_col),
-												quote_identifier(args->item_col),
-												wals_relation_name(args->validation_table)),
-									   0, NULL, NULL, NULL, true, 0);
+	portal = wals_sql_cursor(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8 FROM %s",
+									  quote_identifier(args->user_col),
+									  quote_identifier(args->item_col),
+									  wals_relation_name(args->validation_table)),
+							 0, NULL, NULL, NULL, true, 0);
 	for (;;)
 	{
-		SPI_cursor_fetch(portal, true, VALIDATION_FETCH);
+		wals_sql_fetch(portal, VALIDATION_FETCH);
 		if (SPI_processed == 0)
 			break;
 		for (uint64 r = 0; r < SPI_processed; r++)

@@ -26,16 +26,13 @@ load_side(const WalsModelInfo *old, Oid relid, const char *id_col, const int64 *
 	SPIPlanPtr	plan;
 
 	wals_check_factor_table(old, relid, strcmp(id_col, "user_id") == 0);
-	plan = SPI_prepare(psprintf("SELECT %s, factors FROM %s", id_col, wals_relation_name(relid)),
-					   0, NULL);
-	if (plan == NULL)
-		elog(ERROR, "wals: could not read factor table %s: %s", wals_relation_name(relid),
-			 SPI_result_code_string(SPI_result));
-	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	plan = wals_sql_prepare(psprintf("SELECT %s, factors FROM %s", id_col, wals_relation_name(relid)),
+							0, NULL);
+	portal = wals_sql_cursor_plan(plan, NULL, NULL, true);
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
-		SPI_cursor_fetch(portal, true, 10000);
+		wals_sql_fetch(portal, 10000);
 		if (SPI_processed == 0)
 			break;
 		for (uint64 r = 0; r < SPI_processed; r++)

@@ -1,0 +1,224 @@
+
+# No SQL text of wals depends on the caller's search_path.  A hostile role,
+# mallory, fills a schema with shadows of what pg_catalog holds: an
+# operator of the same name and argument types for every operator, a
+# function for every function and aggregate, a domain that refuses every
+# value for every base type, each raising an error that names it when it
+# runs.  The caller, alice, has that schema ahead of pg_catalog on her
+# search_path, and calls every SQL function of wals with the arguments
+# that reach its SQL texts (every solver, warm start, validations,
+# fold-in, tuning, refresh, evaluation, dropping): each must work as it
+# does without the shadows, and none may reach a shadow.  A function of
+# the extension that this test does not call fails it, so that the next
+# one is added here.  The peer functions of sharded training are called
+# by a coordinator and checked in t/014_hostile_shards.pl.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('primary');
+$node->init;
+$node->append_conf('postgresql.conf', "client_min_messages = warning\n");
+$node->start;
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION wals;
+CREATE ROLE alice LOGIN;
+CREATE ROLE mallory LOGIN;
+CREATE SCHEMA alice AUTHORIZATION alice;
+CREATE SCHEMA shadow AUTHORIZATION mallory;
+GRANT USAGE ON SCHEMA shadow TO PUBLIC;
+});
+
+# The shadows, made by mallory; one that PostgreSQL refuses to make (a type
+# a PL/pgSQL function cannot take) is skipped.  Domains come last, so that
+# the types of the functions and operators are pg_catalog's.
+my $shadows = $node->safe_psql(
+	'postgres', q{
+SET ROLE mallory;
+CREATE FUNCTION shadow.fail(what text) RETURNS void LANGUAGE plpgsql
+  AS $$BEGIN RAISE EXCEPTION 'shadow reached: %', what; END$$;
+DO $do$
+DECLARE
+  r record;
+  n int := 0;
+  made int := 0;
+  body text;
+BEGIN
+  -- operators
+  FOR r IN
+    SELECT o.oprname, o.oprleft::regtype AS l, o.oprright::regtype AS rt,
+           o.oprresult::regtype AS res
+    FROM pg_catalog.pg_operator o
+    WHERE o.oprnamespace = 'pg_catalog'::regnamespace AND o.oprcode <> 0
+      AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_type t
+                      WHERE t.oid IN (o.oprleft, o.oprright, o.oprresult) AND t.typtype = 'p')
+  LOOP
+    n := n + 1;
+    body := format($f$BEGIN PERFORM shadow.fail(%L); RETURN NULL; END$f$,
+                   'operator ' || r.oprname);
+    BEGIN
+      IF r.l = 0 THEN
+        EXECUTE format('CREATE FUNCTION shadow.op_%s(%s) RETURNS %s LANGUAGE plpgsql AS %L',
+                       n, r.rt, r.res, body);
+        EXECUTE format('CREATE OPERATOR shadow.%s (RIGHTARG = %s, FUNCTION = shadow.op_%s)',
+                       r.oprname, r.rt, n);
+      ELSE
+        EXECUTE format('CREATE FUNCTION shadow.op_%s(%s, %s) RETURNS %s LANGUAGE plpgsql AS %L',
+                       n, r.l, r.rt, r.res, body);
+        EXECUTE format('CREATE OPERATOR shadow.%s (LEFTARG = %s, RIGHTARG = %s, FUNCTION = shadow.op_%s)',
+                       r.oprname, r.l, r.rt, n);
+      END IF;
+      made := made + 1;
+    EXCEPTION WHEN OTHERS THEN
+      NULL;
+    END;
+  END LOOP;
+  -- functions, and aggregates over a state of their result type
+  FOR r IN
+    SELECT p.proname, p.prokind, p.proretset,
+           pg_catalog.pg_get_function_identity_arguments(p.oid) AS args,
+           p.prorettype::regtype AS res
+    FROM pg_catalog.pg_proc p
+    WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.prokind IN ('f', 'a')
+      AND p.provariadic = 0
+      AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_type t
+                      WHERE (t.oid = ANY (p.proargtypes) OR t.oid = p.prorettype)
+                        AND t.typtype = 'p')
+  LOOP
+    n := n + 1;
+    body := format($f$BEGIN PERFORM shadow.fail(%L); RETURN NULL; END$f$,
+                   'function ' || r.proname);
+    BEGIN
+      IF r.prokind = 'a' THEN
+        EXECUTE format('CREATE FUNCTION shadow.sfunc_%s(%s%s) RETURNS %s LANGUAGE plpgsql AS %L',
+                       n, r.res, CASE WHEN r.args = '' THEN '' ELSE ', ' || r.args END,
+                       r.res, body);
+        EXECUTE format('CREATE AGGREGATE shadow.%I(%s) (SFUNC = shadow.sfunc_%s, STYPE = %s)',
+                       r.proname, CASE WHEN r.args = '' THEN '*' ELSE r.args END, n, r.res);
+      ELSE
+        EXECUTE format('CREATE FUNCTION shadow.%I(%s) RETURNS %s%s LANGUAGE plpgsql AS %L',
+                       r.proname, r.args, CASE WHEN r.proretset THEN 'SETOF ' ELSE '' END,
+                       r.res, body);
+      END IF;
+      made := made + 1;
+    EXCEPTION WHEN OTHERS THEN
+      NULL;
+    END;
+  END LOOP;
+  -- types
+  FOR r IN
+    SELECT t.typname FROM pg_catalog.pg_type t
+    WHERE t.typnamespace = 'pg_catalog'::regnamespace AND t.typtype = 'b'
+      AND t.typelem = 0
+  LOOP
+    BEGIN
+      EXECUTE format('CREATE DOMAIN shadow.%I AS pg_catalog.%I CHECK (shadow.fail(%L) IS NULL)',
+                     r.typname, r.typname, 'type ' || r.typname);
+      made := made + 1;
+    EXCEPTION WHEN OTHERS THEN
+      NULL;
+    END;
+  END LOOP;
+  RAISE NOTICE '%', made;
+END
+$do$;
+SELECT (SELECT count(*) FROM pg_operator WHERE oprnamespace = 'shadow'::regnamespace) || ' '
+    || (SELECT count(*) FROM pg_proc WHERE pronamespace = 'shadow'::regnamespace) || ' '
+    || (SELECT count(*) FROM pg_type WHERE typnamespace = 'shadow'::regnamespace AND typtype = 'd');
+});
+my ($nops, $nfuncs, $ntypes) = split / /, $shadows;
+note("shadows: $nops operators, $nfuncs functions, $ntypes types");
+cmp_ok($nops, '>', 500, 'mallory shadows the operators of pg_catalog');
+cmp_ok($nfuncs, '>', 2000, 'and its functions and aggregates');
+cmp_ok($ntypes, '>', 50, 'and its base types');
+
+# The shadows work: a query of alice's own that leaves a name bare meets one.
+my $path = 'SET search_path = alice, shadow, pg_catalog, public;';
+my ($ret, $out, $err) = $node->psql('postgres',
+	"SET ROLE alice; $path SELECT 1 WHERE 1 = 1;");
+like($err, qr/shadow reached: operator =/, 'a bare operator in a query reaches the shadow');
+($ret, $out, $err) = $node->psql('postgres',
+	"SET ROLE alice; $path SELECT pg_catalog.jsonb_array_elements('[1]') #>> '{}';");
+like($err, qr/shadow reached: operator #>>/,
+	'so does the operator with an argument of unknown type that wals_tune used');
+($ret, $out, $err) = $node->psql('postgres', "SET ROLE alice; $path SELECT '1'::int8;");
+like($err, qr/shadow reached: type int8/, 'and a bare type name');
+
+$node->safe_psql(
+	'postgres', q{
+SET ROLE alice;
+CREATE TABLE alice.r AS
+  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, (1 + (u + g) % 5)::real AS rating
+  FROM generate_series(1, 80) u, generate_series(1, 8) g;
+CREATE TABLE alice.t AS
+  SELECT u AS user_id, (u * 11 + g * 5) % 40 + 1 AS item_id, 1::real AS rating
+  FROM generate_series(1, 80) u, generate_series(1, 2) g;
+CREATE TABLE alice.held AS SELECT user_id, item_id FROM alice.t;
+});
+
+my $m = "model => 'alice.m', factors => 4, iterations => 2";
+my @calls = (
+	[ wals_devices => q{SELECT pg_catalog.count(*) FROM wals_devices()} ],
+	[ wals_shards => q{SELECT pg_catalog.count(*) FROM wals_shards('alice.r')} ],
+	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m)} ],
+	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m,
+		feedback => 'explicit', solver => 'cholesky', regularization_exponent => 0.5)} ],
+	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m,
+		solver => 'subspace', block_size => 2, accelerate => 'ncg', workers => 2)} ],
+	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m,
+		warm_start => true, validation => 0.2, patience => 1, validation_metric => 'recall\@5')} ],
+	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m,
+		validation_table => 'alice.held')} ],
+	[ wals_train => q{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', NULL,
+		factors => 4, iterations => 2)} ],
+	[ wals_recommend => q{SELECT pg_catalog.count(*) FROM wals_recommend(1, 5, 'alice.m')} ],
+	[ wals_recommend => q{SELECT pg_catalog.count(*) FROM wals_recommend(2, 5, 'alice.m', false, ARRAY[1, 2, 3]::bigint[], ARRAY[4]::bigint[])} ],
+	[ wals_recommend_batch => q{SELECT pg_catalog.count(*) FROM wals_recommend_batch(ARRAY[1, 2, 999]::bigint[], 3, 'alice.m')} ],
+	[ wals_recommend_items => q{SELECT pg_catalog.count(*) FROM wals_recommend_items(ARRAY[1, 2, 3]::bigint[], ARRAY[1, 2, 3]::real[], 3, 'alice.m')} ],
+	[ wals_similar_items => q{SELECT pg_catalog.count(*) FROM wals_similar_items(1, 3, 'alice.m')} ],
+	[ wals_predict => q{SELECT wals_predict(1, 2, 'alice.m') IS NOT NULL} ],
+	[ wals_explain => q{SELECT pg_catalog.count(*) FROM wals_explain(1, 2, 'alice.m', 3)} ],
+	[ wals_rated_items => q{SELECT pg_catalog.count(*) FROM wals_rated_items(1, 'alice.m')} ],
+	[ wals_refresh_users => q{SELECT wals_refresh_users(ARRAY[1, 2, 5000]::bigint[], 'alice.m') IS NOT NULL} ],
+	[ wals_evaluate => q{SELECT pg_catalog.count(*) FROM wals_evaluate('alice.m', 'alice.t', 'user_id', 'item_id', 'rating', 5)} ],
+	[ wals_tune => q{SELECT pg_catalog.count(*) FROM wals_tune('alice.r', 'user_id', 'item_id', 'rating', model => 'tuned',
+		budget => '20 seconds', max_trials => 2, space => '{"factors": [2, 4], "regularization": {"min": 0.05, "max": 1}}')} ],
+	[ wals_drop_model => q{SELECT wals_drop_model('tuned') IS NOT NULL} ],
+	[ wals_drop_model => q{SELECT wals_drop_model('alice.m') IS NOT NULL} ],
+);
+
+my %called;
+for my $call (@calls)
+{
+	my ($fn, $sql) = @$call;
+	($ret, $out, $err) = $node->psql('postgres', "SET ROLE alice; $path $sql", on_error_stop => 1);
+	is($ret, 0, "$fn works with shadows ahead of pg_catalog: $sql") or diag($err);
+	unlike($err, qr/shadow reached/, "$fn reaches no shadow");
+	$called{$fn} = 1;
+}
+
+# a model named without a schema is still looked up along alice's own path
+($ret, $out, $err) = $node->psql('postgres',
+	"SET ROLE alice; $path SELECT pg_catalog.count(*) FROM wals_recommend(1, 5)");
+is($ret, 0, 'the one model on the caller\'s path is found by its path') or diag($err);
+is($out, '5', 'and serves');
+ok($node->safe_psql('postgres', q{SELECT pg_catalog.count(*) FROM wals_models WHERE model = 'r'}) eq '1',
+	'a model named after its source went to the first schema of the path');
+
+my @functions = split /\n/, $node->safe_psql(
+	'postgres', q{
+SELECT DISTINCT p.proname FROM pg_depend d
+  JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+  JOIN pg_extension e ON d.refobjid = e.oid
+WHERE e.extname = 'wals' AND p.proname NOT LIKE 'wals\_shard\_%' ORDER BY 1});
+for my $fn (@functions)
+{
+	ok($called{$fn}, "$fn is called here");
+}
+
+done_testing();
