@@ -35,5 +35,5 @@ wals_memory_check(double bytes, const char *what)
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 			 errmsg("training needs about %s for %s, more than wals.max_memory (%s)",
 					wals_pretty_bytes(bytes), what, wals_pretty_bytes(limit)),
-			 errhint("Raise wals.max_memory, or train on fewer ratings or fewer factors.")));
+			 errhint("Train on fewer ratings or fewer factors, or have a superuser raise wals.max_memory.")));
 }

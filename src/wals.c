@@ -91,7 +91,7 @@ _PG_init(void)
 							0,
 							0,
 							INT_MAX,
-							PGC_USERSET,
+							PGC_SUSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
@@ -113,7 +113,7 @@ _PG_init(void)
 							WALS_DEFAULT_SHARD_MESSAGE_KB,
 							1,
 							WALS_MAX_SHARD_MESSAGE_KB,
-							PGC_USERSET,
+							PGC_SUSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 

@@ -130,6 +130,12 @@ extern void wals_report_core_status(WalsStatus status, const char *what);
 extern char *wals_pretty_bytes(double bytes);
 extern void wals_memory_check(double bytes, const char *what);
 
+/* calls.c: the wals calls running in this backend */
+extern void wals_call_begin(const char *fn, bool writes);
+extern void wals_call_end(void);
+extern int	wals_call_depth(void);
+extern void wals_call_allow_write(void);
+
 /* Seconds elapsed since start, for the timings of a call. */
 static inline double
 wals_seconds_since(instr_time start)

@@ -249,8 +249,8 @@ wals_drop_factor_tables(const WalsModelInfo *info)
  * Remove a model: its factor tables, its catalog row and its training log.
  * An unqualified name is looked up along search_path, as DROP TABLE does.
  */
-Datum
-wals_drop_model(PG_FUNCTION_ARGS)
+static Datum
+drop_model_call(PG_FUNCTION_ARGS)
 {
 	WalsModelInfo found;
 	WalsModelInfo info;
@@ -271,4 +271,15 @@ wals_drop_model(PG_FUNCTION_ARGS)
 	wals_catalog_delete(&info);
 	SPI_finish();
 	PG_RETURN_VOID();
+}
+
+Datum
+wals_drop_model(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_drop_model", true);
+	result = drop_model_call(fcinfo);
+	wals_call_end();
+	return result;
 }

@@ -23,6 +23,7 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -53,6 +54,14 @@
 
 static WalsServeModel *models[WALS_SERVE_MODELS];
 
+/*
+ * Entries replaced or evicted by a call made from inside another (from a
+ * row-security policy of a factor table, say): the outer call may still be
+ * reading them, so they are freed only once no call is running.
+ */
+static List *retired = NIL;
+static bool xact_callback_registered = false;
+
 static void *
 alloc_aligned(MemoryContext cxt, Size size)
 {
@@ -73,6 +82,41 @@ forget(WalsServeModel *m)
 	if (m->user_plan != NULL)
 		SPI_freeplan(m->user_plan);
 	MemoryContextDelete(m->cxt);
+}
+
+static void
+forget_retired(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, retired)
+		forget(lfirst(lc));
+	list_free(retired);
+	retired = NIL;
+}
+
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		forget_retired();
+}
+
+/* Free an entry no longer cached, unless a call outside this one may hold it. */
+static void
+release(WalsServeModel *m)
+{
+	MemoryContext old;
+
+	if (wals_call_depth() <= 1)
+	{
+		forget(m);
+		return;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	retired = lappend(retired, m);
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -204,9 +248,19 @@ same_model(const WalsModelInfo *a, const WalsModelInfo *b)
 WalsServeModel *
 wals_serve_model(text *model)
 {
-	WalsModelInfo *info = wals_model_get(model);
+	WalsModelInfo *info;
 	int			slot = WALS_SERVE_MODELS - 1;
 	WalsServeModel *m;
+
+	Assert(wals_call_depth() > 0);
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(xact_callback, NULL);
+		xact_callback_registered = true;
+	}
+	if (wals_call_depth() == 1)
+		forget_retired();
+	info = wals_model_get(model);
 
 	if (pg_namespace_aclcheck(get_rel_namespace(info->item_rel), GetUserId(), ACL_USAGE) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA,
@@ -233,7 +287,7 @@ wals_serve_model(text *model)
 		WalsServeModel *fresh = load(info);
 
 		if (m != NULL)
-			forget(m);
+			release(m);
 		m = fresh;
 	}
 	/* Most recently used first. */

@@ -216,8 +216,8 @@ column_arg(FunctionCallInfo fcinfo, int arg, const char *what, Oid source, bool 
  * ratings (explicit models with a rating column), and the users evaluated,
  * unknown or without a held-out item left to rank.
  */
-Datum
-wals_evaluate(PG_FUNCTION_ARGS)
+static Datum
+evaluate_call(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	text	   *model;
@@ -358,4 +358,15 @@ wals_evaluate(PG_FUNCTION_ARGS)
 	put_metric(rsinfo, "items_in_training", (double) result.test_in_train);
 	SPI_finish();
 	return (Datum) 0;
+}
+
+Datum
+wals_evaluate(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_evaluate", false);
+	result = evaluate_call(fcinfo);
+	wals_call_end();
+	return result;
 }

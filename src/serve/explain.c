@@ -21,8 +21,8 @@ PG_FUNCTION_INFO_V1(wals_explain);
  * largest first; no rows for an unknown user or item.  The contributions of all rated
  * items add up to the score of the user folded in from those ratings.
  */
-Datum
-wals_explain(PG_FUNCTION_ARGS)
+static Datum
+explain_call(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
@@ -71,4 +71,15 @@ wals_explain(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	return (Datum) 0;
+}
+
+Datum
+wals_explain(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_explain", false);
+	result = explain_call(fcinfo);
+	wals_call_end();
+	return result;
 }

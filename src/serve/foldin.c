@@ -123,8 +123,8 @@ wals_fold_in(const WalsServeModel *m, const WalsCsr *row, float *x)
  * Items the model does not know are ignored, with a NOTICE; with no known
  * item there are no rows.
  */
-Datum
-wals_recommend_items(PG_FUNCTION_ARGS)
+static Datum
+recommend_items_call(PG_FUNCTION_ARGS)
 {
 	int			n;
 	int64	   *ids = wals_arg_ids(fcinfo, 0, "item_ids", &n);
@@ -181,4 +181,15 @@ wals_recommend_items(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	return (Datum) 0;
+}
+
+Datum
+wals_recommend_items(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_recommend_items", false);
+	result = recommend_items_call(fcinfo);
+	wals_call_end();
+	return result;
 }

@@ -33,8 +33,8 @@ PG_FUNCTION_INFO_V1(wals_rated_items);
  * The k items of highest predicted score for a user, best first, ties to the
  * lower item id.  A user the model does not know gets no rows.
  */
-Datum
-wals_recommend(PG_FUNCTION_ARGS)
+static Datum
+recommend_call(PG_FUNCTION_ARGS)
 {
 	int			k = wals_arg_k(fcinfo, 1);
 	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
@@ -59,6 +59,17 @@ wals_recommend(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	return (Datum) 0;
+}
+
+Datum
+wals_recommend(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_recommend", false);
+	result = recommend_call(fcinfo);
+	wals_call_end();
+	return result;
 }
 
 /* Sort ids[0..n) and keep one of each; returns how many are left. */
@@ -162,8 +173,8 @@ batch_block(FunctionCallInfo fcinfo, WalsServeModel *m, const int64 *users, int 
  * users and items.  A long list is first cut down to the users the model
  * knows by one pass over its user table.
  */
-Datum
-wals_recommend_batch(PG_FUNCTION_ARGS)
+static Datum
+recommend_batch_call(PG_FUNCTION_ARGS)
 {
 	int			n;
 	int64	   *users = wals_arg_ids(fcinfo, 0, "user_ids", &n);
@@ -200,14 +211,25 @@ wals_recommend_batch(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+Datum
+wals_recommend_batch(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_recommend_batch", false);
+	result = recommend_batch_call(fcinfo);
+	wals_call_end();
+	return result;
+}
+
 /*
  * wals_predict(user_id bigint, item_id bigint, model text) RETURNS real
  *
  * The model's score x_u . y_i, as wals_recommend scores it; null when the
  * user or the item is unknown.
  */
-Datum
-wals_predict(PG_FUNCTION_ARGS)
+static Datum
+predict_call(PG_FUNCTION_ARGS)
 {
 	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
 	WalsServeModel *m;
@@ -230,6 +252,17 @@ wals_predict(PG_FUNCTION_ARGS)
 	PG_RETURN_FLOAT4(score);
 }
 
+Datum
+wals_predict(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_predict", false);
+	result = predict_call(fcinfo);
+	wals_call_end();
+	return result;
+}
+
 /*
  * wals_rated_items(user_id bigint, model text)
  *	 RETURNS TABLE(item_id bigint, rating real)
@@ -238,8 +271,8 @@ wals_predict(PG_FUNCTION_ARGS)
  * ratings, in item order: what exclude_rated leaves out and wals_explain
  * explains with.  No rows for a user the model does not know.
  */
-Datum
-wals_rated_items(PG_FUNCTION_ARGS)
+static Datum
+rated_items_call(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	text	   *model = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
@@ -263,4 +296,15 @@ wals_rated_items(PG_FUNCTION_ARGS)
 		}
 	SPI_finish();
 	return (Datum) 0;
+}
+
+Datum
+wals_rated_items(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_rated_items", false);
+	result = rated_items_call(fcinfo);
+	wals_call_end();
+	return result;
 }

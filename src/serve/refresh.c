@@ -150,8 +150,8 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
  * without a rated item the model knows has no factors, as after a training:
  * their row is removed.
  */
-Datum
-wals_refresh_users(PG_FUNCTION_ARGS)
+static Datum
+refresh_users_call(PG_FUNCTION_ARGS)
 {
 	int			n;
 	int64	   *users = wals_arg_ids(fcinfo, 0, "user_ids", &n);
@@ -189,4 +189,15 @@ wals_refresh_users(PG_FUNCTION_ARGS)
 							   removed, (long long) removed, m->info.display)));
 	SPI_finish();
 	PG_RETURN_INT64(stored);
+}
+
+Datum
+wals_refresh_users(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_refresh_users", true);
+	result = refresh_users_call(fcinfo);
+	wals_call_end();
+	return result;
 }

@@ -20,8 +20,8 @@ PG_FUNCTION_INFO_V1(wals_similar_items);
  * itself left out; no rows for an unknown item or one whose factors are
  * all zero.
  */
-Datum
-wals_similar_items(PG_FUNCTION_ARGS)
+static Datum
+similar_items_call(PG_FUNCTION_ARGS)
 {
 	int			k = wals_arg_k(fcinfo, 1);
 	text	   *model = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
@@ -47,4 +47,15 @@ wals_similar_items(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	return (Datum) 0;
+}
+
+Datum
+wals_similar_items(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_similar_items", false);
+	result = similar_items_call(fcinfo);
+	wals_call_end();
+	return result;
 }

@@ -386,8 +386,8 @@ train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *dat
  *
  * Train (or retrain) a model and return one summary row.
  */
-Datum
-wals_train(PG_FUNCTION_ARGS)
+static Datum
+train_call(PG_FUNCTION_ARGS)
 {
 	WalsTrainArgs args;
 	WalsData	data = {0};
@@ -430,4 +430,15 @@ wals_train(PG_FUNCTION_ARGS)
 	return_summary(fcinfo, &args, &data, &result);
 	MemoryContextDelete(cxt);
 	return (Datum) 0;
+}
+
+Datum
+wals_train(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_train", true);
+	result = train_call(fcinfo);
+	wals_call_end();
+	return result;
 }

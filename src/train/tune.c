@@ -277,6 +277,7 @@ train_with(const char *ext, Datum *base, char *basenulls, const char *model,
 	values[14] = Int32GetDatum(TUNE_PATIENCE);
 	values[15] = CStringGetTextDatum(metric);
 	nulls[13] = nulls[14] = nulls[15] = validation > 0 ? ' ' : 'n';
+	wals_call_allow_write();
 	if (wals_sql(psprintf("SELECT 1 FROM %s.wals_train(source => $1, user_col => $2,"
 						  " item_col => $3, rating_col => $4, model => $5,"
 						  " factors => $6, iterations => $7, regularization => $8,"
@@ -383,8 +384,8 @@ log_trials(const char *model, const TuneTrial *trials, int n, const char *metric
  *	 RETURNS TABLE(trial int, parameters jsonb, metric float8,
  *				   iterations int, seconds float8)
  */
-Datum
-wals_tune(PG_FUNCTION_ARGS)
+static Datum
+tune_call(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	const char *ext;
@@ -521,6 +522,7 @@ wals_tune(PG_FUNCTION_ARGS)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	wals_call_allow_write();
 	if (wals_sql(psprintf("SELECT %s.wals_drop_model($1)", ext), 1,
 				 (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(trial_model)},
 				 NULL, false, 0) != SPI_OK_SELECT)
@@ -553,4 +555,15 @@ wals_tune(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+Datum
+wals_tune(PG_FUNCTION_ARGS)
+{
+	Datum		result;
+
+	wals_call_begin("wals_tune", true);
+	result = tune_call(fcinfo);
+	wals_call_end();
+	return result;
 }

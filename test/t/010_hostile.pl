@@ -280,10 +280,32 @@ for my $case (sort keys %hopeless)
 }
 as_role('alice', q{CREATE TABLE alice.big AS SELECT * FROM alice.r, generate_series(1, 100) g;
   ANALYZE alice.big;});
-($ret, $out, $err) = as_role('alice', q{SET wals.max_memory = '100kB';
-  SELECT * FROM wals_train('alice.big', 'user_id', 'item_id', model => 'alice.big');});
+$node->safe_psql('postgres', q{ALTER ROLE alice SET wals.max_memory = '100kB'});
+($ret, $out, $err) = $node->psql('postgres',
+	q{SELECT * FROM wals_train('alice.big', 'user_id', 'item_id', model => 'alice.big');},
+	extra_params => [ '-U', 'alice', '-v', 'VERBOSITY=verbose' ], on_error_stop => 0);
 like($err, qr/53400: training needs about .* for the 36000 rows of "big" its statistics count/,
 	'refused before reading: more than wals.max_memory, from the statistics of the source');
+
+# 9. A limit a DBA sets for a role holds: the role cannot lift it, by SET,
+# by a SET before the library is loaded, or for a sharded training.
+for my $sql (
+	q{SELECT 1 FROM wals_devices() LIMIT 1; SET wals.max_memory = 0;},
+	q{SELECT 1 FROM wals_devices() LIMIT 1; SET wals.shard_message_size = '1GB';},
+	q{SET wals.max_memory = 0; SELECT 1 FROM wals_devices() LIMIT 1;})
+{
+	($ret, $out, $err) = $node->psql('postgres', "$sql SHOW wals.max_memory;",
+		extra_params => [ '-U', 'alice' ], on_error_stop => 0);
+	like($err, qr/permission denied to set parameter/, "a role cannot lift a limit: $sql");
+	like($out, qr/100kB$/, 'the limit stays');
+}
+($ret, $out, $err) = $node->psql('postgres',
+	q{SET wals.max_memory = 0;
+	  SELECT * FROM wals_train('alice.big', 'user_id', 'item_id', model => 'alice.big');},
+	extra_params => [ '-U', 'alice' ], on_error_stop => 0);
+like($err, qr/more than wals.max_memory \(100 kB\)/,
+	'a limit set for the role holds when the role set it lower before the library was loaded');
+$node->safe_psql('postgres', q{ALTER ROLE alice RESET wals.max_memory});
 
 # Smaller: the test source of wals_evaluate is checked as a source is.
 as_role('alice', q{CREATE SEQUENCE alice.s;
@@ -418,6 +440,94 @@ ok(secret_intact(), "after $cases fuzz cases the superuser's tables are intact")
 # superuser, who bypasses row-level security.
 is($node->safe_psql('postgres', q{SELECT count(*) FROM public.seen WHERE who = 'postgres'}), '0',
 	"and no code of mallory ran as the superuser");
+
+# ---------------------------------------------------------------------------
+# 4. Code that wals runs calls wals again.  A row-security policy on
+# mallory's user factor table serves eight other models, enough to evict
+# every entry of the cache, the one the outer call is reading included:
+# serving from there works, and nothing the outer call holds is freed.
+# What writes (training, tuning, refresh, drop) is refused there, and from
+# a source view that a training reads.
+my $nest = q{
+SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'victim',
+  factors => 4, iterations => 1);
+GRANT SELECT ON mallory.victim_user_factors, mallory.victim_item_factors TO PUBLIC;
+};
+$nest .= qq{SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating',
+  model => 'n$_', factors => 4, iterations => 1);
+GRANT SELECT ON mallory.n${_}_user_factors, mallory.n${_}_item_factors TO PUBLIC;
+} for 1 .. 8;
+$nest .= q{
+CREATE FUNCTION mallory.serve_all() RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. 8 LOOP
+    PERFORM count(*) FROM public.wals_recommend(1, 3, 'mallory.n' || i);
+  END LOOP;
+  RETURN true;
+END $$;
+CREATE FUNCTION mallory.nested(what text) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE what;
+  RETURN true;
+END $$;
+CREATE TABLE mallory.nested_sql (sql text);
+INSERT INTO mallory.nested_sql VALUES ('SELECT mallory.serve_all()');
+GRANT SELECT ON mallory.nested_sql TO PUBLIC;
+ALTER TABLE mallory.victim_user_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY p ON mallory.victim_user_factors
+  USING (mallory.nested((SELECT sql FROM mallory.nested_sql)));
+};
+($ret, $out, $err) = as_role('mallory', $nest);
+is($ret, 0, 'mallory trains nine models and puts a policy that serves eight on one') or diag($err);
+for my $role ('mallory', 'alice')
+{
+	for my $sql (q{SELECT count(*) FROM wals_recommend(1, 5, 'mallory.victim')},
+		q{SELECT count(*) FROM wals_recommend_batch('{1,2,3}', 5, 'mallory.victim')},
+		q{SELECT count(*) FROM wals_rated_items(1, 'mallory.victim')})
+	{
+		($ret, $out, $err) = as_role($role, $sql);
+		is($ret, 0, "as $role, served through a policy that serves eight other models: $sql")
+		  or diag($err);
+	}
+}
+for my $write (
+	q{SELECT count(*) FROM public.wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.victim', factors => 4, iterations => 1)},
+	q{SELECT count(*) FROM public.wals_tune('mallory.r', 'user_id', 'item_id', model => 'mallory.t', max_trials => 1)},
+	q{SELECT public.wals_refresh_users('{1}', 'mallory.victim')},
+	q{SELECT public.wals_drop_model('mallory.victim')},
+	q{SELECT public.wals_drop_model('mallory.n1')})
+{
+	as_role('mallory', qq{UPDATE mallory.nested_sql SET sql = \$q\$$write\$q\$});
+	($ret, $out, $err) = as_role('mallory', q{SELECT count(*) FROM wals_recommend(1, 5, 'mallory.victim')});
+	like($err, qr/55006: wals_\w+\(\) cannot be called while another wals function is running/,
+		"refused inside serving: $write");
+}
+($ret, $out, $err) = as_role('mallory', q{
+CREATE VIEW mallory.trains_inside AS
+  SELECT user_id, item_id FROM mallory.r WHERE mallory.nested((SELECT sql FROM mallory.nested_sql));
+SELECT count(*) FROM wals_train('mallory.trains_inside', 'user_id', 'item_id', model => 'mallory.outer',
+  factors => 4, iterations => 1)});
+like($err, qr/55006: wals_drop_model\(\) cannot be called while another wals function is running/,
+	'refused inside a training, from its source view');
+as_role('mallory', q{UPDATE mallory.nested_sql SET sql = 'SELECT mallory.serve_all()'});
+($ret, $out, $err) = as_role('mallory', q{
+SELECT count(*) FROM wals_train('mallory.trains_inside', 'user_id', 'item_id', model => 'mallory.outer',
+  factors => 4, iterations => 1)});
+is($ret, 0, 'a training whose source view serves other models trains') or diag($err);
+($ret, $out, $err) = as_role('mallory', q{
+DO $$
+BEGIN
+  BEGIN
+    PERFORM count(*) FROM wals_train('mallory.trains_inside', 'user_id', 'item_id',
+      model => 'mallory.outer', factors => 4, iterations => 1, seed => -1);
+  EXCEPTION WHEN OTHERS THEN
+    NULL;
+  END;
+  PERFORM count(*) FROM wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.after',
+    factors => 4, iterations => 1);
+END $$});
+is($ret, 0, 'a call caught in an EXCEPTION block leaves the next one free to write') or diag($err);
+ok(secret_intact(), 'the superuser\'s tables are intact');
 
 # ---------------------------------------------------------------------------
 # Serving on a hot standby, where training is refused before reading.

@@ -1,0 +1,149 @@
+/*
+ * calls.c
+ *	  The wals calls in progress in this backend, so that a call made from
+ *	  inside another never frees or changes what the outer one is using.
+ *
+ * wals runs code of other roles while it works: a view's or a policy's
+ * functions when it reads a source or a test table, a row-security policy
+ * when it reads a model's factor tables, a trigger when it writes them.
+ * That code may call wals again.  Serving from there is allowed: the cache
+ * frees no entry that a call running outside may hold (cache.c retires it
+ * until no call is running).  What writes models or their catalog (a training,
+ * a tuning, a refresh, a drop) is refused there with 55006, since the
+ * outer call holds the model's rows, tables and state half-way through;
+ * the trainings and drops that wals_tune makes itself are the exception,
+ * let in by wals_call_allow_write.
+ *
+ * An error unwinds the count with the (sub)transaction that it aborts, so
+ * that a call caught in a PL/pgSQL EXCEPTION block leaves the count as it
+ * was when the block began.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "utils/memutils.h"
+
+#include "wals.h"
+
+typedef struct SavedDepth
+{
+	SubTransactionId subid;
+	int			depth;
+	struct SavedDepth *next;
+} SavedDepth;
+
+static int	depth;
+static bool write_allowed;
+static SavedDepth *saved;
+static bool registered;
+
+static void
+forget_saved(void)
+{
+	while (saved != NULL)
+	{
+		SavedDepth *s = saved;
+
+		saved = s->next;
+		pfree(s);
+	}
+}
+
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			depth = 0;
+			write_allowed = false;
+			forget_saved();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	SavedDepth *s;
+
+	switch (event)
+	{
+		case SUBXACT_EVENT_START_SUB:
+			s = MemoryContextAlloc(TopMemoryContext, sizeof(SavedDepth));
+			s->subid = mySubid;
+			s->depth = depth;
+			s->next = saved;
+			saved = s;
+			break;
+		case SUBXACT_EVENT_COMMIT_SUB:
+		case SUBXACT_EVENT_ABORT_SUB:
+			if (saved == NULL || saved->subid != mySubid)
+				break;
+			s = saved;
+			saved = s->next;
+			if (event == SUBXACT_EVENT_ABORT_SUB)
+			{
+				depth = s->depth;
+				write_allowed = false;
+			}
+			pfree(s);
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Enter call fn; writes: it trains, tunes, refreshes or drops, and is
+ * refused inside another call.
+ */
+void
+wals_call_begin(const char *fn, bool writes)
+{
+	bool		allowed = write_allowed;
+
+	if (!registered)
+	{
+		RegisterXactCallback(xact_callback, NULL);
+		RegisterSubXactCallback(subxact_callback, NULL);
+		registered = true;
+	}
+	write_allowed = false;
+	if (writes && depth > 0 && !allowed)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("%s() cannot be called while another wals function is running", fn),
+				 errdetail("It was called from code that wals runs: a view, a function or a row-security policy of a relation wals reads, or a trigger of a table it writes."),
+				 errhint("Call %s() in a statement of its own.", fn)));
+	depth++;
+}
+
+/* Leave the call entered last, when it returns normally. */
+void
+wals_call_end(void)
+{
+	Assert(depth > 0);
+	depth--;
+}
+
+/* Whether a call is running: the cache frees nothing then. */
+int
+wals_call_depth(void)
+{
+	return depth;
+}
+
+/* Let the next call that writes, made from this one, in: wals_tune's own. */
+void
+wals_call_allow_write(void)
+{
+	write_allowed = true;
+}
