@@ -31,6 +31,44 @@ ALTER TABLE wals_training_log
 	ADD COLUMN step text NOT NULL DEFAULT 'als',
 	ADD COLUMN validation_score float8;
 
+-- The role that owns each model, recorded at every training: the owner of
+-- its factor tables is checked against it, not taken from them.  A model
+-- trained before takes the owner of the first of its tables that is still
+-- the one wals made for it (an ordinary table in its schema, under the
+-- name wals gave it), else the owner of its schema, else (the schema gone
+-- too) the extension's owner.
+ALTER TABLE wals_models ADD COLUMN owner regrole;
+UPDATE wals_models m SET owner = COALESCE(
+	(SELECT c.relowner FROM pg_catalog.pg_class c
+	 WHERE c.oid OPERATOR(pg_catalog.=) m.user_factors::pg_catalog.oid
+	   AND c.relkind OPERATOR(pg_catalog.=) 'r'
+	   AND c.relnamespace OPERATOR(pg_catalog.=) (SELECT n.oid FROM pg_catalog.pg_namespace n
+	                                               WHERE n.nspname OPERATOR(pg_catalog.=) m.schema)
+	   AND c.relname OPERATOR(pg_catalog.=) (m.model OPERATOR(pg_catalog.||) '_user_factors')),
+	(SELECT c.relowner FROM pg_catalog.pg_class c
+	 WHERE c.oid OPERATOR(pg_catalog.=) m.item_factors::pg_catalog.oid
+	   AND c.relkind OPERATOR(pg_catalog.=) 'r'
+	   AND c.relnamespace OPERATOR(pg_catalog.=) (SELECT n.oid FROM pg_catalog.pg_namespace n
+	                                               WHERE n.nspname OPERATOR(pg_catalog.=) m.schema)
+	   AND c.relname OPERATOR(pg_catalog.=) (m.model OPERATOR(pg_catalog.||) '_item_factors')),
+	(SELECT n.nspowner FROM pg_catalog.pg_namespace n
+	 WHERE n.nspname OPERATOR(pg_catalog.=) m.schema),
+	(SELECT e.extowner FROM pg_catalog.pg_extension e
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'wals'))::pg_catalog.regrole;
+ALTER TABLE wals_models ALTER COLUMN owner SET NOT NULL;
+
+-- A number for each model name a training, refresh or drop ever locked,
+-- never reused: the key of that lock, which no two models share.  Not
+-- dumped: the numbers matter only to the sessions of one server.  No role
+-- but the extension's owner may read or lock its rows.
+CREATE TABLE wals_model_locks (
+	schema name NOT NULL,
+	model text NOT NULL,
+	lock_key int GENERATED ALWAYS AS IDENTITY,
+	PRIMARY KEY (schema, model)
+);
+REVOKE ALL ON wals_model_locks FROM PUBLIC;
+
 DROP FUNCTION wals_train(regclass, name, name, name, text, int, int, real, text, real,
 						 real, text, int, text, int, int, bool, real);
 

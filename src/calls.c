@@ -14,9 +14,11 @@
  * the trainings and drops that wals_tune makes itself are the exception,
  * let in by wals_call_allow_write.
  *
- * An error unwinds the count with the (sub)transaction that it aborts, so
- * that a call caught in a PL/pgSQL EXCEPTION block leaves the count as it
- * was when the block began.
+ * An error ends the calls begun inside the (sub)transaction that it
+ * aborts, so that a call caught in a PL/pgSQL EXCEPTION block leaves the
+ * count as it was when the block began.  Each call notes the subtransaction
+ * it began in, since the block's subtransaction may have begun before this
+ * library was loaded.
  */
 #include "postgres.h"
 
@@ -25,29 +27,12 @@
 
 #include "wals.h"
 
-typedef struct SavedDepth
-{
-	SubTransactionId subid;
-	int			depth;
-	struct SavedDepth *next;
-} SavedDepth;
-
+/* The subtransaction each running call began in, outermost first. */
+static SubTransactionId *began;
 static int	depth;
+static int	capacity;
 static bool write_allowed;
-static SavedDepth *saved;
 static bool registered;
-
-static void
-forget_saved(void)
-{
-	while (saved != NULL)
-	{
-		SavedDepth *s = saved;
-
-		saved = s->next;
-		pfree(s);
-	}
-}
 
 static void
 xact_callback(XactEvent event, void *arg)
@@ -61,44 +46,22 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 			depth = 0;
 			write_allowed = false;
-			forget_saved();
 			break;
 		default:
 			break;
 	}
 }
 
+/* The calls begun inside an aborted subtransaction ended with it. */
 static void
 subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				 SubTransactionId parentSubid, void *arg)
 {
-	SavedDepth *s;
-
-	switch (event)
-	{
-		case SUBXACT_EVENT_START_SUB:
-			s = MemoryContextAlloc(TopMemoryContext, sizeof(SavedDepth));
-			s->subid = mySubid;
-			s->depth = depth;
-			s->next = saved;
-			saved = s;
-			break;
-		case SUBXACT_EVENT_COMMIT_SUB:
-		case SUBXACT_EVENT_ABORT_SUB:
-			if (saved == NULL || saved->subid != mySubid)
-				break;
-			s = saved;
-			saved = s->next;
-			if (event == SUBXACT_EVENT_ABORT_SUB)
-			{
-				depth = s->depth;
-				write_allowed = false;
-			}
-			pfree(s);
-			break;
-		default:
-			break;
-	}
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	while (depth > 0 && began[depth - 1] >= mySubid)
+		depth--;
+	write_allowed = false;
 }
 
 /*
@@ -123,7 +86,14 @@ wals_call_begin(const char *fn, bool writes)
 				 errmsg("%s() cannot be called while another wals function is running", fn),
 				 errdetail("It was called from code that wals runs: a view, a function or a row-security policy of a relation wals reads, or a trigger of a table it writes."),
 				 errhint("Call %s() in a statement of its own.", fn)));
-	depth++;
+	if (depth == capacity)
+	{
+		capacity = Max(16, capacity * 2);
+		began = began == NULL ?
+			MemoryContextAlloc(TopMemoryContext, sizeof(SubTransactionId) * capacity) :
+			repalloc(began, sizeof(SubTransactionId) * capacity);
+	}
+	began[depth++] = GetCurrentSubTransactionId();
 }
 
 /* Leave the call entered last, when it returns normally. */

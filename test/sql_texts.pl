@@ -30,7 +30,8 @@ my $spi_calls = qr/\bSPI_(?:execute\w*|exec|execp|prepare\w*|cursor_open\w*|curs
 # SQL words that may stand before "(" without being a function
 my %not_a_function = map { $_ => 1 } qw(
 	IN ANY ALL VALUES EXISTS ARRAY KEY CONFLICT AS FROM JOIN USING ON
-	AND OR NOT WHERE SELECT BY OVER FILTER WITHIN GROUP);
+	AND OR NOT WHERE SELECT BY OVER FILTER WITHIN GROUP COALESCE NULLIF GREATEST LEAST
+	CAST ROW);
 
 sub fail
 {

@@ -174,14 +174,14 @@ wals_model_display(const char *schema, const char *name)
 #define MODEL_COLUMNS "schema, model, version, factors, feedback, source::pg_catalog.oid," \
 	" user_col, item_col, rating_col, regularization, alpha, unobserved_weight, solver," \
 	" cg_steps, user_factors::pg_catalog.oid, item_factors::pg_catalog.oid"
-#define NCOLUMNS 17
+#define NCOLUMNS 18
 
 /*
  * The columns added since 0.3.0, last: the steps of an update that come
  * before them (0.2.0 to 0.3.0 calls this library) read them as NULL.
  */
-#define MODEL_COLUMNS_SINCE_0_3 ", regularization_exponent"
-#define MODEL_COLUMNS_UPDATING ", NULL::pg_catalog.float4"
+#define MODEL_COLUMNS_SINCE_0_3 ", regularization_exponent, owner::pg_catalog.oid"
+#define MODEL_COLUMNS_UPDATING ", NULL::pg_catalog.float4, NULL::pg_catalog.oid"
 
 static Oid	plans_schema = InvalidOid;
 static SPIPlanPtr by_key_plan = NULL;	/* $1 schema, $2 model */
@@ -390,6 +390,11 @@ fill_info(WalsModelInfo *info)
 		if (!isfinite(nu) || nu < 0 || nu > WALS_MAX_REG_EXPONENT)
 			bad_value(info, psprintf("\"regularization_exponent\" is %g", nu));
 	}
+	/* null only while an update of wals reads the rows of an older version */
+	info->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												 18, &isnull));
+	if (isnull)
+		info->owner = InvalidOid;
 }
 
 /* Fill info from the catalog row of schema.name; false if there is none. */

@@ -3,15 +3,19 @@
  *	  A model's relations: locking them for a call, its owner, dropping its
  *	  tables, and wals_drop_model.
  *
- * A model's owner is the owner of its factor tables, which PostgreSQL
- * itself tracks: ALTER TABLE ... OWNER TO, REASSIGN OWNED and pg_dump move a
- * model with its tables.  Retraining, refreshing and dropping a model need
- * the privileges of its owner, as ALTER and DROP TABLE would.
+ * A model's owner is the role recorded in its catalog row when it was
+ * trained (the caller for a new model, the previous owner for a retraining).
+ * Retraining, refreshing and dropping a model need the privileges of its
+ * owner, as ALTER and DROP TABLE would.
  *
- * wals drops a relation only when it is the factor table it created for
- * that model: the OID the catalog holds, still an ordinary table of the
- * model's owner, in the model's schema, under the name wals gave it.
- * Anything else is left in place, with a NOTICE.
+ * A model's factor tables are used only while each is still the table wals
+ * created for it: the OID the catalog holds, an ordinary table of the
+ * model's owner, in the model's schema, under the name wals gave it.  A
+ * relation that is not (moved, renamed, given to another role, or another
+ * relation altogether behind an OID that a dump and restore left dangling)
+ * is never read, written or trusted for its owner: serving and refreshing
+ * refuse the model, and dropping it leaves that relation in place with a
+ * NOTICE.
  */
 #include "postgres.h"
 
@@ -37,19 +41,81 @@
 PG_FUNCTION_INFO_V1(wals_drop_model);
 
 /*
- * Serialize trainings, refreshes and drops of one model until the
- * transaction ends.  The lock is an object lock whose class is the catalog
- * table's OID: no SQL command takes such a lock, so no role can hold it to
- * block another's training (as it could an advisory lock).
+ * The number of model schema.name in wals_model_locks, drawn the first time
+ * the name is locked.  Two sessions drawing one for the same new name wait
+ * on each other in the primary key, as two CREATE TABLE of one name do.
  */
-void
-wals_lock_model(const char *schema, const char *name)
+static int32
+lock_key(const char *schema, const char *name)
 {
-	char	   *key = psprintf("%s%c%s", schema, '\0', name);
-	uint32		hash = hash_bytes((const unsigned char *) key, strlen(schema) + 1 + strlen(name));
-	Oid			catalog = get_relname_relid("wals_models", wals_extension_schema());
+	char	   *table = wals_catalog_table("wals_model_locks");
+	Oid			types[2] = {NAMEOID, TEXTOID};
+	Datum		values[2];
+	bool		isnull;
+	int32		key;
+	WalsRoleSave save;
 
-	LockDatabaseObject(catalog, hash, 0, ExclusiveLock);
+	values[0] = DirectFunctionCall1(namein, CStringGetDatum(schema));
+	values[1] = CStringGetTextDatum(name);
+	wals_become_catalog_writer(&save);
+	wals_spi_exec(psprintf("INSERT INTO %s (schema, model) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+						   table),
+				  2, types, values, SPI_OK_INSERT);
+	wals_spi_exec(psprintf("SELECT lock_key FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
+						   " AND model OPERATOR(pg_catalog.=) $2", table),
+				  2, types, values, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		elog(ERROR, "wals: no lock key for model \"%s\"", wals_model_display(schema, name));
+	key = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	wals_unbecome(&save);
+	return key;
+}
+
+/*
+ * Whether model schema.name exists (info filled), erring unless the caller
+ * may write it: the privileges of its owner, or CREATE on schema nsp for a
+ * new one when creating.
+ */
+static bool
+may_write(Oid nsp, const char *schema, const char *name, WalsModelInfo *info, bool creating)
+{
+	AclResult	acl;
+
+	if (wals_catalog_lookup(schema, name, info))
+	{
+		wals_model_check_owner(info);
+		return true;
+	}
+	if (creating && (acl = pg_namespace_aclcheck(nsp, GetUserId(), ACL_CREATE)) != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_SCHEMA, schema);
+	return false;
+}
+
+/*
+ * Check that the caller may train, refresh or drop model schema.name, then
+ * serialize those calls of that model until the transaction ends, and
+ * check again under the lock, since the model may have been retrained,
+ * dropped or created meanwhile.  An existing model needs the privileges of
+ * its owner; a new one (creating) CREATE on its schema.  Returns whether
+ * the model exists, with info filled; a model that does not exist, unless
+ * creating, is not locked.
+ *
+ * The lock is an object lock whose class is wals_model_locks and whose key
+ * is the model's number there: no SQL command takes such a lock, so no
+ * role can hold it to block another's training (as it could an advisory
+ * lock), no two models share a key (as two names could share a hash), and
+ * no role takes it before its rights on the model were checked.
+ */
+bool
+wals_lock_model(const char *schema, const char *name, WalsModelInfo *info, bool creating)
+{
+	Oid			nsp = get_namespace_oid(schema, !creating);
+
+	if (!may_write(nsp, schema, name, info, creating) && !creating)
+		return false;
+	LockDatabaseObject(get_relname_relid("wals_model_locks", wals_extension_schema()),
+					   (Oid) lock_key(schema, name), 0, ExclusiveLock);
+	return may_write(nsp, schema, name, info, creating);
 }
 
 /* The schema-qualified, quoted name of a relation, looked up now. */
@@ -70,6 +136,8 @@ relation_exists(Oid relid)
 {
 	return SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid));
 }
+
+static const char *not_ours(const WalsModelInfo *info, Oid relid, const char *suffix);
 
 /*
  * A transaction-level snapshot taken before a retraining committed still
@@ -107,8 +175,29 @@ check_snapshot_sees(const WalsModelInfo *info, Oid relid)
 }
 
 /*
- * Resolve and read the catalog row of the model a call names, and lock its
- * factor tables for reading until the transaction ends.  A retraining drops
+ * Error unless relid, a factor table of the model as its catalog row names
+ * it, is still the one wals created and the caller may read it (USAGE on
+ * its schema, SELECT on its columns), before it is locked.  A table gone
+ * meanwhile is left to the caller, which reads the row again.
+ */
+static void
+may_read(const WalsModelInfo *info, Oid relid, const char *suffix)
+{
+	static const char *const user_cols[3] = {"user_id", "factors", "rated"};
+	static const char *const item_cols[2] = {"item_id", "factors"};
+	bool		user_side = strcmp(suffix, WALS_USER_SUFFIX) == 0;
+
+	if (!relation_exists(relid))
+		return;
+	if (not_ours(info, relid, suffix) != NULL)
+		wals_model_check_tables(info);
+	wals_check_readable(relid, user_side ? user_cols : item_cols, user_side ? 3 : 2);
+}
+
+/*
+ * Resolve and read the catalog row of the model a call names, check that
+ * the caller may read its factor tables, and lock them for reading until
+ * the transaction ends.  A retraining drops
  * the tables the row named, so when a table is gone once its lock is held
  * (the call waited for a retraining to commit), the row is read again and
  * the new tables locked.  Must run inside an SPI connection.
@@ -124,6 +213,8 @@ wals_model_get(text *model)
 		WalsModelInfo *again;
 
 		wals_model_check(info);
+		may_read(info, info->user_rel, WALS_USER_SUFFIX);
+		may_read(info, info->item_rel, WALS_ITEM_SUFFIX);
 		LockRelationOid(info->user_rel, AccessShareLock);
 		LockRelationOid(info->item_rel, AccessShareLock);
 		if (relation_exists(info->user_rel) && relation_exists(info->item_rel))
@@ -142,14 +233,16 @@ wals_model_get(text *model)
 		}
 		info = again;
 	}
+	wals_model_check_tables(info);
 	check_snapshot_sees(info, info->user_rel);
 	check_snapshot_sees(info, info->item_rel);
 	return info;
 }
 
 /*
- * The owner of a model: the owner of its user factor table, else of its
- * item factor table, else (both dropped by hand) of its schema.
+ * The owner of a model: the role its catalog row records.  While an update
+ * of wals reads the rows of a version that did not record it, the owner of
+ * its user factor table, else of its item factor table, else of its schema.
  */
 Oid
 wals_model_owner(const WalsModelInfo *info)
@@ -159,6 +252,8 @@ wals_model_owner(const WalsModelInfo *info)
 	HeapTuple	tuple;
 	Oid			owner;
 
+	if (OidIsValid(info->owner))
+		return info->owner;
 	for (int i = 0; i < 2; i++)
 	{
 		tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(rels[i]));
@@ -178,6 +273,15 @@ wals_model_owner(const WalsModelInfo *info)
 	return owner;
 }
 
+/* The owner's name for messages, or its OID once the role is gone. */
+static char *
+owner_name(Oid owner)
+{
+	char	   *name = GetUserNameFromId(owner, true);
+
+	return name != NULL ? psprintf("\"%s\"", name) : psprintf("with OID %u (dropped)", owner);
+}
+
 /* Error unless the caller has the privileges of the model's owner. */
 void
 wals_model_check_owner(const WalsModelInfo *info)
@@ -186,41 +290,89 @@ wals_model_check_owner(const WalsModelInfo *info)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of model \"%s\"", info->display),
-				 errdetail("The owner of a model is the owner of its factor tables, role \"%s\".",
-						   GetUserNameFromId(wals_model_owner(info), false)),
+				 errdetail("Model \"%s\" is owned by role %s.", info->display,
+						   owner_name(wals_model_owner(info))),
 				 errhint("Train a model of your own, in a schema where you may create tables.")));
 }
 
 /*
- * Drop one factor table of a model if, locked, it is still the table wals
- * created for it (see the head of the file); otherwise leave it and say so.
+ * Why relid is not the factor table wals created for the model (see the
+ * head of the file), or NULL when it is.
+ */
+static const char *
+not_ours(const WalsModelInfo *info, Oid relid, const char *suffix)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Form_pg_class rel;
+	const char *why = NULL;
+
+	if (!HeapTupleIsValid(tuple))
+		return "It no longer exists.";
+	rel = (Form_pg_class) GETSTRUCT(tuple);
+	if (rel->relkind != RELKIND_RELATION)
+		why = "It is no longer an ordinary table.";
+	else if (rel->relnamespace != get_namespace_oid(info->schema, true) ||
+			 strcmp(NameStr(rel->relname), psprintf("%s%s", info->name, suffix)) != 0)
+		why = psprintf("It is now %s: it was moved or renamed, or the model's catalog row outlived its table (a dump and restore keeps such a row's number, which then names another relation).",
+					   wals_relation_name(relid));
+	else if (rel->relowner != wals_model_owner(info))
+		why = psprintf("It belongs to role %s, and the model to role %s.",
+					   owner_name(rel->relowner), owner_name(wals_model_owner(info)));
+	ReleaseSysCache(tuple);
+	return why;
+}
+
+/*
+ * Error unless both factor tables of the model are still the tables wals
+ * created for it.
+ */
+void
+wals_model_check_tables(const WalsModelInfo *info)
+{
+	const char *why = not_ours(info, info->user_rel, WALS_USER_SUFFIX);
+	const char *which = "user";
+
+	if (why == NULL)
+	{
+		why = not_ours(info, info->item_rel, WALS_ITEM_SUFFIX);
+		which = "item";
+	}
+	if (why != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the %s factor table of model \"%s\" is no longer the table wals created for it",
+						which, info->display),
+				 errdetail("%s", why),
+				 errhint("Train the model again with wals_train(), or remove it with wals_drop_model().")));
+}
+
+/*
+ * Drop one factor table of a model if it is still the table wals created
+ * for it (see the head of the file), checked before it is locked and again
+ * under the lock; otherwise leave it and say so.
  */
 static void
-drop_factor_table(const WalsModelInfo *info, Oid relid, const char *suffix, Oid owner)
+drop_factor_table(const WalsModelInfo *info, Oid relid, const char *suffix)
 {
-	HeapTuple	tuple;
-	Form_pg_class rel;
-	bool		ours;
-	char	   *expected = psprintf("%s%s", info->name, suffix);
+	const char *why;
 	ObjectAddress object;
 
-	if (!OidIsValid(relid))
+	if (!OidIsValid(relid) || !relation_exists(relid))
 		return;
-	LockRelationOid(relid, AccessExclusiveLock);
-	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tuple))
-		return;
-	rel = (Form_pg_class) GETSTRUCT(tuple);
-	ours = rel->relkind == RELKIND_RELATION && rel->relowner == owner &&
-		rel->relnamespace == get_namespace_oid(info->schema, true) &&
-		strcmp(NameStr(rel->relname), expected) == 0;
-	ReleaseSysCache(tuple);
-	if (!ours)
+	why = not_ours(info, relid, suffix);
+	if (why == NULL)
+	{
+		LockRelationOid(relid, AccessExclusiveLock);
+		if (!relation_exists(relid))
+			return;
+		why = not_ours(info, relid, suffix);
+	}
+	if (why != NULL)
 	{
 		ereport(NOTICE,
 				(errmsg("relation %s was left in place: it is no longer the table wals created for model \"%s\"",
 						wals_relation_name(relid), info->display),
-				 errdetail("It was moved, renamed, replaced or given to another owner since.")));
+				 errdetail("%s", why)));
 		return;
 	}
 	object.classId = RelationRelationId;
@@ -236,10 +388,8 @@ drop_factor_table(const WalsModelInfo *info, Oid relid, const char *suffix, Oid 
 void
 wals_drop_factor_tables(const WalsModelInfo *info)
 {
-	Oid			owner = wals_model_owner(info);
-
-	drop_factor_table(info, info->user_rel, WALS_USER_SUFFIX, owner);
-	drop_factor_table(info, info->item_rel, WALS_ITEM_SUFFIX, owner);
+	drop_factor_table(info, info->user_rel, WALS_USER_SUFFIX);
+	drop_factor_table(info, info->item_rel, WALS_ITEM_SUFFIX);
 	CommandCounterIncrement();
 }
 
@@ -263,10 +413,8 @@ drop_model_call(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	wals_model_resolve(PG_GETARG_TEXT_PP(0), &found);
-	wals_lock_model(found.schema, found.name);
-	if (!wals_catalog_lookup(found.schema, found.name, &info))
+	if (!wals_lock_model(found.schema, found.name, &info, false))
 		wals_no_such_model(found.schema, found.name);
-	wals_model_check_owner(&info);
 	wals_drop_factor_tables(&info);
 	wals_catalog_delete(&info);
 	SPI_finish();

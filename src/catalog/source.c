@@ -8,6 +8,8 @@
 
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -38,6 +40,44 @@ wals_check_source(Oid relid, const char *argname)
 				 errmsg("\"%s\" given as \"%s\" is not a table or view", relname, argname),
 				 errhint("\"%s\" must be a table, view, materialized view or foreign table.", argname)));
 	return relname;
+}
+
+/*
+ * Error unless the caller may read columns cols[0..ncols) of relation
+ * relid (all of them for ncols = 0: SELECT on the relation or on some
+ * column), with USAGE on its schema, as a SELECT naming it would need.
+ * Checked before anything locks the relation or its partitions, since a
+ * relation is named by OID as easily as by name and a lock on another
+ * role's table makes its owner's DROP or TRUNCATE wait.
+ */
+void
+wals_check_readable(Oid relid, const char *const *cols, int ncols)
+{
+	Oid			nsp = get_rel_namespace(relid);
+	Oid			role = GetUserId();
+	AclResult	acl;
+
+	if (!OidIsValid(nsp))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	acl = pg_namespace_aclcheck(nsp, role, ACL_USAGE);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_SCHEMA, get_namespace_name(nsp));
+	if (pg_class_aclcheck(relid, role, ACL_SELECT) == ACLCHECK_OK)
+		return;
+	if (pg_attribute_aclcheck_all(relid, role, ACL_SELECT, ACLMASK_ANY) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, get_rel_relkind(relid) == RELKIND_VIEW ?
+					   OBJECT_VIEW : OBJECT_TABLE, get_rel_name(relid));
+	for (int k = 0; k < ncols; k++)
+	{
+		AttrNumber	attnum = get_attnum(relid, cols[k]);
+
+		if (attnum <= 0 ||
+			pg_attribute_aclcheck(relid, attnum, role, ACL_SELECT) != ACLCHECK_OK)
+			aclcheck_error_col(ACLCHECK_NO_PRIV, get_rel_relkind(relid) == RELKIND_VIEW ?
+							   OBJECT_VIEW : OBJECT_TABLE, get_rel_name(relid), cols[k]);
+	}
 }
 
 /*

@@ -33,6 +33,7 @@ typedef struct WalsModelInfo
 	WalsParams	params;			/* as trained */
 	Oid			user_rel;
 	Oid			item_rel;
+	Oid			owner;			/* as recorded; InvalidOid while updating wals */
 	char	   *invalid;		/* the first value wals never writes, or NULL */
 } WalsModelInfo;
 
@@ -117,15 +118,18 @@ extern Portal wals_sql_cursor_plan(SPIPlanPtr plan, const Datum *values, const c
 extern void wals_sql_fetch(Portal portal, long count);
 
 /* model.c: a model as a whole, its lock, its owner, its tables */
-extern void wals_lock_model(const char *schema, const char *name);
+extern bool wals_lock_model(const char *schema, const char *name, WalsModelInfo *info,
+							bool creating);
 extern WalsModelInfo *wals_model_get(text *model);
 extern Oid	wals_model_owner(const WalsModelInfo *info);
 extern void wals_model_check_owner(const WalsModelInfo *info);
+extern void wals_model_check_tables(const WalsModelInfo *info);
 extern void wals_drop_factor_tables(const WalsModelInfo *info);
 extern char *wals_relation_name(Oid relid);
 
 /* source.c: relations and columns of ratings */
 extern char *wals_check_source(Oid relid, const char *argname);
+extern void wals_check_readable(Oid relid, const char *const *cols, int ncols);
 extern bool wals_value_kind(Oid type, WalsValueKind *kind);
 extern char *wals_check_column(Oid relid, const char *reldisplay, const char *name,
 							   const char *argname, bool id);

@@ -240,8 +240,9 @@ same_model(const WalsModelInfo *a, const WalsModelInfo *b)
 /*
  * The served state of the model a call names, loaded or reloaded when its
  * version or tables changed.  The caller needs USAGE on their schemas and
- * SELECT on both factor tables, checked on every call: the cache is shared by every role this
- * backend runs as, except where row-level security on the item factors
+ * SELECT on both factor tables, checked on every call (by wals_model_get,
+ * before it locks them): the cache is shared by every role this backend
+ * runs as, except where row-level security on the item factors
  * makes what a role sees depend on the role, and the items are read again
  * for each new role.  Must run inside an SPI connection.
  */
@@ -262,16 +263,6 @@ wals_serve_model(text *model)
 		forget_retired();
 	info = wals_model_get(model);
 
-	if (pg_namespace_aclcheck(get_rel_namespace(info->item_rel), GetUserId(), ACL_USAGE) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA,
-					   get_namespace_name(get_rel_namespace(info->item_rel)));
-	if (pg_namespace_aclcheck(get_rel_namespace(info->user_rel), GetUserId(), ACL_USAGE) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA,
-					   get_namespace_name(get_rel_namespace(info->user_rel)));
-	if (pg_class_aclcheck(info->item_rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(info->item_rel));
-	if (pg_class_aclcheck(info->user_rel, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(info->user_rel));
 
 	for (int i = 0; i < WALS_SERVE_MODELS; i++)
 		if (models[i] != NULL && same_model(&models[i]->info, info))

@@ -247,6 +247,12 @@ evaluate_call(PG_FUNCTION_ARGS)
 	user_col = column_arg(fcinfo, 2, "user_col", source, true);
 	item_col = column_arg(fcinfo, 3, "item_col", source, true);
 	rating_col = PG_ARGISNULL(4) ? NULL : column_arg(fcinfo, 4, "rating_col", source, false);
+	{
+		const char *cols[3] = {NameStr(*PG_GETARG_NAME(2)), NameStr(*PG_GETARG_NAME(3)),
+		PG_ARGISNULL(4) ? NULL : NameStr(*PG_GETARG_NAME(4))};
+
+		wals_check_readable(source, cols, PG_ARGISNULL(4) ? 2 : 3);
+	}
 	if (strcmp(user_col, item_col) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -173,7 +173,8 @@ refresh_users_call(PG_FUNCTION_ARGS)
 	SPI_connect();
 	/* A training of the model would replace the table under us: wait for it. */
 	wals_model_resolve(model, &found);
-	wals_lock_model(found.schema, found.name);
+	if (!wals_lock_model(found.schema, found.name, &found, false))
+		wals_no_such_model(found.schema, found.name);
 	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
 	wals_model_check_owner(&m->info);
 	wals_model_source(&m->info, &source);

@@ -315,6 +315,8 @@ validation_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 						  args->user_col, "user_col", true);
 		wals_check_column(args->validation_table, args->validation_table_display,
 						  args->item_col, "item_col", true);
+		wals_check_readable(args->validation_table,
+							(const char *[]) {args->user_col, args->item_col}, 2);
 	}
 	if (!PG_ARGISNULL(ARG_VALIDATION_METRIC))
 		metric = text_to_cstring(PG_GETARG_TEXT_PP(ARG_VALIDATION_METRIC));
@@ -348,6 +350,11 @@ wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 				 errhint("Users and items must come from two different columns.")));
 	if (!PG_ARGISNULL(ARG_RATING_COL))
 		args->rating_col = column_arg(fcinfo, ARG_RATING_COL, args, false);
+	{
+		const char *cols[3] = {args->user_col, args->item_col, args->rating_col};
+
+		wals_check_readable(args->source, cols, args->rating_col != NULL ? 3 : 2);
+	}
 	model_arg(fcinfo, args);
 	choice_args(fcinfo, args);
 

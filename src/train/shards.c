@@ -425,6 +425,7 @@ wals_shards(PG_FUNCTION_ARGS)
 				 errmsg("\"source\" must not be NULL")));
 	source = PG_GETARG_OID(0);
 	wals_check_source(source, "source");
+	wals_check_readable(source, NULL, 0);
 	InitMaterializedSRF(fcinfo, 0);
 	shards = wals_shards_find(source, NULL, NULL, NULL);
 	foreach(lc, shards)

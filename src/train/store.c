@@ -197,7 +197,7 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	return relid;
 }
 
-#define NCATALOG 42
+#define NCATALOG 43
 
 /* Replace the catalog row of the model and append its training log. */
 static void
@@ -262,6 +262,7 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	PARAM(INT4OID, Int32GetDatum(args->patience), !validating);
 	PARAM(INT4OID, Int32GetDatum(result->best_iteration), !validating);
 	PARAM(FLOAT8OID, Float8GetDatum(result->validation_score), !validating);
+	PARAM(OIDOID, ObjectIdGetDatum(args->owner), false);
 #undef PARAM
 
 	wals_become_catalog_writer(&save);
@@ -277,11 +278,11 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 					 " store_s, total_s, version, user_factors, item_factors,"
 					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
 					 " validation, validation_table, validation_metric, patience,"
-					 " best_iteration, validation_score, trained_at)"
+					 " best_iteration, validation_score, owner, trained_at)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
 					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
-					 " $41, $42, pg_catalog.now())",
+					 " $41, $42, $43, pg_catalog.now())",
 					 wals_catalog_table("wals_models"));
 	if (wals_sql(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"", args->model_display);

@@ -96,13 +96,14 @@ check_before_reading(WalsTrainArgs *args)
 	PreventCommandIfReadOnly("wals_train()");
 	PreventCommandDuringRecovery("wals_train()");
 
-	wals_lock_model(schema, args->model);
-	if (wals_catalog_lookup(schema, args->model, old))
+	if (wals_lock_model(schema, args->model, old, true))
 	{
-		wals_model_check_owner(old);
 		wals_model_check(old);
 		args->old = old;
 		args->owner = wals_model_owner(old);
+		/* its owner was dropped: only a superuser passed the check above */
+		if (GetUserNameFromId(args->owner, true) == NULL)
+			args->owner = GetUserId();
 	}
 	else
 		args->owner = GetUserId();
@@ -116,6 +117,8 @@ check_before_reading(WalsTrainArgs *args)
 				 errmsg("cannot warm start %d factors from model \"%s\", which has %d",
 						args->params.factors, args->model_display, args->old->factors),
 				 errhint("Pass factors => %d, or warm_start => false.", args->old->factors)));
+	if (args->warm_start && args->old != NULL)
+		wals_model_check_tables(args->old);
 	wals_check_factor_tables_free(args);
 	check_source_size(args);
 	wals_device_check(args);

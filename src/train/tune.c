@@ -391,6 +391,7 @@ tune_call(PG_FUNCTION_ARGS)
 	const char *ext;
 	char	   *model;
 	char	   *trial_model;
+	char	   *shown;			/* the model as given, for progress */
 	char	   *metric;
 	WalsMetricKind kind;
 	int			k;
@@ -460,6 +461,8 @@ tune_call(PG_FUNCTION_ARGS)
 	else
 		wals_model_name_parse(text_to_cstring(PG_GETARG_TEXT_PP(4)), "model", &mn);
 
+	shown = mn.schema ? wals_model_quoted(mn.schema, mn.name) : pstrdup(quote_identifier(mn.name));
+
 	/*
 	 * Qualified here, where wals_train would put it, since the trainings run
 	 * with search_path pinned to pg_catalog.
@@ -497,9 +500,9 @@ tune_call(PG_FUNCTION_ARGS)
 			sample_trial(dims, seed, n, t);
 			wals_progress_context(n == 0 ?
 								  psprintf("wals_tune: model %s, trial 1, %.0f s of %.0f s spent",
-										   model, wals_seconds_since(start), budget_s) :
+										   shown, wals_seconds_since(start), budget_s) :
 								  psprintf("wals_tune: model %s, trial %d, %.0f s of %.0f s spent; best %s %.4f (trial %d)",
-										   model, n + 1, wals_seconds_since(start), budget_s,
+										   shown, n + 1, wals_seconds_since(start), budget_s,
 										   metric, trials[best].score, best + 1));
 			train_with(ext, base, basenulls, trial_model, t, validation, metric,
 					   TUNE_MAX_ITERATIONS);
@@ -514,7 +517,7 @@ tune_call(PG_FUNCTION_ARGS)
 			n++;
 		}
 		wals_progress_context(psprintf("wals_tune: model %s, final training with trial %d's parameters",
-									   model, best + 1));
+									   shown, best + 1));
 	}
 	PG_CATCH();
 	{

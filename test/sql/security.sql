@@ -76,16 +76,17 @@ SELECT count(*) AS served FROM wals_recommend(1, 3, 'Shop.Shop Model', exclude_r
 SELECT count(*) AS served_excluding_rated FROM wals_recommend(1, 3, 'Shop.Shop Model');
 SELECT count(*) AS rated_recommended FROM wals_recommend(1, 30, 'Shop.Shop Model') r
 WHERE r.item_id IN (SELECT item_id FROM wals_rated_items(1, 'Shop.Shop Model'));
--- it cannot retrain, refresh or drop the trainer's model
-SELECT model FROM wals_train('"Shop"."Item Views"', 'User Id', 'Item"Id', 'Times',
-    model => 'Shop.Shop Model', factors => 4, iterations => 1);
+-- it cannot retrain, refresh or drop the trainer's model, even from a
+-- source of its own
+CREATE TABLE app.views AS SELECT * FROM generate_series(1, 3) u, generate_series(1, 4) i;
+SELECT model FROM wals_train('app.views', 'u', 'i', model => 'Shop.Shop Model', factors => 4,
+    iterations => 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT wals_refresh_users('{1}', 'Shop.Shop Model');
 \echo :LAST_ERROR_SQLSTATE
 SELECT wals_drop_model('Shop.Shop Model');
 \echo :LAST_ERROR_SQLSTATE
 -- but a model of the same name in its own schema is its own
-CREATE TABLE app.views AS SELECT * FROM generate_series(1, 3) u, generate_series(1, 4) i;
 SET search_path = app, public;
 SELECT model FROM wals_train('app.views', 'u', 'i', model => 'Shop Model', factors => 2, iterations => 1);
 SELECT schema, model FROM wals_models ORDER BY 1, 2;

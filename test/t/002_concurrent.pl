@@ -205,7 +205,7 @@ is($sa->query_safe($recs_sql), $final, 'A serves the final model');
 send_query($sa, train_sql(5, 'medium', 40));
 ok( $node->poll_query_until(
 		'postgres', qq{SELECT EXISTS (SELECT 1 FROM pg_locks
-		  WHERE pid = $a_pid AND locktype = 'object' AND classid = 'wals_models'::regclass AND granted)}),
+		  WHERE pid = $a_pid AND locktype = 'object' AND classid = 'wals_model_locks'::regclass AND granted)}),
 	'A trains');
 send_query($sb, train_sql(6));
 ok(pid_waits_on_lock($b_pid, 'object'), 'B waits for A');

@@ -2,7 +2,10 @@
 # pg_dump keeps models: after a dump (custom and plain formats) and a restore
 # into a new database, the catalog, the training log, the factor tables and
 # what the models serve are identical, and the version counter goes on from
-# where it was.
+# where it was.  A model whose factor table its owner dropped keeps, in the
+# dump, the number of the table it named, which after a restore may name
+# another role's table: that table is then never read, written or taken for
+# the model's owner, and the model can still be dropped.
 use strict;
 use warnings FATAL => 'all';
 
@@ -158,6 +161,61 @@ for my $db ('restored_c', 'restored_p')
 		'0',
 		"$db: a restored model can be dropped");
 }
+
+# A dangling model: its owner, an ordinary role, dropped its user factor
+# table.  After the restore the number the catalog keeps is made to name a
+# table of the superuser, as a restore into another cluster may make it.
+$node->safe_psql('postgres', q{CREATE ROLE tenant LOGIN; CREATE DATABASE dsrc});
+$node->safe_psql(
+	'dsrc', q{
+CREATE EXTENSION wals;
+CREATE TABLE secret (user_id bigint, factors real[], rated bytea);
+INSERT INTO secret VALUES (1, '{1,2}', '\x00');
+CREATE TABLE seen (who name);
+GRANT INSERT ON seen TO PUBLIC;
+CREATE SCHEMA tenant AUTHORIZATION tenant;
+SET ROLE tenant;
+CREATE TABLE tenant.r AS
+  SELECT u AS user_id, (u * 7 + g) % 30 + 1 AS item_id FROM generate_series(1, 50) u, generate_series(1, 5) g;
+CREATE FUNCTION tenant.spy() RETURNS bool LANGUAGE sql
+  AS $$INSERT INTO public.seen VALUES (current_user) RETURNING true$$;
+CREATE VIEW tenant.v AS SELECT user_id, item_id FROM tenant.r WHERE tenant.spy();
+SELECT 1 FROM wals_train('tenant.v', 'user_id', 'item_id', model => 'tenant.dangling',
+  factors => 2, iterations => 1);
+DROP TABLE tenant.dangling_user_factors;
+});
+$node->command_ok([ 'pg_dump', '-Fc', '-f', "$tmp/dsrc.dump", '-d', 'dsrc' ],
+	'pg_dump of a database with a dangling model');
+$node->command_ok([ 'createdb', 'drestored' ], 'createdb drestored');
+$node->command_ok(
+	[ 'pg_restore', '--exit-on-error', '-d', 'drestored', "$tmp/dsrc.dump" ],
+	'pg_restore of a database with a dangling model');
+is($node->safe_psql('drestored', q{SELECT owner FROM wals_models WHERE model = 'dangling'}),
+	'tenant', 'the owner of the restored model is the role that trained it');
+$node->safe_psql('drestored', q{TRUNCATE seen;
+  UPDATE wals_models SET user_factors = 'secret'::regclass WHERE model = 'dangling'});
+for my $sql (
+	q{SELECT wals_refresh_users('{1, 2}', 'tenant.dangling')},
+	q{SELECT * FROM wals_recommend(1, 3, 'tenant.dangling')},
+	q{SELECT * FROM wals_rated_items(1, 'tenant.dangling')},
+	q{SELECT * FROM wals_train('tenant.v', 'user_id', 'item_id', model => 'tenant.dangling',
+	  factors => 2, iterations => 1, warm_start => true)})
+{
+	for my $role ('tenant', 'postgres')
+	{
+		my ($ret, $out, $err) = $node->psql('drestored', "SET ROLE $role; $sql");
+		like($err, qr/the user factor table of model "tenant.dangling" is no longer the table wals created for it/,
+			"as $role, refused: $sql");
+	}
+}
+is($node->safe_psql('drestored', q{SELECT count(*) FROM seen}), '0',
+	'no code of the tenant ran, as itself or as the superuser');
+my ($ret, $out, $err) = $node->psql('drestored', q{SET ROLE tenant; SELECT wals_drop_model('tenant.dangling')});
+is($ret, 0, 'its owner can drop the dangling model') or diag($err);
+like($err, qr/relation public.secret was left in place: it is no longer the table wals created/,
+	'leaving the table its row named in place');
+is($node->safe_psql('drestored', q{SELECT count(*) FROM secret WHERE factors = '{1,2}'}), '1',
+	'the superuser\'s table is intact');
 
 # The source database was not touched by any of this.
 my $src_after = snapshot('src');

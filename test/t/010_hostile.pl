@@ -442,6 +442,62 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM public.seen WHERE who = '
 	"and no code of mallory ran as the superuser");
 
 # ---------------------------------------------------------------------------
+# 6, 8. Privileges before locks, and a relation named by OID needs USAGE on
+# its schema as one named by name does.  mallory holds SELECT on a table in
+# a schema it may not use: named by OID, it is refused as a source, a test
+# source and held-out cells, and wals_shards() on a partitioned table of
+# that schema locks none of its partitions (the superuser's TRUNCATE does
+# not wait behind mallory's open transaction).
+$node->safe_psql(
+	'postgres', q{
+CREATE SCHEMA hidden;
+CREATE TABLE hidden.parted (user_id int, item_id int) PARTITION BY HASH (user_id);
+CREATE TABLE hidden.parted_0 PARTITION OF hidden.parted FOR VALUES WITH (MODULUS 2, REMAINDER 0);
+CREATE TABLE hidden.parted_1 PARTITION OF hidden.parted FOR VALUES WITH (MODULUS 2, REMAINDER 1);
+CREATE TABLE hidden.plain AS
+  SELECT u AS user_id, (u * 7 + g) % 30 + 1 AS item_id FROM generate_series(1, 60) u, generate_series(1, 5) g;
+GRANT SELECT ON hidden.plain, hidden.parted TO mallory;
+});
+my $plain = $node->safe_psql('postgres', q{SELECT 'hidden.plain'::regclass::oid});
+my $parted = $node->safe_psql('postgres', q{SELECT 'hidden.parted'::regclass::oid});
+($ret, $out, $err) = as_role('mallory', q{SELECT count(*) FROM hidden.plain});
+like($err, qr/42501: permission denied for schema hidden/, 'mallory cannot read the table by name');
+for my $sql (
+	qq{SELECT * FROM wals_train($plain, 'user_id', 'item_id', model => 'mallory.stolen', factors => 2, iterations => 1)},
+	qq{SELECT * FROM wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.stolen', factors => 2, iterations => 1, validation_table => $plain)},
+	qq{SELECT * FROM wals_evaluate('mallory.shared', $plain, 'user_id', 'item_id')},
+	qq{SELECT * FROM wals_shards($parted)})
+{
+	($ret, $out, $err) = as_role('mallory', $sql);
+	like($err, qr/42501: permission denied for schema hidden/, "refused by OID: $sql");
+}
+is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_models WHERE model = 'stolen'}), '0',
+	'no model was trained from the hidden table');
+my $holder = $node->background_psql('postgres', on_error_stop => 0);
+$holder->query(qq{SET ROLE mallory; BEGIN; SELECT count(*) FROM wals_shards($parted);});
+($ret, $out, $err) = $node->psql('postgres', q{SET lock_timeout = '3s'; TRUNCATE hidden.parted;});
+is($ret, 0, 'the owner\'s TRUNCATE does not wait for the transaction that called wals_shards()')
+  or diag($err);
+$holder->query('ROLLBACK');
+
+# 7. Lock keys: alice.a57120 and mallory.m2869 had the same 32-bit lock key
+# (the hash of schema and name): a training of mallory's held in an open
+# transaction must not make alice's wait.
+as_role('alice', q{SELECT model FROM wals_train('alice.r', 'user_id', 'item_id', model => 'alice.a57120',
+  factors => 2, iterations => 1)});
+$holder->query(q{SET ROLE mallory; BEGIN;
+  SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.m2869',
+    factors => 2, iterations => 1);});
+($ret, $out, $err) = as_role('alice', q{SET lock_timeout = '3s';
+  SELECT model FROM wals_train('alice.r', 'user_id', 'item_id', model => 'alice.a57120',
+    factors => 2, iterations => 1);
+  SELECT wals_drop_model('alice.a57120');});
+is($ret, 0, 'alice trains and drops her model while mallory holds the lock of its namesake')
+  or diag($err);
+$holder->query('ROLLBACK');
+$holder->quit;
+
+# ---------------------------------------------------------------------------
 # 4. Code that wals runs calls wals again.  A row-security policy on
 # mallory's user factor table serves eight other models, enough to evict
 # every entry of the cache, the one the outer call is reading included:
