@@ -438,8 +438,11 @@ wals_shard_rated(PG_FUNCTION_ARGS)
 Datum
 wals_shard_end(PG_FUNCTION_ARGS)
 {
-	Size		peak = wals_shard_enter(SHARD_END)->peak;
+	Session    *s = wals_shard_enter(SHARD_END);
+	Size		peak;
 
+	wals_shard_note_peak(s);
+	peak = s->peak;
 	wals_shard_session_free();
 	wals_shard_leave(SHARD_END);
 	PG_RETURN_INT64((int64) peak);
