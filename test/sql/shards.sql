@@ -22,12 +22,12 @@ SELECT wals_shard_end();
 SELECT count(*) FROM wals_shards('shard_ratings');
 RESET ROLE;
 -- as the README has a DBA make a role a peer of sharded trainings
-CREATE ROLE wals_shard_peer NOLOGIN;
+CREATE ROLE regress_wals_shard_peer NOLOGIN;
 GRANT EXECUTE ON FUNCTION wals_shard_load, wals_shard_ids, wals_shard_id_page, wals_shard_plan,
   wals_shard_plan_page, wals_shard_route, wals_shard_outbox, wals_shard_inbox, wals_shard_start,
   wals_shard_put, wals_shard_solve, wals_shard_take, wals_shard_loss, wals_shard_rated,
-  wals_shard_end TO wals_shard_peer;
-GRANT wals_shard_peer TO wals_shard_role;
+  wals_shard_end TO regress_wals_shard_peer;
+GRANT regress_wals_shard_peer TO wals_shard_role;
 SET ROLE wals_shard_role;
 
 -- wals_shards: no shards for a local table
@@ -236,5 +236,5 @@ RESET ROLE;
 RESET wals.max_memory;
 DROP TABLE walk, shard_ratings, shard_secret;
 DROP ROLE wals_shard_role;
-DROP OWNED BY wals_shard_peer;
-DROP ROLE wals_shard_peer;
+DROP OWNED BY regress_wals_shard_peer;
+DROP ROLE regress_wals_shard_peer;
