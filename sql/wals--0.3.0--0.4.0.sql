@@ -140,9 +140,11 @@ AS 'MODULE_PATHNAME', 'wals_tune'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
 -- Training on the servers of a sharded source (a partitioned table whose
--- partitions are postgres_fdw foreign tables): wals_shards() shows which
--- servers a training would run on; the wals_shard_* functions are what the
--- coordinator calls on each of them, inside one remote transaction.
+-- partitions are postgres_fdw foreign tables, or a Citus distributed
+-- table): wals_shards() shows which servers a training would run on; the
+-- wals_shard_* functions are what the coordinator calls on each of them,
+-- inside one remote transaction, as the remote role of the caller's user
+-- mapping (or as the caller, on Citus's nodes).
 CREATE FUNCTION wals_shards(source regclass)
 RETURNS TABLE(shard int, server text, partition regclass, remote_table text)
 AS 'MODULE_PATHNAME', 'wals_shards'
@@ -191,3 +193,15 @@ AS 'MODULE_PATHNAME', 'wals_shard_rated'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION wals_shard_end() RETURNS bigint AS 'MODULE_PATHNAME', 'wals_shard_end'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The shard functions read partitions for a coordinator and hold the
+-- memory of its training between its calls: they are for the roles a DBA
+-- makes peers of sharded trainings, not for every role of the database.
+-- EXECUTE is granted to those roles (README, "Training on sharded data").
+REVOKE EXECUTE ON FUNCTION wals_shard_load(text, text, text, text, text), wals_shard_ids(),
+	wals_shard_id_page(int, bigint, bigint), wals_shard_plan(bytea, int, int, bigint, bigint),
+	wals_shard_plan_page(int, bytea), wals_shard_route(), wals_shard_outbox(int, bigint),
+	wals_shard_inbox(bytea), wals_shard_start(), wals_shard_put(int, int, bigint, bytea),
+	wals_shard_solve(int, text, bytea, bigint), wals_shard_take(int, bigint, bigint),
+	wals_shard_loss(), wals_shard_rated(bigint, bigint), wals_shard_end()
+	FROM PUBLIC;

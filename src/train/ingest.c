@@ -561,7 +561,8 @@ read_source(Ingest *in)
 
 /*
  * The distinct ids of one side in increasing order, and its rows renumbered
- * from provisional indices to ranks; the map is freed.
+ * from provisional indices to ranks; the map is freed.  A source with no
+ * rows, which a shard may read, never gave its map a buffer.
  */
 static int64 *
 side_finish(Ingest *in, IdSide *side, int32 *index, int64 *count)
@@ -571,7 +572,10 @@ side_finish(Ingest *in, IdSide *side, int32 *index, int64 *count)
 	int32	   *rank = wals_alloc_huge(in->cxt, nids * sizeof(int32));
 
 	wals_idmap_rank(&side->map, ids, rank);
-	pfree(side->buffer);
+	if (side->buffer != NULL)
+		pfree(side->buffer);
+	side->buffer = NULL;
+	side->bytes = 0;
 	CHECK_FOR_INTERRUPTS();
 	wals_idmap_renumber(index, in->n, rank);
 	pfree(rank);

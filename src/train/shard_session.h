@@ -3,6 +3,13 @@
  *	  What a shard keeps of a sharded training between the coordinator's
  *	  calls (shard_load.c reads and routes the cells, shard_solve.c solves
  *	  with them): one session per backend, freed with its transaction.
+ *
+ * The calls are a protocol, and any role granted them may send them in any
+ * order, with any arguments, from anywhere: each begins with
+ * wals_shard_enter, which refuses a call that its session's state does not
+ * allow (the one table of them is in shard_load.c) and any call made while
+ * another runs (from a view that wals_shard_load reads, say), and ends
+ * with wals_shard_leave, which moves the session to its next state.
  */
 #ifndef WALS_SHARD_SESSION_H
 #define WALS_SHARD_SESSION_H
@@ -29,6 +36,40 @@ typedef struct Loaded
 	struct Loaded *next;
 } Loaded;
 
+/* Where a session is between two calls. */
+typedef enum ShardState
+{
+	SHARD_NONE,					/* no training begun in this transaction */
+	SHARD_LOADING,				/* partitions read */
+	SHARD_LISTED,				/* their distinct ids counted and paged out */
+	SHARD_PLANNED,				/* the parameters known, the plan coming */
+	SHARD_ROUTED,				/* the cells in their boxes, exchanged */
+	SHARD_STARTED,				/* the matrices built: half-sweeps, factors */
+	SHARD_FAILED,				/* a call failed while changing the session */
+	SHARD_NSTATES
+} ShardState;
+
+/* The calls, one a SQL function each. */
+typedef enum ShardCall
+{
+	SHARD_LOAD,
+	SHARD_IDS,
+	SHARD_ID_PAGE,
+	SHARD_PLAN,
+	SHARD_PLAN_PAGE,
+	SHARD_ROUTE,
+	SHARD_OUTBOX,
+	SHARD_INBOX,
+	SHARD_START,
+	SHARD_PUT,
+	SHARD_SOLVE,
+	SHARD_TAKE,
+	SHARD_LOSS,
+	SHARD_RATED,
+	SHARD_END,
+	SHARD_NCALLS
+} ShardCall;
+
 /* Which factors other holds, and how many of their rows have come. */
 typedef enum OtherSide
 {
@@ -41,6 +82,8 @@ typedef struct Session
 {
 	MemoryContext cxt;
 	SubTransactionId subid;		/* the subtransaction it belongs to */
+	ShardState	state;			/* set by wals_shard_leave and
+								 * wals_shard_changing only */
 	Size		peak;			/* the most the session held, in bytes */
 	Loaded	   *loaded;
 	int64		rows;
@@ -51,16 +94,14 @@ typedef struct Session
 	int64		nlocal_items;
 
 	/* from wals_shard_plan and its pages */
-	bool		planned;
-	bool		routed;
 	WalsParams	params;
 	int			shard;
 	int			nshards;
 	int64		nusers;
 	int64		nitems;
-	int64	   *user_ids;		/* every user's id, increasing */
+	int64	   *user_ids;		/* every user's id, increasing, as come */
 	int64	   *item_ids;
-	uint8	   *user_owner;		/* the shard of each */
+	uint8	   *user_owner;		/* the shard of each, as come */
 	uint8	   *item_owner;
 	int64		user_ids_in;	/* how many of each have come */
 	int64		item_ids_in;
@@ -79,7 +120,6 @@ typedef struct Session
 	int			launched;		/* those the last half-sweep launched */
 
 	/* from wals_shard_start */
-	bool		started;
 	MemoryContext rows_cxt;		/* what the solves read, when not in seg */
 	dsm_segment *seg;			/* what the solves read, shared with workers */
 	char	   *seg_next;		/* its unused part */
@@ -95,7 +135,11 @@ typedef struct Session
 	int64		scratch_floats; /* of each process solving the longest row */
 } Session;
 
-extern Session *wals_shard_session(bool create, const char *fn);
+extern Session *wals_shard_enter(ShardCall call);
+extern void wals_shard_changing(Session *s);
+extern void wals_shard_leave(ShardCall call);
+extern const char *wals_shard_call_name(ShardCall call);
+extern void wals_shard_reserve(Session *s, double bytes, const char *what);
 extern void *wals_shard_alloc(Size bytes);
 extern void *wals_shard_alloc_rows(Size bytes);
 extern Size wals_shard_rows_bytes(Size bytes);
@@ -109,21 +153,14 @@ extern void wals_shard_note_peak(Session *s);
 extern void wals_shard_session_free(void);
 extern void wals_shard_cells_free(Cells *c);
 
+extern void wals_shard_buffer(Session *s, StringInfo buf, double bytes, ShardCall call);
+
 /* A bytea of buf, whose first VARHDRSZ bytes were reserved for its header. */
 static inline bytea *
 wals_shard_bytea(StringInfo buf)
 {
 	SET_VARSIZE(buf->data, buf->len);
 	return (bytea *) buf->data;
-}
-
-/* A buffer for a bytea of about bytes, its header reserved. */
-static inline void
-wals_shard_buffer(StringInfo buf, Size bytes)
-{
-	initStringInfo(buf);
-	enlargeStringInfo(buf, (int) (VARHDRSZ + bytes));
-	appendStringInfoSpaces(buf, VARHDRSZ);
 }
 
 #endif							/* WALS_SHARD_SESSION_H */

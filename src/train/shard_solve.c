@@ -40,18 +40,6 @@ PG_FUNCTION_INFO_V1(wals_shard_loss);
 PG_FUNCTION_INFO_V1(wals_shard_rated);
 PG_FUNCTION_INFO_V1(wals_shard_end);
 
-static Session *
-started(const char *fn)
-{
-	Session    *s = wals_shard_session(false, fn);
-
-	if (!s->started)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("%s() before wals_shard_start()", fn)));
-	return s;
-}
-
 /*
  * The matrix of the owned rows own (nown, increasing) of one side from
  * cells (row, col dense in the whole training), duplicates merged as
@@ -86,7 +74,6 @@ build_matrix(Session *s, Cells *c, bool by_user, const int32 *own, int64 nown,
 	pfree(tmp_idx);
 	pfree(tmp_val);
 	wals_shard_cells_free(c);
-	c->n = 0;
 }
 
 /* The room of what the solves read: both matrices and the factors. */
@@ -103,6 +90,25 @@ rows_bytes(const Session *s)
 			wals_shard_rows_bytes(sizeof(float) * m[side]->indptr[m[side]->nrows]) +
 			wals_shard_rows_bytes(sizeof(float) * m[side]->nrows * f);
 	return bytes + wals_shard_rows_bytes(sizeof(float) * Max(s->nusers, s->nitems) * f);
+}
+
+/*
+ * What wals_shard_start adds at its peak to what the session holds: both
+ * matrices of the owned rows and the scratch of building them (8 bytes a
+ * row and a column, 20 a cell), each matrix again when it is moved into
+ * the segment shared with workers, and the factors the solves read.
+ */
+static double
+start_bytes(const Session *s)
+{
+	double		f = s->params.factors;
+	double		cells = (double) s->out_users[s->shard].n + (double) s->out_items[s->shard].n;
+	double		rows = (double) s->own_nusers + (double) s->own_nitems;
+	double		most = (double) Max(s->nusers, s->nitems);
+
+	return 2 * (sizeof(int64) * (rows + 2) + 8 * cells) +
+		sizeof(int64) * (most + 1) + 12 * cells +
+		sizeof(float) * f * (rows + most) + 6 * (double) wals_shard_rows_bytes(0);
 }
 
 /* Move matrix m into what wals_shard_alloc_rows gives now. */
@@ -131,15 +137,13 @@ move_matrix(WalsCsr *m)
 Datum
 wals_shard_start(PG_FUNCTION_ARGS)
 {
-	Session    *s = wals_shard_session(false, "wals_shard_start");
+	Session    *s = wals_shard_enter(SHARD_START);
 	int			f = s->params.factors;
 	MemoryContext old;
 	int64		longest = 0;
 
-	if (!s->routed || s->started)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("wals_shard_start() out of turn")));
+	wals_shard_reserve(s, start_bytes(s), "the matrices of a sharded training");
+	wals_shard_changing(s);
 	old = MemoryContextSwitchTo(s->cxt);
 	/*
 	 * The matrices are built in memory of their own, and then moved into
@@ -167,11 +171,13 @@ wals_shard_start(PG_FUNCTION_ARGS)
 	for (int64 r = 0; r < s->own_nitems; r++)
 		longest = Max(longest, s->by_item.indptr[r + 1] - s->by_item.indptr[r]);
 	s->scratch_floats = wals_solve_scratch(&s->params, longest);
+	wals_shard_reserve(s, sizeof(float) * (double) s->scratch_floats * (1 + s->workers),
+					   "the solvers of a sharded training");
 	s->scratch = wals_alloc_huge(s->cxt, sizeof(float) * s->scratch_floats);
 	s->other = wals_shard_alloc_rows(sizeof(float) * Max(s->nusers, s->nitems) * f);
-	s->started = true;
 	wals_shard_note_peak(s);
 	MemoryContextSwitchTo(old);
+	wals_shard_leave(SHARD_START);
 	PG_RETURN_INT64(s->by_user.indptr[s->own_nusers]);
 }
 
@@ -187,7 +193,7 @@ wals_shard_start(PG_FUNCTION_ARGS)
 Datum
 wals_shard_put(PG_FUNCTION_ARGS)
 {
-	Session    *s = started("wals_shard_put");
+	Session    *s = wals_shard_enter(SHARD_PUT);
 	int			side = PG_GETARG_INT32(0);
 	int			t = PG_GETARG_INT32(1);
 	int64		first = PG_GETARG_INT64(2);
@@ -236,6 +242,7 @@ wals_shard_put(PG_FUNCTION_ARGS)
 		s->other_in[t] += n;
 	}
 	wals_wire_done(&w);
+	wals_shard_leave(SHARD_PUT);
 	PG_RETURN_VOID();
 }
 
@@ -279,7 +286,7 @@ other_ready(Session *s, int side, const char *fn)
 Datum
 wals_shard_solve(PG_FUNCTION_ARGS)
 {
-	Session    *s = started("wals_shard_solve");
+	Session    *s = wals_shard_enter(SHARD_SOLVE);
 	int			side = PG_GETARG_INT32(0);
 	char	   *doing = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	bytea	   *gb = PG_GETARG_BYTEA_PP(2);
@@ -295,13 +302,15 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 	double		loss;
 	WalsWire	w;
 	StringInfoData buf;
-	Size		bytes;
+	double		bytes;
+	bool		with_rows;
 
 	if (side != 0 && side != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("wals_shard_solve(): no side %d", side)));
 	other_ready(s, 1 - side, "wals_shard_solve");
+	wals_shard_reserve(s, 2 * sizeof(float) * (double) f * f, "the Gram matrix of a sharded training");
 	G = palloc(sizeof(float) * f * f);
 	wals_wire_start(&w, VARDATA_ANY(gb), VARSIZE_ANY_EXHDR(gb), "Gram matrix");
 	wals_wire_floats(&w, G, (int64) f * f);
@@ -319,14 +328,16 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 	memset(G, 0, sizeof(float) * f * f);
 	wals_gram_rows(mine, 0, nmine, f, G);
 
-	bytes = sizeof(double) + sizeof(int64) + sizeof(float) * (f * f + nmine * f);
-	wals_shard_buffer(&buf, bytes <= most ? bytes :
-					  sizeof(double) + sizeof(int64) + sizeof(float) * f * f);
+	bytes = sizeof(double) + sizeof(int64) + sizeof(float) * ((double) f * f + (double) nmine * f);
+	with_rows = bytes <= (double) most;
+	wals_shard_buffer(s, &buf, with_rows ? bytes :
+					  sizeof(double) + sizeof(int64) + sizeof(float) * (double) f * f, SHARD_SOLVE);
 	wals_put_double(&buf, loss);
 	wals_put_int64(&buf, s->launched);
 	wals_put_floats(&buf, G, (int64) f * f);
-	if (bytes <= most)
+	if (with_rows)
 		wals_put_floats(&buf, mine, nmine * f);
+	wals_shard_leave(SHARD_SOLVE);
 	PG_RETURN_BYTEA_P(wals_shard_bytea(&buf));
 }
 
@@ -340,7 +351,7 @@ wals_shard_solve(PG_FUNCTION_ARGS)
 Datum
 wals_shard_take(PG_FUNCTION_ARGS)
 {
-	Session    *s = started("wals_shard_take");
+	Session    *s = wals_shard_enter(SHARD_TAKE);
 	int			side = PG_GETARG_INT32(0);
 	int64		first = PG_GETARG_INT64(1);
 	int64		count = PG_GETARG_INT64(2);
@@ -354,8 +365,9 @@ wals_shard_take(PG_FUNCTION_ARGS)
 				 errmsg("wals_shard_take(): no rows of side %d from " INT64_FORMAT, side,
 						first)));
 	count = Min(count, n - first);
-	wals_shard_buffer(&buf, sizeof(float) * count * f);
+	wals_shard_buffer(s, &buf, sizeof(float) * (double) count * f, SHARD_TAKE);
 	wals_put_floats(&buf, (side == 0 ? s->X : s->Y) + (size_t) first * f, count * f);
+	wals_shard_leave(SHARD_TAKE);
 	PG_RETURN_BYTEA_P(wals_shard_bytea(&buf));
 }
 
@@ -371,10 +383,13 @@ wals_shard_take(PG_FUNCTION_ARGS)
 Datum
 wals_shard_loss(PG_FUNCTION_ARGS)
 {
-	Session    *s = started("wals_shard_loss");
+	Session    *s = wals_shard_enter(SHARD_LOSS);
+	double		loss;
 
 	other_ready(s, 1, "wals_shard_loss");
-	PG_RETURN_FLOAT8(wals_shard_loss_rows(s));
+	loss = wals_shard_loss_rows(s);
+	wals_shard_leave(SHARD_LOSS);
+	PG_RETURN_FLOAT8(loss);
 }
 
 /*
@@ -387,7 +402,7 @@ wals_shard_loss(PG_FUNCTION_ARGS)
 Datum
 wals_shard_rated(PG_FUNCTION_ARGS)
 {
-	Session    *s = started("wals_shard_rated");
+	Session    *s = wals_shard_enter(SHARD_RATED);
 	int64		first = PG_GETARG_INT64(0);
 	int64		most = PG_GETARG_INT64(1);
 	StringInfoData buf;
@@ -396,20 +411,23 @@ wals_shard_rated(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("wals_shard_rated(): no user " INT64_FORMAT, first)));
-	wals_shard_buffer(&buf, 0);
+	wals_shard_buffer(s, &buf, 0, SHARD_RATED);
 	for (int64 r = first; r < s->own_nusers; r++)
 	{
 		int64		lo = s->by_user.indptr[r];
 		bytea	   *b = wals_rated_bytea(s->item_ids, s->by_user.indices + lo,
 										 s->by_user.values + lo,
 										 s->by_user.indptr[r + 1] - lo);
+		double		len = (double) buf.len + sizeof(int64) + VARSIZE(b) - VARHDRSZ;
 
-		if (r > first && buf.len + sizeof(int64) + VARSIZE(b) - VARHDRSZ > most)
+		if (r > first && (len > (double) most || len >= (double) MaxAllocSize))
 			break;
+		wals_shard_reserve(s, len, "the answer of wals_shard_rated()");
 		wals_put_int64(&buf, VARSIZE(b) - VARHDRSZ);
 		appendBinaryStringInfo(&buf, VARDATA(b), VARSIZE(b) - VARHDRSZ);
 		pfree(b);
 	}
+	wals_shard_leave(SHARD_RATED);
 	PG_RETURN_BYTEA_P(wals_shard_bytea(&buf));
 }
 
@@ -420,8 +438,12 @@ wals_shard_rated(PG_FUNCTION_ARGS)
 Datum
 wals_shard_end(PG_FUNCTION_ARGS)
 {
-	Size		peak = wals_shard_session(false, "wals_shard_end")->peak;
+	Session    *s = wals_shard_enter(SHARD_END);
+	Size		peak;
 
+	wals_shard_note_peak(s);
+	peak = s->peak;
 	wals_shard_session_free();
+	wals_shard_leave(SHARD_END);
 	PG_RETURN_INT64((int64) peak);
 }

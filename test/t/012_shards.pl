@@ -6,10 +6,14 @@
 # messages of 1 kB, every id, factor and rated item sent in pages, and of
 # 24 kB, one shard's users passed on in pages and the other's whole; with
 # no parallel workers on the shards, and with every row solved by them;
-# with one shard holding every row), each shard reads only its own rows, a
+# with one shard holding every row; with one shard whose partition is
+# empty, which trains as the others do), each shard reads only its own
+# rows, a
 # row that cannot be solved is the error it is on one server, naming the
 # shard's server, and the previous model survives, also when the error is
-# caught in the training's transaction, which then trains again.
+# caught in the training's transaction, which then trains again.  A role
+# that a shard has not made a peer (EXECUTE on the shard functions) is
+# refused there before anything is read.
 use strict;
 use warnings FATAL => 'all';
 
@@ -135,12 +139,51 @@ is( $coord->safe_psql(
 same_model($coord, 's_one', 'h_cg', 'one shard');
 
 # ---------------------------------------------------------------------------
+# One shard whose partition is empty: it holds no rows and owns no user,
+# but owns items as any shard does, whose cells come from the other, and
+# the model is the one server's.  With every partition empty there is
+# nothing to train on.
+for my $node (@shards)
+{
+	$node->safe_psql('postgres',
+		q{CREATE TABLE ratings_none (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)});
+}
+$coord->safe_psql(
+	'postgres', q{
+CREATE TABLE ratings_gap (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)
+  PARTITION BY RANGE (user_id);
+CREATE FOREIGN TABLE ratings_gap_0 PARTITION OF ratings_gap
+  FOR VALUES FROM (MINVALUE) TO (100000) SERVER shard0 OPTIONS (table_name 'ratings_all');
+CREATE FOREIGN TABLE ratings_gap_1 PARTITION OF ratings_gap
+  FOR VALUES FROM (100000) TO (MAXVALUE) SERVER shard1 OPTIONS (table_name 'ratings_none');
+CREATE TABLE ratings_void (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)
+  PARTITION BY RANGE (user_id);
+CREATE FOREIGN TABLE ratings_void_0 PARTITION OF ratings_void
+  FOR VALUES FROM (MINVALUE) TO (100000) SERVER shard0 OPTIONS (table_name 'ratings_none');
+CREATE FOREIGN TABLE ratings_void_1 PARTITION OF ratings_void
+  FOR VALUES FROM (100000) TO (MAXVALUE) SERVER shard1 OPTIONS (table_name 'ratings_none');
+});
+my ($ret, $stdout, $stderr) = $coord->psql(
+	'postgres', q{SET client_min_messages = notice;
+	  SELECT device, iterations, users, items FROM wals_train('ratings_gap', 'user_id', 'item_id',
+	    'rating', model => 's_gap', factors => 8, iterations => 5, solver => 'cg')});
+is($stdout, 'shards|5|1500|300', 'an empty shard: trained on both shards') or diag($stderr);
+like($stderr, qr/NOTICE:  training model "public.s_gap" on 2 shards: servers "shard0", "shard1"/,
+	'an empty shard: the empty one is a shard of the training');
+same_model($coord, 's_gap', 'h_cg', 'an empty shard');
+($ret, $stdout, $stderr) = $coord->psql(
+	'postgres', q{\set VERBOSITY verbose
+	  SELECT * FROM wals_train('ratings_void', 'user_id', 'item_id', 'rating', model => 's_void',
+	    factors => 8)});
+like($stderr, qr/ERROR:  22023: relation "ratings_void" given as "source" has no ratings/,
+	'every shard empty: nothing to train on, a clean error');
+
+# ---------------------------------------------------------------------------
 # A row that cannot be solved: the error of one server, from the shard
 # that owns the row, which it names; the model trained before stays.  The
 # shards still leave every row to their parallel workers, so a worker
 # finds it.
 my $before = unsolvable_row($coord, 'shard[01]', "the shard's server");
-my ($ret, $stdout, $stderr);
 
 # The same failure caught in a PL/pgSQL EXCEPTION block: the shards roll
 # back to their savepoints with it, and the next training in the same
@@ -264,6 +307,15 @@ $coord->safe_psql('postgres', q{
 ALTER USER MAPPING FOR alice SERVER shard0 OPTIONS (ADD password_required 'false');
 ALTER USER MAPPING FOR alice SERVER shard1 OPTIONS (ADD password_required 'false');
 });
+($ret, $stdout, $stderr) = as_alice('');
+like($stderr, qr/ERROR:  permission denied for function wals_shard_load.*shard on server "shard0"/s,
+	'a shard refuses a mapped role it has not made a peer of sharded trainings');
+for my $k (0, 1)
+{
+	$shards[$k]->safe_psql('postgres', q{CREATE ROLE wals_shard_peer NOLOGIN});
+	grant_shard_functions($shards[$k], 'wals_shard_peer');
+	$shards[$k]->safe_psql('postgres', q{GRANT wals_shard_peer TO reader});
+}
 ($ret, $stdout, $stderr) = as_alice('');
 like($stderr, qr/ERROR:  permission denied for table ratings_part.*shard on server "shard0"/s,
 	'the shard reads as the mapped role, which may not read there');

@@ -7,7 +7,8 @@
 # cannot be solved, a cancel, a node that goes away each end the training
 # with an error naming the node, and the model stays; no connection of a
 # training is left open on the nodes; an ordinary role reads as itself
-# there.  A reference table, one copy, trains here.
+# there, once each node has granted it the shard functions.  A reference
+# table, one copy, trains here.
 use strict;
 use warnings FATAL => 'all';
 
@@ -181,6 +182,15 @@ sub as_alice
 like($stderr, qr/ERROR:  permission denied for table ratings/,
 	'a role without SELECT on the source is refused');
 $coord->safe_psql('postgres', q{GRANT SELECT ON ratings TO alice});
+($ret, $stdout, $stderr) = as_alice();
+like($stderr, qr/ERROR:  permission denied for function wals_shard_load.*shard on server "[^"]+:\d+"/s,
+	'a node refuses a role it has not granted the shard functions');
+# Citus carries no grant on an extension's functions to its nodes: each
+# node grants them itself.
+for my $w (@workers)
+{
+	grant_shard_functions($w, 'alice', 'SET citus.enable_ddl_propagation = off;');
+}
 my $shard_table = $coord->safe_psql('postgres',
 	q{SELECT remote_table FROM wals_shards('ratings') ORDER BY remote_table LIMIT 1});
 for my $w (@workers)

@@ -12,8 +12,23 @@ use Exporter 'import';
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT =
-  qw(same_model unsolvable_row start_long_training cancel_training lose_shard);
+our @EXPORT = qw(same_model unsolvable_row start_long_training cancel_training lose_shard
+  grant_shard_functions);
+
+# The functions a coordinator calls on a shard, which no role may call
+# until a DBA grants them (README, "Training on sharded data").
+my $shard_functions = join(', ',
+	map { "wals_shard_$_" }
+	  qw(load ids id_page plan plan_page route outbox inbox start put solve take loss rated end));
+
+# EXECUTE on the shard functions of $node to the role $to, as the README
+# has a DBA grant it; $before runs first in the same session.
+sub grant_shard_functions
+{
+	my ($node, $to, $before) = @_;
+	$node->safe_psql('postgres',
+		($before // '') . "GRANT EXECUTE ON FUNCTION $shard_functions TO $to;");
+}
 
 # Models $s (on the shards) and $h (here) of $node, trained from the same
 # rows and seed for $iterations: every iteration's loss within 1e-5, the
