@@ -92,9 +92,10 @@ INSERT INTO mallory.f SELECT g % 10 + 1, g % 7 + 1, 1 FROM generate_series(1, 50
 CREATE TABLE mallory.big AS SELECT g AS u, g % 100 + 1 AS i, 1::real AS r
   FROM generate_series(1, 100000) g;
 CREATE TABLE mallory.e (u int, i int, r real);
-CREATE FUNCTION mallory.call(sql text) RETURNS bool LANGUAGE plpgsql AS
+-- with a search_path of their own: wals reads with pg_catalog, pg_temp
+CREATE FUNCTION mallory.call(sql text) RETURNS bool LANGUAGE plpgsql SET search_path = public AS
   $$BEGIN EXECUTE sql; RETURN true; END$$;
-CREATE FUNCTION mallory.try(sql text) RETURNS bool LANGUAGE plpgsql AS
+CREATE FUNCTION mallory.try(sql text) RETURNS bool LANGUAGE plpgsql SET search_path = public AS
   $$BEGIN EXECUTE sql; RETURN true; EXCEPTION WHEN object_in_use THEN RETURN true; END$$;
 CREATE TABLE mallory.p (u int, i int, r real);
 INSERT INTO mallory.p SELECT * FROM mallory.f;
