@@ -190,8 +190,6 @@ $node->command_ok([ 'createdb', 'drestored' ], 'createdb drestored');
 $node->command_ok(
 	[ 'pg_restore', '--exit-on-error', '-d', 'drestored', "$tmp/dsrc.dump" ],
 	'pg_restore of a database with a dangling model');
-is($node->safe_psql('drestored', q{SELECT owner FROM wals_models WHERE model = 'dangling'}),
-	'tenant', 'the owner of the restored model is the role that trained it');
 $node->safe_psql('drestored', q{TRUNCATE seen;
   UPDATE wals_models SET user_factors = 'secret'::regclass WHERE model = 'dangling'});
 for my $sql (
@@ -216,6 +214,8 @@ like($err, qr/relation public.secret was left in place: it is no longer the tabl
 	'leaving the table its row named in place');
 is($node->safe_psql('drestored', q{SELECT count(*) FROM secret WHERE factors = '{1,2}'}), '1',
 	'the superuser\'s table is intact');
+is($node->safe_psql('dsrc', q{SELECT owner FROM wals_models WHERE model = 'dangling'}),
+	'tenant', 'the owner of a model is recorded as the role that trained it');
 
 # The source database was not touched by any of this.
 my $src_after = snapshot('src');
