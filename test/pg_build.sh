@@ -143,6 +143,10 @@ quiet() {
 		exit 1
 	fi
 }
+# Run from `make test-cassert`, make's variables would reach this build:
+# at a MAKELEVEL above 0 PostgreSQL's makefiles leave its generated headers
+# to a top level that is not there.
+unset MAKELEVEL MAKEFLAGS MFLAGS
 cd "$work"
 quiet apt-get source --download-only "postgresql-$major"
 quiet tar -xf postgresql-"$major"_*.orig.tar.*
