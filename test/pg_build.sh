@@ -7,8 +7,11 @@
 #                                    MEMORY_CONTEXT_CHECKING come with them),
 #                                    debug symbols, the TAP modules for PGXS's
 #                                    prove_installcheck, contrib's
-#                                    postgres_fdw (t/012_shards.pl): what
-#                                    `make test-cassert` runs the suites on
+#                                    postgres_fdw (t/012_shards.pl), zlib
+#                                    (t/003's pg_dump -Fc compresses, as on
+#                                    Debian's), no ICU or readline, which no
+#                                    test needs: what `make test-cassert`
+#                                    runs the suites on
 #   ./test/pg_build.sh 15 portable   no optional library (no ICU, readline,
 #                                    zlib or LLVM), so that it needs only the
 #                                    C library: what test/gpu/lent/prepare.sh
