@@ -72,7 +72,8 @@ $as_user env WALS_HOST_ENGINE="$engine" WALS_EMU_ENGINE="$emu_engine" \
 # a crash.  t/004_parallel.pl kills a worker with signal 9 on purpose.
 crash='TRAP: |terminated by signal (4|6|7|8|11):'
 for log in results/server.log tmp_check/log/*.log; do
-	[ -f "$log" ] && grep -Eq "$crash" "$log" || continue
+	[ -f "$log" ] || continue
+	grep -Eq "$crash" "$log" || continue
 	echo
 	echo "======== $log: a server process failed ========"
 	grep -E -B 3 -A 20 "$crash" "$log" | head -n 80
