@@ -4,6 +4,8 @@
 #   make test    unit tests of src/core, the kernels of gpu/ on an emulated
 #                device, pg_regress, TAP (and gpu/ on a GPU with nvcc),
 #                then on x86-64 the aarch64 build and unit tests (test-arm64)
+#   make test-cassert  pg_regress and TAP on PostgreSQL 15 built with
+#                assertions, in a private prefix built the first time
 #   make unit    only the unit tests of src/core (no server)
 
 EXTENSION = wals
@@ -57,7 +59,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune bench-shards
+BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune bench-shards
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 else ifneq ($(filter-out $(BOOTSTRAP_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -189,6 +191,17 @@ test: deps
 ifeq ($(MULTIARCH),x86_64-linux-gnu)
 	$(MAKE) test-arm64 WERROR=-Werror
 endif
+
+# pg_regress and every TAP test on PostgreSQL 15 built from Debian's source
+# with assertions (CLOBBER_FREED_MEMORY and MEMORY_CONTEXT_CHECKING with
+# them), so that a freed pointer that a test reads crashes the server.  The
+# server goes into a private prefix under /var/cache/wals (test/pg_build.sh),
+# built by the first run and reused after; wals is built against it in a
+# copy of the tree (test/pg_test.sh), leaving this one's objects to Debian's
+# server.
+.PHONY: test-cassert
+test-cassert: deps
+	./test/pg_test.sh 15 cassert
 
 # aarch64 without an Arm machine: Debian's cross compiler builds wals.so
 # (every object with the flags PGXS uses here, against the server headers,

@@ -6,6 +6,13 @@
 #   ./test/installcheck.sh                          both suites
 #   ./test/installcheck.sh REGRESS=edges PROVE_TESTS=test/t/001_cancel.pl
 #                                                   make variables, for fewer
+#   PG_CONFIG=/var/cache/wals/pg15-cassert/bin/pg_config ./test/installcheck.sh
+#                                                   another server's
+#
+# postgresql-common's pg_virtualenv runs only Debian's own servers; for any
+# other (a private prefix of test/pg_build.sh) test/bin/pg_virtualenv stands
+# in, with that server's binaries, and the TAP tests find them through
+# PGXS, whose prove_installcheck puts PG_CONFIG's bindir first on the PATH.
 #
 # PostgreSQL refuses to run initdb or a server as root, and the TAP tests
 # start clusters of their own, so as root (as `make test` runs) the suites
@@ -19,6 +26,11 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 PG_CONFIG=${PG_CONFIG:-pg_config}
 version=$("$PG_CONFIG" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
+if [ "$("$PG_CONFIG" --bindir)" = "/usr/lib/postgresql/$version/bin" ]; then
+	virtualenv="pg_virtualenv -v $version"
+else
+	virtualenv=./test/bin/pg_virtualenv
+fi
 run_user=${WALS_TEST_USER:-postgres}
 
 dir=$root
@@ -49,9 +61,24 @@ fi
 
 cd "$dir"
 status=0
-# shellcheck disable=SC2086  # $as_user is a word list
+# shellcheck disable=SC2086  # $as_user and $virtualenv are word lists
 $as_user env WALS_HOST_ENGINE="$engine" WALS_EMU_ENGINE="$emu_engine" \
-	pg_virtualenv -v "$version" make -s installcheck PG_CONFIG="$PG_CONFIG" "$@" || status=$?
+	PG_CONFIG="$PG_CONFIG" PGVE_LOG="$dir/results/server.log" \
+	$virtualenv make -s installcheck PG_CONFIG="$PG_CONFIG" "$@" || status=$?
+
+# A server that failed an assertion or crashed fails the run even where no
+# test noticed (a backend that died after its test had its answer): on the
+# assert-enabled server of `make test-cassert` a freed pointer read is such
+# a crash.  t/004_parallel.pl kills a worker with signal 9 on purpose.
+crash='TRAP: |terminated by signal (4|6|7|8|11):'
+for log in results/server.log tmp_check/log/*.log; do
+	[ -f "$log" ] || continue
+	grep -Eq "$crash" "$log" || continue
+	echo
+	echo "======== $log: a server process failed ========"
+	grep -E -B 3 -A 20 "$crash" "$log" | head -n 80
+	status=1
+done
 
 if [ "$status" -eq 0 ]; then
 	if [ "$dir" != "$root" ]; then

@@ -423,6 +423,15 @@ train_call(PG_FUNCTION_ARGS)
 	if (shards != NIL)
 		check_sharded(&args, shards);
 	check_before_reading(&args);
+
+	/*
+	 * The checks' SPI calls leave SPI's procedure context current.  The
+	 * training's memory is cxt, where the shards were found: a sharded
+	 * training's cleanup, registered on the current context, must go with
+	 * them, since on an error cxt goes with the portal before the
+	 * transaction's contexts (SPI's among them) are deleted.
+	 */
+	MemoryContextSwitchTo(cxt);
 	if (shards != NIL)
 		train_sharded(&args, shards, start, &data, &result);
 	else

@@ -6,7 +6,8 @@
 #
 #   - a PostgreSQL 15 built from Debian's source with no optional library
 #     (no ICU, readline, zlib or LLVM), so that it needs nothing but the C
-#     library, built once into $WALS_PG_CACHE (/var/cache/wals) and reused;
+#     library: test/pg_build.sh 15 portable builds it once into
+#     $WALS_PG_CACHE (/var/cache/wals) and reuses it;
 #   - wals and its CUDA engine built against it and installed into a copy;
 #   - test/gpu/check_train, and the serial OpenBLAS with its Fortran
 #     runtime, packed (the copy must stay under the 64 MiB that travel);
@@ -16,34 +17,10 @@
 # device: `bash test/gpu/lent/run.sh`, carrying `.lent`.
 set -eu
 root=$(pwd)
-cache=${WALS_PG_CACHE:-/var/cache/wals}
-pg=$cache/pg15-portable
 tools=${WALS_TOOLS:-$root/../shared/tools}
 say() { echo "prepare.sh: $*" >&2; }
 
-if [ ! -x "$pg/bin/postgres" ]; then
-	say "building PostgreSQL 15 from Debian's source into $pg (about 8 minutes on 2 cores)"
-	if ! grep -rqs "^Types: deb-src" /etc/apt/sources.list.d/; then
-		cat >/etc/apt/sources.list.d/wals-deb-src.sources <<SRC
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-		apt-get update -qq
-	fi
-	src=$cache/src
-	rm -rf "$src"
-	mkdir -p "$src"
-	(cd "$src" && apt-get source -qq --download-only postgresql-15 >/dev/null 2>&1 &&
-		tar xjf postgresql-15_*.orig.tar.bz2)
-	(cd "$src"/postgresql-15.* &&
-		./configure -q --prefix="$pg" --without-icu --without-readline --without-zlib \
-			--without-llvm CFLAGS=-O2 >/dev/null &&
-		make -s -j"$(nproc)" >/dev/null && make -s install >/dev/null)
-	rm -rf "$src"
-fi
+pg=$("$root/test/pg_build.sh" 15 portable)
 
 rm -rf .lent
 mkdir -p .lent/bin .lent/tools

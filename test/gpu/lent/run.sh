@@ -28,7 +28,7 @@ rm -rf /opt/wals-lent/pg
 cp -a .lent/pg /opt/wals-lent/pg
 chmod -R a+rX /opt/wals-lent
 export LD_LIBRARY_PATH=/opt/wals-lent/lib:/opt/wals-lent/pg/lib
-export PATH=/opt/wals-lent/pg/bin:$root/test/gpu/lent/bin:$PATH
+export PATH=/opt/wals-lent/pg/bin:$root/test/bin:$root/test/gpu/lent/bin:$PATH
 export PG_CONFIG=/opt/wals-lent/pg/bin/pg_config
 id postgres >/dev/null 2>&1 || useradd -M -r -s /bin/sh postgres
 engine=/opt/wals-lent/pg/lib/postgresql/wals_cuda.so

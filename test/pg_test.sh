@@ -1,0 +1,55 @@
+#!/bin/sh
+# pg_regress and every TAP test on a PostgreSQL of a private prefix, which
+# test/pg_build.sh MAJOR FLAVOUR builds the first time: wals is built
+# against that server with -Werror in a copy of the tree, so that the
+# checkout's own objects (built against Debian's server) stay as they are,
+# installed into the prefix with the extensions the TAP tests use, and
+# test/installcheck.sh runs both suites there.
+#
+#   ./test/pg_test.sh 15 cassert          what `make test-cassert` runs
+#   ./test/pg_test.sh 15 cassert REGRESS= PROVE_TESTS=test/t/012_shards.pl
+#                                         make variables, for fewer
+#
+# The extensions: postgres_fdw (t/012_shards.pl) is contrib's, built with
+# the server.  pg_cron (t/009_cron.pl) is Debian's postgresql-MAJOR-cron,
+# copied in rather than built from its source package: its library was
+# built against the same major's headers, whose structs are the same with
+# assertions on, so the private server loads it as Debian's does, and the
+# test is after wals under pg_cron, not after pg_cron's own assertions.
+# Where that package is not installed, t/009 skips, saying why; pgvector
+# and Citus, which make deps does not install, skip t/007 and t/013 as
+# under `make test`.  Run as root, like `make test`.
+set -eu
+say() { echo "pg_test.sh: $*" >&2; }
+
+if [ $# -lt 2 ]; then
+	say "usage: $0 MAJOR FLAVOUR [make variables]"
+	exit 2
+fi
+major=$1
+flavour=$2
+shift 2
+root=$(cd "$(dirname "$0")/.." && pwd)
+prefix=$("$root/test/pg_build.sh" "$major" "$flavour")
+pg_config=$prefix/bin/pg_config
+
+build=$(mktemp -d "${TMPDIR:-/tmp}/wals_pg$major-$flavour.XXXXXX")
+trap 'rm -rf "$build"' EXIT
+# Everything but what the server's headers went into; the GPU test
+# libraries, built without them, come along when the checkout has them.
+tar -C "$root" --exclude=./.git --exclude=./.lent --exclude=./build \
+	--exclude=./test/bench/cache --exclude='*.o' --exclude='*.bc' \
+	--exclude=./wals.so -cf - . | tar -C "$build" -xf -
+cd "$build"
+say "building wals against $("$pg_config" --version) of $prefix"
+make -s -j"$(nproc)" all WERROR=-Werror PG_CONFIG="$pg_config"
+make -s install PG_CONFIG="$pg_config"
+make -s test/gpu/host_engine.so test/gpu/wals_cuda_emu.so WERROR=-Werror PG_CONFIG="$pg_config"
+
+debian_pg_config=/usr/lib/postgresql/$major/bin/pg_config
+if [ -x "$debian_pg_config" ] && [ -f "$("$debian_pg_config" --pkglibdir)/pg_cron.so" ]; then
+	cp "$("$debian_pg_config" --pkglibdir)/pg_cron.so" "$("$pg_config" --pkglibdir)/"
+	cp "$("$debian_pg_config" --sharedir)"/extension/pg_cron[.-]* "$("$pg_config" --sharedir)/extension/"
+fi
+
+PG_CONFIG=$pg_config ./test/installcheck.sh "$@"
