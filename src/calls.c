@@ -68,8 +68,8 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
  * Enter call fn; writes: it trains, tunes, refreshes or drops, and is
  * refused inside another call.
  */
-void
-wals_call_begin(const char *fn, bool writes)
+static void
+call_begin(const char *fn, bool writes)
 {
 	bool		allowed = write_allowed;
 
@@ -96,12 +96,20 @@ wals_call_begin(const char *fn, bool writes)
 	began[depth++] = GetCurrentSubTransactionId();
 }
 
-/* Leave the call entered last, when it returns normally. */
-void
-wals_call_end(void)
+/*
+ * Run impl, the body of SQL function fn, counted as running while it does
+ * (writes: it trains, tunes, refreshes or drops).
+ */
+Datum
+wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn, bool writes)
 {
+	Datum		result;
+
+	call_begin(fn, writes);
+	result = impl(fcinfo);
 	Assert(depth > 0);
 	depth--;
+	return result;
 }
 
 /* Whether a call is running: the cache frees nothing then. */

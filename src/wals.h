@@ -131,8 +131,7 @@ extern char *wals_pretty_bytes(double bytes);
 extern void wals_memory_check(double bytes, const char *what);
 
 /* calls.c: the wals calls running in this backend */
-extern void wals_call_begin(const char *fn, bool writes);
-extern void wals_call_end(void);
+extern Datum wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn, bool writes);
 extern int	wals_call_depth(void);
 extern void wals_call_allow_write(void);
 

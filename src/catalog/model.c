@@ -424,10 +424,5 @@ drop_model_call(PG_FUNCTION_ARGS)
 Datum
 wals_drop_model(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_drop_model", true);
-	result = drop_model_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(drop_model_call, fcinfo, "wals_drop_model", true);
 }

@@ -369,10 +369,5 @@ evaluate_call(PG_FUNCTION_ARGS)
 Datum
 wals_evaluate(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_evaluate", false);
-	result = evaluate_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(evaluate_call, fcinfo, "wals_evaluate", false);
 }

@@ -76,10 +76,5 @@ explain_call(PG_FUNCTION_ARGS)
 Datum
 wals_explain(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_explain", false);
-	result = explain_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(explain_call, fcinfo, "wals_explain", false);
 }

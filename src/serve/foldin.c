@@ -186,10 +186,5 @@ recommend_items_call(PG_FUNCTION_ARGS)
 Datum
 wals_recommend_items(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_recommend_items", false);
-	result = recommend_items_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(recommend_items_call, fcinfo, "wals_recommend_items", false);
 }

@@ -64,12 +64,7 @@ recommend_call(PG_FUNCTION_ARGS)
 Datum
 wals_recommend(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_recommend", false);
-	result = recommend_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(recommend_call, fcinfo, "wals_recommend", false);
 }
 
 /* Sort ids[0..n) and keep one of each; returns how many are left. */
@@ -214,12 +209,7 @@ recommend_batch_call(PG_FUNCTION_ARGS)
 Datum
 wals_recommend_batch(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_recommend_batch", false);
-	result = recommend_batch_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(recommend_batch_call, fcinfo, "wals_recommend_batch", false);
 }
 
 /*
@@ -255,12 +245,7 @@ predict_call(PG_FUNCTION_ARGS)
 Datum
 wals_predict(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_predict", false);
-	result = predict_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(predict_call, fcinfo, "wals_predict", false);
 }
 
 /*
@@ -301,10 +286,5 @@ rated_items_call(PG_FUNCTION_ARGS)
 Datum
 wals_rated_items(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_rated_items", false);
-	result = rated_items_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(rated_items_call, fcinfo, "wals_rated_items", false);
 }

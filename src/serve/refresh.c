@@ -195,10 +195,5 @@ refresh_users_call(PG_FUNCTION_ARGS)
 Datum
 wals_refresh_users(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_refresh_users", true);
-	result = refresh_users_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(refresh_users_call, fcinfo, "wals_refresh_users", true);
 }

@@ -52,10 +52,5 @@ similar_items_call(PG_FUNCTION_ARGS)
 Datum
 wals_similar_items(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_similar_items", false);
-	result = similar_items_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(similar_items_call, fcinfo, "wals_similar_items", false);
 }

@@ -447,10 +447,5 @@ train_call(PG_FUNCTION_ARGS)
 Datum
 wals_train(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_train", true);
-	result = train_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(train_call, fcinfo, "wals_train", true);
 }

@@ -563,10 +563,5 @@ tune_call(PG_FUNCTION_ARGS)
 Datum
 wals_tune(PG_FUNCTION_ARGS)
 {
-	Datum		result;
-
-	wals_call_begin("wals_tune", true);
-	result = tune_call(fcinfo);
-	wals_call_end();
-	return result;
+	return wals_call(tune_call, fcinfo, "wals_tune", true);
 }
