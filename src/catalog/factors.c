@@ -21,6 +21,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "wals_catalog.h"
 
@@ -78,6 +79,45 @@ wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side)
 	{
 		check_column(info, relid, "rated", BYTEAOID);
 	}
+}
+
+/*
+ * Whether relid, a factor table of the model that may be written again in
+ * place, holds exactly the columns wals made, of their types: a column
+ * added since could not be filled, and one whose type changed not written.
+ */
+bool
+wals_factor_table_in_form(Oid relid, bool user_side)
+{
+	static const char *const names[3] = {"user_id", "factors", "rated"};
+	const Oid	types[3] = {INT8OID, FLOAT4ARRAYOID, BYTEAOID};
+	int			ncols = user_side ? 3 : 2;
+	int			live = 0;
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	AttrNumber	natts;
+
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	natts = ((Form_pg_class) GETSTRUCT(tuple))->relnatts;
+	ReleaseSysCache(tuple);
+	for (AttrNumber a = 1; a <= natts; a++)
+	{
+		char	   *name = get_attname(relid, a, true);
+
+		if (name != NULL)
+			live++;
+	}
+	if (live != ncols)
+		return false;
+	for (int k = 0; k < ncols; k++)
+	{
+		const char *name = k == 0 && !user_side ? "item_id" : names[k];
+		AttrNumber	attnum = get_attnum(relid, name);
+
+		if (attnum <= 0 || get_atttype(relid, attnum) != types[k])
+			return false;
+	}
+	return true;
 }
 
 /* Column col of a query's result must have type type. */

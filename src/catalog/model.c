@@ -381,6 +381,25 @@ drop_factor_table(const WalsModelInfo *info, Oid relid, const char *suffix)
 	performDeletion(&object, DROP_RESTRICT, 0);
 }
 
+/* Drop one factor table of the model, if it is still its own (as above). */
+void
+wals_drop_factor_table(const WalsModelInfo *info, Oid relid, bool user_side)
+{
+	drop_factor_table(info, relid, user_side ? WALS_USER_SUFFIX : WALS_ITEM_SUFFIX);
+}
+
+/*
+ * Whether relid, a factor table of the model, may be written again in
+ * place by a retraining: still the model's own, and in the form wals made.
+ */
+bool
+wals_factor_table_reusable(const WalsModelInfo *info, Oid relid, bool user_side)
+{
+	return relation_exists(relid) &&
+		not_ours(info, relid, user_side ? WALS_USER_SUFFIX : WALS_ITEM_SUFFIX) == NULL &&
+		wals_factor_table_in_form(relid, user_side);
+}
+
 /*
  * Drop the factor tables of a model, those that are still its own.  The
  * caller has checked that it may (wals_model_check_owner).

@@ -125,6 +125,8 @@ extern Oid	wals_model_owner(const WalsModelInfo *info);
 extern void wals_model_check_owner(const WalsModelInfo *info);
 extern void wals_model_check_tables(const WalsModelInfo *info);
 extern void wals_drop_factor_tables(const WalsModelInfo *info);
+extern void wals_drop_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
+extern bool wals_factor_table_reusable(const WalsModelInfo *info, Oid relid, bool user_side);
 extern char *wals_relation_name(Oid relid);
 
 /* source.c: relations and columns of ratings */
@@ -137,6 +139,7 @@ extern void wals_model_source(const WalsModelInfo *info, WalsSourceNames *src);
 
 /* factors.c: what is read back from factor tables, checked */
 extern void wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
+extern bool wals_factor_table_in_form(Oid relid, bool user_side);
 extern void wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
 							  const WalsModelInfo *info);
 extern int64 wals_read_id(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,

@@ -2,14 +2,22 @@
  * store.c
  *	  Writing a trained model: two factor tables and its catalog rows.
  *
- * The new factor tables are created, filled and indexed, and the catalog row
- * replaced, all in the caller's transaction.  Until it commits, other
- * sessions keep the previous model: its tables are dropped by the same
- * transaction, so a reader either still sees them or waits for the commit
- * and then finds the new ones through the new catalog row.  Rows are
- * written with table_multi_insert into the empty new relation and the
- * primary key is built once, after loading, which is far cheaper than
- * row-by-row inserts into an indexed table.
+ * A new model's factor tables are created, filled and indexed, and its
+ * catalog row written, in the caller's transaction.  Their rows are written
+ * with table_multi_insert into the empty new relation and the primary key
+ * is built once, after loading, which is far cheaper than row-by-row
+ * inserts into an indexed table.
+ *
+ * A retraining writes into the model's own tables instead: their rows are
+ * deleted and the new ones inserted, as an UPDATE of every row would be.
+ * Readers keep their locks and their snapshots: until the retraining
+ * commits they read the previous factors, after it the new ones, and none
+ * of them waits for it, nor it for them, as a DROP or a rename of the
+ * tables would make them; and whatever the model's owner gave the tables
+ * (grants, indexes, comments, policies, triggers) stays theirs.  The space
+ * the previous rows held is reclaimed by VACUUM, as after any UPDATE.
+ * Tables that are no longer the model's own (moved, renamed, given away)
+ * are left in place and new ones created, as for a new model.
  *
  * The tables are created as the model's owner (the caller, or the owner of
  * the model retrained), so that a retraining by a member of the owner role,
@@ -28,9 +36,12 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -49,18 +60,52 @@
  */
 #define WALS_STORE_BATCH_BYTES	(4 * 1024 * 1024)
 
+/* The values of row r of a factor table, in slot, by column number. */
+static void
+fill_row(TupleTableSlot *slot, const AttrNumber *attnum, int64 r, const int64 *ids,
+		 const float *F, int f, const WalsCsr *rated, const int64 *item_ids,
+		 WalsShards *shards)
+{
+	ExecClearTuple(slot);
+	for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
+		slot->tts_isnull[i] = true;
+	slot->tts_values[attnum[0] - 1] = Int64GetDatum(ids[r]);
+	slot->tts_isnull[attnum[0] - 1] = false;
+	slot->tts_values[attnum[1] - 1] = PointerGetDatum(wals_real_array(F + r * f, f));
+	slot->tts_isnull[attnum[1] - 1] = false;
+	if (shards != NULL)
+	{
+		slot->tts_values[attnum[2] - 1] = PointerGetDatum(wals_shards_rated(shards, r));
+		slot->tts_isnull[attnum[2] - 1] = false;
+	}
+	else if (rated != NULL)
+	{
+		int64		lo = rated->indptr[r];
+		int64		cells = rated->indptr[r + 1] - lo;
+
+		slot->tts_values[attnum[2] - 1] =
+			PointerGetDatum(wals_rated_bytea(item_ids, rated->indices + lo,
+											 rated->values + lo, cells));
+		slot->tts_isnull[attnum[2] - 1] = false;
+	}
+	ExecStoreVirtualTuple(slot);
+}
+
 /*
- * Append rows (ids[r], F[r]) to the new, unindexed relation relid, with
- * the rated items of row r on the user side: from rated, or from the
- * shards of a sharded training.  The relation is new, so its free space
- * map has nothing to offer.
+ * Append rows (ids[r], F[r]) to relation relid, with the rated items of row
+ * r on the user side: from rated, or from the shards of a sharded training.
+ * A fresh relation is new and unindexed, and its free space map has nothing
+ * to offer; another is a model's own table, whose indexes, constraints and
+ * triggers see every row, as an INSERT's would.
  */
 static void
-insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f,
+insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n, int f,
 			   const WalsCsr *rated, const int64 *item_ids, WalsShards *shards)
 {
 	Relation	rel = table_open(relid, RowExclusiveLock);
-	BulkInsertState bistate = GetBulkInsertState();
+	AttrNumber	attnum[3];
+	int			nbatch = fresh ? WALS_STORE_BATCH : 1;
+	BulkInsertState bistate = fresh ? GetBulkInsertState() : NULL;
 	CommandId	cid = GetCurrentCommandId(true);
 	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 													"wals store batch",
@@ -69,57 +114,70 @@ insert_factors(Oid relid, const int64 *ids, const float *F, int64 n, int f,
 	MemoryContext old;
 	TupleTableSlot *slots[WALS_STORE_BATCH];
 	int			nslots = 0;
+	EState	   *estate = NULL;
+	ResultRelInfo *rri = NULL;
 
-	for (int i = 0; i < WALS_STORE_BATCH; i++)
+	attnum[0] = get_attnum(relid, "user_id");
+	if (attnum[0] == InvalidAttrNumber)
+		attnum[0] = get_attnum(relid, "item_id");
+	attnum[1] = get_attnum(relid, "factors");
+	attnum[2] = get_attnum(relid, "rated");
+	for (int i = 0; i < nbatch; i++)
 		slots[i] = table_slot_create(rel, NULL);
+	if (!fresh)
+	{
+		RangeTblEntry *rte = makeNode(RangeTblEntry);
+
+		estate = CreateExecutorState();
+		rte->rtekind = RTE_RELATION;
+		rte->relid = relid;
+		rte->relkind = RELKIND_RELATION;
+		rte->rellockmode = RowExclusiveLock;
+		ExecInitRangeTable(estate, list_make1(rte));
+		rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(rri, rel, 1, NULL, 0);
+		estate->es_opened_result_relations = list_make1(rri);
+		estate->es_output_cid = cid;
+		ExecOpenIndices(rri, false);
+		AfterTriggerBeginQuery();
+	}
 	old = MemoryContextSwitchTo(batch_cxt);
 
 	for (int64 r = 0; r <= n; r++)
 	{
-		if (nslots == WALS_STORE_BATCH || (r == n && nslots > 0))
+		if (nslots == nbatch || (r == n && nslots > 0))
 		{
-			table_multi_insert(rel, slots, nslots, cid, TABLE_INSERT_SKIP_FSM, bistate);
+			if (fresh)
+				table_multi_insert(rel, slots, nslots, cid, TABLE_INSERT_SKIP_FSM, bistate);
+			else
+				ExecSimpleRelationInsert(rri, estate, slots[0]);
 			for (int i = 0; i < nslots; i++)
 				ExecClearTuple(slots[i]);
 			MemoryContextReset(batch_cxt);
 			nslots = 0;
-			CHECK_FOR_INTERRUPTS();
+			if ((r & 1023) == 0 || fresh)
+				CHECK_FOR_INTERRUPTS();
 		}
 		if (r == n)
 			break;
-
-		ExecClearTuple(slots[nslots]);
-		slots[nslots]->tts_values[0] = Int64GetDatum(ids[r]);
-		slots[nslots]->tts_isnull[0] = false;
-		slots[nslots]->tts_values[1] =
-			PointerGetDatum(wals_real_array(F + r * f, f));
-		slots[nslots]->tts_isnull[1] = false;
-		if (shards != NULL)
-		{
-			slots[nslots]->tts_values[2] = PointerGetDatum(wals_shards_rated(shards, r));
-			slots[nslots]->tts_isnull[2] = false;
-		}
-		else if (rated != NULL)
-		{
-			int64		lo = rated->indptr[r];
-			int64		cells = rated->indptr[r + 1] - lo;
-
-			slots[nslots]->tts_values[2] =
-				PointerGetDatum(wals_rated_bytea(item_ids, rated->indices + lo,
-												 rated->values + lo, cells));
-			slots[nslots]->tts_isnull[2] = false;
-		}
-		ExecStoreVirtualTuple(slots[nslots]);
-		nslots++;
-		if (nslots % 64 == 0)
-			CHECK_FOR_INTERRUPTS();
+		fill_row(slots[nslots++], attnum, r, ids, F, f, rated, item_ids, shards);
 	}
 
 	MemoryContextSwitchTo(old);
-	for (int i = 0; i < WALS_STORE_BATCH; i++)
+	for (int i = 0; i < nbatch; i++)
 		ExecDropSingleTupleTableSlot(slots[i]);
-	FreeBulkInsertState(bistate);
-	table_finish_bulk_insert(rel, 0);
+	if (fresh)
+	{
+		FreeBulkInsertState(bistate);
+		table_finish_bulk_insert(rel, 0);
+	}
+	else
+	{
+		AfterTriggerEndQuery(estate);
+		ExecCloseIndices(rri);
+		ExecResetTupleTable(estate->es_tupleTable, false);
+		FreeExecutorState(estate);
+	}
 	table_close(rel, NoLock);
 	MemoryContextDelete(batch_cxt);
 }
@@ -145,10 +203,29 @@ rated_cells(const WalsTrainArgs *args, const WalsData *data)
 	return all;
 }
 
+/* Append the factors of one side of data to relid (see insert_factors). */
+static void
+write_rows(const WalsTrainArgs *args, const WalsData *data, bool user_side, const float *F,
+		   Oid relid, bool fresh)
+{
+	if (user_side && data->shards != NULL)
+		insert_factors(relid, fresh, data->user_ids, F, data->nusers, args->params.factors,
+					   NULL, NULL, data->shards);
+	else if (user_side)
+		insert_factors(relid, fresh, data->user_ids, F, data->nusers, args->params.factors,
+					   rated_cells(args, data), data->item_ids, NULL);
+	else
+		insert_factors(relid, fresh, data->item_ids, F, data->nitems, args->params.factors,
+					   NULL, NULL, NULL);
+}
+
 /*
- * Create, fill and index one factor table of the model, as its owner, and
- * return its OID: the user side, with the rated items of data, or the item
- * side.
+ * Write one factor table of the model, as its owner, and return its OID:
+ * the user side, with the rated items of data, or the item side.  The
+ * table of the model retrained is written again in place while it is
+ * still the model's own and in the form wals wrote (see the head of the
+ * file); otherwise a new one is created, filled and indexed, after the old
+ * one was dropped where it was still the model's.
  */
 static Oid
 write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_side,
@@ -157,8 +234,23 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	const char *table = psprintf("%s%s", args->model,
 								 user_side ? WALS_USER_SUFFIX : WALS_ITEM_SUFFIX);
 	char	   *qualified = quote_qualified_identifier(get_namespace_name(args->schema), table);
+	Oid			old = args->old == NULL ? InvalidOid :
+		user_side ? args->old->user_rel : args->old->item_rel;
 	Oid			relid;
 	WalsRoleSave save;
+
+	if (OidIsValid(old) && wals_factor_table_reusable(args->old, old, user_side))
+	{
+		wals_become(args->owner, &save);
+		wals_spi_exec(psprintf("DELETE FROM ONLY %s", qualified), 0, NULL, NULL, SPI_OK_DELETE);
+		CommandCounterIncrement();
+		write_rows(args, data, user_side, F, old, false);
+		CommandCounterIncrement();
+		wals_unbecome(&save);
+		return old;
+	}
+	if (OidIsValid(old))
+		wals_drop_factor_table(args->old, old, user_side);
 
 	wals_become(args->owner, &save);
 	/*
@@ -180,15 +272,7 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	relid = get_relname_relid(table, args->schema);
 	if (!OidIsValid(relid))
 		elog(ERROR, "wals: could not find new factor table \"%s\"", table);
-	if (user_side && data->shards != NULL)
-		insert_factors(relid, data->user_ids, F, data->nusers, args->params.factors, NULL,
-					   NULL, data->shards);
-	else if (user_side)
-		insert_factors(relid, data->user_ids, F, data->nusers, args->params.factors,
-					   rated_cells(args, data), data->item_ids, NULL);
-	else
-		insert_factors(relid, data->item_ids, F, data->nitems, args->params.factors, NULL, NULL,
-					   NULL);
+	write_rows(args, data, user_side, F, relid, true);
 	CommandCounterIncrement();
 	wals_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (%s)", qualified,
 						   user_side ? "user_id" : "item_id"),
@@ -355,9 +439,6 @@ wals_store_model(const WalsTrainArgs *args, const WalsData *data,
 
 	INSTR_TIME_SET_CURRENT(start);
 	result->version = wals_next_version();
-	if (args->old != NULL)
-		wals_drop_factor_tables(args->old);
-
 	user_rel = write_factor_table(args, data, true, X);
 	item_rel = write_factor_table(args, data, false, Y);
 
