@@ -24,11 +24,15 @@
 
 #include "access/xact.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "wals.h"
 
 /* The subtransaction each running call began in, outermost first. */
 static SubTransactionId *began;
+
+/* The snapshot each running call reads with (wals_call). */
+static Snapshot *snapshots;
 static int	depth;
 static int	capacity;
 static bool write_allowed;
@@ -92,8 +96,26 @@ call_begin(const char *fn, bool writes)
 		began = began == NULL ?
 			MemoryContextAlloc(TopMemoryContext, sizeof(SubTransactionId) * capacity) :
 			repalloc(began, sizeof(SubTransactionId) * capacity);
+		snapshots = snapshots == NULL ?
+			MemoryContextAlloc(TopMemoryContext, sizeof(Snapshot) * capacity) :
+			repalloc(snapshots, sizeof(Snapshot) * capacity);
 	}
-	began[depth++] = GetCurrentSubTransactionId();
+	began[depth] = GetCurrentSubTransactionId();
+
+	/*
+	 * The statement's snapshot, so that every call of one statement sees the
+	 * same models whatever commits meanwhile, but with what this transaction
+	 * wrote before the call, a training earlier in the statement included.
+	 */
+	if (ActiveSnapshotSet())
+	{
+		CommandCounterIncrement();
+		PushCopiedSnapshot(GetActiveSnapshot());
+		UpdateActiveSnapshotCommandId();
+	}
+	else
+		PushActiveSnapshot(GetTransactionSnapshot());
+	snapshots[depth++] = GetActiveSnapshot();
 }
 
 /*
@@ -107,9 +129,26 @@ wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn, bool writes)
 
 	call_begin(fn, writes);
 	result = impl(fcinfo);
-	Assert(depth > 0);
+	Assert(depth > 0 && GetActiveSnapshot() == snapshots[depth - 1]);
+	PopActiveSnapshot();
 	depth--;
 	return result;
+}
+
+/*
+ * Read from now on with a new snapshot: after waiting for a model's lock,
+ * what the training waited for committed, and after writing, what this
+ * call wrote (or a call it made).
+ */
+void
+wals_call_new_snapshot(void)
+{
+	if (depth == 0 || GetActiveSnapshot() != snapshots[depth - 1])
+		elog(ERROR, "wals: no snapshot of a call to take again");
+	PopActiveSnapshot();
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	snapshots[depth - 1] = GetActiveSnapshot();
 }
 
 /* Whether a call is running: the cache frees nothing then. */

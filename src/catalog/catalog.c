@@ -229,10 +229,15 @@ prepare_plans(void)
 	plans_updating = updating;
 }
 
+/*
+ * Run a plan of the catalog with the active snapshot: that of the call
+ * (wals_call), so that a call reads the catalog row and the factor tables
+ * it names as of one moment, since a retraining writes the tables in place.
+ */
 static void
 run_plan(SPIPlanPtr plan, Datum *values)
 {
-	int			rc = wals_sql_plan(plan, values, NULL, false, 0);
+	int			rc = wals_sql_plan(plan, values, NULL, true, 0);
 
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "wals: reading the model catalog failed: %s", SPI_result_code_string(rc));

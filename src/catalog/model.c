@@ -115,6 +115,7 @@ wals_lock_model(const char *schema, const char *name, WalsModelInfo *info, bool 
 		return false;
 	LockDatabaseObject(get_relname_relid("wals_model_locks", wals_extension_schema()),
 					   (Oid) lock_key(schema, name), 0, ExclusiveLock);
+	wals_call_new_snapshot();
 	return may_write(nsp, schema, name, info, creating);
 }
 

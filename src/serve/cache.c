@@ -129,7 +129,7 @@ load_items(WalsServeModel *m, const WalsModelInfo *info)
 	int			f = info->factors;
 	char	   *query = psprintf("SELECT item_id, factors FROM %s ORDER BY item_id",
 								 wals_relation_name(info->item_rel));
-	int			rc = wals_sql(query, 0, NULL, NULL, NULL, false, 0);
+	int			rc = wals_sql(query, 0, NULL, NULL, NULL, true, 0);
 	size_t		index_size;
 
 	if (rc != SPI_OK_SELECT)
@@ -303,7 +303,7 @@ wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	Datum		arg = Int64GetDatum(user_id);
-	int			rc = wals_sql_plan(m->user_plan, &arg, NULL, false, 1);
+	int			rc = wals_sql_plan(m->user_plan, &arg, NULL, true, 1);
 	HeapTuple	tuple;
 	TupleDesc	desc;
 
@@ -339,7 +339,7 @@ each_row(const char *query, const int64 *ids, int n,
 	for (int i = 0; i < n; i++)
 		elems[i] = Int64GetDatum(ids[i]);
 	arg = PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	portal = wals_sql_cursor(query, ids != NULL ? 1 : 0, &type, &arg, NULL, false, 0);
+	portal = wals_sql_cursor(query, ids != NULL ? 1 : 0, &type, &arg, NULL, true, 0);
 	for (;;)
 	{
 		wals_sql_fetch(portal, WALS_USERS_FETCH);

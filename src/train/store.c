@@ -95,8 +95,9 @@ fill_row(TupleTableSlot *slot, const AttrNumber *attnum, int64 r, const int64 *i
  * Append rows (ids[r], F[r]) to relation relid, with the rated items of row
  * r on the user side: from rated, or from the shards of a sharded training.
  * A fresh relation is new and unindexed, and its free space map has nothing
- * to offer; another is a model's own table, whose indexes, constraints and
- * triggers see every row, as an INSERT's would.
+ * to offer; another is a model's own table, whose indexes and constraints
+ * see every row, as COPY's would: written in batches, unless it has row
+ * triggers on insert, which see each row one at a time.
  */
 static void
 insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n, int f,
@@ -104,8 +105,12 @@ insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n,
 {
 	Relation	rel = table_open(relid, RowExclusiveLock);
 	AttrNumber	attnum[3];
-	int			nbatch = fresh ? WALS_STORE_BATCH : 1;
-	BulkInsertState bistate = fresh ? GetBulkInsertState() : NULL;
+	TriggerDesc *triggers = rel->trigdesc;
+	bool		per_row = !fresh && triggers != NULL &&
+		(triggers->trig_insert_before_row || triggers->trig_insert_after_row ||
+		 triggers->trig_insert_instead_row);
+	int			nbatch = per_row ? 1 : WALS_STORE_BATCH;
+	BulkInsertState bistate = GetBulkInsertState();
 	CommandId	cid = GetCurrentCommandId(true);
 	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 													"wals store batch",
@@ -147,15 +152,25 @@ insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n,
 	{
 		if (nslots == nbatch || (r == n && nslots > 0))
 		{
-			if (fresh)
-				table_multi_insert(rel, slots, nslots, cid, TABLE_INSERT_SKIP_FSM, bistate);
-			else
+			if (per_row)
 				ExecSimpleRelationInsert(rri, estate, slots[0]);
+			else
+			{
+				table_multi_insert(rel, slots, nslots, cid, fresh ? TABLE_INSERT_SKIP_FSM : 0,
+								   bistate);
+				for (int i = 0; !fresh && i < nslots; i++)
+				{
+					if (rel->rd_att->constr)
+						ExecConstraints(rri, slots[i], estate);
+					list_free(ExecInsertIndexTuples(rri, slots[i], estate, false, false, NULL,
+													NIL));
+				}
+			}
 			for (int i = 0; i < nslots; i++)
 				ExecClearTuple(slots[i]);
 			MemoryContextReset(batch_cxt);
 			nslots = 0;
-			if ((r & 1023) == 0 || fresh)
+			if ((r & 1023) == 0 || !per_row)
 				CHECK_FOR_INTERRUPTS();
 		}
 		if (r == n)
@@ -166,12 +181,9 @@ insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n,
 	MemoryContextSwitchTo(old);
 	for (int i = 0; i < nbatch; i++)
 		ExecDropSingleTupleTableSlot(slots[i]);
-	if (fresh)
-	{
-		FreeBulkInsertState(bistate);
-		table_finish_bulk_insert(rel, 0);
-	}
-	else
+	FreeBulkInsertState(bistate);
+	table_finish_bulk_insert(rel, 0);
+	if (!fresh)
 	{
 		AfterTriggerEndQuery(estate);
 		ExecCloseIndices(rri);

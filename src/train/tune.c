@@ -287,6 +287,7 @@ train_with(const char *ext, Datum *base, char *basenulls, const char *model,
 						  " validation_metric => $16)", ext),
 				 16, types, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "wals: a training of wals_tune failed");
+	wals_call_new_snapshot();
 }
 
 /* The validation score and best iteration of model, from its catalog row. */

@@ -96,8 +96,9 @@ CREATE VIEW mallory.held_view AS
 my ($ret, $out, $err) = $node->psql('postgres', $setup);
 is($ret, 0, 'mallory plants its hook') or diag($err);
 
-# (Re)train mallory.m from the source view, the policies and trigger on its
-# tables, so that every point is armed.
+# (Re)train mallory.m from the source view, and arm the policies and the
+# trigger on its tables (which a retraining keeps), so that every point is
+# armed.
 sub fresh_model
 {
 	my ($ret, $out, $err) = $node->psql(
@@ -107,6 +108,9 @@ SELECT count(*) FROM wals_train('mallory.source_view', 'user_id', 'item_id', 'ra
   model => 'mallory.m', factors => 2, iterations => 1);
 ALTER TABLE mallory.m_user_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE mallory.m_item_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS p ON mallory.m_user_factors;
+DROP POLICY IF EXISTS p ON mallory.m_item_factors;
+DROP TRIGGER IF EXISTS t ON mallory.m_user_factors;
 CREATE POLICY p ON mallory.m_user_factors USING (mallory.hook('user factors'));
 CREATE POLICY p ON mallory.m_item_factors USING (mallory.hook('item factors'));
 CREATE TRIGGER t BEFORE INSERT OR UPDATE ON mallory.m_user_factors
