@@ -98,7 +98,11 @@ sub send_query
 {
 	my ($session, $sql) = @_;
 	$sent_at = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
-	$session->query_until(qr/sent/, "\\echo sent\n$sql;\n\\echo done\n");
+	# What came with "sent" (a query that did not wait answers at once) is
+	# kept for finish_query.
+	my $got = $session->query_until(qr/sent/, "\\echo sent\n$sql;\n\\echo done\n");
+	$got =~ s/^.*?sent\n//s;
+	$session->{stdout} = $got;
 }
 
 my $sa = $node->background_psql('postgres', on_error_stop => 0, timeout => 120);

@@ -54,8 +54,9 @@ sub remember
 remember();
 
 # The reader: about 12 seconds of calls, each in its own transaction as a
-# connection pool runs them (a transaction that goes on serving keeps its
-# read locks on the factor tables, and a retraining waits for it to end).
+# connection pool runs them, its two calls in one statement, which sees one
+# model whatever commits meanwhile (two statements of a READ COMMITTED
+# transaction may each see another).
 my $reader = $node->background_psql('postgres', on_error_stop => 0, timeout => 180);
 $reader->query_until(qr/reading/, qq{\\echo reading
 DO \$\$
@@ -67,8 +68,7 @@ DECLARE
 BEGIN
   WHILE clock_timestamp() < t0 + interval '12 seconds' LOOP
     i := i + 1;
-    $recs_sql INTO r;
-    $batch_sql INTO b;
+    SELECT ($recs_sql), ($batch_sql) INTO r, b;
     INSERT INTO seen VALUES (i, r, b);
     COMMIT;
   END LOOP;
