@@ -134,6 +134,7 @@ extern void wals_memory_check(double bytes, const char *what);
 extern Datum wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn, bool writes);
 extern int	wals_call_depth(void);
 extern void wals_call_allow_write(void);
+extern int	wals_call_notice_level(void);
 
 /* Seconds elapsed since start, for the timings of a call. */
 static inline double
