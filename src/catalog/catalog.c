@@ -556,6 +556,31 @@ wals_catalog_delete(const WalsModelInfo *info)
 }
 
 /*
+ * Add delta to the users of a model whose user factor table
+ * wals_refresh_users changed in place, so that wals_models goes on
+ * counting the users the model has factors for.  The model's version, and
+ * with it every cache of the model, stays.
+ */
+void
+wals_catalog_add_users(const WalsModelInfo *info, int64 delta)
+{
+	Oid			types[3] = {NAMEOID, TEXTOID, INT8OID};
+	Datum		args[3];
+	WalsRoleSave save;
+
+	args[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
+	args[1] = CStringGetTextDatum(info->name);
+	args[2] = Int64GetDatum(delta);
+	wals_become_catalog_writer(&save);
+	wals_spi_exec(psprintf("UPDATE %s SET users = users OPERATOR(pg_catalog.+) $3"
+						   " WHERE schema OPERATOR(pg_catalog.=) $1"
+						   " AND model OPERATOR(pg_catalog.=) $2",
+						   wals_catalog_table("wals_models")),
+				  3, types, args, SPI_OK_UPDATE);
+	wals_unbecome(&save);
+}
+
+/*
  * A new model version: a version is never reused, even after a drop, so
  * serving caches compare versions only.
  */

@@ -98,6 +98,7 @@ extern void wals_model_resolve(text *model, WalsModelInfo *info);
 extern void wals_no_such_model(const char *schema, const char *name);
 extern void wals_model_check(const WalsModelInfo *info);
 extern void wals_catalog_delete(const WalsModelInfo *info);
+extern void wals_catalog_add_users(const WalsModelInfo *info, int64 delta);
 extern int64 wals_next_version(void);
 
 /* spi.c: every statement wals runs, search_path pinned */
