@@ -135,7 +135,7 @@ CREATE FUNCTION wals_tune(
 	space jsonb DEFAULT NULL,
 	seed int DEFAULT 42,
 	max_trials int DEFAULT NULL)
-RETURNS TABLE(trial int, parameters jsonb, metric float8, iterations int, seconds float8)
+RETURNS TABLE(trial int, parameters jsonb, score float8, iterations int, seconds float8)
 AS 'MODULE_PATHNAME', 'wals_tune'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 

@@ -12,7 +12,11 @@
  * a tuning, a refresh, a drop) is refused there with 55006, since the
  * outer call holds the model's rows, tables and state half-way through;
  * the trainings and drops that wals_tune makes itself are the exception,
- * let in by wals_call_allow_write.
+ * let in by wals_call_allow_write.  What such a training says of its
+ * progress goes to the server's log at DEBUG1 rather than to the client
+ * (wals_call_notice_level): wals_tune reports each trial once, and the
+ * iterations of its trainings stay in wals_training_log and
+ * pg_stat_activity.
  *
  * An error ends the calls begun inside the (sub)transaction that it
  * aborts, so that a call caught in a PL/pgSQL EXCEPTION block leaves the
@@ -28,11 +32,19 @@
 
 #include "wals.h"
 
-/* The subtransaction each running call began in, outermost first. */
-static SubTransactionId *began;
+/*
+ * A running call: the subtransaction it began in, whether wals made it,
+ * and the snapshot it reads with.
+ */
+typedef struct WalsCall
+{
+	SubTransactionId began;
+	bool		inner;			/* let in by wals_call_allow_write */
+	Snapshot	snapshot;
+} WalsCall;
 
-/* The snapshot each running call reads with (wals_call). */
-static Snapshot *snapshots;
+/* The running calls, outermost first. */
+static WalsCall *calls;
 static int	depth;
 static int	capacity;
 static bool write_allowed;
@@ -63,7 +75,7 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	if (event != SUBXACT_EVENT_ABORT_SUB)
 		return;
-	while (depth > 0 && began[depth - 1] >= mySubid)
+	while (depth > 0 && calls[depth - 1].began >= mySubid)
 		depth--;
 	write_allowed = false;
 }
@@ -93,29 +105,31 @@ call_begin(const char *fn, bool writes)
 	if (depth == capacity)
 	{
 		capacity = Max(16, capacity * 2);
-		began = began == NULL ?
-			MemoryContextAlloc(TopMemoryContext, sizeof(SubTransactionId) * capacity) :
-			repalloc(began, sizeof(SubTransactionId) * capacity);
-		snapshots = snapshots == NULL ?
-			MemoryContextAlloc(TopMemoryContext, sizeof(Snapshot) * capacity) :
-			repalloc(snapshots, sizeof(Snapshot) * capacity);
+		calls = calls == NULL ?
+			MemoryContextAlloc(TopMemoryContext, sizeof(WalsCall) * capacity) :
+			repalloc(calls, sizeof(WalsCall) * capacity);
 	}
-	began[depth] = GetCurrentSubTransactionId();
+	calls[depth].began = GetCurrentSubTransactionId();
+	calls[depth].inner = writes && depth > 0 && allowed;
 
 	/*
 	 * The statement's snapshot, so that every call of one statement sees the
 	 * same models whatever commits meanwhile, but with what this transaction
 	 * wrote before the call, a training earlier in the statement included.
+	 * A parallel operation writes nothing, and may not move its command
+	 * counter.
 	 */
-	if (ActiveSnapshotSet())
+	if (ActiveSnapshotSet() && !IsInParallelMode())
 	{
 		CommandCounterIncrement();
 		PushCopiedSnapshot(GetActiveSnapshot());
 		UpdateActiveSnapshotCommandId();
 	}
+	else if (ActiveSnapshotSet())
+		PushCopiedSnapshot(GetActiveSnapshot());
 	else
 		PushActiveSnapshot(GetTransactionSnapshot());
-	snapshots[depth++] = GetActiveSnapshot();
+	calls[depth++].snapshot = GetActiveSnapshot();
 }
 
 /*
@@ -129,7 +143,7 @@ wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn, bool writes)
 
 	call_begin(fn, writes);
 	result = impl(fcinfo);
-	Assert(depth > 0 && GetActiveSnapshot() == snapshots[depth - 1]);
+	Assert(depth > 0 && GetActiveSnapshot() == calls[depth - 1].snapshot);
 	PopActiveSnapshot();
 	depth--;
 	return result;
@@ -143,12 +157,12 @@ wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn, bool writes)
 void
 wals_call_new_snapshot(void)
 {
-	if (depth == 0 || GetActiveSnapshot() != snapshots[depth - 1])
+	if (depth == 0 || GetActiveSnapshot() != calls[depth - 1].snapshot)
 		elog(ERROR, "wals: no snapshot of a call to take again");
 	PopActiveSnapshot();
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	snapshots[depth - 1] = GetActiveSnapshot();
+	calls[depth - 1].snapshot = GetActiveSnapshot();
 }
 
 /* Whether a call is running: the cache frees nothing then. */
@@ -163,4 +177,19 @@ void
 wals_call_allow_write(void)
 {
 	write_allowed = true;
+}
+
+/*
+ * The level of what a training says of its progress: NOTICE, or DEBUG1
+ * inside a call that wals made itself (a training of wals_tune), whose
+ * caller hears from wals_tune instead.  Derived from the running calls, so
+ * that an error, which ends them, leaves nothing to reset.
+ */
+int
+wals_call_notice_level(void)
+{
+	for (int d = 0; d < depth; d++)
+		if (calls[d].inner)
+			return DEBUG1;
+	return NOTICE;
 }

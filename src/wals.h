@@ -135,6 +135,7 @@ extern Datum wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn,
 extern int	wals_call_depth(void);
 extern void wals_call_allow_write(void);
 extern void wals_call_new_snapshot(void);
+extern int	wals_call_notice_level(void);
 
 /* Seconds elapsed since start, for the timings of a call. */
 static inline double

@@ -34,25 +34,26 @@ WHERE model = 'plays' ORDER BY iteration;
 \echo 'Top 5 songs for listeners 1, 2 and 3 (songs they have not played yet):'
 SELECT l AS listener_id, l % 8 AS favourite_genre, r.item_id AS song_id,
        (r.item_id - 1) % 8 AS song_genre, round(r.score::numeric, 4) AS score
-FROM generate_series(1, 3) l, LATERAL wals_recommend(l, 5) r;
+FROM generate_series(1, 3) l, LATERAL wals_recommend(l, 5, model => 'plays') r;
 
 \echo 'How many of the top 10 songs are in the listener''s favourite genre (listeners 1-100):'
 SELECT round(avg(((r.item_id - 1) % 8 = l % 8)::int) * 100, 1) AS percent_in_genre
-FROM generate_series(1, 100) l, LATERAL wals_recommend(l, 10) r;
+FROM generate_series(1, 100) l, LATERAL wals_recommend(l, 10, model => 'plays') r;
 
 \echo 'Predicted affinity of listener 1 (favourite genre 1) for song 2 (genre 1) and for song 3 (genre 2):'
-SELECT round(wals_predict(1, 2)::numeric, 4) AS song_2_same_genre,
-       round(wals_predict(1, 3)::numeric, 4) AS song_3_other_genre;
+SELECT round(wals_predict(1, 2, model => 'plays')::numeric, 4) AS song_2_same_genre,
+       round(wals_predict(1, 3, model => 'plays')::numeric, 4) AS song_3_other_genre;
 
 \echo 'A new listener who just played songs 1, 9 and 17 (all genre 0), folded in:'
 SELECT r.item_id AS song_id, (r.item_id - 1) % 8 AS song_genre, round(r.score::numeric, 4) AS score
-FROM wals_recommend_items('{1, 9, 17}', '{3, 2, 1}', 5) r;
+FROM wals_recommend_items('{1, 9, 17}', '{3, 2, 1}', 5, model => 'plays') r;
 
 \echo 'Songs most similar to song 1 (cosine of their factors):'
 SELECT s.item_id AS song_id, (s.item_id - 1) % 8 AS song_genre,
        round(s.similarity::numeric, 4) AS similarity
-FROM wals_similar_items(1, 5) s;
+FROM wals_similar_items(1, 5, model => 'plays') s;
 
 \echo 'Why listener 1 gets its top song: the played songs that contribute most:'
 SELECT e.rated_item_id AS played_song_id, round(e.contribution::numeric, 4) AS contribution
-FROM wals_explain(1, (SELECT item_id FROM wals_recommend(1, 1))) e LIMIT 3;
+FROM wals_explain(1, (SELECT item_id FROM wals_recommend(1, 1, model => 'plays')), model => 'plays') e
+LIMIT 3;

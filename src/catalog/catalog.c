@@ -29,8 +29,11 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "utils/array.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/varlena.h"
 
 #include "wals_catalog.h"
 
@@ -445,16 +448,121 @@ models_in(const char *schema)
 }
 
 /*
+ * The hint of an error that refuses the caller a model it may not read:
+ * what the model's owner grants, for the caller to serve it.  Its factor
+ * tables are named as wals names them, which serving checks before it
+ * reads them.
+ */
+char *
+wals_model_grant_hint(const WalsModelInfo *info)
+{
+	const char *schema = quote_identifier(info->schema);
+	const char *role = quote_identifier(GetUserNameFromId(GetUserId(), false));
+
+	return psprintf("The model's owner%s grants what serving it needs: GRANT USAGE ON SCHEMA %s TO %s;"
+					" GRANT SELECT ON %s, %s TO %s.",
+					OidIsValid(info->owner) ?
+					psprintf(", role %s,", wals_role_display(info->owner)) : "",
+					schema, role,
+					quote_qualified_identifier(info->schema,
+											   psprintf("%s%s", info->name, WALS_USER_SUFFIX)),
+					quote_qualified_identifier(info->schema,
+											   psprintf("%s%s", info->name, WALS_ITEM_SUFFIX)),
+					role);
+}
+
+/*
+ * The schemas of search_path that exist, in order, including those the
+ * caller may not use, which fetch_search_path leaves out.
+ */
+static List *
+search_path_all(void)
+{
+	char	   *raw = pstrdup(namespace_search_path);
+	List	   *names;
+	List	   *schemas = NIL;
+	ListCell   *lc;
+
+	if (!SplitIdentifierString(raw, ',', &names))
+		return NIL;
+	foreach(lc, names)
+	{
+		char	   *name = lfirst(lc);
+		Oid			nsp;
+
+		if (strcmp(name, "$user") == 0)
+			name = GetUserNameFromId(GetUserId(), false);
+		nsp = get_namespace_oid(name, true);
+		if (OidIsValid(nsp) && !isAnyTempNamespace(nsp))
+			schemas = lappend(schemas, name);
+	}
+	return schemas;
+}
+
+/*
+ * Error when the lookup of model name (NULL: of any model) along
+ * search_path would have found one in a schema of search_path that the
+ * caller may not use, which the lookup skips as PostgreSQL skips it for a
+ * table: the caller is told that it lacks USAGE there, not that no model
+ * exists.  The model's name and owner are those wals_models shows every
+ * role.
+ */
+static void
+check_unusable_schemas(const char *name)
+{
+	ListCell   *lc;
+
+	prepare_plans();
+	foreach(lc, search_path_all())
+	{
+		char	   *schema = lfirst(lc);
+		WalsModelInfo info;
+		bool		found;
+
+		if (pg_namespace_aclcheck(get_namespace_oid(schema, false), GetUserId(),
+								  ACL_USAGE) == ACLCHECK_OK)
+			continue;
+		if (name != NULL)
+			found = wals_catalog_lookup(schema, name, &info);
+		else
+		{
+			Datum		name_datum = DirectFunctionCall1(namein, CStringGetDatum(schema));
+			Datum		one = PointerGetDatum(construct_array(&name_datum, 1, NAMEOID,
+															  NAMEDATALEN, false,
+															  TYPALIGN_CHAR));
+
+			run_plan(in_path_plan, &one);
+			found = SPI_processed > 0;
+			if (found)
+				fill_info(&info);
+		}
+		if (found)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for schema %s", schema),
+					 errdetail("Model \"%s\" is in schema \"%s\", which is on search_path, but you may not use that schema.",
+							   info.display, schema),
+					 errhint("%s", wals_model_grant_hint(&info))));
+	}
+}
+
+/*
  * The error for a model that does not exist, with a hint that lists the
- * models of its schema, or (schema NULL) of the schemas of search_path.
+ * models of its schema, or (schema NULL) of the schemas of search_path;
+ * a permission error instead where search_path holds it in a schema the
+ * caller may not use.
  */
 void
 wals_no_such_model(const char *schema, const char *name)
 {
 	char	   *display = schema != NULL ? wals_model_display(schema, name) : pstrdup(name);
-	char	   *models = models_in(schema);
+	char	   *models;
 	char	   *where = schema != NULL ? psprintf("schema \"%s\"", schema) :
 		pstrdup("the schemas of search_path");
+
+	if (schema == NULL)
+		check_unusable_schemas(name);
+	models = models_in(schema);
 
 	if (models[0] == '\0')
 		ereport(ERROR,
@@ -524,6 +632,8 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 	}
 	models = models_in(NULL);
 	if (models[0] == '\0')
+		check_unusable_schemas(NULL);
+	if (models[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("no model exists in the schemas of search_path"),
@@ -557,6 +667,31 @@ wals_catalog_delete(const WalsModelInfo *info)
 						   " AND model OPERATOR(pg_catalog.=) $2",
 						   wals_catalog_table("wals_models")),
 				  2, types, args, SPI_OK_DELETE);
+	wals_unbecome(&save);
+}
+
+/*
+ * Add delta to the users of a model whose user factor table
+ * wals_refresh_users changed in place, so that wals_models goes on
+ * counting the users the model has factors for.  The model's version, and
+ * with it every cache of the model, stays.
+ */
+void
+wals_catalog_add_users(const WalsModelInfo *info, int64 delta)
+{
+	Oid			types[3] = {NAMEOID, TEXTOID, INT8OID};
+	Datum		args[3];
+	WalsRoleSave save;
+
+	args[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
+	args[1] = CStringGetTextDatum(info->name);
+	args[2] = Int64GetDatum(delta);
+	wals_become_catalog_writer(&save);
+	wals_spi_exec(psprintf("UPDATE %s SET users = users OPERATOR(pg_catalog.+) $3"
+						   " WHERE schema OPERATOR(pg_catalog.=) $1"
+						   " AND model OPERATOR(pg_catalog.=) $2",
+						   wals_catalog_table("wals_models")),
+				  3, types, args, SPI_OK_UPDATE);
 	wals_unbecome(&save);
 }
 

@@ -72,6 +72,50 @@ lock_key(const char *schema, const char *name)
 }
 
 /*
+ * Error unless role may create the tables of model name in schema nsp:
+ * the caller for a new model, the owner of one retrained.  For a new
+ * model the hint says where the caller may train it instead: beside its
+ * source (when given) if the caller may create tables there, else in a
+ * schema it names.  An unqualified model goes to the first schema of
+ * search_path, often public, where since PostgreSQL 15 an ordinary role
+ * may not create tables: a role's first training fails there.
+ */
+void
+wals_check_create(Oid nsp, Oid role, const char *name, Oid source)
+{
+	char	   *schema;
+	Oid			source_nsp = OidIsValid(source) ? get_rel_namespace(source) : InvalidOid;
+	char	   *hint;
+
+	if (pg_namespace_aclcheck(nsp, role, ACL_CREATE) == ACLCHECK_OK)
+		return;
+	schema = get_namespace_name(nsp);
+	if (role != GetUserId())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for schema %s", schema),
+				 errdetail("A retraining creates the tables of model \"%s\" as its owner, role %s.",
+						   wals_model_display(schema, name), wals_role_display(role)),
+				 errhint("GRANT CREATE ON SCHEMA %s TO %s, or train a model of your own under another name.",
+						 quote_identifier(schema),
+						 quote_identifier(GetUserNameFromId(role, false)))));
+	if (OidIsValid(source_nsp) && source_nsp != nsp &&
+		pg_namespace_aclcheck(source_nsp, role, ACL_CREATE) == ACLCHECK_OK)
+		hint = psprintf("Pass model => %s to train it beside its source, or name another schema where you may create tables.",
+						quote_literal_cstr(psprintf("%s.%s",
+													quote_identifier(get_namespace_name(source_nsp)),
+													quote_identifier(name))));
+	else
+		hint = pstrdup("Pass model => 'schema.name', naming a schema where you may create tables.");
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for schema %s", schema),
+			 errdetail("The factor tables of model \"%s\" would be created in schema \"%s\"; a model given without a schema goes to the first schema of search_path.",
+					   wals_model_display(schema, name), schema),
+			 errhint("%s", hint)));
+}
+
+/*
  * Whether model schema.name exists (info filled), erring unless the caller
  * may write it: the privileges of its owner, or CREATE on schema nsp for a
  * new one when creating.
@@ -79,15 +123,13 @@ lock_key(const char *schema, const char *name)
 static bool
 may_write(Oid nsp, const char *schema, const char *name, WalsModelInfo *info, bool creating)
 {
-	AclResult	acl;
-
 	if (wals_catalog_lookup(schema, name, info))
 	{
 		wals_model_check_owner(info);
 		return true;
 	}
-	if (creating && (acl = pg_namespace_aclcheck(nsp, GetUserId(), ACL_CREATE)) != ACLCHECK_OK)
-		aclcheck_error(acl, OBJECT_SCHEMA, schema);
+	if (creating)
+		wals_check_create(nsp, GetUserId(), name, InvalidOid);
 	return false;
 }
 
@@ -192,7 +234,8 @@ may_read(const WalsModelInfo *info, Oid relid, const char *suffix)
 		return;
 	if (not_ours(info, relid, suffix) != NULL)
 		wals_model_check_tables(info);
-	wals_check_readable(relid, user_side ? user_cols : item_cols, user_side ? 3 : 2);
+	wals_check_readable_hint(relid, user_side ? user_cols : item_cols, user_side ? 3 : 2,
+							 wals_model_grant_hint(info));
 }
 
 /*
@@ -274,15 +317,6 @@ wals_model_owner(const WalsModelInfo *info)
 	return owner;
 }
 
-/* The owner's name for messages, or its OID once the role is gone. */
-static char *
-owner_name(Oid owner)
-{
-	char	   *name = GetUserNameFromId(owner, true);
-
-	return name != NULL ? psprintf("\"%s\"", name) : psprintf("with OID %u (dropped)", owner);
-}
-
 /* Error unless the caller has the privileges of the model's owner. */
 void
 wals_model_check_owner(const WalsModelInfo *info)
@@ -292,7 +326,7 @@ wals_model_check_owner(const WalsModelInfo *info)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of model \"%s\"", info->display),
 				 errdetail("Model \"%s\" is owned by role %s.", info->display,
-						   owner_name(wals_model_owner(info))),
+						   wals_role_display(wals_model_owner(info))),
 				 errhint("Train a model of your own, in a schema where you may create tables.")));
 }
 
@@ -318,7 +352,8 @@ not_ours(const WalsModelInfo *info, Oid relid, const char *suffix)
 					   wals_relation_name(relid));
 	else if (rel->relowner != wals_model_owner(info))
 		why = psprintf("It belongs to role %s, and the model to role %s.",
-					   owner_name(rel->relowner), owner_name(wals_model_owner(info)));
+					   wals_role_display(rel->relowner),
+					   wals_role_display(wals_model_owner(info)));
 	ReleaseSysCache(tuple);
 	return why;
 }

@@ -122,6 +122,15 @@ wals_extension_schema(void)
 	return schema;
 }
 
+/* A role as messages name it: quoted, or by its OID once it is dropped. */
+char *
+wals_role_display(Oid role)
+{
+	char	   *name = GetUserNameFromId(role, true);
+
+	return name != NULL ? psprintf("\"%s\"", name) : psprintf("with OID %u (dropped)", role);
+}
+
 /* Become the extension's owner, to write the catalog. */
 void
 wals_become_catalog_writer(WalsRoleSave *save)

@@ -53,30 +53,48 @@ wals_check_source(Oid relid, const char *argname)
 void
 wals_check_readable(Oid relid, const char *const *cols, int ncols)
 {
+	wals_check_readable_hint(relid, cols, ncols, NULL);
+}
+
+/*
+ * wals_check_readable, with hint (NULL for none) saying who may grant what
+ * is missing: the errors are PostgreSQL's own for a SELECT refused.
+ */
+void
+wals_check_readable_hint(Oid relid, const char *const *cols, int ncols, const char *hint)
+{
 	Oid			nsp = get_rel_namespace(relid);
 	Oid			role = GetUserId();
-	AclResult	acl;
 
 	if (!OidIsValid(nsp))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
-	acl = pg_namespace_aclcheck(nsp, role, ACL_USAGE);
-	if (acl != ACLCHECK_OK)
-		aclcheck_error(acl, OBJECT_SCHEMA, get_namespace_name(nsp));
+	if (pg_namespace_aclcheck(nsp, role, ACL_USAGE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for schema %s", get_namespace_name(nsp)),
+				 hint != NULL ? errhint("%s", hint) : 0));
 	if (pg_class_aclcheck(relid, role, ACL_SELECT) == ACLCHECK_OK)
 		return;
 	if (pg_attribute_aclcheck_all(relid, role, ACL_SELECT, ACLMASK_ANY) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, get_rel_relkind(relid) == RELKIND_VIEW ?
-					   OBJECT_VIEW : OBJECT_TABLE, get_rel_name(relid));
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg(get_rel_relkind(relid) == RELKIND_VIEW ?
+						"permission denied for view %s" : "permission denied for table %s",
+						get_rel_name(relid)),
+				 hint != NULL ? errhint("%s", hint) : 0));
 	for (int k = 0; k < ncols; k++)
 	{
 		AttrNumber	attnum = get_attnum(relid, cols[k]);
 
 		if (attnum <= 0 ||
 			pg_attribute_aclcheck(relid, attnum, role, ACL_SELECT) != ACLCHECK_OK)
-			aclcheck_error_col(ACLCHECK_NO_PRIV, get_rel_relkind(relid) == RELKIND_VIEW ?
-							   OBJECT_VIEW : OBJECT_TABLE, get_rel_name(relid), cols[k]);
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for column \"%s\" of relation \"%s\"",
+							cols[k], get_rel_name(relid)),
+					 hint != NULL ? errhint("%s", hint) : 0));
 	}
 }
 

@@ -96,8 +96,10 @@ extern char *wals_model_quoted(const char *schema, const char *name);
 extern bool wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info);
 extern void wals_model_resolve(text *model, WalsModelInfo *info);
 extern void wals_no_such_model(const char *schema, const char *name);
+extern char *wals_model_grant_hint(const WalsModelInfo *info);
 extern void wals_model_check(const WalsModelInfo *info);
 extern void wals_catalog_delete(const WalsModelInfo *info);
+extern void wals_catalog_add_users(const WalsModelInfo *info, int64 delta);
 extern int64 wals_next_version(void);
 
 /* spi.c: every statement wals runs, search_path pinned */
@@ -122,6 +124,7 @@ extern bool wals_lock_model(const char *schema, const char *name, WalsModelInfo 
 							bool creating);
 extern WalsModelInfo *wals_model_get(text *model);
 extern Oid	wals_model_owner(const WalsModelInfo *info);
+extern void wals_check_create(Oid nsp, Oid role, const char *name, Oid source);
 extern void wals_model_check_owner(const WalsModelInfo *info);
 extern void wals_model_check_tables(const WalsModelInfo *info);
 extern void wals_drop_factor_tables(const WalsModelInfo *info);
@@ -132,6 +135,8 @@ extern char *wals_relation_name(Oid relid);
 /* source.c: relations and columns of ratings */
 extern char *wals_check_source(Oid relid, const char *argname);
 extern void wals_check_readable(Oid relid, const char *const *cols, int ncols);
+extern void wals_check_readable_hint(Oid relid, const char *const *cols, int ncols,
+									 const char *hint);
 extern bool wals_value_kind(Oid type, WalsValueKind *kind);
 extern char *wals_check_column(Oid relid, const char *reldisplay, const char *name,
 							   const char *argname, bool id);
@@ -154,6 +159,7 @@ extern bytea *wals_rated_bytea(const int64 *item_ids, const int32 *indices,
 extern void wals_become(Oid role, WalsRoleSave *save);
 extern void wals_unbecome(const WalsRoleSave *save);
 extern void wals_become_catalog_writer(WalsRoleSave *save);
+extern char *wals_role_display(Oid role);
 extern Oid	wals_extension_schema(void);
 
 #endif							/* WALS_CATALOG_H */

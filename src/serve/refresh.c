@@ -87,16 +87,22 @@ read_ratings(WalsServeModel *m, SPIPlanPtr plan, int64 user, WalsRated *rated)
 	wals_sort_cells(rated->items, rated->ratings, rated->n);
 }
 
-/* Solve and store the users, as the model's owner; returns how many were stored. */
+/*
+ * Solve and store the users, as the model's owner; returns how many were
+ * stored, with how many of them were new to the model in *added and how
+ * many users lost their row in *removed.
+ */
 static int64
-refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n, int64 *removed)
+refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n, int64 *added,
+		int64 *removed)
 {
 	const WalsModelInfo *info = &m->info;
 	char	   *table = wals_relation_name(info->user_rel);
 	Oid			types[3] = {INT8OID, FLOAT4ARRAYOID, BYTEAOID};
 	Oid			int8type = INT8OID;
 	SPIPlanPtr	select;
-	SPIPlanPtr	upsert;
+	SPIPlanPtr	update;
+	SPIPlanPtr	insert;
 	SPIPlanPtr	remove;
 	float	   *x = palloc(sizeof(float) * m->factors);
 	int64		stored = 0;
@@ -107,10 +113,13 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 								  psprintf("(%s)::pg_catalog.float8", src->rating_col),
 								  src->relation, src->user_col),
 						 1, &int8type);
-	upsert = wals_sql_prepare(psprintf("INSERT INTO %s (user_id, factors, rated)"
-								  " VALUES ($1, $2, $3) ON CONFLICT (user_id) DO UPDATE"
-								  " SET factors = EXCLUDED.factors, rated = EXCLUDED.rated", table),
-						 3, types);
+	/* an update that finds no row tells a new user, whom wals_models counts */
+	update = wals_sql_prepare(psprintf("UPDATE %s SET factors = $2, rated = $3"
+									   " WHERE user_id OPERATOR(pg_catalog.=) $1", table),
+							  3, types);
+	insert = wals_sql_prepare(psprintf("INSERT INTO %s (user_id, factors, rated)"
+									   " VALUES ($1, $2, $3)", table),
+							  3, types);
 	remove = wals_sql_prepare(psprintf("DELETE FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1", table),
 						 1, types);
 
@@ -136,7 +145,12 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 		values[1] = PointerGetDatum(wals_real_array(x, m->factors));
 		values[2] = PointerGetDatum(wals_rated_bytea(m->ids, row.indices, row.values,
 													 row.indptr[1]));
-		exec_plan(upsert, values, SPI_OK_INSERT);
+		exec_plan(update, values, SPI_OK_UPDATE);
+		if (SPI_processed == 0)
+		{
+			exec_plan(insert, values, SPI_OK_INSERT);
+			(*added)++;
+		}
 		stored++;
 	}
 	return stored;
@@ -160,6 +174,7 @@ refresh_users_call(PG_FUNCTION_ARGS)
 	WalsServeModel *m;
 	WalsSourceNames source;
 	int64		stored;
+	int64		added = 0;
 	int64		removed = 0;
 	WalsRoleSave save;
 
@@ -180,8 +195,10 @@ refresh_users_call(PG_FUNCTION_ARGS)
 	wals_model_source(&m->info, &source);
 
 	wals_become(wals_model_owner(&m->info), &save);
-	stored = refresh(m, &source, users, n, &removed);
+	stored = refresh(m, &source, users, n, &added, &removed);
 	wals_unbecome(&save);
+	if (added != removed)
+		wals_catalog_add_users(&m->info, added - removed);
 
 	if (removed > 0)
 		ereport(NOTICE,

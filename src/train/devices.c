@@ -17,6 +17,7 @@
 #include <cblas.h>
 
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 
@@ -112,6 +113,53 @@ usable_gpus(const char **why)
 }
 
 /*
+ * The compute capabilities of the devices on which the CUDA engine has
+ * passed check_train (make gpu-check: every shape, solver and operation
+ * held to src/core at every iteration).  'auto' chooses only a GPU of one
+ * of them: elsewhere the engine runs code no check has seen (a newer
+ * device runs the PTX its driver compiles from this build's; an older one
+ * cannot run this build's kernels at all), and a default should not be
+ * where a failure is first met.  A capability is added here once make
+ * gpu-check has passed on a device of it (DEVELOPERS.md, "On a GPU").
+ */
+static const struct
+{
+	int			major;
+	int			minor;
+}			checked_capabilities[] = {
+	{9, 0},						/* H100, 2026-11-27: 73 checks */
+};
+
+static bool
+capability_checked(const WalsCudaDevice *dev)
+{
+	for (int i = 0; i < lengthof(checked_capabilities); i++)
+		if (checked_capabilities[i].major == dev->cc_major &&
+			checked_capabilities[i].minor == dev->cc_minor)
+			return true;
+	return false;
+}
+
+/*
+ * Why 'auto' does not choose device dev, or NULL when it may: its compute
+ * capability is not one the engine was checked on.
+ */
+static char *
+unchecked_reason(const WalsCudaDevice *dev)
+{
+	StringInfoData checked;
+
+	if (capability_checked(dev))
+		return NULL;
+	initStringInfo(&checked);
+	for (int i = 0; i < lengthof(checked_capabilities); i++)
+		appendStringInfo(&checked, "%s%d.%d", i > 0 ? ", " : "",
+						 checked_capabilities[i].major, checked_capabilities[i].minor);
+	return psprintf("the GPU engine has not passed its checks on compute capability %d.%d (%s), only on %s",
+					dev->cc_major, dev->cc_minor, dev->name, checked.data);
+}
+
+/*
  * Settle a training asked for device 'gpu' before the ratings are read: an
  * error naming the reason where no GPU is usable.
  */
@@ -130,12 +178,15 @@ wals_device_check(const WalsTrainArgs *args)
 /*
  * The device of a training of nratings ratings, CPU or GPU: 'auto' takes a
  * usable GPU from wals.gpu_min_ratings ratings up, below which the CPU is
- * faster, and says in a NOTICE why it trains on the CPU when it has none.
+ * faster, if the engine was checked on its kind (the server trains on
+ * device 0), and says in a NOTICE why it trains on the CPU otherwise.
  */
 WalsDevice
 wals_device_choose(const WalsTrainArgs *args, int64 nratings)
 {
 	const char *why = NULL;
+	WalsCudaDevice dev;
+	char		msg[512];
 
 	if (args->device == WALS_DEVICE_GPU)
 		return WALS_DEVICE_GPU;
@@ -146,6 +197,20 @@ wals_device_choose(const WalsTrainArgs *args, int64 nratings)
 		ereport(NOTICE,
 				(errmsg("model \"%s\" trains on the CPU: no GPU is usable: %s",
 						args->model_display, why)));
+		return WALS_DEVICE_CPU;
+	}
+	if (cuda.device_info(0, &dev, msg, sizeof(msg)) != 0)
+	{
+		ereport(NOTICE,
+				(errmsg("model \"%s\" trains on the CPU: the GPU cannot be described: %s",
+						args->model_display, msg)));
+		return WALS_DEVICE_CPU;
+	}
+	if ((why = unchecked_reason(&dev)) != NULL)
+	{
+		ereport(NOTICE,
+				(errmsg("model \"%s\" trains on the CPU: %s", args->model_display, why),
+				 errhint("Pass device => 'gpu' to train on it all the same.")));
 		return WALS_DEVICE_CPU;
 	}
 	return WALS_DEVICE_GPU;
@@ -259,6 +324,9 @@ wals_devices(PG_FUNCTION_ARGS)
 		}
 		else
 			put_text(values, nulls, 11, msg);
+		/* a usable device that 'auto' leaves alone says why */
+		if (ok)
+			put_text(values, nulls, 11, unchecked_reason(&dev));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -155,7 +155,7 @@ gpu_end(void *state, float *X, float *Y, WalsFailure *failure)
 	if (e->cuda->train_end(e->training, X, Y, &err) != 0)
 		return X == NULL || failed(&err, failure);
 	if (X != NULL)
-		ereport(NOTICE,
+		ereport(wals_call_notice_level(),
 				(errmsg("model \"%s\" trained on the GPU", e->problem->args->model_display),
 				 errdetail("Uploaded in %.3f s, downloaded in %.3f s.",
 						   e->upload_s, wals_seconds_since(start))));

@@ -400,7 +400,7 @@ end_shards(WalsShards *sh)
 						 wals_pretty_bytes((double) wait_int64(sh->shard[s], "memory")));
 		appendStringInfo(&workers, "%s%d", s > 0 ? ", " : "", sh->shard[s]->workers);
 	}
-	ereport(NOTICE,
+	ereport(wals_call_notice_level(),
 			(errmsg("model \"%s\" trained on %d shards", sh->args->model_display, sh->n),
 			 errdetail("%s; each held at most %s and solved with %s parallel workers.",
 					   sh->summary, held.data, workers.data)));

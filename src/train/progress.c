@@ -68,8 +68,10 @@ wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result)
 
 /*
  * Record iteration it (from 0) with its loss, the step of ALS-NCG beyond
- * its sweep (0 for none) and its duration, say so in a NOTICE, and return true when the training should stop early: the loss
- * improved by less than the tolerance, relative to the previous one.
+ * its sweep (0 for none) and its duration, say so in a NOTICE (DEBUG1 in
+ * a training of wals_tune, which reports its trials itself), and return
+ * true when the training should stop early: the loss improved by less
+ * than the tolerance, relative to the previous one.
  */
 bool
 wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
@@ -81,7 +83,7 @@ wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
 	result->iteration_seconds[it] = seconds;
 	result->iteration_ncg[it] = step > 0;
 	result->iterations = it + 1;
-	ereport(NOTICE,
+	ereport(wals_call_notice_level(),
 			(errmsg("model \"%s\" iteration %d of %d", args->model_display, it + 1,
 					args->iterations),
 			 errdetail("Loss %.6g after %.3f s%s%s.", loss, seconds,

@@ -364,7 +364,7 @@ wals_shards_open(const WalsTrainArgs *args, List *shards, WalsData *data)
 	exchange(sh);
 	data->shards = sh;
 	sh->names = names.data;
-	ereport(NOTICE,
+	ereport(wals_call_notice_level(),
 			(errmsg("training model \"%s\" on %d shards: servers %s",
 					args->model_display, sh->n, names.data),
 			 errdetail("%lld users and %lld items; each shard solves its own.",

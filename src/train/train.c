@@ -91,11 +91,13 @@ check_before_reading(WalsTrainArgs *args)
 {
 	char	   *schema = get_namespace_name(args->schema);
 	WalsModelInfo *old = palloc0(sizeof(WalsModelInfo));
-	AclResult	acl;
 
 	PreventCommandIfReadOnly("wals_train()");
 	PreventCommandDuringRecovery("wals_train()");
 
+	/* a new model: the error's hint may name the source's schema */
+	if (!wals_catalog_lookup(schema, args->model, old))
+		wals_check_create(args->schema, GetUserId(), args->model, args->source);
 	if (wals_lock_model(schema, args->model, old, true))
 	{
 		wals_model_check(old);
@@ -107,9 +109,7 @@ check_before_reading(WalsTrainArgs *args)
 	}
 	else
 		args->owner = GetUserId();
-	acl = pg_namespace_aclcheck(args->schema, args->owner, ACL_CREATE);
-	if (acl != ACLCHECK_OK)
-		aclcheck_error(acl, OBJECT_SCHEMA, schema);
+	wals_check_create(args->schema, args->owner, args->model, args->source);
 
 	if (args->warm_start && args->old != NULL && args->old->factors != args->params.factors)
 		ereport(ERROR,

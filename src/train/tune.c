@@ -17,6 +17,12 @@
  * the best parameters for as many iterations as the best trial found best.
  * Everything happens in the caller's transaction: a cancel or an error
  * leaves the previous model, and the log of earlier tunings, as they were.
+ *
+ * The caller hears one NOTICE per trial: the trainings' own NOTICEs of
+ * their progress (each iteration, the rows read) go to the server's log at
+ * DEBUG1 (calls.c); wals_tuning_log keeps each trial, wals_training_log
+ * the final training's iterations, and pg_stat_activity shows the one
+ * under way.
  */
 #include "postgres.h"
 
@@ -382,7 +388,7 @@ log_trials(const char *model, const TuneTrial *trials, int n, const char *metric
  * wals_tune(source regclass, user_col name, item_col name, rating_col name,
  *			 model text, metric text, validation real, budget interval,
  *			 space jsonb, seed int, max_trials int)
- *	 RETURNS TABLE(trial int, parameters jsonb, metric float8,
+ *	 RETURNS TABLE(trial int, parameters jsonb, score float8,
  *				   iterations int, seconds float8)
  */
 static Datum

@@ -140,7 +140,7 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 
 	estimate = estimate_bytes(sh, &args->params, args->workers + 1, args->workers > 0,
 							  engine_bytes);
-	ereport(NOTICE,
+	ereport(wals_call_notice_level(),
 			(errmsg("training model \"%s\" on %lld rows read (%lld users, %lld items)",
 					args->model_display, (long long) raw->n, (long long) raw->nusers,
 					(long long) raw->nitems),

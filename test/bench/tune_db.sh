@@ -25,7 +25,7 @@ SQL
 echo "trials (ndcg@20 on the validation share):"
 $PSQL -At -F ' ' <<SQL
 SET client_min_messages = warning;
-SELECT trial, round(metric::numeric, 4), iterations, round(seconds::numeric, 1), parameters
+SELECT trial, round(score::numeric, 4), iterations, round(seconds::numeric, 1), parameters
 FROM wals_tune('r', 'user_id', 'item_id', 'rating', model => 'tuned', budget => '$budget');
 SQL
 echo "on the test split:"

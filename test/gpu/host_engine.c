@@ -13,6 +13,7 @@
  *	  WALS_HOST_ENGINE_MEMORY	device memory in bytes (default 1 GiB)
  *	  WALS_HOST_ENGINE_DELAY_MS	time each iteration takes at least
  *	  WALS_HOST_ENGINE_FAIL_AT	the iteration (from 1) that fails
+ *	  WALS_HOST_ENGINE_CC		the device's compute capability (default 9.0)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,8 @@ host_device_info(int index, WalsCudaDevice *out, char *msg, size_t msglen)
 	out->memory_free = out->memory_total - held;
 	out->cc_major = 9;
 	out->cc_minor = 0;
+	if (getenv("WALS_HOST_ENGINE_CC") != NULL)
+		sscanf(getenv("WALS_HOST_ENGINE_CC"), "%d.%d", &out->cc_major, &out->cc_minor);
 	out->driver_version = 13000;
 	out->runtime_version = 13000;
 	return 0;

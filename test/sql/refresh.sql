@@ -42,6 +42,18 @@ SELECT count(*) AS rated_recommended_anyway
 FROM wals_recommend(5, 50, 'fresh', exclude_rated => false) WHERE item_id IN (1, 2);
 -- the model keeps its version: the item side did not change
 SELECT version = :v0 AS same_version FROM wals_models WHERE model = 'fresh';
+-- wals_models counts the users the model has factors for: above, one came
+-- and one went; here one more comes, then goes
+SELECT users, users = (SELECT count(*) FROM fresh_user_factors) AS counted
+FROM wals_models WHERE model = 'fresh';
+INSERT INTO fresh VALUES (1001, 5, 3);
+SELECT wals_refresh_users('{1001}', 'fresh') AS stored;
+SELECT users, users = (SELECT count(*) FROM fresh_user_factors) AS counted
+FROM wals_models WHERE model = 'fresh';
+DELETE FROM fresh WHERE user_id = 1001;
+SELECT wals_refresh_users('{1001}', 'fresh') AS stored;
+SELECT users, users = (SELECT count(*) FROM fresh_user_factors) AS counted
+FROM wals_models WHERE model = 'fresh';
 
 -- the only model is used when none is named; an empty array stores nothing
 SELECT wals_refresh_users('{5}') AS stored, wals_refresh_users('{}') AS none;

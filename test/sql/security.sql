@@ -133,6 +133,38 @@ SELECT model, users FROM wals_train('"Shop"."Item Views"', 'User Id', 'Item"Id',
     model => 'app.App Model', factors => 4, iterations => 2);
 RESET ROLE;
 
+-- errors that say what to do.  A role's first training with an unqualified
+-- model goes to the first schema of search_path, public, where it may not
+-- create tables: the hint names the source's schema where it may, else
+-- asks for one
+SET ROLE wals_app;
+SELECT model FROM wals_train('app.views', 'u', 'i', factors => 2, iterations => 1);
+SELECT model FROM wals_train('"Shop"."Item Views"', 'User Id', 'Item"Id', factors => 2,
+    iterations => 1);
+-- a model in a schema on search_path that the role may not use is refused
+-- for that schema, not reported missing, whether named or the only one
+RESET ROLE;
+REVOKE USAGE ON SCHEMA "Shop" FROM wals_app;
+SET ROLE wals_app;
+SET search_path = "Shop", public;
+SELECT count(*) FROM wals_recommend(1, 3, 'Shop Model');
+SELECT count(*) FROM wals_recommend(1, 3);
+SELECT wals_drop_model('Shop Model');
+-- a model it may not read says who grants what
+SELECT count(*) FROM wals_recommend(1, 3, 'Shop.Shop Model');
+RESET ROLE;
+GRANT USAGE ON SCHEMA "Shop" TO wals_app;
+REVOKE SELECT ON "Shop"."Shop Model_user_factors" FROM wals_app;
+SET ROLE wals_app;
+SELECT count(*) FROM wals_recommend(1, 3, 'Shop Model');
+RESET search_path;
+RESET ROLE;
+-- a retraining creates the tables as the model's owner, who needs CREATE
+REVOKE CREATE ON SCHEMA "Shop" FROM wals_trainer;
+SELECT model FROM wals_train('"Shop"."Item Views"', 'User Id', 'Item"Id', 'Times',
+    model => 'Shop.Shop Model', factors => 4, iterations => 1);
+GRANT CREATE ON SCHEMA "Shop" TO wals_trainer;
+
 SELECT wals_drop_model('Shop.Shop Model'), wals_drop_model('app.App Model'),
        wals_drop_model('app.Shop Model');
 DROP SCHEMA "Shop" CASCADE;

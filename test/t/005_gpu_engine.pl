@@ -125,6 +125,26 @@ unlike($stderr, qr/trains on the CPU/, 'auto below the threshold says nothing of
 	    model => 'a', factors => 8, iterations => 2)});
 is($stdout, 'gpu', 'auto from wals.gpu_min_ratings ratings up trains on the GPU');
 
+# auto takes only a GPU of a kind the engine passed check_train on; 'gpu'
+# takes any, and wals_devices() says why auto leaves it alone.
+$ENV{WALS_HOST_ENGINE_CC} = '8.0';
+$node->restart;
+($ret, $stdout, $stderr) = $node->psql(
+	'postgres', q{SET client_min_messages = notice; SET wals.gpu_min_ratings = 1000;
+	  SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+	    model => 'a', factors => 8, iterations => 2, device => 'auto')});
+is($stdout, 'cpu', 'auto on a GPU of an unchecked kind trains on the CPU');
+like($stderr, qr/NOTICE:  model "public.a" trains on the CPU: the GPU engine has not passed its checks on compute capability 8.0 \(wals host engine \(test double\)\), only on 9.0\nHINT:  Pass device => 'gpu'/,
+	'and says why');
+is( $node->safe_psql(
+		'postgres', q{SELECT usable, reason FROM wals_devices() WHERE device = 'gpu0'}),
+	't|the GPU engine has not passed its checks on compute capability 8.0 (wals host engine (test double)), only on 9.0',
+	'wals_devices() says why auto leaves the GPU alone');
+($ret, $stdout, $stderr) = train('a', "device => 'gpu'");
+like($stdout, qr/^gpu\|/, 'device gpu trains on a GPU of an unchecked kind');
+delete $ENV{WALS_HOST_ENGINE_CC};
+$node->restart;
+
 # The tolerance stops a GPU training as it stops a CPU one.
 ($ret, $stdout, $stderr) = train('t', "device => 'gpu', tolerance => 0.5, iterations => 50");
 like($stdout, qr/^gpu\|([2-9]|[1-4][0-9])\|/, 'tolerance stops a GPU training early')
