@@ -2,7 +2,8 @@
 -- app, as a superuser:
 --   psql -h coordinator.example -p 5432 -d app -U postgres -f 2_coordinator.sql
 -- Replace the hosts and ports by which the nodes reach each other, and the
--- analyst's password.
+-- analyst's password (which goes into a connection string below: no
+-- spaces, quotes or backslashes).
 \set coordinator_host 'coordinator.example'
 \set coordinator_port 5432
 \set worker1_host 'worker1.example'
