@@ -101,6 +101,7 @@ is(as_analyst('SELECT count(*) FROM shop.ratings'), $rows,
 ($ret, $stdout, $stderr) = run_recipe($coord, 'train.sql',
 	user => 'analyst', password => $password{analyst});
 is($ret, 0, 'train.sql runs as analyst') or diag($stderr);
+note($stderr);
 like($stdout, qr/^1\|shard1\|shop\.ratings_1\|public\.ratings_part\n2\|shard2\|shop\.ratings_2\|public\.ratings_part$/m,
 	'wals_shards() names both shards and their partitions');
 like($stdout, qr/^ratings\|2000\|500\|$rows\|15\|shards$/m,
