@@ -59,7 +59,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune bench-shards
+BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune bench-shards bench-shard-load
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 else ifneq ($(filter-out $(BOOTSTRAP_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -330,3 +330,10 @@ bench-shards: deps
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/shards.sh
+
+# The ratings of a sharded source loaded straight into two postgres_fdw
+# shards (the recipe of examples/postgres_fdw) against through the
+# coordinator's partitioned table: seconds of each way.  No wals needed.
+.PHONY: bench-shard-load
+bench-shard-load: deps
+	./test/bench/shard_load.sh

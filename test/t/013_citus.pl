@@ -8,7 +8,10 @@
 # with an error naming the node, and the model stays; no connection of a
 # training is left open on the nodes; an ordinary role reads as itself
 # there, once each node has granted it the shard functions.  A reference
-# table, one copy, trains here.
+# table, one copy, trains here.  README's recipe (examples/citus) runs as it
+# is, in a database of its own on the same nodes: analyst, an ordinary role
+# whose password the workers ask for, loads the ratings and trains on the
+# workers.
 use strict;
 use warnings FATAL => 'all';
 
@@ -16,6 +19,7 @@ use FindBin;
 use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Recipes;
 use ShardTest;
 use Test::More;
 
@@ -227,5 +231,51 @@ is( $coord->safe_psql(
 		  'rating', model => 'r_cg', factors => 8, iterations => 5, workers => 0, solver => 'cg')}),
 	'cpu|18000', 'a reference table trains here, every rating read');
 same_model($coord, 'r_cg', 'h_cg', 'reference table');
+
+# ---------------------------------------------------------------------------
+# README's recipe, examples/citus, each file as it is with only the hosts,
+# ports and password it names replaced, in database app on every node.
+# The workers ask analyst for its password, which Citus gives from
+# pg_dist_authinfo, for its own connections and for the training's.
+my $analyst_password = 'analyst-secret-2';
+for my $node ($coord, @workers)
+{
+	$node->safe_psql('postgres', 'CREATE DATABASE app');
+	($ret, $stdout, $stderr) = run_recipe($node, 'citus/1_every_node.sql');
+	is($ret, 0, '1_every_node.sql runs on ' . $node->name) or diag($stderr);
+	ask_password($node, 'analyst');
+}
+($ret, $stdout, $stderr) = run_recipe(
+	$coord,
+	'citus/2_coordinator.sql',
+	values => {
+		coordinator_host => $coord->host,
+		coordinator_port => $coord->port,
+		worker1_host => $workers[0]->host,
+		worker1_port => $workers[0]->port,
+		worker2_host => $workers[1]->host,
+		worker2_port => $workers[1]->port,
+		analyst_password => $analyst_password,
+	});
+is($ret, 0, '2_coordinator.sql runs on the coordinator') or diag($stderr);
+($ret, $stdout, $stderr) = $workers[0]->psql('app', 'SELECT 1', extra_params => [ '-U', 'analyst' ]);
+like($stderr, qr/no password supplied|password authentication failed/,
+	'a worker asks analyst for its password');
+($ret, $stdout, $stderr) = run_recipe($coord, 'citus/3_load.sql',
+	user => 'analyst', password => $analyst_password, stdin => ratings_csv(2000, 15));
+is($ret, 0, '3_load.sql loads the ratings as analyst') or diag($stderr);
+($ret, $stdout, $stderr) = run_recipe($coord, 'train.sql',
+	user => 'analyst', password => $analyst_password);
+is($ret, 0, 'train.sql runs as analyst') or diag($stderr);
+my %servers = map { $_ => 1 } $stdout =~ /^\d+\|([^|]+:\d+)\|/mg;
+is_deeply([ sort keys %servers ], [ sort @names ], 'wals_shards() names both workers');
+like($stdout, qr/^ratings\|2000\|500\|30000\|15\|shards$/m,
+	'the model is trained on the workers, from every row');
+my @served = $stdout =~ /^(\d+)\|[-0-9.e]+$/mg;
+is(scalar @served, 10, 'and serves ten items to user 42');
+is( $coord->safe_psql(
+		'app', q{SELECT trained_by, pg_get_userbyid(c.relowner) FROM wals_models m
+		  JOIN pg_class c ON c.oid = m.user_factors WHERE (schema, model) = ('shop', 'ratings')}),
+	'analyst|analyst', 'analyst trained the model and owns it');
 
 done_testing();

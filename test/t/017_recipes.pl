@@ -1,0 +1,163 @@
+
+# The recipes of examples/, run as README shows them (README.md shows each
+# file as it is, which is checked first): two shard servers and a
+# coordinator set up for sharded training over postgres_fdw by a superuser,
+# each file with only the hosts, ports and passwords it names replaced; the
+# ratings loaded straight into the shards; the model trained and served by
+# analyst, an ordinary role that logs in with its password, whose
+# connections to the shards log in as wals_reader with the password the
+# shards ask for; then pg_cron set up on the coordinator, and a job that
+# analyst schedules runs as analyst and retrains the model.  The Citus
+# recipe runs in 013_citus.pl, where Citus is installed.
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib $FindBin::RealBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Recipes;
+use Test::More;
+
+readme_shows_recipes();
+
+my %password = (reader => 'reader secret 1', analyst => 'analyst secret 2');
+
+# ---------------------------------------------------------------------------
+# Step 1, on each shard, as a superuser.  Each asks wals_reader for its
+# password, as the recipe tells the DBA to.
+my @shards;
+for my $k (1, 2)
+{
+	my $node = PostgreSQL::Test::Cluster->new("recipe_shard$k");
+	$node->init;
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE DATABASE app');
+	ask_password($node, 'wals_reader');
+	my ($ret, $stdout, $stderr) = run_recipe($node, 'postgres_fdw/1_shard.sql',
+		values => { reader_password => $password{reader} });
+	is($ret, 0, "1_shard.sql runs on shard $k") or diag($stderr);
+	push @shards, $node;
+}
+my ($ret, $stdout, $stderr) = $shards[0]->psql('app', 'SELECT 1',
+	extra_params => [ '-U', 'wals_reader' ]);
+like($stderr, qr/no password supplied|password authentication failed/,
+	'a shard asks wals_reader for its password');
+
+# ---------------------------------------------------------------------------
+# Step 2, on the coordinator, as a superuser; analyst logs in there with its
+# password too.
+my $coord = PostgreSQL::Test::Cluster->new('recipe_coordinator');
+$coord->init;
+$coord->start;
+$coord->safe_psql('postgres', 'CREATE DATABASE app');
+ask_password($coord, 'analyst');
+($ret, $stdout, $stderr) = run_recipe(
+	$coord,
+	'postgres_fdw/2_coordinator.sql',
+	values => {
+		shard1_host => $shards[0]->host,
+		shard1_port => $shards[0]->port,
+		shard2_host => $shards[1]->host,
+		shard2_port => $shards[1]->port,
+		reader_password => $password{reader},
+		analyst_password => $password{analyst},
+	});
+is($ret, 0, '2_coordinator.sql runs on the coordinator') or diag($stderr);
+is($coord->safe_psql('app', q{SELECT rolsuper OR rolcreaterole OR rolcreatedb OR rolbypassrls
+	FROM pg_roles WHERE rolname = 'analyst'}), 'f', 'analyst is an ordinary role');
+
+# ---------------------------------------------------------------------------
+# Step 3, the ratings straight into each shard, the same file on both.
+my $csv = ratings_csv(2000, 15);
+my $rows = () = $csv =~ /\n/g;
+for my $k (1, 2)
+{
+	($ret, $stdout, $stderr) = run_recipe($shards[ $k - 1 ], "postgres_fdw/3_load_shard$k.sql",
+		stdin => $csv);
+	is($ret, 0, "3_load_shard$k.sql loads shard $k") or diag($stderr);
+	is( $shards[ $k - 1 ]->safe_psql(
+			'app', q{SELECT count(*) FROM ratings_part WHERE user_id }
+			  . ($k == 1 ? '<' : '>=') . ' 1000000'),
+		$rows / 2,
+		"shard $k holds the rows of its range, half of them");
+}
+
+# A statement as analyst on the coordinator, logging in with its password.
+sub as_analyst
+{
+	my ($sql) = @_;
+	local $ENV{PGPASSWORD} = $password{analyst};
+	my ($ret, $stdout, $stderr) =
+	  $coord->psql('app', $sql, connstr => $coord->connstr('app') . ' user=analyst');
+	die "as analyst: $sql: $stderr" if $ret != 0;
+	return $stdout;
+}
+is(as_analyst('SELECT count(*) FROM shop.ratings'), $rows,
+	'analyst reads every row through the partitioned table');
+
+# ---------------------------------------------------------------------------
+# Step 4, training and serving as analyst.
+($ret, $stdout, $stderr) = run_recipe($coord, 'train.sql',
+	user => 'analyst', password => $password{analyst});
+is($ret, 0, 'train.sql runs as analyst') or diag($stderr);
+note($stderr);
+like($stdout, qr/^1\|shard1\|shop\.ratings_1\|public\.ratings_part\n2\|shard2\|shop\.ratings_2\|public\.ratings_part$/m,
+	'wals_shards() names both shards and their partitions');
+like($stdout, qr/^ratings\|2000\|500\|$rows\|15\|shards$/m,
+	'the model is trained on the shards, from every row');
+my @served = $stdout =~ /^(\d+)\|[-0-9.e]+$/mg;
+is(scalar @served, 10, 'and serves ten items to user 42');
+is( $coord->safe_psql(
+		'app', q{SELECT trained_by, pg_get_userbyid(c.relowner) FROM wals_models m
+		  JOIN pg_class c ON c.oid = m.user_factors WHERE (schema, model) = ('shop', 'ratings')}),
+	'analyst|analyst', 'analyst trained the model and owns it');
+
+# ---------------------------------------------------------------------------
+# pg_cron: its settings appended to the coordinator's postgresql.conf as the
+# file is, a restart, then step 2 as a superuser and step 3 as analyst.
+my $pkglibdir = $coord->config_data('--pkglibdir');
+SKIP:
+{
+	skip "pg_cron is not installed ($pkglibdir/pg_cron.so; make deps installs postgresql-15-cron)", 1
+	  unless -f "$pkglibdir/pg_cron.so";
+
+	$coord->append_conf('postgresql.conf',
+		slurp_file("$FindBin::RealBin/../../examples/pg_cron/1_postgresql.conf"));
+	$coord->restart;
+	($ret, $stdout, $stderr) = run_recipe($coord, 'pg_cron/2_cron.sql');
+	is($ret, 0, '2_cron.sql runs as a superuser') or diag($stderr);
+	($ret, $stdout, $stderr) = run_recipe($coord, 'pg_cron/3_schedule.sql',
+		user => 'analyst', password => $password{analyst});
+	is($ret, 0, '3_schedule.sql runs as analyst') or diag($stderr);
+	is( $coord->safe_psql(
+			'app', q{SELECT username, database, schedule FROM cron.job
+			  WHERE jobname = 'wals-nightly'}),
+		'analyst|app|0 3 * * *', 'the job is analyst\'s, in app, at 03:00');
+
+	# The test cannot wait for 03:00: analyst schedules its job again, the
+	# same command, every minute (cron.alter_job is a superuser's in pg_cron
+	# 1.4; cron.schedule replaces a job of the same name).
+	my $version = $coord->safe_psql('app',
+		q{SELECT version FROM wals_models WHERE (schema, model) = ('shop', 'ratings')});
+	as_analyst(q{SELECT cron.schedule(jobname, '* * * * *', command) FROM cron.job
+	  WHERE jobname = 'wals-nightly'});
+	ok( $coord->poll_query_until(
+			'app', qq{SELECT version > $version FROM wals_models
+			  WHERE (schema, model) = ('shop', 'ratings')}),
+		'the job retrained the model');
+	ok( $coord->poll_query_until(
+			'app', q{SELECT count(*) > 0 FROM cron.job_run_details
+			  WHERE status = 'succeeded' AND username = 'analyst'}),
+		'pg_cron records the run, as analyst, as succeeded')
+	  or diag($coord->safe_psql('app', 'SELECT status, return_message FROM cron.job_run_details'));
+	is( $coord->safe_psql(
+			'app', q{SELECT trained_by, device, warm_start FROM wals_models
+			  WHERE (schema, model) = ('shop', 'ratings')}),
+		'analyst|shards|t', 'analyst retrained it on the shards, from its factors');
+	is(as_analyst(q{SELECT count(*) FROM wals_recommend(42, 10, 'shop.ratings')}),
+		'10', 'the retrained model serves');
+	as_analyst(q{SELECT cron.unschedule('wals-nightly')});
+}
+
+done_testing();
