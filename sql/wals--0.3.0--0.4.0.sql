@@ -98,7 +98,8 @@ CREATE FUNCTION wals_train(
 	validation real DEFAULT NULL,
 	patience int DEFAULT NULL,
 	validation_metric text DEFAULT NULL,
-	validation_table regclass DEFAULT NULL)
+	validation_table regclass DEFAULT NULL,
+	replace bool DEFAULT false)
 RETURNS SETOF wals_train_result
 AS 'MODULE_PATHNAME', 'wals_train'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
@@ -205,3 +206,32 @@ REVOKE EXECUTE ON FUNCTION wals_shard_load(text, text, text, text, text), wals_s
 	wals_shard_solve(int, text, bytea, bigint), wals_shard_take(int, bigint, bigint),
 	wals_shard_loss(), wals_shard_rated(bigint, bigint), wals_shard_end()
 	FROM PUBLIC;
+
+-- wals_retrain: the model trained again from its recorded source, columns,
+-- feedback and settings; NULL keeps a recorded setting, validation => 0
+-- drops the recorded validation.
+CREATE FUNCTION wals_retrain(
+	model text,
+	warm_start bool DEFAULT false,
+	factors int DEFAULT NULL,
+	iterations int DEFAULT NULL,
+	regularization real DEFAULT NULL,
+	alpha real DEFAULT NULL,
+	unobserved_weight real DEFAULT NULL,
+	solver text DEFAULT NULL,
+	cg_steps int DEFAULT NULL,
+	device text DEFAULT NULL,
+	workers int DEFAULT NULL,
+	seed int DEFAULT NULL,
+	tolerance real DEFAULT NULL,
+	accelerate text DEFAULT NULL,
+	block_size int DEFAULT NULL,
+	regularization_exponent real DEFAULT NULL,
+	init_std real DEFAULT NULL,
+	validation real DEFAULT NULL,
+	patience int DEFAULT NULL,
+	validation_metric text DEFAULT NULL,
+	validation_table regclass DEFAULT NULL)
+RETURNS SETOF wals_train_result
+AS 'MODULE_PATHNAME', 'wals_retrain'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;

@@ -3,9 +3,9 @@
 -- trained; the job runs as analyst):
 --   psql -h coordinator.example -p 5432 -d app -U analyst -f 3_schedule.sql
 -- Nothing to replace.  At 03:00 every night the model is trained again from
--- its source, starting from the factors it has: the settings must be those
--- of its first training (here the defaults).
+-- the source and with the settings it was trained with (those of its last
+-- training or tuning), starting from the factors it has.
 SELECT cron.schedule('wals-nightly', '0 3 * * *', $$
-  SELECT model, iterations, loss FROM wals_train('shop.ratings', 'user_id', 'item_id', 'rating',
-    model => 'shop.ratings', warm_start => true, tolerance => 0.001)
+  SELECT model, iterations, loss FROM wals_retrain('shop.ratings',
+    warm_start => true, tolerance => 0.001)
 $$);

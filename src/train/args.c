@@ -49,7 +49,8 @@ enum
 	ARG_VALIDATION,
 	ARG_PATIENCE,
 	ARG_VALIDATION_METRIC,
-	ARG_VALIDATION_TABLE
+	ARG_VALIDATION_TABLE,
+	ARG_REPLACE
 };
 
 static const char *const arg_names[] = {
@@ -57,7 +58,7 @@ static const char *const arg_names[] = {
 	"iterations", "regularization", "feedback", "alpha", "unobserved_weight",
 	"solver", "cg_steps", "device", "workers", "seed", "warm_start", "tolerance",
 	"accelerate", "block_size", "regularization_exponent", "init_std", "validation",
-	"patience", "validation_metric", "validation_table"
+	"patience", "validation_metric", "validation_table", "replace"
 };
 
 const char *
@@ -379,6 +380,8 @@ wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 
 	require_not_null(fcinfo, ARG_WARM_START);
 	args->warm_start = PG_GETARG_BOOL(ARG_WARM_START);
+	require_not_null(fcinfo, ARG_REPLACE);
+	args->replace = PG_GETARG_BOOL(ARG_REPLACE);
 
 	args->tolerance = PG_ARGISNULL(ARG_TOLERANCE) ? -1.0 : real_arg(fcinfo, ARG_TOLERANCE, 1.0f);
 

@@ -80,6 +80,43 @@ init_factors(const WalsTrainArgs *args, const WalsData *data, float *X, float *Y
 }
 
 /*
+ * A training onto a model of another source, feedback or width replaces
+ * it rather than retraining it: refused unless replace => true, and said in
+ * a NOTICE where allowed, since nothing else tells the model's readers.  A
+ * source dropped since is not compared: its OID says nothing of the
+ * relation that took its name, as a nightly rebuild of a source does.
+ */
+static void
+check_replacement(const WalsTrainArgs *args)
+{
+	const WalsModelInfo *old = args->old;
+	char	   *old_source = OidIsValid(old->source) ? get_rel_name(old->source) : NULL;
+	char	   *was;
+	char	   *now;
+
+	if (old_source != NULL)
+		old_source = wals_relation_name(old->source);
+	if ((old_source == NULL || old->source == args->source) &&
+		old->params.feedback == args->params.feedback && old->factors == args->params.factors)
+		return;
+	was = psprintf("%s (%s feedback, %d factors)",
+				   old_source ? old_source : "a relation dropped since",
+				   wals_feedback_name(old->params.feedback), old->factors);
+	now = psprintf("%s (%s feedback, %d factors)", wals_relation_name(args->source),
+				   wals_feedback_name(args->params.feedback), args->params.factors);
+	if (!args->replace)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("model \"%s\" already exists, trained otherwise", args->model_display),
+				 errdetail("It was trained from %s; this training is from %s.", was, now),
+				 errhint("Pass replace => true to replace it, or give another \"model\"; wals_retrain('%s') trains it again with its own settings.",
+						 args->model_display)));
+	ereport(wals_call_notice_level(),
+			(errmsg("model \"%s\" is replaced", args->model_display),
+			 errdetail("It was trained from %s; it is now trained from %s.", was, now)));
+}
+
+/*
  * Everything that can refuse a training, checked before the ratings are
  * read: a read-only transaction or a standby, the caller's rights on the
  * model and its schema, a warm start of another dimension, names taken,
@@ -122,6 +159,8 @@ check_before_reading(WalsTrainArgs *args)
 	wals_check_factor_tables_free(args);
 	check_source_size(args);
 	wals_device_check(args);
+	if (args->old != NULL)
+		check_replacement(args);
 }
 
 static void
@@ -381,16 +420,12 @@ train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *dat
 }
 
 /*
- * wals_train(source regclass, user_col name, item_col name, rating_col name,
- *			  model text, factors int, iterations int, regularization real,
- *			  feedback text, alpha real, unobserved_weight real, solver text,
- *			  cg_steps int, device text, workers int, seed int,
- *			  warm_start bool, tolerance real) RETURNS SETOF wals_train_result
- *
- * Train (or retrain) a model and return one summary row.
+ * Train (or retrain) a model and return one summary row: the body of
+ * wals_train, whose arguments sql/ declares and args.c parses, and of
+ * wals_retrain, which fills them from the catalog.
  */
-static Datum
-train_call(PG_FUNCTION_ARGS)
+Datum
+wals_train_call(PG_FUNCTION_ARGS)
 {
 	WalsTrainArgs args;
 	WalsData	data = {0};
@@ -447,5 +482,5 @@ train_call(PG_FUNCTION_ARGS)
 Datum
 wals_train(PG_FUNCTION_ARGS)
 {
-	return wals_call(train_call, fcinfo, "wals_train", true);
+	return wals_call(wals_train_call, fcinfo, "wals_train", true);
 }

@@ -255,7 +255,8 @@ trial_json(const TuneTrial *t)
 /*
  * Train model with the trial's parameters through wals_train: with a
  * validation share, to at most TUNE_MAX_ITERATIONS, or without one, for
- * iterations.
+ * iterations.  Trials differ in width, and the model tuned takes the best
+ * one's: each training may replace the model of the name it trains.
  */
 static void
 train_with(const char *ext, Datum *base, char *basenulls, const char *model,
@@ -290,7 +291,7 @@ train_with(const char *ext, Datum *base, char *basenulls, const char *model,
 						  " alpha => $9, unobserved_weight => $10,"
 						  " regularization_exponent => $11, init_std => $12,"
 						  " seed => $13, validation => $14, patience => $15,"
-						  " validation_metric => $16)", ext),
+						  " validation_metric => $16, replace => true)", ext),
 				 16, types, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "wals: a training of wals_tune failed");
 	wals_call_new_snapshot();

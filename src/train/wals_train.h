@@ -51,6 +51,8 @@ typedef struct WalsTrainArgs
 	bool		workers_given;	/* else each shard of a sharded training uses its own */
 	int			seed;
 	bool		warm_start;
+	bool		replace;		/* may replace a model of another source,
+								 * feedback or width */
 	double		tolerance;		/* negative: no early stop */
 	float		init_std;		/* start from N(0, init_std / sqrt(f)); negative:
 								 * from N(0, WALS_INIT_SCALE) */
@@ -134,6 +136,9 @@ extern void wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args);
 extern const char *wals_feedback_name(WalsFeedback feedback);
 extern const char *wals_solver_name(WalsSolver solver);
 extern const char *wals_accelerate_name(WalsAccelerate accelerate);
+
+/* train.c */
+extern Datum wals_train_call(PG_FUNCTION_ARGS);
 
 /*
  * ingest.c: an empty source is an error, unless may_be_empty (a shard's

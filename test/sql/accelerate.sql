@@ -38,7 +38,7 @@ BEGIN
       FROM wals_train('acc', 'user_id', 'item_id', 'rating', model => 'acc_' || a,
                       factors => 8, iterations => 12, feedback => v.feedback,
                       unobserved_weight => v.w0, solver => v.solver, accelerate => a,
-                      workers => 0);
+                      workers => 0, replace => true);
       IF a = 'ncg' THEN
         IF EXISTS (SELECT 1 FROM acc_log('acc_ncg') l1 JOIN acc_log('acc_ncg') l2
                    ON l2.iteration = l1.iteration + 1
@@ -65,9 +65,9 @@ WHERE model IN ('acc_none', 'acc_ncg') ORDER BY 1;
 
 -- NCG reaches the loss of 25 plain CG iterations (within 0.1%) in fewer.
 SELECT loss AS plain25 FROM wals_train('acc', 'user_id', 'item_id', 'rating', model => 'acc_none',
-                                        factors => 16, iterations => 25, workers => 0) \gset
+                                        factors => 16, iterations => 25, workers => 0, replace => true) \gset
 SELECT FROM wals_train('acc', 'user_id', 'item_id', 'rating', model => 'acc_ncg',
-                       factors => 16, iterations => 25, workers => 0, accelerate => 'ncg');
+                       factors => 16, iterations => 25, workers => 0, accelerate => 'ncg', replace => true);
 SELECT min(iteration) < 25 AS ncg_reaches_it_sooner
 FROM acc_log('acc_ncg') WHERE loss <= :plain25 * 1.001;
 
@@ -99,10 +99,10 @@ SELECT user_id, item_id, rating::float8 AS rating FROM acc
 UNION ALL SELECT 77, 5, 1e38;
 \set VERBOSITY terse
 SELECT * FROM wals_train('acc_overflow', 'user_id', 'item_id', 'rating', model => 'acc_ncg',
-                         factors => 8, alpha => 1e6, solver => 'cholesky', accelerate => 'ncg');
+                         factors => 8, alpha => 1e6, solver => 'cholesky', accelerate => 'ncg', replace => true);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM wals_train('acc_overflow', 'user_id', 'item_id', 'rating', model => 'acc_ncg',
-                         factors => 8, alpha => 1e6, solver => 'cg', accelerate => 'ncg');
+                         factors => 8, alpha => 1e6, solver => 'cg', accelerate => 'ncg', replace => true);
 \echo :LAST_ERROR_SQLSTATE
 \set VERBOSITY default
 SELECT version = :v_before AS unchanged FROM wals_models WHERE model = 'acc_ncg';

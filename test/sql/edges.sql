@@ -71,7 +71,7 @@ INSERT INTO edge_calls (call) VALUES
 ($$SELECT * FROM wals_train('edge_src', 'user_id', 'item_id', model => 'edge_t', tolerance => 'NaN')$$),
 ($$SELECT * FROM wals_train('edge_src', 'user_id', 'item_id', model => repeat('m', 100000))$$),
 ($$SELECT * FROM wals_train('edge_src', 'user_id', 'item_id', model => 'edge_t', iterations => 1, seed => -2147483648)$$),
-($$SELECT * FROM wals_train('edge_src', 'user_id', 'item_id', model => 'edge_t', iterations => 1, factors => 1024)$$);
+($$SELECT * FROM wals_train('edge_src', 'user_id', 'item_id', model => 'edge_t', iterations => 1, factors => 1024, replace => true)$$);
 
 UPDATE edge_calls SET sqlstate = edge_state(call);
 SELECT n, sqlstate, call FROM edge_calls ORDER BY n;

@@ -66,7 +66,7 @@ SELECT * FROM wals_train('good', 'user_id', 'item_id', tolerance => -1);
 \echo :LAST_ERROR_SQLSTATE
 -- a training larger than wals.max_memory is refused before it allocates
 SET wals.max_memory = '1kB';
-SELECT * FROM wals_train('good', 'user_id', 'item_id', 'rating');
+SELECT * FROM wals_train('good', 'user_id', 'item_id', 'rating', factors => 4);
 \echo :LAST_ERROR_SQLSTATE
 RESET wals.max_memory;
 SELECT * FROM wals_train('good', 'user_id', 'item_id', seed => NULL);
@@ -114,7 +114,7 @@ SELECT model, ratings FROM wals_train('with_nulls', 'user_id', 'item_id', 'ratin
 \set VERBOSITY default
 SET client_min_messages = warning;
 INSERT INTO with_nulls VALUES (1, 1, NULL);
-SELECT * FROM wals_train('with_nulls', 'user_id', 'item_id', 'rating');
+SELECT * FROM wals_train('with_nulls', 'user_id', 'item_id', 'rating', factors => 4);
 \echo :LAST_ERROR_SQLSTATE
 CREATE TABLE not_finite (user_id int, item_id int, rating real);
 INSERT INTO not_finite VALUES (1, 1, 1), (2, 2, 'NaN');

@@ -76,10 +76,10 @@ SELECT model, users, items, ratings
 FROM wals_train('numeric_ratings', 'user_id', 'item_id', 'rating', factors => 2,
                 iterations => 1);
 INSERT INTO numeric_ratings VALUES (3, 3, 1e300);
-SELECT * FROM wals_train('numeric_ratings', 'user_id', 'item_id', 'rating');
+SELECT * FROM wals_train('numeric_ratings', 'user_id', 'item_id', 'rating', factors => 2);
 INSERT INTO numeric_ratings VALUES (3, 3, 'NaN');
 DELETE FROM numeric_ratings WHERE rating = 1e300;
-SELECT * FROM wals_train('numeric_ratings', 'user_id', 'item_id', 'rating');
+SELECT * FROM wals_train('numeric_ratings', 'user_id', 'item_id', 'rating', factors => 2);
 
 -- no rating column: every pair counts 1
 SELECT model, users, items, ratings

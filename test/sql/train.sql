@@ -64,7 +64,7 @@ FROM generate_series(1, 300, 7) u, generate_series(1, 60, 5) i;
 -- retraining replaces the model: a new version, the same tables, still one row
 SELECT version AS v1 FROM wals_models WHERE model = 'exact' \gset
 SELECT iterations FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
-    model => 'exact', factors => 4, iterations => 2, solver => 'cholesky');
+    model => 'exact', factors => 4, iterations => 2, solver => 'cholesky', replace => true);
 SELECT version > :v1 AS newer, factors, iterations FROM wals_models WHERE model = 'exact';
 SELECT min(array_length(factors, 1)) FROM exact_item_factors;
 SELECT count(DISTINCT version) FROM wals_training_log WHERE model = 'exact';

@@ -185,11 +185,19 @@ is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT tableowner, ',') FR
 is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT who || ':' || what, ',') FROM public.seen}),
 	'mallory:trigger',
 	"the retraining ran mallory's trigger as mallory, and nothing of hers as the superuser");
+$node->safe_psql('postgres', 'DELETE FROM public.seen');
+($ret, $out, $err) = $node->psql('postgres', q{SELECT model FROM wals_retrain('mallory.spied')});
+works($ret, $err, "a superuser retrains mallory's model with wals_retrain") or diag($err);
+is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT who || ':' || what, ',') FROM public.seen}),
+	'mallory:trigger',
+	"wals_retrain ran mallory's trigger as mallory, and nothing of hers as the superuser");
 
 # alice cannot retrain, drop or take over mallory's model.
 for my $sql (
 	q{SELECT wals_drop_model('mallory.shared')},
-	q{SELECT * FROM wals_train('alice.r', 'user_id', 'item_id', model => 'mallory.shared')})
+	q{SELECT * FROM wals_train('alice.r', 'user_id', 'item_id', model => 'mallory.shared')},
+	q{SELECT * FROM wals_train('alice.r', 'user_id', 'item_id', model => 'mallory.shared', replace => true)},
+	q{SELECT * FROM wals_retrain('mallory.shared')})
 {
 	($ret, $out, $err) = as_role('alice', $sql);
 	like($err, qr/ERROR:  42501: must be owner of model "mallory.shared"/,

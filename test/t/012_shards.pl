@@ -328,6 +328,25 @@ is($stdout, 'shards', 'with SELECT there, the role trains on the shards') or dia
 is($coord->safe_psql('postgres', q{SELECT pg_get_userbyid(relowner) FROM pg_class
 	WHERE oid = 'alice.m_user_factors'::regclass}), 'alice', 'and owns the model');
 
+# The grants alice gave an app role stay through a sharded retraining, warm
+# and cold, and the app serves the new model.
+$coord->safe_psql('postgres', q{
+CREATE ROLE app LOGIN;
+SET ROLE alice;
+GRANT USAGE ON SCHEMA alice TO app;
+GRANT SELECT ON alice.m_user_factors, alice.m_item_factors TO app;
+});
+for my $warm ('false', 'true')
+{
+	($ret, $stdout, $stderr) = $coord->psql('postgres', qq{SET ROLE alice;
+	  SELECT device FROM wals_retrain('alice.m', warm_start => $warm)});
+	is($stdout, 'shards', "alice retrains the sharded model (warm_start => $warm)")
+	  or diag($stderr);
+	($ret, $stdout, $stderr) = $coord->psql('postgres', q{SET ROLE app;
+	  SELECT count(*) FROM wals_recommend(1, 5, 'alice.m')});
+	is($stdout, '5', "the app still serves it (warm_start => $warm)") or diag($stderr);
+}
+
 # ---------------------------------------------------------------------------
 # What a sharded training refuses.
 for my $refused ([ q{accelerate => 'ncg'}, 'accelerate' ], [ q{validation => 0.1}, 'a validation' ])

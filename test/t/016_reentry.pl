@@ -49,7 +49,8 @@ INSERT INTO mallory.hook_calls VALUES
   ($$SELECT count(*) FROM public.wals_rated_items(1, 'mallory.m')$$),
   ($$SELECT count(*) FROM public.wals_evaluate('mallory.m', 'mallory.r', 'user_id', 'item_id', 'rating', 3)$$),
   ($$SELECT public.wals_refresh_users('{1,2}', 'mallory.m')$$),
-  ($$SELECT count(*) FROM public.wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.m', factors => 2, iterations => 1)$$),
+  ($$SELECT count(*) FROM public.wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.m', factors => 2, iterations => 1, replace => true)$$),
+  ($$SELECT count(*) FROM public.wals_retrain('mallory.m')$$),
   ($$SELECT count(*) FROM public.wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.other', factors => 2, iterations => 1)$$),
   ($$SELECT count(*) FROM public.wals_tune('mallory.r', 'user_id', 'item_id', model => 'mallory.tuned', max_trials => 1)$$),
   ($$SELECT public.wals_drop_model('mallory.m')$$),
@@ -133,8 +134,11 @@ my @outer = (
 	[ 'trigger', q{SELECT wals_refresh_users('{1,2}', 'mallory.m')} ],
 	[ 'user factors', q{SELECT wals_refresh_users('{1,2}', 'mallory.m')} ],
 	[ 'source', q{SELECT count(*) FROM wals_train('mallory.source_view', 'user_id', 'item_id', 'rating', model => 'mallory.m', factors => 2, iterations => 1)} ],
-	[ 'user factors', q{SELECT count(*) FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'mallory.m', factors => 2, iterations => 1, warm_start => true)} ],
-	[ 'held-out cells', q{SELECT count(*) FROM wals_train('mallory.kept', 'user_id', 'item_id', 'rating', model => 'mallory.m', factors => 2, iterations => 2, validation_table => 'mallory.held_view')} ],
+	[ 'user factors', q{SELECT count(*) FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'mallory.m', factors => 2, iterations => 1, warm_start => true, replace => true)} ],
+	[ 'held-out cells', q{SELECT count(*) FROM wals_train('mallory.kept', 'user_id', 'item_id', 'rating', model => 'mallory.m', factors => 2, iterations => 2, validation_table => 'mallory.held_view', replace => true)} ],
+	[ 'source', q{SELECT count(*) FROM wals_retrain('mallory.m')} ],
+	[ 'user factors', q{SELECT count(*) FROM wals_retrain('mallory.m', warm_start => true)} ],
+	[ 'trigger', q{SELECT count(*) FROM wals_retrain('mallory.m')} ],
 	[ 'source', q{SELECT count(*) FROM wals_tune('mallory.source_view', 'user_id', 'item_id', model => 'mallory.t', max_trials => 2)} ],
 );
 
