@@ -372,6 +372,8 @@ attach_model_call(PG_FUNCTION_ARGS)
 				 errmsg("the factor tables of model \"%s\" were replaced while it was being attached",
 						display),
 				 errhint("Call wals_attach_model() again.")));
+	/* no owner changes while the tables are locked */
+	t = again;
 	if (!wals_factor_table_in_form(t.user_rel, true) || !wals_factor_table_keyed(t.user_rel, true))
 		not_in_form(t.user_rel, true);
 	if (!wals_factor_table_in_form(t.item_rel, false) || !wals_factor_table_keyed(t.item_rel, false))
