@@ -235,3 +235,15 @@ CREATE FUNCTION wals_retrain(
 RETURNS SETOF wals_train_result
 AS 'MODULE_PATHNAME', 'wals_retrain'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
+
+-- A dump of one schema (pg_dump -n) or of some tables (-t) holds a model's
+-- factor tables but not its catalog row, which is dumped with the whole
+-- database only.  Every training describes the model's settings in the
+-- comment on column "factors" of its user factor table, which such a dump
+-- keeps; wals_attach_model makes a model again of the factor tables found
+-- without a catalog row, from that description, after checking the
+-- caller's rights, the tables and every value of the description.
+CREATE FUNCTION wals_attach_model(model text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'wals_attach_model'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;

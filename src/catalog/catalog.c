@@ -25,9 +25,12 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "utils/array.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -42,6 +45,19 @@ char *
 wals_catalog_table(const char *table)
 {
 	return quote_qualified_identifier(get_namespace_name(wals_extension_schema()), table);
+}
+
+/* A feedback and a solver as wals_models and wals_train name them. */
+const char *
+wals_feedback_name(WalsFeedback feedback)
+{
+	return feedback == WALS_EXPLICIT ? "explicit" : "implicit";
+}
+
+const char *
+wals_solver_name(WalsSolver solver)
+{
+	return solver == WALS_CG ? "cg" : solver == WALS_SUBSPACE ? "subspace" : "cholesky";
 }
 
 static void
@@ -167,6 +183,53 @@ char *
 wals_model_display(const char *schema, const char *name)
 {
 	return psprintf("%s.%s", schema, name);
+}
+
+/*
+ * The model name schema.name as an argument that names exactly it, each
+ * part quoted only where it must be (see the head of the file), for hints.
+ */
+char *
+wals_model_argument(const char *schema, const char *name)
+{
+	const char *parts[2] = {schema, name};
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < 2; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(&buf, '.');
+		if (parts[i][0] == '"' || strchr(parts[i], '.') != NULL)
+			append_quoted(&buf, parts[i]);
+		else
+			appendStringInfoString(&buf, parts[i]);
+	}
+	return buf.data;
+}
+
+/*
+ * The schema of a model about to be created under a name as given: the
+ * schema named, or where CREATE TABLE would put a table of that name.  A
+ * model outlives the session, so a temporary schema is refused.
+ */
+Oid
+wals_model_new_schema(const WalsModelName *mn)
+{
+	Oid			schema;
+
+	if (mn->schema != NULL && strncmp(mn->schema, "pg_temp", 7) == 0)
+		schema = InvalidOid;
+	else if (mn->schema != NULL)
+		schema = get_namespace_oid(mn->schema, false);
+	else
+		schema = RangeVarGetCreationNamespace(makeRangeVar(NULL, mn->name, -1));
+	if (!OidIsValid(schema) || isAnyTempNamespace(schema))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("model \"%s\" cannot be temporary", mn->name),
+				 errhint("Name a permanent schema in \"model\", or put one first in search_path.")));
+	return schema;
 }
 
 /*
@@ -447,6 +510,100 @@ models_in(const char *schema)
 	return list != NULL ? list : "";
 }
 
+/* Whether schema nsp holds an ordinary table named name. */
+static bool
+has_table(Oid nsp, const char *name)
+{
+	Oid			relid = get_relname_relid(name, nsp);
+
+	return OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_RELATION;
+}
+
+/* Whether schema nsp holds both factor tables of a model named name. */
+static bool
+has_factor_tables(Oid nsp, const char *name)
+{
+	return has_table(nsp, psprintf("%s%s", name, WALS_USER_SUFFIX)) &&
+		has_table(nsp, psprintf("%s%s", name, WALS_ITEM_SUFFIX));
+}
+
+/*
+ * The hint for a model not in the catalog whose factor tables are there,
+ * as a dump of its schema alone (pg_dump -n) restores them: model
+ * schema.name, name along search_path (schema NULL), or the first such
+ * model along search_path (both NULL).  NULL when there are none.  Only
+ * names are looked at: wals_attach_model checks the rest.
+ */
+char *
+wals_unattached_hint(const char *schema, const char *name)
+{
+	char	   *found_schema = NULL;
+	char	   *found_name = NULL;
+
+	if (schema != NULL)
+	{
+		Oid			nsp = get_namespace_oid(schema, true);
+
+		if (OidIsValid(nsp) && has_factor_tables(nsp, name))
+		{
+			found_schema = pstrdup(schema);
+			found_name = pstrdup(name);
+		}
+	}
+	else if (name != NULL)
+	{
+		List	   *path = fetch_search_path(false);
+		ListCell   *lc;
+
+		foreach(lc, path)
+		{
+			Oid			nsp = lfirst_oid(lc);
+
+			if (isAnyTempNamespace(nsp) || !has_factor_tables(nsp, name))
+				continue;
+			found_schema = get_namespace_name(nsp);
+			found_name = pstrdup(name);
+			break;
+		}
+	}
+	else
+	{
+		Oid			type = NAMEARRAYOID;
+		Datum		path = search_path_names();
+		int			suffix = (int) strlen(WALS_USER_SUFFIX);
+
+		wals_spi_exec(psprintf("SELECT n.nspname::pg_catalog.text,"
+							   " pg_catalog.left(c.relname::pg_catalog.text, %d)"
+							   " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+							   " ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+							   " WHERE n.nspname OPERATOR(pg_catalog.=) ANY ($1)"
+							   " AND c.relkind OPERATOR(pg_catalog.=) 'r'"
+							   " AND pg_catalog.right(c.relname::pg_catalog.text, %d) OPERATOR(pg_catalog.=) '%s'"
+							   " AND EXISTS (SELECT 1 FROM pg_catalog.pg_class i"
+							   " WHERE i.relnamespace OPERATOR(pg_catalog.=) c.relnamespace"
+							   " AND i.relkind OPERATOR(pg_catalog.=) 'r'"
+							   " AND i.relname::pg_catalog.text OPERATOR(pg_catalog.=)"
+							   " pg_catalog.concat(pg_catalog.left(c.relname::pg_catalog.text, %d), '%s'))"
+							   " AND NOT EXISTS (SELECT 1 FROM %s m"
+							   " WHERE m.schema OPERATOR(pg_catalog.=) n.nspname"
+							   " AND m.model OPERATOR(pg_catalog.=) pg_catalog.left(c.relname::pg_catalog.text, %d))"
+							   " ORDER BY pg_catalog.array_position($1, n.nspname), 2 LIMIT 1",
+							   -suffix, suffix, WALS_USER_SUFFIX, -suffix, WALS_ITEM_SUFFIX,
+							   wals_catalog_table("wals_models"), -suffix),
+					  1, &type, &path, SPI_OK_SELECT);
+		if (SPI_processed == 1)
+		{
+			found_schema = text_value(1);
+			found_name = text_value(2);
+		}
+	}
+	if (found_schema == NULL)
+		return NULL;
+	return psprintf("The factor tables of model \"%s\" are there without its catalog row, as a dump of schema \"%s\" alone restores them: attach them with SELECT wals_attach_model(%s).",
+					wals_model_display(found_schema, found_name), found_schema,
+					quote_literal_cstr(wals_model_argument(found_schema, found_name)));
+}
+
 /*
  * The hint of an error that refuses the caller a model it may not read:
  * what the model's owner grants, for the caller to serve it.  Its factor
@@ -550,7 +707,8 @@ check_unusable_schemas(const char *name)
  * The error for a model that does not exist, with a hint that lists the
  * models of its schema, or (schema NULL) of the schemas of search_path;
  * a permission error instead where search_path holds it in a schema the
- * caller may not use.
+ * caller may not use; or, where its factor tables are there without a
+ * catalog row, an error that says how to attach them.
  */
 void
 wals_no_such_model(const char *schema, const char *name)
@@ -559,11 +717,16 @@ wals_no_such_model(const char *schema, const char *name)
 	char	   *models;
 	char	   *where = schema != NULL ? psprintf("schema \"%s\"", schema) :
 		pstrdup("the schemas of search_path");
+	char	   *attach = wals_unattached_hint(schema, name);
 
 	if (schema == NULL)
 		check_unusable_schemas(name);
+	if (attach != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", display),
+				 errhint("%s", attach)));
 	models = models_in(schema);
-
 	if (models[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -634,14 +797,117 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 	if (models[0] == '\0')
 		check_unusable_schemas(NULL);
 	if (models[0] == '\0')
+	{
+		char	   *attach = wals_unattached_hint(NULL, NULL);
+
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("no model exists in the schemas of search_path"),
+				 attach != NULL ? errhint("%s", attach) :
 				 errhint("Train one with wals_train(), or pass model => 'schema.name'.")));
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
 			 errmsg("no model was given and more than one exists in the schemas of search_path"),
 			 errhint("Pass model => one of %s, or set wals.default_model.", models)));
+}
+
+#define NCATALOG 44
+
+/*
+ * Replace the catalog row of model row->schema.row->model with row, as the
+ * extension's owner; the caller has checked that it may (wals_lock_model).
+ * trained_by is the caller.  The one writer of wals_models, for a training
+ * and for wals_attach_model alike.
+ */
+void
+wals_catalog_write(const WalsCatalogRow *row)
+{
+	const WalsParams *p = &row->params;
+	bool		validating = row->validation_metric != NULL;
+	Oid			types[NCATALOG];
+	Datum		values[NCATALOG];
+	char		nulls[NCATALOG];
+	int			n = 0;
+	char	   *query;
+	WalsRoleSave save;
+
+#define PARAM(type, value, isnull) \
+	(types[n] = (type), values[n] = (isnull) ? (Datum) 0 : (value), \
+	 nulls[n] = (isnull) ? 'n' : ' ', n++)
+
+	PARAM(NAMEOID, DirectFunctionCall1(namein, CStringGetDatum(row->schema)), false);
+	PARAM(TEXTOID, CStringGetTextDatum(row->model), false);
+	PARAM(OIDOID, ObjectIdGetDatum(row->source), !OidIsValid(row->source));
+	PARAM(TEXTOID, CStringGetTextDatum(row->user_col), false);
+	PARAM(TEXTOID, CStringGetTextDatum(row->item_col), false);
+	PARAM(TEXTOID, row->rating_col ? CStringGetTextDatum(row->rating_col) : (Datum) 0,
+		  row->rating_col == NULL);
+	PARAM(TEXTOID, CStringGetTextDatum(wals_feedback_name(p->feedback)), false);
+	PARAM(INT4OID, Int32GetDatum(p->factors), false);
+	PARAM(INT4OID, Int32GetDatum(row->iterations), false);
+	PARAM(INT4OID, Int32GetDatum(row->max_iterations), false);
+	PARAM(FLOAT4OID, Float4GetDatum(p->regularization), false);
+	PARAM(FLOAT4OID, Float4GetDatum(p->alpha), false);
+	PARAM(FLOAT4OID, Float4GetDatum(p->w0), false);
+	PARAM(TEXTOID, CStringGetTextDatum(wals_solver_name(p->solver)), false);
+	PARAM(INT4OID, Int32GetDatum(p->cg_steps), false);
+	PARAM(INT4OID, Int32GetDatum(row->seed), false);
+	PARAM(FLOAT4OID, Float4GetDatum((float) row->tolerance), row->tolerance < 0);
+	PARAM(BOOLOID, BoolGetDatum(row->warm_start), false);
+	PARAM(INT8OID, Int64GetDatum(row->users), false);
+	PARAM(INT8OID, Int64GetDatum(row->items), false);
+	PARAM(INT8OID, Int64GetDatum(row->ratings), false);
+	PARAM(FLOAT8OID, Float8GetDatum(row->loss), false);
+	PARAM(TEXTOID, CStringGetTextDatum(row->device), false);
+	PARAM(INT4OID, Int32GetDatum(row->workers), false);
+	PARAM(FLOAT8OID, Float8GetDatum(row->load_s), false);
+	PARAM(FLOAT8OID, Float8GetDatum(row->train_s), false);
+	PARAM(FLOAT8OID, Float8GetDatum(row->store_s), false);
+	PARAM(FLOAT8OID, Float8GetDatum(row->total_s), false);
+	PARAM(INT8OID, Int64GetDatum(row->version), false);
+	PARAM(OIDOID, ObjectIdGetDatum(row->user_rel), false);
+	PARAM(OIDOID, ObjectIdGetDatum(row->item_rel), false);
+	PARAM(TEXTOID, CStringGetTextDatum(GetUserNameFromId(GetUserId(), false)), false);
+	PARAM(TEXTOID, CStringGetTextDatum(row->accelerate), false);
+	PARAM(INT4OID, Int32GetDatum(p->block_size), p->solver != WALS_SUBSPACE);
+	PARAM(FLOAT4OID, Float4GetDatum(p->reg_exponent), !p->frequency_scaled);
+	PARAM(FLOAT4OID, Float4GetDatum(row->init_std), row->init_std < 0);
+	PARAM(FLOAT4OID, Float4GetDatum((float) row->validation), row->validation <= 0);
+	PARAM(TEXTOID, row->validation_table ? CStringGetTextDatum(row->validation_table) : (Datum) 0,
+		  row->validation_table == NULL);
+	PARAM(TEXTOID, validating ? CStringGetTextDatum(row->validation_metric) : (Datum) 0,
+		  !validating);
+	PARAM(INT4OID, Int32GetDatum(row->patience), !validating);
+	PARAM(INT4OID, Int32GetDatum(row->best_iteration), !validating);
+	PARAM(FLOAT8OID, Float8GetDatum(row->validation_score), !validating);
+	PARAM(OIDOID, ObjectIdGetDatum(row->owner), false);
+	PARAM(TIMESTAMPTZOID, TimestampTzGetDatum(row->trained_at), false);
+#undef PARAM
+	Assert(n == NCATALOG);
+
+	wals_become_catalog_writer(&save);
+	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
+						   " AND model OPERATOR(pg_catalog.=) $2",
+						   wals_catalog_table("wals_models")),
+				  2, types, values, -1);
+	query = psprintf("INSERT INTO %s (schema, model, source, user_col, item_col, rating_col,"
+					 " feedback, factors, iterations, max_iterations, regularization, alpha,"
+					 " unobserved_weight, solver, cg_steps, seed, tolerance, warm_start,"
+					 " users, items, ratings, loss, device, workers, load_s, train_s,"
+					 " store_s, total_s, version, user_factors, item_factors,"
+					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
+					 " validation, validation_table, validation_metric, patience,"
+					 " best_iteration, validation_score, owner, trained_at)"
+					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
+					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
+					 " $41, $42, $43, $44)",
+					 wals_catalog_table("wals_models"));
+	if (wals_sql(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "wals: could not write the catalog row of model \"%s\"",
+			 wals_model_display(row->schema, row->model));
+	wals_unbecome(&save);
 }
 
 /* Remove the catalog row of a model and its training log. */

@@ -15,12 +15,16 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/syscache.h"
 
 #include "wals_catalog.h"
@@ -118,6 +122,35 @@ wals_factor_table_in_form(Oid relid, bool user_side)
 			return false;
 	}
 	return true;
+}
+
+/*
+ * Whether relid, a factor table the caller has locked, has the primary key
+ * wals gives it: its id column alone.
+ */
+bool
+wals_factor_table_keyed(Oid relid, bool user_side)
+{
+	Relation	rel = relation_open(relid, NoLock);
+	Oid			pk = RelationGetPrimaryKeyIndex(rel);
+	AttrNumber	id = get_attnum(relid, user_side ? "user_id" : "item_id");
+	bool		keyed = false;
+
+	if (OidIsValid(pk) && id > 0)
+	{
+		HeapTuple	tuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pk));
+
+		if (HeapTupleIsValid(tuple))
+		{
+			Form_pg_index index = (Form_pg_index) GETSTRUCT(tuple);
+
+			keyed = index->indisvalid && index->indnatts == 1 && index->indnkeyatts == 1 &&
+				index->indkey.values[0] == id;
+			ReleaseSysCache(tuple);
+		}
+	}
+	relation_close(rel, NoLock);
+	return keyed;
 }
 
 /* Column col of a query's result must have type type. */

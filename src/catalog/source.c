@@ -172,7 +172,13 @@ wals_model_source(const WalsModelInfo *info, WalsSourceNames *src)
 {
 	char	   *relname;
 
-	if (!OidIsValid(info->source) || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(info->source)))
+	if (!OidIsValid(info->source))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("model \"%s\" has no source", info->display),
+				 errdetail("It was attached by wals_attach_model() where its source was not, or its source was gone when wals was updated to 0.3.0."),
+				 errhint("Train the model again from its source with wals_train().")));
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(info->source)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("the source relation of model \"%s\" no longer exists", info->display),

@@ -11,6 +11,7 @@
 #include "access/tupdesc.h"
 #include "executor/spi.h"
 #include "utils/array.h"
+#include "utils/timestamp.h"
 
 #include "wals.h"
 
@@ -36,6 +37,57 @@ typedef struct WalsModelInfo
 	Oid			owner;			/* as recorded; InvalidOid while updating wals */
 	char	   *invalid;		/* the first value wals never writes, or NULL */
 } WalsModelInfo;
+
+/*
+ * What a row of wals_models records of a model: written by a training
+ * (src/train/store.c) and by wals_attach_model, through wals_catalog_write,
+ * and carried as the description of the model's user factor table
+ * (describe.c).  A NULL of the catalog is a NULL string, or the value noted.
+ */
+typedef struct WalsCatalogRow
+{
+	const char *schema;
+	const char *model;
+	Oid			source;			/* InvalidOid: NULL */
+	const char *user_col;
+	const char *item_col;
+	const char *rating_col;		/* NULL: every pair counted 1 */
+	WalsParams	params;			/* block_size NULL unless the solver is
+								 * subspace, regularization_exponent unless
+								 * frequency_scaled */
+	int			iterations;		/* run */
+	int			max_iterations; /* asked for */
+	int			seed;
+	double		tolerance;		/* negative: NULL */
+	bool		warm_start;
+	int64		users;
+	int64		items;
+	int64		ratings;
+	double		loss;
+	const char *device;
+	int			workers;
+	double		load_s;
+	double		train_s;
+	double		store_s;
+	double		total_s;
+	int64		version;
+	Oid			user_rel;
+	Oid			item_rel;
+	const char *accelerate;
+	float		init_std;		/* negative: NULL */
+	double		validation;		/* 0: NULL */
+	const char *validation_table;	/* as given; NULL: none */
+	const char *validation_metric;	/* NULL: no validation, and the three
+									 * below NULL */
+	int			patience;
+	int			best_iteration;
+	double		validation_score;
+	Oid			owner;
+	TimestampTz trained_at;
+} WalsCatalogRow;
+
+/* What starts the description of a model's user factor table (describe.c). */
+#define WALS_DESCRIPTION_PREFIX		"wals model settings: "
 
 /* A model's name as given: schema is NULL when it is not qualified. */
 typedef struct WalsModelName
@@ -90,11 +142,17 @@ typedef struct WalsRoleSave
 
 /* catalog.c: the rows of wals_models */
 extern char *wals_catalog_table(const char *table);
+extern const char *wals_feedback_name(WalsFeedback feedback);
+extern const char *wals_solver_name(WalsSolver solver);
 extern void wals_model_name_parse(const char *given, const char *what, WalsModelName *out);
 extern char *wals_model_display(const char *schema, const char *name);
 extern char *wals_model_quoted(const char *schema, const char *name);
 extern bool wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info);
 extern void wals_model_resolve(text *model, WalsModelInfo *info);
+extern Oid	wals_model_new_schema(const WalsModelName *mn);
+extern char *wals_model_argument(const char *schema, const char *name);
+extern char *wals_unattached_hint(const char *schema, const char *name);
+extern void wals_catalog_write(const WalsCatalogRow *row);
 extern void wals_no_such_model(const char *schema, const char *name);
 extern char *wals_model_grant_hint(const WalsModelInfo *info);
 extern void wals_model_check(const WalsModelInfo *info);
@@ -145,6 +203,7 @@ extern void wals_model_source(const WalsModelInfo *info, WalsSourceNames *src);
 /* factors.c: what is read back from factor tables, checked */
 extern void wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
 extern bool wals_factor_table_in_form(Oid relid, bool user_side);
+extern bool wals_factor_table_keyed(Oid relid, bool user_side);
 extern void wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
 							  const WalsModelInfo *info);
 extern int64 wals_read_id(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
@@ -154,6 +213,12 @@ extern void wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const Wals
 extern ArrayType *wals_real_array(const float *v, int64 n);
 extern bytea *wals_rated_bytea(const int64 *item_ids, const int32 *indices,
 							   const float *values, int64 n);
+
+/* describe.c: the settings a model's tables carry, for wals_attach_model */
+extern void wals_model_describe(const WalsCatalogRow *row);
+extern char *wals_description_text(const WalsCatalogRow *row);
+extern void wals_description_parse(const char *text, const char *display, WalsCatalogRow *row,
+								   char **source_schema, char **source_table);
 
 /* roles.c */
 extern void wals_become(Oid role, WalsRoleSave *save);

@@ -10,11 +10,9 @@
 
 #include <math.h>
 
-#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -60,18 +58,6 @@ static const char *const arg_names[] = {
 	"accelerate", "block_size", "regularization_exponent", "init_std", "validation",
 	"patience", "validation_metric", "validation_table", "replace"
 };
-
-const char *
-wals_feedback_name(WalsFeedback feedback)
-{
-	return feedback == WALS_EXPLICIT ? "explicit" : "implicit";
-}
-
-const char *
-wals_solver_name(WalsSolver solver)
-{
-	return solver == WALS_CG ? "cg" : solver == WALS_SUBSPACE ? "subspace" : "cholesky";
-}
 
 const char *
 wals_accelerate_name(WalsAccelerate accelerate)
@@ -172,17 +158,7 @@ model_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 	else
 		wals_model_name_parse(text_to_cstring(PG_GETARG_TEXT_PP(ARG_MODEL)), "model", &mn);
 
-	if (mn.schema != NULL && strncmp(mn.schema, "pg_temp", 7) == 0)
-		args->schema = InvalidOid;
-	else if (mn.schema != NULL)
-		args->schema = get_namespace_oid(mn.schema, false);
-	else
-		args->schema = RangeVarGetCreationNamespace(makeRangeVar(NULL, mn.name, -1));
-	if (!OidIsValid(args->schema) || isAnyTempNamespace(args->schema))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("model \"%s\" cannot be temporary", mn.name),
-				 errhint("Name a permanent schema in \"model\", or put one first in search_path.")));
+	args->schema = wals_model_new_schema(&mn);
 	args->model = mn.name;
 	args->model_display = wals_model_display(get_namespace_name(args->schema), mn.name);
 }

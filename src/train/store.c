@@ -293,99 +293,63 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	return relid;
 }
 
-#define NCATALOG 43
-
-/* Replace the catalog row of the model and append its training log. */
+/*
+ * Replace the catalog row of the model, append its training log, and
+ * describe its settings on its user factor table (describe.c), so that a
+ * dump of its schema alone carries them.
+ */
 static void
 write_catalog(const WalsTrainArgs *args, const WalsData *data,
 			  const WalsTrainResult *result, Oid user_rel, Oid item_rel)
 {
-	const WalsParams *p = &args->params;
 	bool		validating = wals_validating(args);
-	Oid			types[NCATALOG];
-	Datum		values[NCATALOG];
-	char		nulls[NCATALOG];
-	int			n = 0;
+	WalsCatalogRow row;
 	char	   *query;
 	WalsRoleSave save;
 
-#define PARAM(type, value, isnull) \
-	(types[n] = (type), values[n] = (value), nulls[n] = (isnull) ? 'n' : ' ', n++)
-
-	PARAM(NAMEOID, DirectFunctionCall1(namein, CStringGetDatum(get_namespace_name(args->schema))),
-		  false);
-	PARAM(TEXTOID, CStringGetTextDatum(args->model), false);
-	PARAM(OIDOID, ObjectIdGetDatum(args->source), false);
-	PARAM(TEXTOID, CStringGetTextDatum(args->user_col), false);
-	PARAM(TEXTOID, CStringGetTextDatum(args->item_col), false);
-	PARAM(TEXTOID, args->rating_col ? CStringGetTextDatum(args->rating_col) : (Datum) 0,
-		  args->rating_col == NULL);
-	PARAM(TEXTOID, CStringGetTextDatum(wals_feedback_name(p->feedback)), false);
-	PARAM(INT4OID, Int32GetDatum(p->factors), false);
-	PARAM(INT4OID, Int32GetDatum(result->iterations), false);
-	PARAM(INT4OID, Int32GetDatum(args->iterations), false);
-	PARAM(FLOAT4OID, Float4GetDatum(p->regularization), false);
-	PARAM(FLOAT4OID, Float4GetDatum(p->alpha), false);
-	PARAM(FLOAT4OID, Float4GetDatum(p->w0), false);
-	PARAM(TEXTOID, CStringGetTextDatum(wals_solver_name(p->solver)), false);
-	PARAM(INT4OID, Int32GetDatum(p->cg_steps), false);
-	PARAM(INT4OID, Int32GetDatum(args->seed), false);
-	PARAM(FLOAT4OID, Float4GetDatum((float) args->tolerance), args->tolerance < 0);
-	PARAM(BOOLOID, BoolGetDatum(args->warm_start), false);
-	PARAM(INT8OID, Int64GetDatum(data->nusers), false);
-	PARAM(INT8OID, Int64GetDatum(data->nitems), false);
-	PARAM(INT8OID, Int64GetDatum(data->nratings), false);
-	PARAM(FLOAT8OID, Float8GetDatum(result->loss), false);
-	PARAM(TEXTOID, CStringGetTextDatum(result->device), false);
-	PARAM(INT4OID, Int32GetDatum(result->workers), false);
-	PARAM(FLOAT8OID, Float8GetDatum(result->load_s), false);
-	PARAM(FLOAT8OID, Float8GetDatum(result->train_s), false);
-	PARAM(FLOAT8OID, Float8GetDatum(result->store_s), false);
-	PARAM(FLOAT8OID, Float8GetDatum(result->total_s), false);
-	PARAM(INT8OID, Int64GetDatum(result->version), false);
-	PARAM(OIDOID, ObjectIdGetDatum(user_rel), false);
-	PARAM(OIDOID, ObjectIdGetDatum(item_rel), false);
-	PARAM(TEXTOID, CStringGetTextDatum(GetUserNameFromId(GetUserId(), false)), false);
-	PARAM(TEXTOID, CStringGetTextDatum(wals_accelerate_name(args->accelerate)), false);
-	PARAM(INT4OID, Int32GetDatum(p->block_size), p->solver != WALS_SUBSPACE);
-	PARAM(FLOAT4OID, Float4GetDatum(p->reg_exponent), !p->frequency_scaled);
-	PARAM(FLOAT4OID, Float4GetDatum(args->init_std), args->init_std < 0);
-	PARAM(FLOAT4OID, Float4GetDatum((float) args->validation), args->validation <= 0);
-	PARAM(TEXTOID, CStringGetTextDatum(OidIsValid(args->validation_table) ?
-									   args->validation_table_display : ""),
-		  !OidIsValid(args->validation_table));
-	PARAM(TEXTOID, CStringGetTextDatum(validating ? args->validation_metric : ""), !validating);
-	PARAM(INT4OID, Int32GetDatum(args->patience), !validating);
-	PARAM(INT4OID, Int32GetDatum(result->best_iteration), !validating);
-	PARAM(FLOAT8OID, Float8GetDatum(result->validation_score), !validating);
-	PARAM(OIDOID, ObjectIdGetDatum(args->owner), false);
-#undef PARAM
-
-	wals_become_catalog_writer(&save);
-	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
-						   " AND model OPERATOR(pg_catalog.=) $2",
-						   wals_catalog_table("wals_models")),
-				  2, types, values, -1);
-
-	query = psprintf("INSERT INTO %s (schema, model, source, user_col, item_col, rating_col,"
-					 " feedback, factors, iterations, max_iterations, regularization, alpha,"
-					 " unobserved_weight, solver, cg_steps, seed, tolerance, warm_start,"
-					 " users, items, ratings, loss, device, workers, load_s, train_s,"
-					 " store_s, total_s, version, user_factors, item_factors,"
-					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
-					 " validation, validation_table, validation_metric, patience,"
-					 " best_iteration, validation_score, owner, trained_at)"
-					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
-					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
-					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
-					 " $41, $42, $43, pg_catalog.now())",
-					 wals_catalog_table("wals_models"));
-	if (wals_sql(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "wals: could not write the catalog row of model \"%s\"", args->model_display);
+	memset(&row, 0, sizeof(row));
+	row.schema = get_namespace_name(args->schema);
+	row.model = args->model;
+	row.source = args->source;
+	row.user_col = args->user_col;
+	row.item_col = args->item_col;
+	row.rating_col = args->rating_col;
+	row.params = args->params;
+	row.iterations = result->iterations;
+	row.max_iterations = args->iterations;
+	row.seed = args->seed;
+	row.tolerance = args->tolerance;
+	row.warm_start = args->warm_start;
+	row.users = data->nusers;
+	row.items = data->nitems;
+	row.ratings = data->nratings;
+	row.loss = result->loss;
+	row.device = result->device;
+	row.workers = result->workers;
+	row.load_s = result->load_s;
+	row.train_s = result->train_s;
+	row.store_s = result->store_s;
+	row.total_s = result->total_s;
+	row.version = result->version;
+	row.user_rel = user_rel;
+	row.item_rel = item_rel;
+	row.accelerate = wals_accelerate_name(args->accelerate);
+	row.init_std = args->init_std;
+	row.validation = args->validation;
+	row.validation_table = OidIsValid(args->validation_table) ?
+		args->validation_table_display : NULL;
+	row.validation_metric = validating ? args->validation_metric : NULL;
+	row.patience = args->patience;
+	row.best_iteration = result->best_iteration;
+	row.validation_score = result->validation_score;
+	row.owner = args->owner;
+	row.trained_at = GetCurrentTransactionStartTimestamp();
+	wals_catalog_write(&row);
 
 	query = psprintf("INSERT INTO %s (schema, model, version, iteration, loss, seconds, step,"
 					 " validation_score) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
 					 wals_catalog_table("wals_training_log"));
+	wals_become_catalog_writer(&save);
 	for (int it = 0; it < result->iterations; it++)
 	{
 		Oid			log_types[8] = {NAMEOID, TEXTOID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID,
@@ -393,8 +357,8 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 		Datum		log_values[8];
 		char		log_nulls[8] = "       ";
 
-		log_values[0] = values[0];
-		log_values[1] = values[1];
+		log_values[0] = DirectFunctionCall1(namein, CStringGetDatum(row.schema));
+		log_values[1] = CStringGetTextDatum(row.model);
 		log_values[2] = Int64GetDatum(result->version);
 		log_values[3] = Int32GetDatum(it + 1);
 		log_values[4] = Float8GetDatum(result->iteration_loss[it]);
@@ -407,11 +371,14 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 				 args->model_display);
 	}
 	wals_unbecome(&save);
+	wals_model_describe(&row);
 }
 
 /*
  * Refuse, before any work, a model whose factor table names are taken by
- * relations that are not that model's own tables.
+ * relations that are not that model's own tables.  Where a new model's
+ * both names are taken, they may be its factor tables restored without
+ * its catalog row, which the hint says how to attach.
  */
 void
 wals_check_factor_tables_free(const WalsTrainArgs *args)
@@ -422,15 +389,19 @@ wals_check_factor_tables_free(const WalsTrainArgs *args)
 	{
 		char	   *table = psprintf("%s%s", args->model, suffixes[i]);
 		Oid			relid = get_relname_relid(table, args->schema);
+		char	   *attach;
 
 		if (!OidIsValid(relid) ||
 			(args->old != NULL && relid == (i == 0 ? args->old->user_rel : args->old->item_rel)))
 			continue;
+		attach = args->old == NULL ?
+			wals_unattached_hint(get_namespace_name(args->schema), args->model) : NULL;
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_TABLE),
 				 errmsg("relation \"%s\" already exists and does not belong to model \"%s\"",
 						quote_qualified_identifier(get_namespace_name(args->schema), table),
 						args->model_display),
+				 attach != NULL ? errhint("%s", attach) :
 				 errhint("Pass another name as \"model\", or drop or rename that relation.")));
 	}
 }

@@ -133,8 +133,6 @@ typedef struct WalsTrainResult
 
 /* args.c */
 extern void wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args);
-extern const char *wals_feedback_name(WalsFeedback feedback);
-extern const char *wals_solver_name(WalsSolver solver);
 extern const char *wals_accelerate_name(WalsAccelerate accelerate);
 
 /* train.c */

@@ -7,7 +7,7 @@
 # runs.  The caller, alice, has that schema ahead of pg_catalog on her
 # search_path, and calls every SQL function of wals with the arguments
 # that reach its SQL texts (every solver, warm start, validations,
-# fold-in, tuning, refresh, evaluation, dropping): each must work as it
+# fold-in, tuning, refresh, evaluation, attaching, dropping): each must work as it
 # does without the shadows, and none may reach a shadow.  A function of
 # the extension that this test does not call fails it, so that the next
 # one is added here.  The peer functions of sharded training are called
@@ -159,6 +159,11 @@ CREATE TABLE alice.t AS
   SELECT u AS user_id, (u * 11 + g * 5) % 40 + 1 AS item_id, 1::real AS rating
   FROM generate_series(1, 80) u, generate_series(1, 2) g;
 CREATE TABLE alice.held AS SELECT user_id, item_id FROM alice.t;
+SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating',
+  model => 'alice.a', factors => 4, iterations => 2);
+RESET ROLE;
+-- its catalog row gone, as a dump of schema alice alone leaves it
+DELETE FROM wals_models WHERE schema = 'alice' AND model = 'a';
 });
 
 my $m = "model => 'alice.m', factors => 4, iterations => 2";
@@ -188,6 +193,9 @@ my @calls = (
 	[ wals_evaluate => q{SELECT pg_catalog.count(*) FROM wals_evaluate('alice.m', 'alice.t', 'user_id', 'item_id', 'rating', 5)} ],
 	[ wals_tune => q{SELECT pg_catalog.count(*) FROM wals_tune('alice.r', 'user_id', 'item_id', 'rating', model => 'tuned',
 		budget => '20 seconds', max_trials => 2, space => '{"factors": [2, 4], "regularization": {"min": 0.05, "max": 1}}')} ],
+	[ wals_attach_model => q{SELECT wals_attach_model('alice.a') IS NOT NULL} ],
+	[ wals_recommend => q{SELECT pg_catalog.count(*) FROM wals_recommend(1, 5, 'alice.a')} ],
+	[ wals_drop_model => q{SELECT wals_drop_model('alice.a') IS NOT NULL} ],
 	[ wals_drop_model => q{SELECT wals_drop_model('tuned') IS NOT NULL} ],
 	[ wals_drop_model => q{SELECT wals_drop_model('alice.m') IS NOT NULL} ],
 );

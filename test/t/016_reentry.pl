@@ -6,7 +6,8 @@
 # on both factor tables (serving, refresh, warm start), in the source view
 # (training, tuning, refresh), in a test source view (wals_evaluate), in a
 # held-out cells view (validation_table) and as a trigger on the user
-# factor table (the rows wals_refresh_users writes).  Each function of wals
+# factor table (the rows wals_refresh_users writes), and in the tables
+# wals_attach_model reads of a model whose catalog row is gone.  Each function of wals
 # is then called from outside.  Nothing may crash, no call may end in an
 # internal error (XX000) inside or outside, and what the hook calls from
 # inside either serves or is refused with 55006.
@@ -54,6 +55,7 @@ INSERT INTO mallory.hook_calls VALUES
   ($$SELECT count(*) FROM public.wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.other', factors => 2, iterations => 1)$$),
   ($$SELECT count(*) FROM public.wals_tune('mallory.r', 'user_id', 'item_id', model => 'mallory.tuned', max_trials => 1)$$),
   ($$SELECT public.wals_drop_model('mallory.m')$$),
+  ($$SELECT public.wals_attach_model('mallory.m')$$),
   ($$SELECT count(*) FROM public.wals_devices()$$),
   ($$SELECT count(*) FROM public.wals_shards('mallory.r')$$);
 -- the hook: once per outer call (not again from the calls it makes), each
@@ -160,10 +162,38 @@ for my $case (@outer)
 	my $wrong = $node->safe_psql(
 		'postgres', q{
 SELECT string_agg(call || ': ' || state, '; ') FROM mallory.hook_log
-WHERE (call ~ 'wals_(train|tune|refresh_users|drop_model)' AND state <> '55006')
-   OR (call !~ 'wals_(train|tune|refresh_users|drop_model)' AND state <> '00000')});
+WHERE (call ~ 'wals_(train|tune|refresh_users|drop_model|attach_model)' AND state <> '55006')
+   OR (call !~ 'wals_(train|tune|refresh_users|drop_model|attach_model)' AND state <> '00000')});
 	is($wrong, '', "from the hook at $at, writes are refused (55006) and the rest serves");
 }
+
+# wals_attach_model reads the factor tables of a model whose catalog row is
+# gone, as their owner: the hook in their policies runs there, before the
+# model is in the catalog, so that what it serves of the model finds none
+# (42704), and what writes is refused (55006).
+fresh_model();
+$node->safe_psql('postgres', q{
+DELETE FROM wals_training_log WHERE schema = 'mallory' AND model = 'm';
+DELETE FROM wals_models WHERE schema = 'mallory' AND model = 'm';
+TRUNCATE mallory.hook_log;});
+for my $role ('mallory', 'postgres')
+{
+	($ret, $out, $err) = $node->psql('postgres',
+		"SET ROLE $role; SELECT pg_catalog.set_config('mallory.hook_at', 'user factors', false); SELECT wals_attach_model('mallory.m')");
+	unlike($err, $bad, "as $role, hooked at user factors, no crash and no internal error: wals_attach_model");
+}
+is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_models WHERE model = 'm'}), '1',
+	'the model is attached');
+my $wrong = $node->safe_psql(
+	'postgres', q{
+SELECT string_agg(call || ': ' || state, '; ') FROM mallory.hook_log
+WHERE (call ~ 'wals_(train|tune|refresh_users|drop_model|attach_model)' AND state <> '55006')
+   OR (call ~ 'wals_(recommend|similar|predict|explain|rated|evaluate)' AND state <> '42704')
+   OR (call ~ 'wals_(devices|shards)' AND state <> '00000')});
+is($wrong, '', 'from the hook in an attach, writes are refused (55006) and the model is not there yet (42704)');
+is($node->safe_psql('postgres', q{SELECT count(DISTINCT call) FROM mallory.hook_log}),
+	$node->safe_psql('postgres', q{SELECT count(*) FROM mallory.hook_calls}),
+	'the hook ran every call');
 
 is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $start_time,
 	'the server never restarted');

@@ -1,0 +1,86 @@
+-- wals_attach_model: factor tables there without their catalog row, as a
+-- dump of their schema alone (pg_dump -n) restores them, made a model again
+-- from the description every training writes on them; and its errors.
+SET client_min_messages = warning;
+CREATE SCHEMA att;
+CREATE TABLE att.plays AS
+SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, (1 + (u + g) % 3)::real AS n
+FROM generate_series(1, 100) u, generate_series(1, 5) g;
+SELECT model FROM wals_train('att.plays', 'user_id', 'item_id', 'n', model => 'att.m',
+    factors => 4, iterations => 3, feedback => 'explicit', regularization => 0.05,
+    solver => 'cholesky', seed => 3);
+
+-- the description on column "factors" of the user factor table
+SELECT left(col_description('att.m_user_factors'::regclass, 2), 21) AS prefix;
+SELECT d->>'format' AS format, d->>'source' AS source, d->>'rating_col' AS rating_col,
+       d->>'feedback' AS feedback, d->>'factors' AS factors, d->>'regularization' AS regularization,
+       d->>'solver' AS solver, d->>'seed' AS seed, d->'block_size' AS block_size
+FROM (SELECT substr(col_description('att.m_user_factors'::regclass, 2), 22)::jsonb AS d) s;
+
+CREATE TEMP TABLE served AS SELECT * FROM wals_recommend(1, 5, 'att.m');
+CREATE TEMP TABLE settings AS
+SELECT source, user_col, item_col, rating_col, feedback, factors, iterations, max_iterations,
+       regularization, alpha, unobserved_weight, solver, cg_steps, seed, tolerance, warm_start,
+       users, items, ratings, loss, device, workers, load_s, train_s, store_s, total_s,
+       user_factors, item_factors, owner, accelerate, block_size, regularization_exponent,
+       init_std, validation, validation_table, validation_metric, patience, best_iteration,
+       validation_score, trained_at
+FROM wals_models WHERE schema = 'att' AND model = 'm';
+
+-- the catalog row gone, as a restore of a dump of schema att alone leaves it:
+-- each call that names the model says how to attach it
+DELETE FROM wals_training_log WHERE schema = 'att' AND model = 'm';
+DELETE FROM wals_models WHERE schema = 'att' AND model = 'm';
+SELECT * FROM wals_recommend(1, 5, 'att.m');
+SET search_path = att, public;
+SELECT * FROM wals_recommend(1, 5, 'm');
+SELECT * FROM wals_recommend(1, 5);
+RESET search_path;
+SELECT model FROM wals_train('att.plays', 'user_id', 'item_id', 'n', model => 'att.m',
+    factors => 4, iterations => 1, feedback => 'explicit', warm_start => true);
+
+SET client_min_messages = notice;
+SELECT wals_attach_model('att.m');
+SET client_min_messages = warning;
+-- the same settings and tables, the same recommendations
+SELECT count(*) AS differences FROM (
+    (SELECT * FROM settings
+     EXCEPT SELECT source, user_col, item_col, rating_col, feedback, factors, iterations,
+       max_iterations, regularization, alpha, unobserved_weight, solver, cg_steps, seed,
+       tolerance, warm_start, users, items, ratings, loss, device, workers, load_s, train_s,
+       store_s, total_s, user_factors, item_factors, owner, accelerate, block_size,
+       regularization_exponent, init_std, validation, validation_table, validation_metric,
+       patience, best_iteration, validation_score, trained_at
+     FROM wals_models WHERE schema = 'att' AND model = 'm')) d;
+SELECT (SELECT array_agg(item_id ORDER BY item_id) FROM served) =
+       (SELECT array_agg(item_id ORDER BY item_id) FROM wals_recommend(1, 5, 'att.m')) AS same;
+SELECT count(*) AS log_rows FROM wals_training_log WHERE schema = 'att' AND model = 'm';
+
+-- errors
+SELECT wals_attach_model(NULL);
+SELECT wals_attach_model('att.m');
+SELECT wals_attach_model('att.none');
+SELECT wals_attach_model('nowhere.m');
+SELECT wals_attach_model('pg_temp.m');
+SELECT wals_attach_model('a.b.c');
+-- the tables of a model trained before the description, or whose comment
+-- its owner replaced: there is nothing to attach from
+DELETE FROM wals_models WHERE schema = 'att' AND model = 'm';
+COMMENT ON COLUMN att.m_user_factors.factors IS NULL;
+SELECT wals_attach_model('att.m');
+COMMENT ON COLUMN att.m_user_factors.factors IS 'the factors of the plays';
+SELECT wals_attach_model('att.m');
+-- a description cut short
+COMMENT ON COLUMN att.m_user_factors.factors IS 'wals model settings: {"format": 1}';
+SELECT wals_attach_model('att.m');
+-- a retraining leaves a comment of the owner's own as it is
+DROP TABLE att.m_user_factors, att.m_item_factors;
+SELECT model FROM wals_train('att.plays', 'user_id', 'item_id', 'n', model => 'att.m',
+    factors => 4, iterations => 1);
+COMMENT ON COLUMN att.m_user_factors.factors IS 'the factors of the plays';
+SELECT model FROM wals_train('att.plays', 'user_id', 'item_id', 'n', model => 'att.m',
+    factors => 4, iterations => 1);
+SELECT col_description('att.m_user_factors'::regclass, 2) AS kept;
+
+SELECT wals_drop_model('att.m');
+DROP SCHEMA att CASCADE;
