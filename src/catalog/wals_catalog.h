@@ -10,6 +10,7 @@
 #include "access/htup.h"
 #include "access/tupdesc.h"
 #include "executor/spi.h"
+#include "nodes/parsenodes.h"
 #include "utils/array.h"
 
 #include "wals.h"
@@ -124,7 +125,7 @@ extern WalsModelInfo *wals_model_get(text *model);
 extern Oid	wals_model_owner(const WalsModelInfo *info);
 extern void wals_model_check_owner(const WalsModelInfo *info);
 extern void wals_model_check_tables(const WalsModelInfo *info);
-extern void wals_drop_factor_tables(const WalsModelInfo *info);
+extern void wals_drop_factor_tables(const WalsModelInfo *info, DropBehavior behavior);
 extern void wals_drop_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
 extern bool wals_factor_table_reusable(const WalsModelInfo *info, Oid relid, bool user_side);
 extern char *wals_relation_name(Oid relid);
@@ -155,5 +156,6 @@ extern void wals_become(Oid role, WalsRoleSave *save);
 extern void wals_unbecome(const WalsRoleSave *save);
 extern void wals_become_catalog_writer(WalsRoleSave *save);
 extern Oid	wals_extension_schema(void);
+extern bool wals_extension_installed(Oid *schema, Oid *owner);
 
 #endif							/* WALS_CATALOG_H */

@@ -7,10 +7,10 @@
 # runs.  The caller, alice, has that schema ahead of pg_catalog on her
 # search_path, and calls every SQL function of wals with the arguments
 # that reach its SQL texts (every solver, warm start, validations,
-# fold-in, tuning, refresh, evaluation, dropping): each must work as it
-# does without the shadows, and none may reach a shadow.  A function of
-# the extension that this test does not call fails it, so that the next
-# one is added here.  The peer functions of sharded training are called
+# fold-in, tuning, refresh, evaluation, dropping, and last DROP EXTENSION
+# wals, which runs wals_uninstall): each must work as it does without the
+# shadows, and none may reach a shadow.  A function of the extension that
+# this test does not call fails it, so that the next one is added here.  The peer functions of sharded training are called
 # by a coordinator and checked in t/014_hostile_shards.pl.
 use strict;
 use warnings FATAL => 'all';
@@ -216,6 +216,21 @@ SELECT DISTINCT p.proname FROM pg_depend d
   JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
   JOIN pg_extension e ON d.refobjid = e.oid
 WHERE e.extname = 'wals' AND p.proname NOT LIKE 'wals\_shard\_%' ORDER BY 1});
+
+# The last: dropping wals, by the superuser with the shadows ahead of
+# pg_catalog on its path, is refused while alice's model holds its tables,
+# and with CASCADE drops them.
+($ret, $out, $err) = $node->psql('postgres', "$path DROP EXTENSION wals");
+like($err, qr/ERROR:  cannot drop extension wals because 1 model depends on it/,
+	'wals_uninstall refuses DROP EXTENSION wals with shadows ahead of pg_catalog');
+unlike($err, qr/shadow reached/, 'wals_uninstall reaches no shadow');
+($ret, $out, $err) = $node->psql('postgres', "$path DROP EXTENSION wals CASCADE");
+is($ret, 0, 'DROP EXTENSION wals CASCADE with shadows ahead of pg_catalog') or diag($err);
+unlike($err, qr/shadow reached/, 'and wals_uninstall reaches no shadow');
+is($node->safe_psql('postgres', q{SELECT pg_catalog.count(*) FROM pg_class WHERE relname LIKE 'r\_%\_factors'}),
+	'0', 'the model\'s tables are gone');
+$called{wals_uninstall} = 1;
+
 for my $fn (@functions)
 {
 	ok($called{$fn}, "$fn is called here");
