@@ -30,9 +30,13 @@
  * command, so it checks first: for a role that may not, it does nothing,
  * reads no catalog and locks nothing, and PostgreSQL refuses the command.
  * Otherwise it runs as that role, the extension's owner or a superuser,
- * whom PostgreSQL lets drop whatever depends on the extension.  It locks
- * wals_models before reading it, which the drop would lock next anyway, so
- * that a training committing meanwhile cannot leave a model behind.
+ * whom PostgreSQL lets drop whatever depends on the extension.
+ *
+ * It locks wals_models before reading it, as the drop would lock it next
+ * anyway, so that no training commits a model after it was read.  This
+ * waits for the trainings, refreshes and drops under way, and for no
+ * deadlock: each of them read wals_models before it locked a factor
+ * table, and holds that lock to its end.
  *
  * It is in C because only C sees the statement (which objects, RESTRICT or
  * CASCADE), and runs at ddl_command_start because by sql_drop the catalog
@@ -221,6 +225,12 @@ uninstall_call(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	LockRelationOid(catalog, AccessExclusiveLock);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(catalog)))
+	{
+		/* another session dropped wals meanwhile: PostgreSQL says so next */
+		SPI_finish();
+		PG_RETURN_NULL();
+	}
 	wals_call_new_snapshot();
 	n = models_holding_tables(schema, &models);
 	if (n > 0 && how != WALS_DROP_CASCADE)

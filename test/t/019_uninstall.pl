@@ -4,10 +4,11 @@
 # SCHEMA ... CASCADE of its schema and DROP OWNED BY its owner, which would
 # drop it without naming it; DROP EXTENSION wals CASCADE drops each model's
 # factor tables that are still its own, and what depends on them, leaving a
-# table its owner renamed, with a NOTICE each.  Then wals can be installed
-# again.  A role that may not drop wals is refused by PostgreSQL before
-# wals reads or locks anything; commands that do not drop wals, a drop with
-# no model left, and pg_restore --clean (which drops the tables before the
+# table its owner renamed, with a NOTICE each, and waits for a training
+# under way to drop its model too.  Then wals can be installed again.  A
+# role that may not drop wals is refused by PostgreSQL before wals reads
+# or locks anything; commands that do not drop wals, a drop with no model
+# left, and pg_restore --clean (which drops the tables before the
 # extension) go on as before; dropping wals from code that wals runs is
 # refused with 55006.
 use strict;
@@ -149,11 +150,31 @@ $node->safe_psql('postgres', 'DROP VIEW public.rv; DROP FUNCTION public.uninstal
 is($node->safe_psql('postgres', $state), $before, 'and nothing changed');
 
 # CASCADE: each model's tables that are still its own, and the view on one;
-# the table the tenant renamed stays, said so.
-($ret, $out, $err) = drop('DROP EXTENSION wals CASCADE');
-is($ret, 0, 'DROP EXTENSION wals CASCADE') or diag($err);
+# the table the tenant renamed stays, said so.  The drop waits for a
+# training under way, and drops the model it commits.
+my $late = $node->background_psql('postgres', on_error_stop => 0);
+$late->query_safe(
+	qq{BEGIN; SELECT count(*) FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'late', $train)});
+my $dropper = $node->background_psql('postgres', on_error_stop => 0);
+$dropper->query_until(qr/sent/, q{\echo sent
+SET client_min_messages = notice;
+\set VERBOSITY verbose
+DROP EXTENSION wals CASCADE;
+\echo done
+});
+$node->poll_query_until('postgres',
+	q{SELECT count(*) > 0 FROM pg_stat_activity
+	  WHERE wait_event_type = 'Lock' AND query LIKE 'DROP EXTENSION wals CASCADE%'})
+  or die 'the drop does not wait for the training';
+$late->query_safe('COMMIT');
+$late->quit;
+pump_until($dropper->{run}, $dropper->{timeout}, \$dropper->{stdout}, qr/^done\n/m);
+$err = $dropper->{stderr};
+$dropper->quit;
+unlike($err, qr/ERROR/, 'DROP EXTENSION wals CASCADE, once the training committed');
 my $notices = join '.*', map { 'NOTICE:  00000: ' . quotemeta } (
 	'drop cascades to model "public.a"',
+	'drop cascades to model "public.late"',
 	'drop cascades to model "tenant.moved"',
 	'relation tenant.kept was left in place: it is no longer the table wals created for model "tenant.moved"',
 	'drop cascades to model "tenant.t"',
