@@ -394,6 +394,16 @@ wals_drop_factor_table(const WalsModelInfo *info, Oid relid, bool user_side)
 }
 
 /*
+ * Whether a factor table the model's catalog row names still exists,
+ * whatever it is now: a model whose tables are both gone holds nothing.
+ */
+bool
+wals_model_has_tables(const WalsModelInfo *info)
+{
+	return relation_exists(info->user_rel) || relation_exists(info->item_rel);
+}
+
+/*
  * Whether relid, a factor table of the model, may be written again in
  * place by a retraining: still the model's own, and in the form wals made.
  */

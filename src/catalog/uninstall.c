@@ -131,12 +131,6 @@ how_dropped(Node *tree, Oid schema, Oid owner)
 	return WALS_DROP_NONE;
 }
 
-static bool
-relation_exists(Oid relid)
-{
-	return OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid));
-}
-
 static Oid
 oid_column(int row, int col)
 {
@@ -169,7 +163,7 @@ models_holding_tables(Oid schema, WalsModelInfo **models)
 
 		m->user_rel = oid_column(row, 3);
 		m->item_rel = oid_column(row, 4);
-		if (!relation_exists(m->user_rel) && !relation_exists(m->item_rel))
+		if (!wals_model_has_tables(m))
 			continue;
 		m->schema = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1);
 		m->name = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 2);

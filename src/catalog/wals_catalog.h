@@ -128,6 +128,7 @@ extern void wals_model_check_tables(const WalsModelInfo *info);
 extern void wals_drop_factor_tables(const WalsModelInfo *info, DropBehavior behavior);
 extern void wals_drop_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
 extern bool wals_factor_table_reusable(const WalsModelInfo *info, Oid relid, bool user_side);
+extern bool wals_model_has_tables(const WalsModelInfo *info);
 extern char *wals_relation_name(Oid relid);
 
 /* source.c: relations and columns of ratings */
