@@ -247,3 +247,21 @@ CREATE FUNCTION wals_attach_model(model text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'wals_attach_model'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+-- Dropping wals drops its models, or is refused while there are any: a
+-- model's factor tables are tables of its owner that nothing in pg_depend
+-- ties to the extension, so DROP EXTENSION wals would leave them behind
+-- with no catalog.  At the start of each command that may drop wals, the
+-- trigger refuses DROP EXTENSION wals while a model holds a factor table
+-- (2BP01), drops the models' tables first under DROP EXTENSION wals
+-- CASCADE, and refuses DROP SCHEMA ... CASCADE of wals's schema and DROP
+-- OWNED BY its owner, which would drop the extension without naming it
+-- (src/catalog/uninstall.c).  A command that does not drop wals, or that
+-- the role may not run, goes on untouched.
+CREATE FUNCTION wals_uninstall() RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'wals_uninstall'
+LANGUAGE C;
+REVOKE EXECUTE ON FUNCTION wals_uninstall() FROM PUBLIC;
+CREATE EVENT TRIGGER wals_uninstall ON ddl_command_start
+	WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA', 'DROP OWNED')
+	EXECUTE FUNCTION wals_uninstall();

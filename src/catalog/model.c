@@ -385,10 +385,13 @@ wals_model_check_tables(const WalsModelInfo *info)
 /*
  * Drop one factor table of a model if it is still the table wals created
  * for it (see the head of the file), checked before it is locked and again
- * under the lock; otherwise leave it and say so.
+ * under the lock; otherwise leave it and say so.  behavior: what depends
+ * on the table (a view of the factors) stops the drop, or goes with it
+ * (DROP EXTENSION wals CASCADE).
  */
 static void
-drop_factor_table(const WalsModelInfo *info, Oid relid, const char *suffix)
+drop_factor_table(const WalsModelInfo *info, Oid relid, const char *suffix,
+				  DropBehavior behavior)
 {
 	const char *why;
 	ObjectAddress object;
@@ -414,14 +417,25 @@ drop_factor_table(const WalsModelInfo *info, Oid relid, const char *suffix)
 	object.classId = RelationRelationId;
 	object.objectId = relid;
 	object.objectSubId = 0;
-	performDeletion(&object, DROP_RESTRICT, 0);
+	performDeletion(&object, behavior, 0);
 }
 
 /* Drop one factor table of the model, if it is still its own (as above). */
 void
 wals_drop_factor_table(const WalsModelInfo *info, Oid relid, bool user_side)
 {
-	drop_factor_table(info, relid, user_side ? WALS_USER_SUFFIX : WALS_ITEM_SUFFIX);
+	drop_factor_table(info, relid, user_side ? WALS_USER_SUFFIX : WALS_ITEM_SUFFIX,
+					  DROP_RESTRICT);
+}
+
+/*
+ * Whether a factor table the model's catalog row names still exists,
+ * whatever it is now: a model whose tables are both gone holds nothing.
+ */
+bool
+wals_model_has_tables(const WalsModelInfo *info)
+{
+	return relation_exists(info->user_rel) || relation_exists(info->item_rel);
 }
 
 /*
@@ -437,14 +451,16 @@ wals_factor_table_reusable(const WalsModelInfo *info, Oid relid, bool user_side)
 }
 
 /*
- * Drop the factor tables of a model, those that are still its own.  The
- * caller has checked that it may (wals_model_check_owner).
+ * Drop the factor tables of a model, those that are still its own, and
+ * with them what depends on them when behavior is DROP_CASCADE.  The
+ * caller has checked that it may (wals_model_check_owner, or it drops
+ * extension wals).
  */
 void
-wals_drop_factor_tables(const WalsModelInfo *info)
+wals_drop_factor_tables(const WalsModelInfo *info, DropBehavior behavior)
 {
-	drop_factor_table(info, info->user_rel, WALS_USER_SUFFIX);
-	drop_factor_table(info, info->item_rel, WALS_ITEM_SUFFIX);
+	drop_factor_table(info, info->user_rel, WALS_USER_SUFFIX, behavior);
+	drop_factor_table(info, info->item_rel, WALS_ITEM_SUFFIX, behavior);
 	CommandCounterIncrement();
 }
 
@@ -470,7 +486,7 @@ drop_model_call(PG_FUNCTION_ARGS)
 	wals_model_resolve(PG_GETARG_TEXT_PP(0), &found);
 	if (!wals_lock_model(found.schema, found.name, &info, false))
 		wals_no_such_model(found.schema, found.name);
-	wals_drop_factor_tables(&info);
+	wals_drop_factor_tables(&info, DROP_RESTRICT);
 	wals_catalog_delete(&info);
 	SPI_finish();
 	PG_RETURN_VOID();

@@ -58,24 +58,18 @@ wals_unbecome(const WalsRoleSave *save)
 }
 
 /*
- * The row of extension wals in pg_extension: its schema and owner.  The
- * catalog this library reads and writes is that of its own version: an
- * installation not yet updated to it is refused with what to do, rather
- * than met with errors about missing columns.  The one exception is wals's
- * own update script, which may call this library at each step of a chain
- * of updates (0.2.0 to 0.3.0 fills rated items through it, on the way to a
- * later version): what it calls reads only the columns of that step.
+ * The row of extension wals in pg_extension, whatever its version: its
+ * schema, owner and version (NULL when null).  False when wals is not
+ * installed in this database.
  */
-static void
-extension_row(Oid *schema, Oid *owner)
+static bool
+scan_extension(Oid *schema, Oid *owner, char **version, bool *updating)
 {
 	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tuple;
 	bool		found = false;
-	bool		updating = false;
-	char	   *version = NULL;
 
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
 				CStringGetDatum("wals"));
@@ -91,14 +85,31 @@ extension_row(Oid *schema, Oid *owner)
 
 		*schema = ext->extnamespace;
 		*owner = ext->extowner;
-		updating = creating_extension && CurrentExtensionObject == ext->oid;
-		version = isnull ? NULL : TextDatumGetCString(d);
+		*updating = creating_extension && CurrentExtensionObject == ext->oid;
+		*version = isnull ? NULL : TextDatumGetCString(d);
 		found = true;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	return found;
+}
 
-	if (!found)
+/*
+ * The row of extension wals: its schema and owner.  The
+ * catalog this library reads and writes is that of its own version: an
+ * installation not yet updated to it is refused with what to do, rather
+ * than met with errors about missing columns.  The one exception is wals's
+ * own update script, which may call this library at each step of a chain
+ * of updates (0.2.0 to 0.3.0 fills rated items through it, on the way to a
+ * later version): what it calls reads only the columns of that step.
+ */
+static void
+extension_row(Oid *schema, Oid *owner)
+{
+	bool		updating = false;
+	char	   *version = NULL;
+
+	if (!scan_extension(schema, owner, &version, &updating))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("extension \"wals\" is not installed in this database"),
@@ -109,6 +120,19 @@ extension_row(Oid *schema, Oid *owner)
 				 errmsg("extension \"wals\" is at version %s in this database, but its library is version %s",
 						version != NULL ? version : "(none)", WALS_VERSION),
 				 errhint("Run ALTER EXTENSION wals UPDATE.")));
+}
+
+/*
+ * The schema and owner of wals at any version, false when it is not
+ * installed: dropping it must not ask for an update first.
+ */
+bool
+wals_extension_installed(Oid *schema, Oid *owner)
+{
+	char	   *version;
+	bool		updating;
+
+	return scan_extension(schema, owner, &version, &updating);
 }
 
 /* The schema wals is installed in (PostgreSQL 15 exports no lookup for it). */

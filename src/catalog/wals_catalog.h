@@ -10,6 +10,7 @@
 #include "access/htup.h"
 #include "access/tupdesc.h"
 #include "executor/spi.h"
+#include "nodes/parsenodes.h"
 #include "utils/array.h"
 #include "utils/timestamp.h"
 
@@ -185,9 +186,10 @@ extern Oid	wals_model_owner(const WalsModelInfo *info);
 extern void wals_check_create(Oid nsp, Oid role, const char *name, Oid source);
 extern void wals_model_check_owner(const WalsModelInfo *info);
 extern void wals_model_check_tables(const WalsModelInfo *info);
-extern void wals_drop_factor_tables(const WalsModelInfo *info);
+extern void wals_drop_factor_tables(const WalsModelInfo *info, DropBehavior behavior);
 extern void wals_drop_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
 extern bool wals_factor_table_reusable(const WalsModelInfo *info, Oid relid, bool user_side);
+extern bool wals_model_has_tables(const WalsModelInfo *info);
 extern char *wals_relation_name(Oid relid);
 
 /* source.c: relations and columns of ratings */
@@ -226,5 +228,6 @@ extern void wals_unbecome(const WalsRoleSave *save);
 extern void wals_become_catalog_writer(WalsRoleSave *save);
 extern char *wals_role_display(Oid role);
 extern Oid	wals_extension_schema(void);
+extern bool wals_extension_installed(Oid *schema, Oid *owner);
 
 #endif							/* WALS_CATALOG_H */

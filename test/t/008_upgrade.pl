@@ -4,7 +4,8 @@
 # updated with ALTER EXTENSION wals UPDATE.  The model serves exactly as a
 # model trained by 0.3.0 from the same data does; the hostile rows are gone
 # and the tables they named untouched; a tenant's source is read as the
-# tenant; the updated extension holds the same objects as a new installation.
+# tenant; the updated extension holds the same objects as a new installation,
+# among them the trigger that refuses DROP EXTENSION wals while models exist.
 # A view on a function whose signature changes stops the update with an error
 # naming it, and nothing is half-done.
 #
@@ -187,6 +188,17 @@ like($stderr, qr/must be owner of model "public.m"/, 'the tenant cannot drop the
 is($node->safe_psql('postgres',
 		q{SET ROLE mallory; SELECT count(*) FROM wals_recommend(1, 5, 'mallory.mm')}),
 	'5', 'the tenant serves its own model');
+
+# The update installs the trigger that guards DROP EXTENSION wals.
+($ret, $stdout, $stderr) = $node->psql('postgres', 'DROP EXTENSION wals');
+like($stderr, qr/ERROR:  cannot drop extension wals because 2 models depend on it/,
+	'after the update, DROP EXTENSION wals is refused while models exist');
+($ret, $stdout, $stderr) = $node->psql('postgres',
+	'SET client_min_messages = notice; DROP EXTENSION wals CASCADE');
+like($stderr, qr/drop cascades to model "mallory.mm".*drop cascades to model "public.m"/s,
+	'and DROP EXTENSION wals CASCADE drops the models');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_class WHERE relname ~ '^mm?_(user|item)_factors$'}),
+	'0', 'with their factor tables');
 
 $node->stop;
 done_testing();

@@ -7,9 +7,10 @@
 # runs.  The caller, alice, has that schema ahead of pg_catalog on her
 # search_path, and calls every SQL function of wals with the arguments
 # that reach its SQL texts (every solver, warm start, validations,
-# fold-in, tuning, refresh, evaluation, attaching, dropping): each must work as it
-# does without the shadows, and none may reach a shadow.  A function of
-# the extension that this test does not call fails it, so that the next
+# fold-in, tuning, retraining, refresh, evaluation, attaching, dropping,
+# and last DROP EXTENSION wals, which runs wals_uninstall): each must work
+# as it does without the shadows, and none may reach a shadow.  A function
+# of the extension that this test does not call fails it, so that the next
 # one is added here.  The peer functions of sharded training are called
 # by a coordinator and checked in t/014_hostile_shards.pl.
 use strict;
@@ -172,9 +173,9 @@ my @calls = (
 	[ wals_shards => q{SELECT pg_catalog.count(*) FROM wals_shards('alice.r')} ],
 	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m)} ],
 	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m,
-		feedback => 'explicit', solver => 'cholesky', regularization_exponent => 0.5)} ],
+		feedback => 'explicit', solver => 'cholesky', regularization_exponent => 0.5, replace => true)} ],
 	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m,
-		solver => 'subspace', block_size => 2, accelerate => 'ncg', workers => 2)} ],
+		solver => 'subspace', block_size => 2, accelerate => 'ncg', workers => 2, replace => true)} ],
 	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m,
 		warm_start => true, validation => 0.2, patience => 1, validation_metric => 'recall\@5')} ],
 	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m,
@@ -191,6 +192,9 @@ my @calls = (
 	[ wals_rated_items => q{SELECT pg_catalog.count(*) FROM wals_rated_items(1, 'alice.m')} ],
 	[ wals_refresh_users => q{SELECT wals_refresh_users(ARRAY[1, 2, 5000]::bigint[], 'alice.m') IS NOT NULL} ],
 	[ wals_evaluate => q{SELECT pg_catalog.count(*) FROM wals_evaluate('alice.m', 'alice.t', 'user_id', 'item_id', 'rating', 5)} ],
+	[ wals_retrain => q{SELECT pg_catalog.count(*) FROM wals_retrain('alice.m')} ],
+	[ wals_retrain => q{SELECT pg_catalog.count(*) FROM wals_retrain('alice.m', warm_start => true, factors => 4,
+		solver => 'subspace', block_size => 2, validation => 0)} ],
 	[ wals_tune => q{SELECT pg_catalog.count(*) FROM wals_tune('alice.r', 'user_id', 'item_id', 'rating', model => 'tuned',
 		budget => '20 seconds', max_trials => 2, space => '{"factors": [2, 4], "regularization": {"min": 0.05, "max": 1}}')} ],
 	[ wals_attach_model => q{SELECT wals_attach_model('alice.a') IS NOT NULL} ],
@@ -224,6 +228,21 @@ SELECT DISTINCT p.proname FROM pg_depend d
   JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
   JOIN pg_extension e ON d.refobjid = e.oid
 WHERE e.extname = 'wals' AND p.proname NOT LIKE 'wals\_shard\_%' ORDER BY 1});
+
+# The last: dropping wals, by the superuser with the shadows ahead of
+# pg_catalog on its path, is refused while alice's model holds its tables,
+# and with CASCADE drops them.
+($ret, $out, $err) = $node->psql('postgres', "$path DROP EXTENSION wals");
+like($err, qr/ERROR:  cannot drop extension wals because 1 model depends on it/,
+	'wals_uninstall refuses DROP EXTENSION wals with shadows ahead of pg_catalog');
+unlike($err, qr/shadow reached/, 'wals_uninstall reaches no shadow');
+($ret, $out, $err) = $node->psql('postgres', "$path DROP EXTENSION wals CASCADE");
+is($ret, 0, 'DROP EXTENSION wals CASCADE with shadows ahead of pg_catalog') or diag($err);
+unlike($err, qr/shadow reached/, 'and wals_uninstall reaches no shadow');
+is($node->safe_psql('postgres', q{SELECT pg_catalog.count(*) FROM pg_class WHERE relname LIKE 'r\_%\_factors'}),
+	'0', 'the model\'s tables are gone');
+$called{wals_uninstall} = 1;
+
 for my $fn (@functions)
 {
 	ok($called{$fn}, "$fn is called here");
