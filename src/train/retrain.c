@@ -16,6 +16,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
@@ -287,6 +288,9 @@ retrain_call(PG_FUNCTION_ARGS)
 	LOCAL_FCINFO(train, T_NARGS);
 	WalsModelInfo info;
 	char	   *held = NULL;
+	Oid			owner;
+	WalsRoleSave save;
+	Datum		result;
 
 	InitFunctionCallInfoData(*train, fcinfo->flinfo, T_NARGS, fcinfo->fncollation, NULL,
 							 fcinfo->resultinfo);
@@ -294,7 +298,20 @@ retrain_call(PG_FUNCTION_ARGS)
 	apply_overrides(fcinfo, train);
 	if (held != NULL && PG_ARGISNULL(R_VALIDATION) && PG_ARGISNULL(R_VALIDATION_TABLE))
 		set_arg(train, T_VALIDATION_TABLE, ObjectIdGetDatum(stored_relation(held, &info)), false);
-	return wals_train_call(train);
+
+	/*
+	 * The source is the one the owner chose, not the caller: a superuser or
+	 * another member of the owner role retrains as the owner, so that the
+	 * owner's views and their functions never run with the caller's rights
+	 * (as wals_refresh_users reads the source).
+	 */
+	owner = wals_model_owner(&info);
+	if (owner == GetUserId())
+		return wals_train_call(train);
+	wals_become(owner, &save);
+	result = wals_train_call(train);
+	wals_unbecome(&save);
+	return result;
 }
 
 Datum

@@ -37,7 +37,7 @@ sub train_sql
 	$source //= 'ratings';
 	$iterations //= 5;
 	return qq{SELECT model, users, items FROM wals_train('$source', 'user_id', 'item_id', 'rating',
-	  model => 'c', factors => 16, iterations => $iterations, seed => $seed)};
+	  model => 'c', factors => 16, iterations => $iterations, seed => $seed, replace => true)};
 }
 
 my $recs_sql = q{SELECT u, r.ord, r.item_id, r.score

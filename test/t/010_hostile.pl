@@ -172,12 +172,23 @@ like($err, qr/ERROR:  42501: must be owner of model "mallory.spied"/,
 	'alice cannot refresh a model she does not own');
 $node->safe_psql('postgres', 'DELETE FROM public.seen');
 
+# wals_retrain reads the source the model records, which mallory chose: as
+# mallory, her view's function with it.
+($ret, $out, $err) = $node->psql('postgres', q{SELECT model FROM wals_retrain('mallory.spied')});
+works($ret, $err, "a superuser retrains mallory's model with wals_retrain") or diag($err);
+is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT who || ':' || what, ',' ORDER BY who || ':' || what) FROM public.seen}),
+	'mallory:trigger,mallory:view',
+	"wals_retrain ran mallory's view and trigger as mallory, and nothing of hers as the superuser");
+is($node->safe_psql('postgres', q{SELECT pg_get_userbyid(owner) FROM wals_models WHERE model = 'spied'}),
+	'mallory', 'the model retrained is still mallory\'s');
+$node->safe_psql('postgres', 'DELETE FROM public.seen');
+
 # A superuser retraining mallory's model leaves it hers, and writes its
 # tables in place as mallory: her trigger on them runs, as her, never as the
 # superuser; her view, which the retraining does not name, does not.
 ($ret, $out, $err) = $node->psql('postgres',
 	q{SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'mallory.spied',
-	  factors => 4, iterations => 2, warm_start => true)});
+	  factors => 4, iterations => 2, warm_start => true, replace => true)});
 works($ret, $err, "a superuser retrains mallory's model") or diag($err);
 is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT tableowner, ',') FROM pg_tables
   WHERE schemaname = 'mallory' AND tablename LIKE 'spied%'}), 'mallory',
@@ -185,12 +196,6 @@ is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT tableowner, ',') FR
 is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT who || ':' || what, ',') FROM public.seen}),
 	'mallory:trigger',
 	"the retraining ran mallory's trigger as mallory, and nothing of hers as the superuser");
-$node->safe_psql('postgres', 'DELETE FROM public.seen');
-($ret, $out, $err) = $node->psql('postgres', q{SELECT model FROM wals_retrain('mallory.spied')});
-works($ret, $err, "a superuser retrains mallory's model with wals_retrain") or diag($err);
-is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT who || ':' || what, ',') FROM public.seen}),
-	'mallory:trigger',
-	"wals_retrain ran mallory's trigger as mallory, and nothing of hers as the superuser");
 
 # alice cannot retrain, drop or take over mallory's model.
 for my $sql (

@@ -108,7 +108,7 @@ sub fresh_model
 		'postgres', q{
 SET ROLE mallory;
 SELECT count(*) FROM wals_train('mallory.source_view', 'user_id', 'item_id', 'rating',
-  model => 'mallory.m', factors => 2, iterations => 1);
+  model => 'mallory.m', factors => 2, iterations => 1, replace => true);
 ALTER TABLE mallory.m_user_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE mallory.m_item_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS p ON mallory.m_user_factors;
@@ -162,8 +162,8 @@ for my $case (@outer)
 	my $wrong = $node->safe_psql(
 		'postgres', q{
 SELECT string_agg(call || ': ' || state, '; ') FROM mallory.hook_log
-WHERE (call ~ 'wals_(train|tune|refresh_users|drop_model|attach_model)' AND state <> '55006')
-   OR (call !~ 'wals_(train|tune|refresh_users|drop_model|attach_model)' AND state <> '00000')});
+WHERE (call ~ 'wals_(train|retrain|tune|refresh_users|drop_model|attach_model)' AND state <> '55006')
+   OR (call !~ 'wals_(train|retrain|tune|refresh_users|drop_model|attach_model)' AND state <> '00000')});
 	is($wrong, '', "from the hook at $at, writes are refused (55006) and the rest serves");
 }
 
@@ -187,7 +187,7 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_models WHERE model =
 my $wrong = $node->safe_psql(
 	'postgres', q{
 SELECT string_agg(call || ': ' || state, '; ') FROM mallory.hook_log
-WHERE (call ~ 'wals_(train|tune|refresh_users|drop_model|attach_model)' AND state <> '55006')
+WHERE (call ~ 'wals_(train|retrain|tune|refresh_users|drop_model|attach_model)' AND state <> '55006')
    OR (call ~ 'wals_(recommend|similar|predict|explain|rated|evaluate)' AND state <> '42704')
    OR (call ~ 'wals_(devices|shards)' AND state <> '00000')});
 is($wrong, '', 'from the hook in an attach, writes are refused (55006) and the model is not there yet (42704)');
