@@ -148,7 +148,7 @@ stored_relation(const char *name, const WalsModelInfo *info)
 
 /*
  * Fill train, wals_train's arguments, from the catalog row of the model
- * given, in the caller's memory, and info with that row.  The name of a
+ * given, and info with that row.  The name of a
  * recorded validation table is left in held, resolved only if no argument
  * replaces it.
  */
@@ -159,16 +159,12 @@ fill_from_catalog(FunctionCallInfo fcinfo, FunctionCallInfo train, WalsModelInfo
 	WalsModelInfo info;
 	Oid			types[2] = {NAMEOID, TEXTOID};
 	Datum		key[2];
-	MemoryContext cxt = CurrentMemoryContext;
 
 	if (PG_ARGISNULL(R_MODEL))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"model\" must not be null"),
 				 errhint("Name the model to retrain, as 'name' or 'schema.name'.")));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "wals: SPI_connect failed");
-	MemoryContextSwitchTo(cxt);
 	wals_model_resolve(PG_GETARG_TEXT_PP(R_MODEL), &info);
 	wals_model_check(&info);
 	wals_model_check_owner(&info);
@@ -222,7 +218,6 @@ fill_from_catalog(FunctionCallInfo fcinfo, FunctionCallInfo train, WalsModelInfo
 	}
 	set_stored(train, T_VALIDATION_METRIC, 10, (Datum) 0, true);
 	set_stored(train, T_PATIENCE, 11, (Datum) 0, true);
-	SPI_finish();
 	*out = info;
 }
 
@@ -294,6 +289,14 @@ retrain_call(PG_FUNCTION_ARGS)
 
 	InitFunctionCallInfoData(*train, fcinfo->flinfo, T_NARGS, fcinfo->fncollation, NULL,
 							 fcinfo->resultinfo);
+
+	/*
+	 * Connected until the training ends: the catalog's values, and the
+	 * arguments made of them, live in SPI's memory, where each catalog read
+	 * leaves the current context.
+	 */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "wals: SPI_connect failed");
 	fill_from_catalog(fcinfo, train, &info, &held);
 	apply_overrides(fcinfo, train);
 	if (held != NULL && PG_ARGISNULL(R_VALIDATION) && PG_ARGISNULL(R_VALIDATION_TABLE))
@@ -307,10 +310,14 @@ retrain_call(PG_FUNCTION_ARGS)
 	 */
 	owner = wals_model_owner(&info);
 	if (owner == GetUserId())
-		return wals_train_call(train);
-	wals_become(owner, &save);
-	result = wals_train_call(train);
-	wals_unbecome(&save);
+		result = wals_train_call(train);
+	else
+	{
+		wals_become(owner, &save);
+		result = wals_train_call(train);
+		wals_unbecome(&save);
+	}
+	SPI_finish();
 	return result;
 }
 
