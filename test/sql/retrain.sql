@@ -51,20 +51,24 @@ SELECT solver, block_size FROM wals_models WHERE model = 'rt_m';
 -- a warm start of another width is refused as by wals_train
 SELECT model FROM wals_retrain('rt_m', warm_start => true, factors => 8);
 
--- another width replaces the model, and says so
+-- another width replaces the model, and says so (the DETAILs of the
+-- trainings' NOTICEs hold timings: terse)
 SET client_min_messages = notice;
+\set VERBOSITY terse
 SELECT model, factors FROM wals_retrain('rt_m', factors => 8);
 
 -- wals_train onto the model: the same source, feedback and width retrain it
 -- quietly; any other refuses, unless replace => true, which says so
 SELECT model FROM wals_train('rt', 'user_id', 'item_id', 'stars', model => 'rt_m',
   factors => 8, feedback => 'explicit', iterations => 2);
+\set VERBOSITY default
 SELECT model FROM wals_train('rt', 'user_id', 'item_id', 'stars', model => 'rt_m',
   factors => 6, feedback => 'explicit', iterations => 2);
 SELECT model FROM wals_train('rt', 'user_id', 'item_id', 'stars', model => 'rt_m',
   factors => 8, iterations => 2);
 SELECT model FROM wals_train('rt_other', 'user_id', 'item_id', 'stars', model => 'rt_m',
   factors => 8, feedback => 'explicit', iterations => 2);
+\set VERBOSITY terse
 SELECT model FROM wals_train('rt_other', 'user_id', 'item_id', model => 'rt_m',
   factors => 4, iterations => 2, replace => true);
 SELECT source, feedback, factors FROM wals_models WHERE model = 'rt_m';
@@ -72,6 +76,7 @@ SELECT model FROM wals_train('rt', 'user_id', 'item_id', model => 'rt_m',
   replace => NULL);
 
 -- a tuned model is retrained with what the tuning chose
+\set VERBOSITY default
 SET client_min_messages = warning;
 SELECT count(*) > 0 AS tuned FROM wals_tune('rt', 'user_id', 'item_id', 'stars',
   model => 'rt_t', max_trials => 2, space => '{"factors": [4, 6]}');

@@ -32,7 +32,7 @@ ANALYZE ratings, big;
 });
 
 my $long_training = q{SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating',
-  model => 'm', factors => 128, iterations => 10000, solver => 'cholesky')};
+  model => 'm', factors => 128, iterations => 10000, solver => 'cholesky', replace => true)};
 
 $node->safe_psql('postgres',
 	q{SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
@@ -148,7 +148,7 @@ for my $timeout ('1s', '100ms')
 # direction all run on the factors of the first; then statement_timeout.
 my $long_ncg = q{SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating',
   model => 'm', factors => 128, iterations => 10000, solver => 'cholesky',
-  accelerate => 'ncg')};
+  accelerate => 'ncg', replace => true)};
 # Start $sql in the background session, wait until pg_stat_activity shows
 # it LIKE $activity (test $shown), cancel it and wait for its error and for
 # the backend to be idle again.
@@ -218,7 +218,7 @@ times_out('4s', $long_ncg, 'an accelerated training');
 # the factors being trained: the timeout keeps neither.
 times_out(
 	'3s', q{SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating', model => 'm',
-  factors => 64, iterations => 10000, validation => 0.2, patience => 10000)},
+  factors => 64, iterations => 10000, validation => 0.2, patience => 10000, replace => true)},
 	'a training with a validation share');
 
 # wals_tune, timed out in a trial after others have run: the model, its
@@ -238,7 +238,7 @@ is( $node->safe_psql(
 $bg->query_safe('BEGIN');
 $bg->query_safe(
 	q{SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
-	  model => 'm', factors => 8, iterations => 3, seed => 7)});
+	  model => 'm', factors => 8, iterations => 3, seed => 7, replace => true)});
 my $inside = recommendations($bg);
 isnt($inside, $recs, 'inside the transaction the new model serves');
 cmp_ok($bg->query_safe(q{SELECT version FROM wals_models WHERE model = 'm'}),
@@ -286,7 +286,7 @@ my ($ret, $stdout, $stderr) = $node->psql(
 	'postgres',
 	q{SET wals_test.fail_store = on;
 	  SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
-	    model => 'm', factors => 8, iterations => 3, seed => 7)});
+	    model => 'm', factors => 8, iterations => 3, seed => 7, replace => true)});
 like(
 	$stderr,
 	qr/injected failure while storing item factors/,
@@ -295,7 +295,7 @@ model_unchanged('after a failure in the store phase');
 $bg->query_safe('SET wals_test.fail_store = on');
 ($stdout, $ret) = $bg->query(
 	q{SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
-	    model => 'm', factors => 8, iterations => 3, seed => 7)});
+	    model => 'm', factors => 8, iterations => 3, seed => 7, replace => true)});
 like($bg->{stderr}, qr/injected failure/,
 	'the same failure in the session that cached the model');
 $bg->{stderr} = '';
@@ -308,7 +308,7 @@ model_unchanged('after the second failure in the store phase');
 $node->safe_psql('postgres', q{DROP TRIGGER fail_item_factors ON m_item_factors});
 $node->safe_psql('postgres',
 	q{SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
-	  model => 'm', factors => 8, iterations => 3, seed => 7)});
+	  model => 'm', factors => 8, iterations => 3, seed => 7, replace => true)});
 cmp_ok($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'm'}),
 	'>', $version, 'a later training replaces the model');
 isnt(recommendations(), $recs, 'and serves new recommendations');

@@ -91,7 +91,7 @@ for my $solver ('cg', 'cholesky')
 # A long training: another session sees its progress and its workers; a
 # cancel ends the leader and the workers.
 my $long_training = q{SELECT * FROM wals_train('big', 'user_id', 'item_id', 'rating',
-  model => 'k', factors => 64, iterations => 10000, workers => 2)};
+  model => 'k', factors => 64, iterations => 10000, workers => 2, replace => true)};
 
 $node->safe_psql('postgres',
 	q{SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',

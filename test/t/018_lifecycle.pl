@@ -54,7 +54,9 @@ for my $retrain (
 	q{SELECT count(*) FROM wals_train('shop.plays', 'user_id', 'item_id', 'n', model => 'shop.m',
 	  factors => 16, iterations => 2, warm_start => true)},
 	q{SELECT count(*) FROM wals_tune('shop.plays', 'user_id', 'item_id', 'n', model => 'shop.m',
-	  max_trials => 2, space => '{"factors": [8, 16]}')})
+	  max_trials => 2, space => '{"factors": [8, 16]}')},
+	q{SELECT count(*) FROM wals_retrain('shop.m')},
+	q{SELECT count(*) FROM wals_retrain('shop.m', warm_start => true, iterations => 2)})
 {
 	my ($ret, $out, $err) = $node->psql('postgres', "SET ROLE analyst; $retrain");
 	is($ret, 0, "the analyst retrains: $retrain") or diag($err);
@@ -79,7 +81,7 @@ $trainer->query_safe(q{SET ROLE analyst; SET lock_timeout = '30s'});
 my $version = $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'm'});
 $trainer->query_until(qr/sent/, q{\echo sent
 SELECT count(*) FROM wals_train('shop.plays', 'user_id', 'item_id', 'n', model => 'shop.m',
-  factors => 32, iterations => 8, workers => 0);
+  factors => 32, iterations => 8, workers => 0, replace => true);
 \echo done
 });
 
