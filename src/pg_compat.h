@@ -3,7 +3,8 @@
  *	  The differences between the majors of PostgreSQL wals builds against
  *	  (15, 16, 17 and 18), and nothing else: the code is written against
  *	  15's API, and each name here gives that API on a later major, with
- *	  the same behaviour.  Included by wals.h, after postgres.h.
+ *	  the same behaviour, or, where 15's call cannot stand, is a name of
+ *	  wals's own (wals_*, WALS_*).  Included by wals.h, after postgres.h.
  */
 #ifndef WALS_PG_COMPAT_H
 #define WALS_PG_COMPAT_H
@@ -87,7 +88,10 @@ wals_init_range_table(EState *estate, RangeTblEntry *rte)
  * postgres_fdw's pgfdw_get_result, which src/train/shards.c finds at run
  * time, lost its second argument (the query, for the error it reports) in
  * 17.  WALS_FDW_GET_RESULT(conn, query) is its parameter list, and the
- * arguments of a call, on the major built against.
+ * arguments of a call, on the major built against.  From 16 on,
+ * postgres_fdw.so is built with hidden symbols, as every module is, and
+ * exports none of these functions: a sharded training over postgres_fdw
+ * finds them on 15 alone (README, PostgreSQL versions).
  */
 #if PG_VERSION_NUM >= 170000
 #define WALS_FDW_GET_RESULT(conn, query) (conn)
