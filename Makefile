@@ -59,7 +59,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune bench-shards bench-shard-load
+BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 test-cassert test-pg17 test-pg18 bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune bench-shards bench-shard-load
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 else ifneq ($(filter-out $(BOOTSTRAP_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -202,6 +202,17 @@ endif
 .PHONY: test-cassert
 test-cassert: deps
 	./test/pg_test.sh 15 cassert
+
+# The same on the later majors wals supports, each from the source package
+# of the Debian suite that carries it (test/pg_build.sh): 17 with
+# assertions, 18 without, built as PostgreSQL's releases are.  What differs
+# between the majors is in src/pg_compat.h.
+.PHONY: test-pg17 test-pg18
+test-pg17: deps
+	./test/pg_test.sh 17 cassert
+
+test-pg18: deps
+	./test/pg_test.sh 18 release
 
 # aarch64 without an Arm machine: Debian's cross compiler builds wals.so
 # (every object with the flags PGXS uses here, against the server headers,

@@ -7,14 +7,15 @@
 # serial OpenBLAS through multiarch (dpkg --add-architecture arm64), which
 # lands in /usr/lib/aarch64-linux-gnu/openblas-serial beside the x86 one.
 # With --pg-build, what test/pg_build.sh needs to build PostgreSQL from its
-# source: the compiler, bzip2 for the tarball, zlib's headers, and Perl with
-# IPC::Run for the TAP modules.  Does nothing when all are present.
+# source: the compiler, bzip2 for the tarball, zlib's headers, Perl with
+# IPC::Run for the TAP modules, and bison and flex, whose output the
+# tarballs of PostgreSQL 17 and later no longer carry.  Does nothing when all are present.
 set -e
 if [ "$1" = "--arm64" ]; then
 	PACKAGES="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 		libopenblas-serial-dev:arm64 libopenblas0-serial:arm64"
 elif [ "$1" = "--pg-build" ]; then
-	PACKAGES="gcc libc6-dev make bzip2 zlib1g-dev perl libipc-run-perl"
+	PACKAGES="gcc libc6-dev make bzip2 zlib1g-dev perl libipc-run-perl bison flex"
 else
 	PACKAGES="postgresql-15 postgresql-server-dev-15 postgresql-common
 		libopenblas-serial-dev libopenblas0-serial libipc-run-perl make gcc
