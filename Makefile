@@ -9,7 +9,7 @@
 #   make unit    only the unit tests of src/core (no server)
 
 EXTENSION = wals
-EXTVERSION = 0.4.0
+EXTVERSION = 0.5.0
 
 MODULE_big = wals
 # src/core: the algorithms, pure C with no server; src/catalog, src/train
