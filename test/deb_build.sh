@@ -22,9 +22,9 @@ mkdir -p "$src"
 rm -f "$out"/postgresql-*-wals*_"$version"_*.deb "$out"/wals_"$version"_*.buildinfo \
 	"$out"/wals_"$version"_*.changes
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	# --ignore-failed-read: a tracked file deleted in the work tree is left out.
 	git ls-files -z --cached --others --exclude-standard |
-		(cd "$root" && xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh) |
-		tar --null -T - -cf - | tar -C "$src" -xf -
+		tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -C "$src" -xf -
 else
 	tar --exclude=./build --exclude=./.git -cf - . | tar -C "$src" -xf -
 fi

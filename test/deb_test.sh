@@ -81,7 +81,7 @@ installed=""
 restore() {
 	status=$?
 	if [ -n "$installed" ]; then
-		dpkg -r "$package" >/dev/null 2>&1 || true
+		dpkg --purge "$package" >/dev/null 2>&1 || true
 	fi
 	while read -r f; do
 		mkdir -p "$(dirname "$f")"
@@ -94,8 +94,10 @@ trap restore EXIT
 trap 'exit 1' INT TERM HUP
 
 echo "wals: dpkg -i $(basename "$deb") ($(wc -l <"$work/kept") of its $(wc -l <"$work/files") files are there now, kept to be put back)"
+# From here on the package is removed on the way out, even where dpkg -i
+# left it half installed (a dependency missing).
+installed=1
 if dpkg -i "$deb" >"$work/dpkg.log" 2>&1; then
-	installed=1
 	ok "dpkg -i $(basename "$deb")"
 else
 	cat "$work/dpkg.log"

@@ -52,4 +52,5 @@ fi
 # Another apt-get (a second worker's make deps) may hold dpkg's lock: wait
 # for it rather than fail.
 apt-get -o DPkg::Lock::Timeout=600 update -qq
+# shellcheck disable=SC2086  # $missing is a list of packages
 apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing

@@ -9,7 +9,7 @@
 # per check and "N passed, N failed".  `make test` and `make version-check`
 # run it.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 passed=0
 failed=0
 check() {
