@@ -50,17 +50,17 @@ MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 # OpenBLAS, which carries LAPACK (spotrf_, spotrs_) as well, found through
 # pkg-config.  On Debian, the serial variant: one thread per process, so
 # parallel workers never oversubscribe the cores.  Its own openblas.pc is
-# asked first, whichever variant Debian's alternatives give `pkg-config
-# openblas` for other programs; elsewhere, whatever openblas.pc pkg-config
-# finds (PKG_CONFIG_PATH for one of your own, built with USE_THREAD=0 or
-# USE_OPENMP=0 for the same reason); where pkg-config knows none, Debian's
+# asked before the one Debian's alternatives give `pkg-config openblas` for
+# other programs, after any in PKG_CONFIG_PATH (an OpenBLAS of your own,
+# built with USE_THREAD=0 for the same reason); elsewhere, whatever
+# openblas.pc pkg-config finds; where pkg-config knows none, Debian's
 # paths.  wals.so gets a run path to the library's folder, so that it loads
 # the OpenBLAS it was built with.  BLAS_CFLAGS and BLAS_LDFLAGS on the
 # command line override all this.
 PKG_CONFIG ?= pkg-config
 comma = ,
 BLAS_SERIAL_PC = /usr/lib/$(MULTIARCH)/openblas-serial/pkgconfig
-BLAS_PC = $(if $(wildcard $(BLAS_SERIAL_PC)/openblas.pc),PKG_CONFIG_PATH=$(BLAS_SERIAL_PC)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))) $(PKG_CONFIG)
+BLAS_PC = $(if $(wildcard $(BLAS_SERIAL_PC)/openblas.pc),PKG_CONFIG_PATH=$(if $(PKG_CONFIG_PATH),$(PKG_CONFIG_PATH):)$(BLAS_SERIAL_PC)) $(PKG_CONFIG)
 BLAS_PC_LIBS := $(patsubst %/,%,$(shell $(BLAS_PC) --libs openblas 2>/dev/null))
 ifneq ($(BLAS_PC_LIBS),)
 BLAS_PC_CFLAGS := $(patsubst %/,%,$(shell $(BLAS_PC) --cflags openblas 2>/dev/null))
