@@ -7,9 +7,20 @@
 #   make test-cassert  pg_regress and TAP on PostgreSQL 15 built with
 #                assertions, in a private prefix built the first time
 #   make unit    only the unit tests of src/core (no server)
+#   make deb     the Debian package postgresql-15-wals, into build/deb/
+#   make test-deb  install that package on this machine, try it, remove it
+#
+# PG_CONFIG=<path> builds and tests against another server: every target,
+# and every script a target runs, uses that pg_config.  Packages are
+# installed only by test/install_deps.sh, which the targets that need them
+# call (as root on Debian).
 
 EXTENSION = wals
-EXTVERSION = 0.4.0
+# The version of the release, stated here only: the library is compiled
+# with it (WALS_VERSION), and test/version_check.sh (make version-check,
+# part of make test) holds wals.control, META.json, debian/changelog,
+# CHANGELOG.md, README and the update scripts to it.
+EXTVERSION = 0.5.0
 
 MODULE_big = wals
 # src/core: the algorithms, pure C with no server; src/catalog, src/train
@@ -36,11 +47,29 @@ PROVE_TESTS = test/t/*.pl
 EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/gpu/check_train test/gpu/host_engine.so test/gpu/wals_cuda_emu.so gpu/wals_cuda.so results regression.diffs regression.out
 
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
-# The serial OpenBLAS: one thread per process, so parallel workers never
-# oversubscribe the cores.  It carries LAPACK (spotrf_, spotrs_) as well.
-BLAS_INC = /usr/include/$(MULTIARCH)/openblas-serial
-BLAS_LIB = /usr/lib/$(MULTIARCH)/openblas-serial
-BLAS_LDFLAGS = -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -lm
+# OpenBLAS, which carries LAPACK (spotrf_, spotrs_) as well, found through
+# pkg-config.  On Debian, the serial variant: one thread per process, so
+# parallel workers never oversubscribe the cores.  Its own openblas.pc is
+# asked before the one Debian's alternatives give `pkg-config openblas` for
+# other programs, after any in PKG_CONFIG_PATH (an OpenBLAS of your own,
+# built with USE_THREAD=0 for the same reason); elsewhere, whatever
+# openblas.pc pkg-config finds; where pkg-config knows none, Debian's
+# paths.  wals.so gets a run path to the library's folder, so that it loads
+# the OpenBLAS it was built with.  BLAS_CFLAGS and BLAS_LDFLAGS on the
+# command line override all this.
+PKG_CONFIG ?= pkg-config
+comma = ,
+BLAS_SERIAL_PC = /usr/lib/$(MULTIARCH)/openblas-serial/pkgconfig
+BLAS_PC = $(if $(wildcard $(BLAS_SERIAL_PC)/openblas.pc),PKG_CONFIG_PATH=$(if $(PKG_CONFIG_PATH),$(PKG_CONFIG_PATH):)$(BLAS_SERIAL_PC)) $(PKG_CONFIG)
+BLAS_PC_LIBS := $(patsubst %/,%,$(shell $(BLAS_PC) --libs openblas 2>/dev/null))
+ifneq ($(BLAS_PC_LIBS),)
+BLAS_PC_CFLAGS := $(patsubst %/,%,$(shell $(BLAS_PC) --cflags openblas 2>/dev/null))
+BLAS_CFLAGS ?= $(BLAS_PC_CFLAGS)
+BLAS_LDFLAGS ?= $(BLAS_PC_LIBS) $(patsubst -L%,-Wl$(comma)-rpath$(comma)%,$(filter -L%,$(BLAS_PC_LIBS))) -lm
+else
+BLAS_CFLAGS ?= -I/usr/include/$(MULTIARCH)/openblas-serial
+BLAS_LDFLAGS ?= -L/usr/lib/$(MULTIARCH)/openblas-serial -Wl,-rpath,/usr/lib/$(MULTIARCH)/openblas-serial -lopenblas -lm
+endif
 
 # Warnings stop the build only under `make test` (and so in CI), which sets
 # WERROR: a user's newer compiler may warn where ours does not.
@@ -50,16 +79,19 @@ WARNFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-sign-compare \
 OPTFLAGS = -O2
 # libpq: a sharded training calls its shards on postgres_fdw's connections,
 # or on its own to the nodes of a Citus distributed table.
-PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core $(SUBSYSTEMS:%=-I$(srcdir)/src/%) -I$(srcdir)/gpu -I$(BLAS_INC) -I$(shell $(PG_CONFIG) --includedir) -DWALS_VERSION=\"$(EXTVERSION)\"
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core $(SUBSYSTEMS:%=-I$(srcdir)/src/%) -I$(srcdir)/gpu $(BLAS_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -DWALS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = $(WARNFLAGS) $(OPTFLAGS)
 SHLIB_LINK = $(BLAS_LDFLAGS) -lpq
 
 PG_CONFIG ?= pg_config
+# The scripts the targets run (test/installcheck.sh, test/demo.sh, the
+# benchmarks) read it from the environment.
+export PG_CONFIG
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune bench-shards bench-shard-load
+BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-tune bench-shards bench-shard-load test-pg17 test-pg18
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 else ifneq ($(filter-out $(BOOTSTRAP_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -101,6 +133,9 @@ src/core/kernels.bc: BITCODE_CFLAGS += -Wno-psabi
 # header changes, or a stale object would read structs of the old layout.
 WALS_HDRS = $(wildcard src/*.h src/*/*.h gpu/*.h)
 $(OBJS): $(WALS_HDRS)
+# Nor does it know that WALS_VERSION comes from EXTVERSION: the objects
+# that use it are rebuilt when the Makefile changes.
+$(patsubst %.c,%.o,$(shell grep -l WALS_VERSION $(OBJS:.o=.c) 2>/dev/null)): Makefile
 
 CORE_HDRS = $(wildcard src/core/*.h)
 UNIT_SRCS = $(sort $(wildcard test/unit/*.c))
@@ -108,7 +143,7 @@ UNIT_SRCS = $(sort $(wildcard test/unit/*.c))
 # The programs built from src/core without the server: its unit tests, its
 # benchmarks and the GPU checks, in C99 with the same warnings.
 HOST_CC = $(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra $(WERROR) \
-	-Isrc/core -Igpu -Itest/unit -I$(BLAS_INC)
+	-Isrc/core -Igpu -Itest/unit $(BLAS_CFLAGS)
 
 test/unit/wals_unit: $(CORE_SRCS) $(UNIT_SRCS) $(CORE_HDRS) $(wildcard test/unit/*.h)
 	$(HOST_CC) -o $@ $(CORE_SRCS) $(UNIT_SRCS) $(BLAS_LDFLAGS)
@@ -153,10 +188,10 @@ test/gpu/host_engine$(DLSUFFIX): test/gpu/host_engine.c $(CORE_SRCS) $(CORE_HDRS
 EMU_LIB = test/gpu/wals_cuda_emu$(DLSUFFIX)
 $(EMU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h $(wildcard test/gpu/emu/*)
 	$(CXX) -std=c++17 -g -O2 -Wall -Wextra -Wno-sign-compare $(WERROR) -fPIC -fvisibility=hidden \
-		-shared -Itest/gpu/emu -Igpu -I$(BLAS_INC) -o $@ -x c++ $(GPU_SRCS) -x none \
+		-shared -Itest/gpu/emu -Igpu $(BLAS_CFLAGS) -o $@ -x c++ $(GPU_SRCS) -x none \
 		test/gpu/emu/emu.cc $(BLAS_LDFLAGS)
 
-.PHONY: unit sql-texts gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench
+.PHONY: unit sql-texts version-check gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench
 gpu-check: test/gpu/check_train test/gpu/host_engine$(DLSUFFIX)
 	./test/gpu/check_train $(abspath test/gpu/host_engine$(DLSUFFIX))
 	./test/gpu/check_train $(abspath gpu/wals_cuda$(DLSUFFIX))
@@ -172,6 +207,10 @@ unit: test/unit/wals_unit
 sql-texts:
 	perl test/sql_texts.pl src
 
+# The one version number, EXTVERSION, stated alike everywhere else.
+version-check:
+	./test/version_check.sh
+
 deps:
 	./test/install_deps.sh
 
@@ -185,6 +224,7 @@ test: deps
 	$(MAKE) install
 	$(MAKE) unit WERROR=-Werror
 	$(MAKE) sql-texts
+	$(MAKE) version-check
 	$(MAKE) gpu-check WERROR=-Werror
 	$(MAKE) test-gpu-emu WERROR=-Werror
 	./test/installcheck.sh
@@ -202,6 +242,17 @@ endif
 .PHONY: test-cassert
 test-cassert: deps
 	./test/pg_test.sh 15 cassert
+
+# The same on the later majors wals supports, each from the source package
+# of the Debian suite that carries it (test/pg_build.sh): 17 with
+# assertions, 18 without, built as PostgreSQL's releases are.  What differs
+# between the majors is in src/pg_compat.h.
+.PHONY: test-pg17 test-pg18
+test-pg17: deps
+	./test/pg_test.sh 17 cassert
+
+test-pg18: deps
+	./test/pg_test.sh 18 release
 
 # aarch64 without an Arm machine: Debian's cross compiler builds wals.so
 # (every object with the flags PGXS uses here, against the server headers,
@@ -223,7 +274,7 @@ ARM64_OBJS = $(addprefix $(ARM64_DIR)/,$(OBJS))
 # PGXS's own flags (its CFLAGS already carry CFLAGS_SL and PG_CFLAGS), less
 # any x86 -m option, with the arm64 OpenBLAS headers for the x86 ones.
 ARM64_CFLAGS = $(filter-out -m%,$(CFLAGS))
-ARM64_CPPFLAGS = $(subst -I$(BLAS_INC),-I$(ARM64_BLAS_INC),$(CPPFLAGS))
+ARM64_CPPFLAGS = $(subst $(BLAS_CFLAGS),-I$(ARM64_BLAS_INC),$(CPPFLAGS))
 EXTRA_CLEAN += test/unit/wals_unit_arm64 $(ARM64_DIR)
 
 $(ARM64_DIR)/%.o: %.c $(WALS_HDRS)
@@ -277,7 +328,13 @@ test-arm64: deps-arm64
 	$(MAKE) build-arm64
 	$(MAKE) unit-arm64
 
-bench: deps
+# numpy and scipy for the benchmarks' data and scores, gnuplot for their
+# plots; after deps, so that the two never run apt-get at once.
+.PHONY: deps-bench
+deps-bench: deps
+	./test/install_deps.sh --bench
+
+bench: deps-bench
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/quality.sh
@@ -287,7 +344,7 @@ bench: deps
 # Serving alone: latency, throughput, the batch and the plain-SQL agreement
 # at MovieLens-20M size, with pgvector beside it where installed.
 .PHONY: bench-serve
-bench-serve: deps
+bench-serve: deps-bench
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/serve.sh
@@ -295,7 +352,7 @@ bench-serve: deps
 # The GPU against 2 CPU cores from 100k to 20M ratings; without a usable GPU
 # it says why and stops.
 .PHONY: bench-gpu
-bench-gpu: deps
+bench-gpu: deps-bench
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/gpu.sh
@@ -303,14 +360,14 @@ bench-gpu: deps
 # wals_evaluate's milliseconds per test user at 41,000 items, f = 64, with
 # and without an index on the training table.
 .PHONY: bench-evaluate
-bench-evaluate: deps
+bench-evaluate: deps-bench
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/evaluate.sh
 
 # Held-out ndcg@10 of the defaults against wals_tune (TUNE_BUDGET, TUNE_SET).
 .PHONY: bench-tune
-bench-tune: deps
+bench-tune: deps-bench
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/tune.sh
@@ -318,7 +375,7 @@ bench-tune: deps
 # Plain ALS-CG against ALS-NCG and the subspace solver, to the loss of 15
 # CG iterations, on the 5M and 20M sets (ACCEL_SETS, ACCEL_FACTORS).
 .PHONY: bench-accel
-bench-accel: deps
+bench-accel: deps-bench
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/accel.sh
@@ -326,7 +383,7 @@ bench-accel: deps
 # One server against 1, 2 and 3 local shards (postgres_fdw partitions by
 # user) on the 20M set: seconds per iteration, bytes moved, memory per shard.
 .PHONY: bench-shards
-bench-shards: deps
+bench-shards: deps-bench
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/shards.sh
@@ -337,3 +394,21 @@ bench-shards: deps
 .PHONY: bench-shard-load
 bench-shard-load: deps
 	./test/bench/shard_load.sh
+
+# The Debian package, postgresql-15-wals (and one per other server version
+# whose postgresql-server-dev-N is installed): debian/ built by
+# dpkg-buildpackage and pg_buildext in a copy of the tree, so that this one
+# stays as it is; the .deb files land in build/deb/ (test/deb_build.sh).
+# Debian's servers only: pg_buildext uses each version's own pg_config.
+.PHONY: deps-deb deb test-deb
+deps-deb:
+	./test/install_deps.sh --deb
+
+deb: deps-deb
+	./test/deb_build.sh
+
+# The package installed on this machine (dpkg -i, as root), the extension
+# created in a throwaway cluster, a model trained and served, the package
+# removed and the files it replaced put back (test/deb_test.sh).
+test-deb: deb
+	./test/deb_test.sh

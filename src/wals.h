@@ -13,6 +13,8 @@
 
 #include "postgres.h"
 
+#include "pg_compat.h"
+
 #include "fmgr.h"
 #include "portability/instr_time.h"
 #include "wals_core.h"

@@ -7,18 +7,32 @@
 # serial OpenBLAS through multiarch (dpkg --add-architecture arm64), which
 # lands in /usr/lib/aarch64-linux-gnu/openblas-serial beside the x86 one.
 # With --pg-build, what test/pg_build.sh needs to build PostgreSQL from its
-# source: the compiler, bzip2 for the tarball, zlib's headers, and Perl with
-# IPC::Run for the TAP modules.  Does nothing when all are present.
+# source: the compiler, bzip2 for the tarball, zlib's headers, Perl with
+# IPC::Run for the TAP modules, and bison and flex, whose output the
+# tarballs of PostgreSQL 17 and later no longer carry.  With --deb, what
+# `make deb` needs to build
+# the Debian package: debhelper, dpkg-dev, and postgresql-server-dev-all
+# (pg_buildext's debhelper side, which brings the headers of every server
+# version postgresql-common supports here).  With --bench, what the
+# benchmarks need besides the build: numpy and scipy for the data and
+# scores, gnuplot for the plots.  Does nothing when all are present.  This
+# is the only place anything is installed: the Makefile's targets that need
+# packages (deps, demo, test, deb, the benchmarks) call it.
 set -e
-if [ "$1" = "--arm64" ]; then
+if [ "${1:-}" = "--arm64" ]; then
 	PACKAGES="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 		libopenblas-serial-dev:arm64 libopenblas0-serial:arm64"
-elif [ "$1" = "--pg-build" ]; then
-	PACKAGES="gcc libc6-dev make bzip2 zlib1g-dev perl libipc-run-perl"
+elif [ "${1:-}" = "--pg-build" ]; then
+	PACKAGES="gcc libc6-dev make bzip2 zlib1g-dev perl libipc-run-perl bison flex"
+elif [ "${1:-}" = "--deb" ]; then
+	PACKAGES="debhelper dpkg-dev postgresql-server-dev-all postgresql-common
+		libopenblas-serial-dev pkgconf make gcc"
+elif [ "${1:-}" = "--bench" ]; then
+	PACKAGES="python3-numpy python3-scipy gnuplot-nox"
 else
 	PACKAGES="postgresql-15 postgresql-server-dev-15 postgresql-common
-		libopenblas-serial-dev libopenblas0-serial libipc-run-perl make gcc
-		postgresql-15-cron"
+		libopenblas-serial-dev libopenblas0-serial pkgconf libipc-run-perl
+		make gcc postgresql-15-cron"
 fi
 missing=""
 for p in $PACKAGES; do
@@ -34,8 +48,11 @@ echo "wals: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 # Debian's mirrors carry arm64 under the same sources; a source limited by
 # an Architectures: line to amd64 is simply not asked for arm64.
-if [ "$1" = "--arm64" ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+if [ "${1:-}" = "--arm64" ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
 	dpkg --add-architecture arm64
 fi
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends $missing
+# Another apt-get (a second worker's make deps) may hold dpkg's lock: wait
+# for it rather than fail.
+apt-get -o DPkg::Lock::Timeout=600 update -qq
+# shellcheck disable=SC2086  # $missing is a list of packages
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing

@@ -12,10 +12,17 @@
 #                                    Debian's), no ICU or readline, which no
 #                                    test needs: what `make test-cassert`
 #                                    runs the suites on
+#   ./test/pg_build.sh 18 release    the same without assertions or debug
+#                                    symbols: what `make test-pg18` runs
+#                                    the suites on (`make test-pg17` runs
+#                                    them on 17 cassert)
 #   ./test/pg_build.sh 15 portable   no optional library (no ICU, readline,
 #                                    zlib or LLVM), so that it needs only the
 #                                    C library: what test/gpu/lent/prepare.sh
 #                                    carries to a machine without PostgreSQL
+#
+# The majors and the Debian suites whose source packages carry them: 15
+# bookworm, 17 trixie, 18 sid.
 #
 # Only the upstream tarball of the source package is built: Debian's patches
 # move the libraries to /usr/lib/postgresql/MAJOR and the sockets to
@@ -29,7 +36,7 @@ set -eu
 say() { echo "pg_build.sh: $*" >&2; }
 
 if [ $# -ne 2 ]; then
-	say "usage: $0 MAJOR cassert|portable"
+	say "usage: $0 MAJOR cassert|release|portable"
 	exit 2
 fi
 major=$1
@@ -39,17 +46,23 @@ cassert)
 	configure_opts="--enable-cassert --enable-debug --enable-tap-tests --without-icu --without-readline"
 	minutes=10
 	;;
+release)
+	configure_opts="--enable-tap-tests --without-icu --without-readline"
+	minutes=10
+	;;
 portable)
 	configure_opts="--without-icu --without-readline --without-zlib --without-llvm CFLAGS=-O2"
 	minutes=8
 	;;
 *)
-	say "unknown flavour \"$flavour\" (cassert or portable)"
+	say "unknown flavour \"$flavour\" (cassert, release or portable)"
 	exit 2
 	;;
 esac
 case $major in
 15) suite=bookworm ;;
+17) suite=trixie ;;
+18) suite=sid ;;
 *)
 	say "no Debian suite is known for PostgreSQL $major"
 	exit 2
@@ -151,15 +164,23 @@ quiet() {
 # to a top level that is not there.
 unset MAKELEVEL MAKEFLAGS MFLAGS
 cd "$work"
-quiet apt-get source --download-only "postgresql-$major"
-quiet tar -xf postgresql-"$major"_*.orig.tar.*
+# From the major's own suite, where another one that apt knows may carry
+# the same package at another version.
+quiet apt-get source --download-only "postgresql-$major/$suite"
+# The tarball, not its signature (.asc) beside it.
+for tarball in postgresql-"$major"_*.orig.tar.*; do
+	case $tarball in
+	*.asc) ;;
+	*) quiet tar -xf "$tarball" ;;
+	esac
+done
 cd postgresql-"$major".*/
 # shellcheck disable=SC2086  # $configure_opts is a word list
 quiet ./configure --prefix="$prefix" $configure_opts
 quiet make -j"$(nproc)"
 stage=$work/stage
 quiet make install DESTDIR="$stage"
-if [ "$flavour" = cassert ]; then
+if [ "$flavour" != portable ]; then
 	quiet make -C contrib/postgres_fdw install DESTDIR="$stage"
 fi
 rm -rf "$prefix"

@@ -234,7 +234,7 @@ typedef struct Reader
 	const char *display;		/* the model, for messages */
 } Reader;
 
-static void bad(const Reader *r, const char *field, const char *why) pg_attribute_noreturn();
+pg_noreturn static void bad(const Reader *r, const char *field, const char *why);
 
 static void
 bad(const Reader *r, const char *field, const char *why)

@@ -116,8 +116,8 @@ set_stored(FunctionCallInfo train, int arg, int col, Datum fallback, bool fallba
 		return;
 	}
 	set_arg(train, arg, isnull ? (Datum) 0 :
-			datumCopy(value, SPI_tuptable->tupdesc->attrs[col - 1].attbyval,
-					  SPI_tuptable->tupdesc->attrs[col - 1].attlen),
+			datumCopy(value, TupleDescAttr(SPI_tuptable->tupdesc, col - 1)->attbyval,
+					  TupleDescAttr(SPI_tuptable->tupdesc, col - 1)->attlen),
 			isnull);
 }
 

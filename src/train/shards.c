@@ -51,7 +51,7 @@ PG_FUNCTION_INFO_V1(wals_shards);
 typedef struct PgFdwConnState PgFdwConnState;
 typedef PGconn *(*GetConnectionFn) (UserMapping *user, bool will_prep_stmt,
 									PgFdwConnState **state);
-typedef PGresult *(*GetResultFn) (PGconn *conn, const char *query);
+typedef PGresult *(*GetResultFn) WALS_FDW_GET_RESULT(PGconn *conn, const char *query);
 typedef void (*ReportErrorFn) (int elevel, PGresult *res, PGconn *conn, bool clear,
 							   const char *sql);
 
@@ -257,7 +257,7 @@ wals_shard_wait_raw(WalsShard *s, int *len)
 
 	wals_shard_clear(s);
 	error_context_stack = &context;
-	res = fdw_result(s->conn, s->sql);
+	res = fdw_result WALS_FDW_GET_RESULT(s->conn, s->sql);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		fdw_error(ERROR, res, s->conn, true, s->sql);
 	if (PQntuples(res) != 1 || PQnfields(res) != 1)
@@ -359,7 +359,7 @@ wals_shards_connect(List *shards)
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("could not reach the shard on server \"%s\"", s->name),
 					 errdetail_internal("%s", pchomp(PQerrorMessage(s->conn)))));
-		res = fdw_result(s->conn, sql);
+		res = fdw_result WALS_FDW_GET_RESULT(s->conn, sql);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 			fdw_error(ERROR, res, s->conn, true, sql);
 		if (PQntuples(res) != 1)

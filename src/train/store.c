@@ -138,7 +138,7 @@ insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n,
 		rte->relid = relid;
 		rte->relkind = RELKIND_RELATION;
 		rte->rellockmode = RowExclusiveLock;
-		ExecInitRangeTable(estate, list_make1(rte));
+		wals_init_range_table(estate, rte);
 		rri = makeNode(ResultRelInfo);
 		InitResultRelInfo(rri, rel, 1, NULL, 0);
 		estate->es_opened_result_relations = list_make1(rri);

@@ -28,7 +28,7 @@ ROUNDS=${3:-3}
 bench_prepare gen_ratings.py
 gen_20m
 
-LIBDIR=$(pg_config --pkglibdir)
+LIBDIR=$("$PG_CONFIG" --pkglibdir)
 RES=$(mktemp -d -t wals-ab.XXXXXX)
 trap 'rm -rf "$RES"' EXIT
 chmod 755 "$RES"
@@ -59,7 +59,7 @@ done > "$RES/runs"
 INNER
 
 say "$ROUNDS rounds of A and B in a throw-away cluster"
-pg_virtualenv -t -v 15 -o shared_buffers=1GB -o max_worker_processes=16 \
+$PG_VIRTUALENV -t -o shared_buffers=1GB -o max_worker_processes=16 \
 	-o max_parallel_workers=8 bash "$RES/db.sh" >&2
 
 echo "A: $A"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The in-database half of the acceleration benchmark; accel.sh runs it
-# inside `pg_virtualenv -t -v 15`.
+# inside `pg_virtualenv -t` (lib.sh's $PG_VIRTUALENV).
 #
 #   accel_db.sh RESULT_DIR SET=DATA...
 #

@@ -34,7 +34,7 @@ DATA=implicit-u29858-i40981-n1030000-s$SEED
 gen "$DATA" --users 29858 --items 40981 --nnz 1030000 --test-fraction 0.2
 
 say "evaluating in a throw-away PostgreSQL 15 cluster"
-if ! pg_virtualenv -t -v 15 -o shared_buffers=512MB \
+if ! $PG_VIRTUALENV -t -o shared_buffers=512MB \
 	bash "$BENCH/evaluate_db.sh" "$CACHE/$DATA" | tee "$OUTDIR/evaluate.txt"; then
 	say "failed (the end of the server log, if any, is above); the cluster is dropped"
 	exit 1

@@ -69,7 +69,7 @@ for size in ${WALS_BENCH_SIZES:-100k 300k 1m 2m 5m 20m}; do
 done
 
 say "training in a throw-away PostgreSQL 15 cluster"
-if ! pg_virtualenv -t -v 15 -o shared_buffers=1GB -o max_worker_processes=$(($(nproc) + 8)) \
+if ! $PG_VIRTUALENV -t -o shared_buffers=1GB -o max_worker_processes=$(($(nproc) + 8)) \
 	-o max_parallel_workers=$(nproc) \
 	bash "$BENCH/gpu_db.sh" "$RES" "$ENGINE" "${ARGS[@]}" >&2; then
 	say "failed (the end of the server log, if any, is above)"
@@ -128,7 +128,7 @@ cp "$RES/results.tsv" "$OUTDIR/gpu.tsv"
 
 if ! command -v gnuplot >/dev/null && [ "$(id -u)" -eq 0 ]; then
 	say "installing gnuplot-nox for the plot"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null || true
+	./test/install_deps.sh --bench >/dev/null || true
 fi
 if command -v gnuplot >/dev/null; then
 	for d in cpu gpu; do

@@ -8,19 +8,27 @@
 PY=${WALS_PYTHON:-/usr/bin/python3}
 PSQL="psql -X -q -v ON_ERROR_STOP=1"
 
+# The server the benchmarks run on: PG_CONFIG's (make passes its own), and
+# a throwaway cluster of it: postgresql-common's pg_virtualenv for Debian's
+# servers, test/bin/pg_virtualenv (from the repository's root, where the
+# host-side scripts run) for another prefix's.
+PG_CONFIG=${PG_CONFIG:-pg_config}
+PG_MAJOR=$("$PG_CONFIG" --version 2>/dev/null | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
+if [ "$("$PG_CONFIG" --bindir 2>/dev/null)" = "/usr/lib/postgresql/$PG_MAJOR/bin" ]; then
+	PG_VIRTUALENV="pg_virtualenv -v $PG_MAJOR"
+else
+	PG_VIRTUALENV="$(pwd)/test/bin/pg_virtualenv"
+fi
+export PG_CONFIG
+
 # --- host side: needs CACHE, TOOLS, SEED and a say function ------------------
 
-# need_python: numpy and scipy for the tools, installed when missing (root).
+# need_python: numpy and scipy for the tools, installed when missing (as
+# root, by test/install_deps.sh --bench, which make's bench targets have
+# run already).
 need_python() {
 	$PY -c 'import numpy, scipy' 2>/dev/null && return 0
-	if [ "$(id -u)" -ne 0 ]; then
-		say "python3-numpy and python3-scipy are missing (run as root to install them)"
-		exit 1
-	fi
-	say "installing python3-numpy python3-scipy"
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		python3-numpy python3-scipy
+	"$ROOT/test/install_deps.sh" --bench || exit 1
 }
 
 # bench_prepare TOOL...: run from the repository's root, sets the paths every
@@ -42,7 +50,10 @@ bench_prepare() {
 			exit 1
 		fi
 	done
-	command -v pg_virtualenv >/dev/null || { say "pg_virtualenv not found (postgresql-common)"; exit 1; }
+	case $PG_VIRTUALENV in
+	pg_virtualenv*) command -v pg_virtualenv >/dev/null ||
+		{ say "pg_virtualenv not found (postgresql-common)"; exit 1; } ;;
+	esac
 	mkdir -p "$CACHE" "$OUTDIR"
 }
 

@@ -103,7 +103,7 @@ chmod 755 "$RES"
 say "training and evaluating in a throw-away PostgreSQL 15 cluster"
 # -t: a private cluster directory even as root, so that concurrent test runs
 # (which use the shared 15/regress cluster name) do not collide with us.
-pg_virtualenv -t -v 15 sh "$BENCH/quality_db.sh" "$CACHE" "$RES" "$IMP" "$EXP" "$SPD" \
+$PG_VIRTUALENV -t sh "$BENCH/quality_db.sh" "$CACHE" "$RES" "$IMP" "$EXP" "$SPD" \
 	"$FACTORS" "$ITERATIONS" "$REG" "$ALPHA" "$OUR_SEEDS" >&2
 
 # --- the report ---------------------------------------------------------------

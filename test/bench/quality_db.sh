@@ -1,6 +1,6 @@
 #!/bin/sh
 # The in-database half of the quality benchmark; quality.sh runs it inside
-# `pg_virtualenv -t -v 15`, which provides PGHOST/PGPORT/PGUSER/PGPASSWORD.
+# `pg_virtualenv -t` (lib.sh's $PG_VIRTUALENV), which provides PGHOST/PGPORT/PGUSER/PGPASSWORD.
 #
 #   quality_db.sh CACHE_DIR RESULT_DIR IMPLICIT_BASE EXPLICIT_BASE SPEED_BASE \
 #                 FACTORS ITERATIONS REGULARIZATION ALPHA SEEDS

@@ -34,7 +34,7 @@ RES=$(mktemp -d -t wals-regularization.XXXXXX)
 trap 'rm -rf "$RES"' EXIT
 chmod 755 "$RES"
 say "training in a throw-away PostgreSQL 15 cluster"
-if ! pg_virtualenv -t -v 15 \
+if ! $PG_VIRTUALENV -t \
 	-o shared_buffers=1GB \
 	-o max_worker_processes=16 \
 	-o max_parallel_workers=8 \

@@ -50,7 +50,7 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 # not collide with us.  shared_buffers holds the source, its user index
 # and the factor tables (about 800 MB), so that the timed calls read
 # nothing from outside it.
-if ! pg_virtualenv -t -v 15 -o shared_buffers=2GB \
+if ! $PG_VIRTUALENV -t -o shared_buffers=2GB \
 	sh "$BENCH/serve_db.sh" "$CACHE/$DATA" "$RES" >&2; then
 	say "failed (the end of the server log, if any, is above); the cluster is dropped"
 	exit 1

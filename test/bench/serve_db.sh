@@ -1,6 +1,6 @@
 #!/bin/sh
 # The in-database half of the serving benchmark; serve.sh runs it inside
-# `pg_virtualenv -t -v 15`, which provides PGHOST/PGPORT/PGUSER/PGPASSWORD.
+# `pg_virtualenv -t` (lib.sh's $PG_VIRTUALENV), which provides PGHOST/PGPORT/PGUSER/PGPASSWORD.
 #
 #   serve_db.sh DATA RESULT_DIR
 #

@@ -26,7 +26,8 @@ mkdir -p "$OUTDIR"
 
 say() { echo "shard_load.sh: $*" >&2; }
 
-BIN=$(pg_config --bindir)
+PG_CONFIG=${PG_CONFIG:-pg_config}
+BIN=$("$PG_CONFIG" --bindir)
 RES=$(mktemp -d -t wals-shard-load.XXXXXX)
 chown postgres "$RES"
 as_pg() { runuser -u postgres -- "$@"; }

@@ -35,7 +35,7 @@ COUNTS=${SHARDS_COUNTS:-1 2 3}
 MAXN=0
 for n in $COUNTS; do [ "$n" -gt "$MAXN" ] && MAXN=$n; done
 
-BIN=$(pg_config --bindir)
+BIN=$("$PG_CONFIG" --bindir)
 RES=$(mktemp -d -t wals-shards.XXXXXX)
 chown postgres "$RES"
 as_pg() { runuser -u postgres -- "$@"; }

@@ -46,7 +46,7 @@ say "training in a throw-away PostgreSQL 15 cluster"
 # for the parallel scan of the sum(rating) baseline); shared_buffers large
 # enough that the factor tables' writes are not throttled by evictions.
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-if ! pg_virtualenv -t -v 15 \
+if ! $PG_VIRTUALENV -t \
 	-o shared_buffers=1GB \
 	-o max_worker_processes=16 \
 	-o max_parallel_workers=8 \

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The in-database half of the training benchmark; train.sh runs it inside
-# `pg_virtualenv -t -v 15`, which provides PGHOST/PGPORT/PGUSER/PGPASSWORD.
+# `pg_virtualenv -t` (lib.sh's $PG_VIRTUALENV), which provides PGHOST/PGPORT/PGUSER/PGPASSWORD.
 #
 #   train_db.sh DATA RESULT_DIR
 #

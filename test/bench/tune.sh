@@ -39,7 +39,7 @@ gowalla)
 esac
 
 say "tuning in a throw-away PostgreSQL 15 cluster"
-if ! pg_virtualenv -t -v 15 -o shared_buffers=1GB -o max_worker_processes=16 \
+if ! $PG_VIRTUALENV -t -o shared_buffers=1GB -o max_worker_processes=16 \
 	-o max_parallel_workers=8 -o max_parallel_maintenance_workers=4 \
 	bash "$BENCH/tune_db.sh" "$CACHE/$DATA" "${TUNE_BUDGET:-10 minutes}" | tee "$OUTDIR/tune.txt"; then
 	say "failed (the end of the server log, if any, is above); the cluster is dropped"

@@ -118,8 +118,16 @@ $node->safe_psql('postgres', 'DROP VIEW picks');
 
 ($ret, $stdout, $stderr) = $node->psql('postgres', 'ALTER EXTENSION wals UPDATE');
 is($ret, 0, 'ALTER EXTENSION wals UPDATE succeeds');
+# The version the control file installs, and the chain of update scripts
+# that reaches it from 0.1.0: every release's step, the last one included.
+my $default = $node->safe_psql('postgres',
+	q{SELECT default_version FROM pg_available_extensions WHERE name = 'wals'});
+is($default, '0.5.0', 'the control file installs 0.5.0');
+is($node->safe_psql('postgres',
+		qq{SELECT path FROM pg_extension_update_paths('wals') WHERE source = '0.1.0' AND target = '$default'}),
+	'0.1.0--0.2.0--0.3.0--0.4.0--0.5.0', 'the update from 0.1.0 runs every step, 0.4.0 to 0.5.0 last');
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'wals'}),
-	'0.4.0', 'updated to 0.4.0');
+	$default, 'updated to the default version');
 like($stderr, qr/WARNING:  model "evil" was removed from the catalog: /,
 	'the row naming tables of another role is removed, with a warning');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM precious')
@@ -174,6 +182,17 @@ is($node->safe_psql('postgres', $objects_sql), $node->safe_psql('new_install', $
 	'the updated extension has the objects of a new installation');
 is($node->safe_psql('postgres', $catalog_sql), $node->safe_psql('new_install', $catalog_sql),
 	'and the same catalog tables, privileges and indexes');
+
+# The last step alone: a database on 0.4.0 updated to the default version
+# holds the same objects too.
+$node->safe_psql('postgres', 'CREATE DATABASE from_040');
+$node->safe_psql('from_040', q{CREATE EXTENSION wals VERSION '0.4.0'});
+$node->safe_psql('from_040', 'ALTER EXTENSION wals UPDATE');
+is($node->safe_psql('from_040', q{SELECT extversion FROM pg_extension WHERE extname = 'wals'}),
+	$default, 'a database on 0.4.0 is updated to the default version');
+is($node->safe_psql('from_040', $objects_sql) . $node->safe_psql('from_040', $catalog_sql),
+	$node->safe_psql('new_install', $objects_sql) . $node->safe_psql('new_install', $catalog_sql),
+	'with the objects and catalog of a new installation');
 
 # Training goes on after the update, and the tenant keeps its model.
 $node->safe_psql('postgres',

@@ -307,11 +307,13 @@ like($out, qr/t$/, 'and ended');
 $node->safe_psql('postgres', q{ALTER ROLE mallory RESET wals.max_memory});
 
 # A parallel worker has no training: a function marked parallel safe that
-# calls the shard functions, run in one, is refused there.
+# calls the shard functions, run in one, is refused there.  16 renamed
+# force_parallel_mode debug_parallel_query.
+my $force_parallel = $node->pg_version >= 16 ? 'debug_parallel_query' : 'force_parallel_mode';
 ($ret, $out, $err) = as_role(
-	'mallory', q{CREATE FUNCTION mallory.par() RETURNS bigint LANGUAGE plpgsql PARALLEL SAFE AS
-  $$BEGIN RETURN wals_shard_load('mallory.f', 'u', 'i', 'r', 'implicit'); END$$;
-SET force_parallel_mode = on;
+	'mallory', qq{CREATE FUNCTION mallory.par() RETURNS bigint LANGUAGE plpgsql PARALLEL SAFE AS
+  \$\$BEGIN RETURN wals_shard_load('mallory.f', 'u', 'i', 'r', 'implicit'); END\$\$;
+SET $force_parallel = on;
 SET parallel_leader_participation = off;
 BEGIN;
 SELECT mallory.par() FROM mallory.f LIMIT 1;
