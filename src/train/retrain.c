@@ -99,22 +99,13 @@ set_arg(FunctionCallInfo train, int arg, Datum value, bool isnull)
 	train->args[arg].isnull = isnull;
 }
 
-/*
- * The stored value of column col (1-based) of the row read, or a null:
- * where a row written before the column existed holds one, fallback, the
- * default of wals_train, unless it is null too.
- */
+/* The stored value of column col (1-based) of the row read, or a null. */
 static void
-set_stored(FunctionCallInfo train, int arg, int col, Datum fallback, bool fallback_null)
+set_stored(FunctionCallInfo train, int arg, int col)
 {
 	bool		isnull;
 	Datum		value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
 
-	if (isnull && !fallback_null)
-	{
-		set_arg(train, arg, fallback, false);
-		return;
-	}
 	set_arg(train, arg, isnull ? (Datum) 0 :
 			datumCopy(value, TupleDescAttr(SPI_tuptable->tupdesc, col - 1)->attbyval,
 					  TupleDescAttr(SPI_tuptable->tupdesc, col - 1)->attlen),
@@ -202,22 +193,22 @@ fill_from_catalog(FunctionCallInfo fcinfo, FunctionCallInfo train, WalsModelInfo
 						  stored_columns, wals_catalog_table("wals_models")),
 				 2, types, key, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "wals: could not read the catalog row of model \"%s\"", info.display);
-	set_stored(train, T_ITERATIONS, 1, Int32GetDatum(15), false);
-	set_stored(train, T_SEED, 2, Int32GetDatum(42), false);
-	set_stored(train, T_TOLERANCE, 3, (Datum) 0, true);
-	set_stored(train, T_ACCELERATE, 4, CStringGetTextDatum("none"), false);
-	set_stored(train, T_BLOCK_SIZE, 5, (Datum) 0, true);
-	set_stored(train, T_REGULARIZATION_EXPONENT, 6, (Datum) 0, true);
-	set_stored(train, T_INIT_STD, 7, (Datum) 0, true);
-	set_stored(train, T_VALIDATION, 8, (Datum) 0, true);
-	set_stored(train, T_VALIDATION_TABLE, 9, (Datum) 0, true);
+	set_stored(train, T_ITERATIONS, 1);
+	set_stored(train, T_SEED, 2);
+	set_stored(train, T_TOLERANCE, 3);
+	set_stored(train, T_ACCELERATE, 4);
+	set_stored(train, T_BLOCK_SIZE, 5);
+	set_stored(train, T_REGULARIZATION_EXPONENT, 6);
+	set_stored(train, T_INIT_STD, 7);
+	set_stored(train, T_VALIDATION, 8);
+	set_stored(train, T_VALIDATION_TABLE, 9);
 	if (!train->args[T_VALIDATION_TABLE].isnull)
 	{
 		*held = TextDatumGetCString(train->args[T_VALIDATION_TABLE].value);
 		set_arg(train, T_VALIDATION_TABLE, (Datum) 0, true);
 	}
-	set_stored(train, T_VALIDATION_METRIC, 10, (Datum) 0, true);
-	set_stored(train, T_PATIENCE, 11, (Datum) 0, true);
+	set_stored(train, T_VALIDATION_METRIC, 10);
+	set_stored(train, T_PATIENCE, 11);
 	*out = info;
 }
 

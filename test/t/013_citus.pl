@@ -269,13 +269,6 @@ is($ret, 0, '3_load.sql loads the ratings as analyst') or diag($stderr);
 is($ret, 0, 'train.sql runs as analyst') or diag($stderr);
 my %servers = map { $_ => 1 } $stdout =~ /^\d+\|([^|]+:\d+)\|/mg;
 is_deeply([ sort keys %servers ], [ sort @names ], 'wals_shards() names both workers');
-like($stdout, qr/^ratings\|2000\|500\|30000\|15\|shards$/m,
-	'the model is trained on the workers, from every row');
-my @served = $stdout =~ /^(\d+)\|[-0-9.e]+$/mg;
-is(scalar @served, 10, 'and serves ten items to user 42');
-is( $coord->safe_psql(
-		'app', q{SELECT trained_by, pg_get_userbyid(c.relowner) FROM wals_models m
-		  JOIN pg_class c ON c.oid = m.user_factors WHERE (schema, model) = ('shop', 'ratings')}),
-	'analyst|analyst', 'analyst trained the model and owns it');
+trained_as_recipe($coord, $stdout, 30000, 'workers');
 
 done_testing();

@@ -104,14 +104,7 @@ is($ret, 0, 'train.sql runs as analyst') or diag($stderr);
 note($stderr);
 like($stdout, qr/^1\|shard1\|shop\.ratings_1\|public\.ratings_part\n2\|shard2\|shop\.ratings_2\|public\.ratings_part$/m,
 	'wals_shards() names both shards and their partitions');
-like($stdout, qr/^ratings\|2000\|500\|$rows\|15\|shards$/m,
-	'the model is trained on the shards, from every row');
-my @served = $stdout =~ /^(\d+)\|[-0-9.e]+$/mg;
-is(scalar @served, 10, 'and serves ten items to user 42');
-is( $coord->safe_psql(
-		'app', q{SELECT trained_by, pg_get_userbyid(c.relowner) FROM wals_models m
-		  JOIN pg_class c ON c.oid = m.user_factors WHERE (schema, model) = ('shop', 'ratings')}),
-	'analyst|analyst', 'analyst trained the model and owns it');
+trained_as_recipe($coord, $stdout, $rows, 'shards');
 
 # ---------------------------------------------------------------------------
 # pg_cron: its settings appended to the coordinator's postgresql.conf as the

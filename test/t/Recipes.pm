@@ -16,7 +16,7 @@ use IPC::Run;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(run_recipe readme_shows_recipes ask_password ratings_csv);
+our @EXPORT = qw(run_recipe readme_shows_recipes ask_password ratings_csv trained_as_recipe);
 
 my $root = "$FindBin::RealBin/../..";
 
@@ -97,6 +97,24 @@ sub ratings_csv
 		}
 	}
 	return $csv;
+}
+
+# What train.sql, run as analyst on $node's database app, printed in
+# $stdout, and left there: the model trained on the $where from every one
+# of $rows ratings, ten items served to user 42, the model trained by
+# analyst and owned by it.
+sub trained_as_recipe
+{
+	my ($node, $stdout, $rows, $where) = @_;
+	like($stdout, qr/^ratings\|2000\|500\|$rows\|15\|shards$/m,
+		"the model is trained on the $where, from every row");
+	my @served = $stdout =~ /^(\d+)\|[-0-9.e]+$/mg;
+	is(scalar @served, 10, 'and serves ten items to user 42');
+	is( $node->safe_psql(
+			'app', q{SELECT trained_by, pg_get_userbyid(c.relowner) FROM wals_models m
+			  JOIN pg_class c ON c.oid = m.user_factors WHERE (schema, model) = ('shop', 'ratings')}),
+		'analyst|analyst', 'analyst trained the model and owns it');
+	return;
 }
 
 # README.md shows every file of examples/ as it is: a link to the file,
