@@ -84,19 +84,4 @@ wals_init_range_table(EState *estate, RangeTblEntry *rte)
 #define pg_noreturn pg_attribute_noreturn()
 #endif
 
-/*
- * postgres_fdw's pgfdw_get_result, which src/train/shards.c finds at run
- * time, lost its second argument (the query, for the error it reports) in
- * 17.  WALS_FDW_GET_RESULT(conn, query) is its parameter list, and the
- * arguments of a call, on the major built against.  From 16 on,
- * postgres_fdw.so is built with hidden symbols, as every module is, and
- * exports none of these functions: a sharded training over postgres_fdw
- * finds them on 15 alone (README, PostgreSQL versions).
- */
-#if PG_VERSION_NUM >= 170000
-#define WALS_FDW_GET_RESULT(conn, query) (conn)
-#else
-#define WALS_FDW_GET_RESULT(conn, query) (conn, query)
-#endif
-
 #endif							/* WALS_PG_COMPAT_H */

@@ -11,23 +11,27 @@
  * sharded too, over its nodes (shards_citus.c).  Anything else, local
  * partitions among them, trains on this server as before.
  *
- * The shards are reached through postgres_fdw itself: its connection for
- * the caller's user mapping (GetConnection), so that the same credentials,
- * the same rule that a role other than a superuser must give a password,
- * and the same remote transaction serve; postgres_fdw commits that
- * transaction with the caller's, or aborts it (cancelling what runs there)
- * when the training fails or is cancelled, and the shard's state goes with
- * it.  Citus's nodes are reached on connections of our own, as Citus
- * reaches them.  Either way, calls are sent with binary parameters and
- * results, a query on every shard before any is waited for, so that the
- * shards work at once, and waited for, and their errors raised, by
- * postgres_fdw's functions.
+ * A shard is reached on a connection of wals's own (shard_conn.c) that
+ * postgres_fdw would make for the caller's user mapping: the libpq
+ * options of the foreign server and of the mapping, and postgres_fdw's
+ * rule that a role other than a superuser gives a password, which the
+ * shard must ask for, unless a superuser set password_required 'false' on
+ * the mapping; otherwise the role would connect with this server's own
+ * credentials.  A Citus node is reached as Citus reaches it.  Either way,
+ * calls are sent with binary parameters and results, a query on every
+ * shard before any is waited for, so that the shards work at once.
+ *
+ * A training in a transaction block reads a sharded source here, through
+ * the foreign tables: what the block wrote there is seen only on
+ * postgres_fdw's own connection, inside its remote transaction, which
+ * no other module can reach.
  */
 #include "postgres.h"
 
 #include "libpq-fe.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_foreign_table.h"
@@ -37,6 +41,7 @@
 #include "fmgr.h"
 #include "foreign/foreign.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -46,31 +51,6 @@
 #include "wals_train.h"
 
 PG_FUNCTION_INFO_V1(wals_shards);
-
-/* postgres_fdw's own functions (connection.c), found at run time. */
-typedef struct PgFdwConnState PgFdwConnState;
-typedef PGconn *(*GetConnectionFn) (UserMapping *user, bool will_prep_stmt,
-									PgFdwConnState **state);
-typedef PGresult *(*GetResultFn) WALS_FDW_GET_RESULT(PGconn *conn, const char *query);
-typedef void (*ReportErrorFn) (int elevel, PGresult *res, PGconn *conn, bool clear,
-							   const char *sql);
-
-static GetConnectionFn fdw_connect;
-static GetResultFn fdw_result;
-static ReportErrorFn fdw_error;
-
-static void
-load_postgres_fdw(void)
-{
-	if (fdw_connect != NULL)
-		return;
-	fdw_result = (GetResultFn)
-		load_external_function("$libdir/postgres_fdw", "pgfdw_get_result", true, NULL);
-	fdw_error = (ReportErrorFn)
-		load_external_function("$libdir/postgres_fdw", "pgfdw_report_error", true, NULL);
-	fdw_connect = (GetConnectionFn)
-		load_external_function("$libdir/postgres_fdw", "GetConnection", true, NULL);
-}
 
 /* An option of a list of DefElem, or NULL. */
 static char *
@@ -257,9 +237,9 @@ wals_shard_wait_raw(WalsShard *s, int *len)
 
 	wals_shard_clear(s);
 	error_context_stack = &context;
-	res = fdw_result WALS_FDW_GET_RESULT(s->conn, s->sql);
+	res = wals_shard_conn_result(s->conn);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		fdw_error(ERROR, res, s->conn, true, s->sql);
+		wals_shard_conn_error(res, s->conn);
 	if (PQntuples(res) != 1 || PQnfields(res) != 1)
 	{
 		int			n = PQntuples(res);
@@ -324,6 +304,109 @@ wals_shard_wait(WalsShard *s)
 	return out;
 }
 
+/* Whether libpq takes keyword, and lets a user mapping set it. */
+static bool
+libpq_option(const char *keyword)
+{
+	static PQconninfoOption *defaults;
+
+	if (defaults == NULL)
+	{
+		defaults = PQconndefaults();
+		if (defaults == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+	}
+	if (strcmp(keyword, "replication") == 0 || strcmp(keyword, "client_encoding") == 0 ||
+		strcmp(keyword, "fallback_application_name") == 0)
+		return false;
+	for (PQconninfoOption *o = defaults; o->keyword != NULL; o++)
+		if (strcmp(o->keyword, keyword) == 0)
+			return strchr(o->dispchar, 'D') == NULL;
+	return false;
+}
+
+/* The options of list that libpq takes, added to keys and vals. */
+static void
+add_options(List *list, const char **keys, const char **vals, int *n)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+	{
+		DefElem    *def = lfirst(lc);
+
+		if (libpq_option(def->defname))
+		{
+			keys[*n] = def->defname;
+			vals[*n] = defGetString(def);
+			(*n)++;
+		}
+	}
+}
+
+/*
+ * Connect to the foreign server of shard s as postgres_fdw would for the
+ * caller's user mapping.
+ */
+static PGconn *
+fdw_connect(WalsShard *s)
+{
+	UserMapping *mapping = GetUserMapping(GetUserId(), s->server);
+	ForeignServer *server = GetForeignServer(s->server);
+	int			most = list_length(server->options) + list_length(mapping->options) + 3;
+	const char **keys = palloc(most * sizeof(char *));
+	const char **vals = palloc(most * sizeof(char *));
+	char	   *waived = option(mapping->options, "password_required");
+	bool		required = true;
+	bool		password_required;
+	bool		has_password = false;
+	int			n = 0;
+	char	   *failure;
+	PGconn	   *conn;
+
+	/* postgres_fdw lets only a superuser set password_required 'false'. */
+	if (waived != NULL && !parse_bool(waived, &required))
+		required = true;
+	password_required = required && !superuser_arg(mapping->userid);
+	add_options(server->options, keys, vals, &n);
+	add_options(mapping->options, keys, vals, &n);
+	for (int k = 0; k < n; k++)
+		if (strcmp(keys[k], "password") == 0 && vals[k][0] != '\0')
+			has_password = true;
+	keys[n] = "client_encoding";
+	vals[n++] = GetDatabaseEncodingName();
+	keys[n] = "fallback_application_name";
+	vals[n++] = "wals";
+	keys[n] = vals[n] = NULL;
+
+	if (password_required && !has_password)
+		ereport(ERROR,
+				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+				 errmsg("password is required"),
+				 errdetail("A role other than a superuser must give a password in its user mapping for server \"%s\".",
+						   s->name),
+				 errhint("Add the password to the user mapping, or have a superuser set password_required 'false' on it.")));
+	conn = wals_shard_conn_open(keys, vals, &failure);
+	if (conn == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to server \"%s\"", s->name),
+				 errdetail_internal("%s", failure)));
+	if (password_required && !PQconnectionUsedPassword(conn))
+	{
+		wals_shard_conn_close(conn);
+		ereport(ERROR,
+				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+				 errmsg("password is required"),
+				 errdetail("Server \"%s\" did not ask for the password of the user mapping, and a role other than a superuser may not connect with this server's own credentials.",
+						   s->name),
+				 errhint("Have the shard's server ask for a password, or a superuser set password_required 'false' on the user mapping.")));
+	}
+	return conn;
+}
+
 /*
  * Connect to every shard as the caller, through its user mapping, and
  * check that wals there is this version: its schema is kept, quoted, for
@@ -334,14 +417,15 @@ wals_shards_connect(List *shards)
 {
 	ListCell   *lc;
 
-	load_postgres_fdw();
 	foreach(lc, shards)
 	{
 		WalsShard  *s = lfirst(lc);
+		ErrorContextCallback context = {error_context_stack, shard_context, s};
 
-		s->conn = OidIsValid(s->server) ?
-			fdw_connect(GetUserMapping(GetUserId(), s->server), false, NULL) :
-			wals_citus_connect(s);
+		s->conn = OidIsValid(s->server) ? fdw_connect(s) : wals_citus_connect(s);
+		error_context_stack = &context;
+		wals_shard_conn_begin(s->conn);
+		error_context_stack = context.previous;
 	}
 	foreach(lc, shards)
 	{
@@ -359,9 +443,9 @@ wals_shards_connect(List *shards)
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("could not reach the shard on server \"%s\"", s->name),
 					 errdetail_internal("%s", pchomp(PQerrorMessage(s->conn)))));
-		res = fdw_result WALS_FDW_GET_RESULT(s->conn, sql);
+		res = wals_shard_conn_result(s->conn);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-			fdw_error(ERROR, res, s->conn, true, sql);
+			wals_shard_conn_error(res, s->conn);
 		if (PQntuples(res) != 1)
 		{
 			PQclear(res);
@@ -385,11 +469,7 @@ wals_shards_connect(List *shards)
 	}
 }
 
-/*
- * The training is over: close the connections of its own to Citus nodes.
- * postgres_fdw's stay in its cache, their transactions ending with the
- * caller's.
- */
+/* The training is over: close its connections, rolling back there. */
 void
 wals_shards_disconnect(List *shards)
 {
@@ -399,9 +479,20 @@ wals_shards_disconnect(List *shards)
 	{
 		WalsShard  *s = lfirst(lc);
 
-		if (!OidIsValid(s->server) && s->conn != NULL)
-			wals_citus_disconnect(s);
+		if (s->conn != NULL)
+			wals_shard_conn_close(s->conn);
+		s->conn = NULL;
 	}
+}
+
+/*
+ * Whether a training in this transaction must read the shards' rows
+ * through this server, where the transaction sees them (the header).
+ */
+bool
+wals_shards_in_transaction(List *shards)
+{
+	return wals_shards_citus(shards) ? wals_citus_in_transaction() : IsTransactionBlock();
 }
 
 /*

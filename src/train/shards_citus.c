@@ -16,10 +16,7 @@
  * pg_dist_node, the settings of citus.node_conninfo, and the credentials
  * Citus keeps for that role and node (pg_dist_authinfo, through Citus's
  * GetAuthinfo).  So a training reaches nothing the caller's distributed
- * queries could not.  Each connection opens a REPEATABLE READ transaction
- * there, which the shard's state lives in, and belongs to the (sub)
- * transaction that opened it: it is closed when the training ends, and
- * when that (sub)transaction aborts, after cancelling what runs there.
+ * queries could not, on a connection of wals's own (shard_conn.c).
  */
 #include "postgres.h"
 
@@ -43,76 +40,6 @@
 /* Citus's own, found at run time. */
 typedef char *(*GetAuthinfoFn) (char *hostname, int32 port, char *user);
 typedef bool (*InCoordinatedTransactionFn) (void);
-
-/* A connection this module opened, and the transaction level that owns it. */
-typedef struct OpenConn
-{
-	PGconn	   *conn;
-	int			level;
-	struct OpenConn *next;
-} OpenConn;
-
-static OpenConn *open_conns;
-static bool callbacks_registered;
-
-/*
- * Close c, cancelling first what runs there when aborting, so that the
- * node stops at once rather than when it next writes to the socket.
- */
-static void
-close_conn(PGconn *conn, bool cancel)
-{
-	if (cancel && PQtransactionStatus(conn) == PQTRANS_ACTIVE)
-	{
-		PGcancel   *c = PQgetCancel(conn);
-		char		errbuf[256];
-
-		if (c != NULL)
-		{
-			PQcancel(c, errbuf, sizeof(errbuf));
-			PQfreeCancel(c);
-		}
-	}
-	PQfinish(conn);
-}
-
-/* Close the connections opened at level or deeper. */
-static void
-close_from(int level, bool cancel)
-{
-	OpenConn  **p = &open_conns;
-
-	while (*p != NULL)
-	{
-		OpenConn   *o = *p;
-
-		if (o->level >= level)
-		{
-			*p = o->next;
-			close_conn(o->conn, cancel);
-			pfree(o);
-		}
-		else
-			p = &o->next;
-	}
-}
-
-static void
-xact_callback(XactEvent event, void *arg)
-{
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
-		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
-		event == XACT_EVENT_PREPARE)
-		close_from(0, event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT);
-}
-
-static void
-subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-				 SubTransactionId parentSubid, void *arg)
-{
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		close_from(GetCurrentTransactionNestLevel(), true);
-}
 
 /*
  * The shards of source when it is a Citus distributed table the caller
@@ -237,10 +164,7 @@ add_conninfo(const char **keys, const char **vals, int *n, int most, const char 
 	PQconninfoFree(opts);
 }
 
-/*
- * Connect to the node of shard s as Citus would for the caller, and open
- * the transaction the shard's training lives in.
- */
+/* Connect to the node of shard s as Citus would for the caller. */
 PGconn *
 wals_citus_connect(WalsShard *s)
 {
@@ -251,15 +175,8 @@ wals_citus_connect(WalsShard *s)
 	const char *vals[64];
 	int			n = 0;
 	PGconn	   *conn;
-	PGresult   *res;
-	OpenConn   *o;
+	char	   *failure;
 
-	if (!callbacks_registered)
-	{
-		RegisterXactCallback(xact_callback, NULL);
-		RegisterSubXactCallback(subxact_callback, NULL);
-		callbacks_registered = true;
-	}
 	set_param(keys, vals, &n, "host", s->host);
 	set_param(keys, vals, &n, "port", psprintf("%d", s->port));
 	set_param(keys, vals, &n, "dbname", get_database_name(MyDatabaseId));
@@ -273,57 +190,13 @@ wals_citus_connect(WalsShard *s)
 				 GetConfigOption("citus.node_conninfo", true, false), "citus.node_conninfo");
 	keys[n] = vals[n] = NULL;
 
-	o = MemoryContextAlloc(TopMemoryContext, sizeof(OpenConn));
-	conn = PQconnectdbParams(keys, vals, false);
-	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
-	{
-		char	   *detail = pchomp(conn != NULL ? PQerrorMessage(conn) : "out of memory");
-
-		if (conn != NULL)
-			PQfinish(conn);
-		pfree(o);
+	conn = wals_shard_conn_open(keys, vals, &failure);
+	if (conn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 				 errmsg("could not connect to the Citus node \"%s\" as role \"%s\"",
 						s->name, user),
-				 errdetail_internal("%s", detail),
+				 errdetail_internal("%s", failure),
 				 errhint("wals reaches a node as Citus does: check pg_dist_authinfo, citus.node_conninfo, and the node's pg_hba.conf.")));
-	}
-	o->conn = conn;
-	o->level = GetCurrentTransactionNestLevel();
-	o->next = open_conns;
-	open_conns = o;
-
-	res = PQexec(conn, "START TRANSACTION ISOLATION LEVEL REPEATABLE READ");
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-	{
-		char	   *detail = pchomp(PQerrorMessage(conn));
-
-		PQclear(res);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("could not start a transaction on the Citus node \"%s\"", s->name),
-				 errdetail_internal("%s", detail)));
-	}
-	PQclear(res);
 	return conn;
-}
-
-/* Close the connection of shard s, its training over. */
-void
-wals_citus_disconnect(WalsShard *s)
-{
-	OpenConn  **p = &open_conns;
-
-	for (; *p != NULL; p = &(*p)->next)
-		if ((*p)->conn == s->conn)
-		{
-			OpenConn   *o = *p;
-
-			*p = o->next;
-			close_conn(o->conn, false);
-			pfree(o);
-			break;
-		}
-	s->conn = NULL;
 }

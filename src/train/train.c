@@ -446,13 +446,18 @@ wals_train_call(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(cxt);
 
 	shards = wals_shards_find(args.source, args.user_col, args.item_col, args.rating_col);
-	if (shards != NIL && wals_shards_citus(shards) && wals_citus_in_transaction())
+	if (shards != NIL && wals_shards_in_transaction(shards))
 	{
+		bool		citus = wals_shards_citus(shards);
+
 		ereport(NOTICE,
-				(errmsg("model \"%s\" trains here, reading \"%s\" through Citus",
-						args.model_display, args.source_display),
-				 errdetail("This transaction has run distributed commands, whose changes the nodes show only to Citus's own connections."),
-				 errhint("Train in a transaction of its own to train on the nodes.")));
+				(errmsg("model \"%s\" trains here, reading \"%s\" through %s",
+						args.model_display, args.source_display,
+						citus ? "Citus" : "postgres_fdw"),
+				 citus ?
+				 errdetail("This transaction has run distributed commands, whose changes the nodes show only to Citus's own connections.") :
+				 errdetail("This transaction block may have written to the shards, whose changes they show only to postgres_fdw's own connections."),
+				 errhint("Train in a transaction of its own to train on the shards.")));
 		shards = NIL;
 	}
 	if (shards != NIL)

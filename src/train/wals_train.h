@@ -339,8 +339,9 @@ extern const WalsEngine wals_gpu_engine;
 
 /*
  * shards.c: the servers of a sharded source (a partitioned table of
- * postgres_fdw foreign tables, reached through postgres_fdw, or a Citus
- * distributed table, reached as Citus reaches its nodes: shards_citus.c).
+ * postgres_fdw foreign tables, reached as postgres_fdw reaches them, or a
+ * Citus distributed table, reached as Citus reaches its nodes:
+ * shards_citus.c), on connections of wals's own (shard_conn.c).
  * A shard is one foreign server or Citus node, with the partitions or
  * Citus shards it holds.
  */
@@ -364,7 +365,7 @@ typedef struct WalsShard
 	char	   *name;			/* the foreign server's, or the node's host:port */
 	int			index;			/* from 0 */
 	List	   *parts;			/* WalsShardPart */
-	struct pg_conn *conn;		/* for the caller: postgres_fdw's, or our own */
+	struct pg_conn *conn;		/* for the caller, shard_conn.c's */
 	char	   *schema;			/* wals's schema there, quoted */
 	char	   *sql;			/* the call being waited for */
 	struct pg_result *result;	/* the last call's, until the next */
@@ -398,6 +399,7 @@ extern List *wals_shards_find(Oid source, const char *user_col, const char *item
 							  const char *rating_col);
 extern void wals_shards_connect(List *shards);
 extern void wals_shards_disconnect(List *shards);
+extern bool wals_shards_in_transaction(List *shards);
 extern void wals_shard_send(WalsShard *s, const char *fn, int nargs, const WalsShardArg *args);
 extern const char *wals_shard_wait_raw(WalsShard *s, int *len);
 extern void wals_shard_clear(WalsShard *s);
@@ -410,7 +412,14 @@ extern List *wals_citus_shards_find(Oid source, const char *user_col, const char
 									const char *rating_col);
 extern bool wals_citus_in_transaction(void);
 extern struct pg_conn *wals_citus_connect(WalsShard *s);
-extern void wals_citus_disconnect(WalsShard *s);
+
+/* shard_conn.c: the connections of a sharded training */
+extern struct pg_conn *wals_shard_conn_open(const char *const *keys, const char *const *vals,
+											char **failure);
+extern void wals_shard_conn_close(struct pg_conn *conn);
+extern void wals_shard_conn_begin(struct pg_conn *conn);
+extern struct pg_result *wals_shard_conn_result(struct pg_conn *conn);
+extern pg_noreturn void wals_shard_conn_error(struct pg_result *res, struct pg_conn *conn);
 
 /* shard_load.c: the dense rows of a side that one shard owns */
 extern int32 *wals_shard_owned(const uint8 *owner, int64 n, int shard, int64 *nown);
