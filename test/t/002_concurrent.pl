@@ -106,6 +106,7 @@ sub send_query
 }
 
 my $sa = $node->background_psql('postgres', on_error_stop => 0, timeout => 120);
+$sa->set_query_timer_restart;
 my $sb = $node->background_psql('postgres', on_error_stop => 0, timeout => 120);
 $_->set_query_timer_restart for ($sa, $sb);
 my $a_pid = $sa->query_safe('SELECT pg_backend_pid()');

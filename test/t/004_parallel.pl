@@ -104,6 +104,7 @@ my $recs = $node->safe_psql('postgres', $recs_sql);
 my $version = $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'k'});
 
 my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 180);
+$bg->set_query_timer_restart;
 my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 $bg->query_until(qr/starting/, "\\echo starting\n$long_training;\n");
 

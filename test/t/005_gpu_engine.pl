@@ -227,6 +227,7 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_models WHERE model =
 $ENV{WALS_HOST_ENGINE_DELAY_MS} = 200;
 $node->restart;
 my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 120);
+$bg->set_query_timer_restart;
 my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 $bg->query_until(qr/starting/, q{\echo starting
 SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',

@@ -58,6 +58,7 @@ remember();
 # model whatever commits meanwhile (two statements of a READ COMMITTED
 # transaction may each see another).
 my $reader = $node->background_psql('postgres', on_error_stop => 0, timeout => 180);
+$reader->set_query_timer_restart;
 $reader->query_until(qr/reading/, qq{\\echo reading
 DO \$\$
 DECLARE

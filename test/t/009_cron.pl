@@ -43,6 +43,7 @@ my $v1 = $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE mo
 # A reader serving the model, one transaction per call, until the version
 # has advanced and a few calls after.
 my $reader = $node->background_psql('postgres', on_error_stop => 0, timeout => 240);
+$reader->set_query_timer_restart;
 $reader->query_until(qr/reading/, qq{\\echo reading
 DO \$\$
 DECLARE

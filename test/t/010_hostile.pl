@@ -44,6 +44,7 @@ my $start_time = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()
 
 # A session that lives through everything below, serving from its cache.
 my $bystander = $node->background_psql('postgres', on_error_stop => 0, timeout => 180);
+$bystander->set_query_timer_restart;
 my $bystander_pid = $bystander->query_safe('SELECT pg_backend_pid()');
 
 sub as_role
@@ -219,6 +220,7 @@ is($node->safe_psql('postgres', q{SET ROLE alice; SET search_path = alice, publi
   SELECT count(*) FROM wals_recommend(1, 5, 'shared')}), '5',
 	'alice serves her own "shared" through her search_path');
 my $blocker = $node->background_psql('postgres', on_error_stop => 0);
+$blocker->set_query_timer_restart;
 $blocker->query_safe(q{SET ROLE mallory;
   SELECT pg_advisory_lock(1463897427, hashtext('shared')),
          pg_advisory_lock(1463897427, hashtext('alice.shared')),
@@ -497,6 +499,7 @@ for my $sql (
 is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_models WHERE model = 'stolen'}), '0',
 	'no model was trained from the hidden table');
 my $holder = $node->background_psql('postgres', on_error_stop => 0);
+$holder->set_query_timer_restart;
 $holder->query(qq{SET ROLE mallory; BEGIN; SELECT count(*) FROM wals_shards($parted);});
 ($ret, $out, $err) = $node->psql('postgres', q{SET lock_timeout = '3s'; TRUNCATE hidden.parted;});
 works($ret, $err, 'the owner\'s TRUNCATE does not wait for the transaction that called wals_shards()')

@@ -10,8 +10,9 @@
 # empty, which trains as the others do), each shard reads only its own
 # rows, a
 # row that cannot be solved is the error it is on one server, naming the
-# shard's server, and the previous model survives, also when the error is
-# caught in the training's transaction, which then trains again.  A role
+# shard's server, and the previous model survives; in a transaction block
+# the training reads the shards through postgres_fdw, seeing what the
+# block wrote there.  A role
 # that a shard has not made a peer (EXECUTE on the shard functions) is
 # refused there before anything is read.
 use strict;
@@ -227,6 +228,7 @@ $shards[1]->safe_psql('postgres', 'CREATE EXTENSION wals');
 # A cancel on the coordinator stops the shards, and leaves nothing there:
 # the same session trains again at once.
 my $bg = $coord->background_psql('postgres', on_error_stop => 0, timeout => 120);
+$bg->set_query_timer_restart;
 my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 
 cancel_training($coord, $bg, $pid);

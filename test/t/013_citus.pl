@@ -122,6 +122,7 @@ no_wals_connections('after an error');
 # training go with the subtransaction, while its transaction goes on.
 $coord->safe_psql('postgres', q{INSERT INTO ratings VALUES (77, 5, 1e38)});
 my $tx = $coord->background_psql('postgres', on_error_stop => 0);
+$tx->set_query_timer_restart;
 $tx->query_safe(q{BEGIN});
 $tx->query(q{DO $$ BEGIN
   PERFORM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 's_cg',
@@ -153,6 +154,7 @@ like($stderr, qr/NOTICE:  model "public.s_tx" trains here, reading "ratings" thr
 # ---------------------------------------------------------------------------
 # A cancel on the coordinator stops the nodes, and leaves nothing there.
 my $bg = $coord->background_psql('postgres', on_error_stop => 0, timeout => 120);
+$bg->set_query_timer_restart;
 my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 
 cancel_training($coord, $bg, $pid);

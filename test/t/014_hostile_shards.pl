@@ -64,6 +64,7 @@ GRANT wals_shard_peer TO mallory;
 grant_shard_functions($node, 'wals_shard_peer');
 my $start_time = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 my $bystander = $node->background_psql('postgres', on_error_stop => 0, timeout => 300);
+$bystander->set_query_timer_restart;
 my $bystander_pid = $bystander->query_safe('SELECT pg_backend_pid()');
 
 # A session of role, logged in as it, so that the settings a DBA gave the
@@ -227,6 +228,7 @@ SELECT wals_shard_plan('$params', 0, 1, 2000000000, 2000000000);
 ROLLBACK;};
 my $planner = $node->background_psql('postgres', on_error_stop => 0,
 	extra_params => [ '-U', 'mallory' ]);
+$planner->set_query_timer_restart;
 my $pid = $planner->query_safe('SELECT pg_backend_pid()');
 $planner->query(qq{BEGIN;
 SELECT wals_shard_load('mallory.f', 'u', 'i', 'r', 'implicit');

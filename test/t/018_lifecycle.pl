@@ -75,8 +75,10 @@ INSERT INTO shop.plays
 $node->safe_psql('postgres',
 	q{CREATE TABLE public.served (slowest_ms float8, retrained bool); GRANT INSERT ON public.served TO app});
 my $idle = $node->background_psql('postgres', on_error_stop => 0);
+$idle->set_query_timer_restart;
 $idle->query_safe(q{SET ROLE app; BEGIN; SELECT count(*) FROM wals_recommend(1, 10, 'shop.m')});
 my $trainer = $node->background_psql('postgres', on_error_stop => 0);
+$trainer->set_query_timer_restart;
 $trainer->query_safe(q{SET ROLE analyst; SET lock_timeout = '30s'});
 my $version = $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'm'});
 $trainer->query_until(qr/sent/, q{\echo sent

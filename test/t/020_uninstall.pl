@@ -79,6 +79,7 @@ sub installed
 # A role that may not drop wals meets PostgreSQL's refusal, at once: the
 # trigger neither reads nor locks the catalog (a session holds it).
 my $holder = $node->background_psql('postgres', on_error_stop => 0);
+$holder->set_query_timer_restart;
 $holder->query_safe('BEGIN; SELECT count(*) FROM wals_models');
 for my $sql ('DROP EXTENSION wals', 'DROP EXTENSION wals CASCADE')
 {
@@ -153,9 +154,11 @@ is($node->safe_psql('postgres', $state), $before, 'and nothing changed');
 # the table the tenant renamed stays, said so.  The drop waits for a
 # training under way, and drops the model it commits.
 my $late = $node->background_psql('postgres', on_error_stop => 0);
+$late->set_query_timer_restart;
 $late->query_safe(
 	qq{BEGIN; SELECT count(*) FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'late', $train)});
 my $dropper = $node->background_psql('postgres', on_error_stop => 0);
+$dropper->set_query_timer_restart;
 $dropper->query_until(qr/sent/, q{\echo sent
 SET client_min_messages = notice;
 \set VERBOSITY verbose
