@@ -8,6 +8,10 @@
 #                                                   make variables, for fewer
 #   PG_CONFIG=/var/cache/wals/pg15-cassert/bin/pg_config ./test/installcheck.sh
 #                                                   another server's
+#   WALS_UPGRADE_FROM=/usr/lib/postgresql/15 PG_CONFIG=.../pg18-release/bin/pg_config \
+#     ./test/installcheck.sh                        t/021_pg_upgrade.pl upgrades
+#                                                   from that older installation
+#                                                   (wals installed in both)
 #
 # postgresql-common's pg_virtualenv runs only Debian's own servers; for any
 # other (a private prefix of test/pg_build.sh) test/bin/pg_virtualenv stands
@@ -63,7 +67,7 @@ cd "$dir"
 status=0
 # shellcheck disable=SC2086  # $as_user and $virtualenv are word lists
 $as_user env WALS_HOST_ENGINE="$engine" WALS_EMU_ENGINE="$emu_engine" \
-	PG_CONFIG="$PG_CONFIG" PGVE_LOG="$dir/results/server.log" \
+	WALS_UPGRADE_FROM="${WALS_UPGRADE_FROM:-}" PG_CONFIG="$PG_CONFIG" PGVE_LOG="$dir/results/server.log" \
 	$virtualenv make -s installcheck PG_CONFIG="$PG_CONFIG" "$@" || status=$?
 
 # A server that failed an assertion or crashed fails the run even where no

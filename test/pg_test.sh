@@ -18,7 +18,14 @@
 # test is after wals under pg_cron, not after pg_cron's own assertions.
 # Where that package is not installed, t/009 skips, saying why; pgvector
 # and Citus, which make deps does not install, skip t/007 and t/013 as
-# under `make test`.  Run as root, like `make test`.
+# under `make test`.
+#
+# On a major above 15, t/021_pg_upgrade.pl upgrades clusters of Debian's
+# PostgreSQL 15, the oldest major wals supports, to the prefix's server:
+# wals is also built against 15, in a copy of its own, and installed there
+# (as `make install` does), and WALS_UPGRADE_FROM names that installation.
+# Without Debian's 15 the test skips, saying why.  Run as root, like `make
+# test`.
 set -eu
 say() { echo "pg_test.sh: $*" >&2; }
 
@@ -33,13 +40,30 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 prefix=$("$root/test/pg_build.sh" "$major" "$flavour")
 pg_config=$prefix/bin/pg_config
 
+# A copy of the tree in the new folder $1: everything but what the server's
+# headers went into; the GPU test libraries, built without them, come along
+# when the checkout has them.
+copy_tree() {
+	tar -C "$root" --exclude=./.git --exclude=./.lent --exclude=./build \
+		--exclude=./test/bench/cache --exclude='*.o' --exclude='*.bc' \
+		--exclude=./wals.so -cf - . | tar -C "$1" -xf -
+}
+
 build=$(mktemp -d "${TMPDIR:-/tmp}/wals_pg$major-$flavour.XXXXXX")
-trap 'rm -rf "$build"' EXIT
-# Everything but what the server's headers went into; the GPU test
-# libraries, built without them, come along when the checkout has them.
-tar -C "$root" --exclude=./.git --exclude=./.lent --exclude=./build \
-	--exclude=./test/bench/cache --exclude='*.o' --exclude='*.bc' \
-	--exclude=./wals.so -cf - . | tar -C "$build" -xf -
+old_build=""
+trap 'rm -rf "$build" ${old_build:+"$old_build"}' EXIT
+
+old_install=/usr/lib/postgresql/15
+if [ "$major" -gt 15 ] && [ -x "$old_install/bin/pg_config" ] && [ -x "$old_install/bin/postgres" ]; then
+	old_build=$(mktemp -d "${TMPDIR:-/tmp}/wals_pg15-upgrade.XXXXXX")
+	copy_tree "$old_build"
+	say "building wals against $("$old_install/bin/pg_config" --version) of $old_install, to upgrade from"
+	make -s -C "$old_build" -j"$(nproc)" all WERROR=-Werror PG_CONFIG="$old_install/bin/pg_config"
+	make -s -C "$old_build" install PG_CONFIG="$old_install/bin/pg_config"
+	export WALS_UPGRADE_FROM="$old_install"
+fi
+
+copy_tree "$build"
 cd "$build"
 say "building wals against $("$pg_config" --version) of $prefix"
 make -s -j"$(nproc)" all WERROR=-Werror PG_CONFIG="$pg_config"
