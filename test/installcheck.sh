@@ -8,7 +8,7 @@
 #                                                   make variables, for fewer
 #   PG_CONFIG=/var/cache/wals/pg15-cassert/bin/pg_config ./test/installcheck.sh
 #                                                   another server's
-#   WALS_UPGRADE_FROM=/usr/lib/postgresql/15 PG_CONFIG=.../pg18-release/bin/pg_config \
+#   WALS_UPGRADE_FROM=/var/cache/wals/pg15-cassert PG_CONFIG=.../pg18-release/bin/pg_config \
 #     ./test/installcheck.sh                        t/021_pg_upgrade.pl upgrades
 #                                                   from that older installation
 #                                                   (wals installed in both)
