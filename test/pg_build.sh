@@ -90,8 +90,10 @@ fi
 "$root/test/install_deps.sh" --pg-build
 
 # Whether some deb-src stanza of /etc/apt/sources.list.d names the suite.
+# The files are awk's arguments, not one stream: a file that does not end
+# in a blank line would run its last stanza into the next file's first.
 has_deb_src() {
-	cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v suite="$1" '
+	awk -v suite="$1" '
 		BEGIN { RS = "" }
 		{
 			n = split($0, line, "\n")
@@ -108,12 +110,12 @@ has_deb_src() {
 			if (types ~ / deb-src / && index(suites, " " suite " "))
 				found = 1
 		}
-		END { exit !found }'
+		END { exit !found }' /etc/apt/sources.list.d/*.sources 2>/dev/null
 }
 # The URI of the Debian archive the machine installs its own release from.
 archive_uri() {
 	codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-	cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v suite="$codename" '
+	awk -v suite="$codename" '
 		BEGIN { RS = "" }
 		{
 			n = split($0, line, "\n")
@@ -131,7 +133,7 @@ archive_uri() {
 				print uri[1]
 				exit
 			}
-		}'
+		}' /etc/apt/sources.list.d/*.sources 2>/dev/null
 }
 if ! has_deb_src "$suite"; then
 	uri=$(archive_uri)
