@@ -172,9 +172,11 @@ quiet() {
 # keyrings of Debian's developers and maintainers (debian-keyring), and the
 # upstream tarball against the SHA-256 the signed .dsc gives for it.
 fetch_source() {
-	if apt-get source --download-only "postgresql-$major/$suite" >>"$log" 2>&1; then
+	if apt-get source --download-only "postgresql-$major/$suite" >source.log 2>&1; then
+		cat source.log >>"$log"
 		return
 	fi
+	cat source.log >>"$log"
 	rm -f postgresql-"$major"_*
 	# 'URI' NAME SIZE SHA256:... for each file; the .dsc's names the pool
 	# directory and the version.
@@ -189,7 +191,7 @@ fetch_source() {
 	minor=${upstream#"$major".}
 	case $minor in
 	'' | *[!0-9]*)
-		tail -n 20 "$log" >&2
+		grep -E '^(E|Err):' source.log >&2
 		say "apt-get source postgresql-$major/$suite failed, and apt names no version $major.N of it (\"$version\") to look before"
 		exit 1
 		;;
@@ -207,11 +209,11 @@ fetch_source() {
 		dsc=""
 	done
 	if [ -z "$dsc" ]; then
-		tail -n 20 "$log" >&2
+		grep -E '^(E|Err):' source.log >&2
 		say "apt-get source postgresql-$major/$suite ($version) failed, and $pool has none of$tried"
 		exit 1
 	fi
-	say "$pool has no $version of postgresql-$major, which $suite's index names: building $upstream$revision from there, whose .dsc the signed index does not cover: checked against debian-keyring's signatures, and the tarball against its SHA-256"
+	say "postgresql-$major $version, which $suite's index names, is not in $pool: building $upstream$revision from there instead, whose .dsc the archive's signed index does not cover (its signature is checked against debian-keyring, the tarball against its SHA-256)"
 	if ! gpgv --keyring /usr/share/keyrings/debian-keyring.gpg \
 		--keyring /usr/share/keyrings/debian-maintainers.gpg \
 		--output "$dsc.signed" "$dsc" >>"$log" 2>&1; then
