@@ -5,15 +5,17 @@
 #
 #   ./test/pg_build.sh 15 cassert    assertions on (CLOBBER_FREED_MEMORY and
 #                                    MEMORY_CONTEXT_CHECKING come with them),
-#                                    debug symbols, the TAP modules for PGXS's
-#                                    prove_installcheck, contrib's
+#                                    debug symbols, -Og (half the compiler's
+#                                    time of -O2; wals itself is built with
+#                                    -O2 all the same), the TAP modules for
+#                                    PGXS's prove_installcheck, contrib's
 #                                    postgres_fdw (t/012_shards.pl), zlib
 #                                    (t/003's pg_dump -Fc compresses, as on
 #                                    Debian's), no ICU or readline, which no
 #                                    test needs: what `make test-cassert`
 #                                    runs the suites on
 #   ./test/pg_build.sh 18 release    the same without assertions or debug
-#                                    symbols: what `make test-pg18` runs
+#                                    symbols, with -O2: what `make test-pg18` runs
 #                                    the suites on (`make test-pg17` runs
 #                                    them on 17 cassert)
 #   ./test/pg_build.sh 15 portable   no optional library (no ICU, readline,
@@ -43,16 +45,16 @@ major=$1
 flavour=$2
 case $flavour in
 cassert)
-	configure_opts="--enable-cassert --enable-debug --enable-tap-tests --without-icu --without-readline"
-	minutes=10
+	configure_opts="--enable-cassert --enable-debug --enable-tap-tests --without-icu --without-readline CFLAGS=-Og"
+	minutes=8
 	;;
 release)
 	configure_opts="--enable-tap-tests --without-icu --without-readline"
-	minutes=10
+	minutes=11
 	;;
 portable)
 	configure_opts="--without-icu --without-readline --without-zlib --without-llvm CFLAGS=-O2"
-	minutes=8
+	minutes=7
 	;;
 *)
 	say "unknown flavour \"$flavour\" (cassert, release or portable)"
