@@ -8,10 +8,11 @@
 # lands in /usr/lib/aarch64-linux-gnu/openblas-serial beside the x86 one.
 # With --pg-build, what test/pg_build.sh needs to build PostgreSQL from its
 # source: the compiler, bzip2 for the tarball, zlib's headers, Perl with
-# IPC::Run for the TAP modules, and bison and flex, whose output the
-# tarballs of PostgreSQL 17 and later no longer carry.  With --deb, what
-# `make deb` needs to build
-# the Debian package: debhelper, dpkg-dev, and postgresql-server-dev-all
+# IPC::Run for the TAP modules, bison and flex, whose output the tarballs
+# of PostgreSQL 17 and later no longer carry, and debian-keyring, against
+# which it checks a source package that the archive's signed index does
+# not cover.  With --deb, what `make deb` needs to build the Debian
+# package: debhelper, dpkg-dev, and postgresql-server-dev-all
 # (pg_buildext's debhelper side, which brings the headers of every server
 # version postgresql-common supports here).  With --bench, what the
 # benchmarks need besides the build: numpy and scipy for the data and
@@ -23,7 +24,8 @@ if [ "${1:-}" = "--arm64" ]; then
 	PACKAGES="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 		libopenblas-serial-dev:arm64 libopenblas0-serial:arm64"
 elif [ "${1:-}" = "--pg-build" ]; then
-	PACKAGES="gcc libc6-dev make bzip2 zlib1g-dev perl libipc-run-perl bison flex"
+	PACKAGES="gcc libc6-dev make bzip2 zlib1g-dev perl libipc-run-perl bison flex
+		debian-keyring"
 elif [ "${1:-}" = "--deb" ]; then
 	PACKAGES="debhelper dpkg-dev postgresql-server-dev-all postgresql-common
 		libopenblas-serial-dev pkgconf make gcc"
