@@ -46,15 +46,15 @@ flavour=$2
 case $flavour in
 cassert)
 	configure_opts="--enable-cassert --enable-debug --enable-tap-tests --without-icu --without-readline CFLAGS=-Og"
-	minutes=8
+	minutes=7
 	;;
 release)
 	configure_opts="--enable-tap-tests --without-icu --without-readline"
-	minutes=11
+	minutes=5
 	;;
 portable)
 	configure_opts="--without-icu --without-readline --without-zlib --without-llvm CFLAGS=-O2"
-	minutes=7
+	minutes=5
 	;;
 *)
 	say "unknown flavour \"$flavour\" (cassert, release or portable)"
