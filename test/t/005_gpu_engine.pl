@@ -223,7 +223,9 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_models WHERE model =
 	'0', 'no model is left by the failed trainings');
 
 # ---------------------------------------------------------------------------
-# A cancel between iterations frees the device memory.
+# A cancel between iterations frees the device memory.  Any iteration
+# from the third shows the loss of the one before: a busy machine's polls
+# may miss a given one.
 $ENV{WALS_HOST_ENGINE_DELAY_MS} = 200;
 $node->restart;
 my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 120);
@@ -234,7 +236,7 @@ SELECT * FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
   model => 'g_cg', factors => 8, iterations => 1000, device => 'gpu');
 });
 ok( $node->poll_query_until(
-		'postgres', qq{SELECT query LIKE 'wals_train: model "public.g_cg", iteration 3 of 1000, sweeping on the GPU; loss % after iteration 2 (%'
+		'postgres', qq{SELECT query ~ '^wals_train: model "public[.]g_cg", iteration ([3-9]|[1-9][0-9]+) of 1000, sweeping on the GPU; loss [^ ]+ after iteration [0-9]+ [(]'
 		  FROM pg_stat_activity WHERE pid = $pid}),
 	'pg_stat_activity shows the GPU training\'s progress');
 my $start = time;
