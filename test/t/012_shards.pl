@@ -48,24 +48,7 @@ CREATE TABLE ratings_part (user_id int NOT NULL, item_id int NOT NULL, rating re
 my $sql = q{
 CREATE EXTENSION wals;
 CREATE EXTENSION postgres_fdw;
-CREATE TABLE ratings (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)
-  PARTITION BY HASH (user_id);
-};
-for my $k (0, 1)
-{
-	my $node = $shards[$k];
-	my $host = $node->host;
-	my $port = $node->port;
-	$sql .= qq{
-CREATE SERVER shard$k FOREIGN DATA WRAPPER postgres_fdw
-  OPTIONS (host '$host', port '$port', dbname 'postgres');
-CREATE USER MAPPING FOR CURRENT_USER SERVER shard$k;
-CREATE FOREIGN TABLE ratings_$k PARTITION OF ratings
-  FOR VALUES WITH (MODULUS 2, REMAINDER $k) SERVER shard$k
-  OPTIONS (table_name 'ratings_part');
-};
-}
-$sql .= q{
+} . fdw_partitions(@shards) . q{
 INSERT INTO ratings
   SELECT u, (u * 7 + g * 13) % 300 + 1, 1 + (u + g) % 5
   FROM generate_series(1, 1500) u, generate_series(1, 12) g;

@@ -18,8 +18,11 @@
 use strict;
 use warnings FATAL => 'all';
 
+use FindBin;
+use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use ShardTest;
 use Test::More;
 
 my $old_install = $ENV{WALS_UPGRADE_FROM} // '';
@@ -85,22 +88,7 @@ SELECT model FROM wals_train('shop.plays', 'user_id', 'item_id', 'n', model => '
 SELECT model FROM wals_train('shop.plays', 'user_id', 'item_id', 'n', model => 'shop.warm',
   factors => 8, iterations => 2, warm_start => true);
 RESET ROLE;
-CREATE TABLE ratings (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)
-  PARTITION BY HASH (user_id);
-};
-for my $k (0, 1)
-{
-	my ($host, $port) = ($shards[$k]->host, $shards[$k]->port);
-	$sql .= qq{
-CREATE SERVER shard$k FOREIGN DATA WRAPPER postgres_fdw
-  OPTIONS (host '$host', port '$port', dbname 'postgres');
-CREATE USER MAPPING FOR CURRENT_USER SERVER shard$k;
-CREATE FOREIGN TABLE ratings_$k PARTITION OF ratings
-  FOR VALUES WITH (MODULUS 2, REMAINDER $k) SERVER shard$k
-  OPTIONS (table_name 'ratings_part');
-};
-}
-$sql .= q{
+} . fdw_partitions(@shards) . q{
 INSERT INTO ratings
   SELECT u, (u * 7 + g * 13) % 300 + 1, 1 + (u + g) % 5
   FROM generate_series(1, 1000) u, generate_series(1, 10) g;

@@ -1,8 +1,9 @@
 
-# What the sharded training tests (012_shards.pl, 013_citus.pl) check
-# alike: a model trained on the shards against the same rows trained on
-# the coordinator, a row that cannot be solved, and a long training that
-# a cancel or a shard going away ends.
+# What the sharded training tests (012_shards.pl, 013_citus.pl, and
+# 021_pg_upgrade.pl for its sharded model) make and check alike: a source
+# partitioned over postgres_fdw, a model trained on the shards against
+# the same rows trained on the coordinator, a row that cannot be solved,
+# and a long training that a cancel or a shard going away ends.
 package ShardTest;
 
 use strict;
@@ -13,7 +14,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 our @EXPORT = qw(same_model unsolvable_row start_long_training cancel_training lose_shard
-  grant_shard_functions);
+  grant_shard_functions fdw_partitions);
 
 # The functions a coordinator calls on a shard, which no role may call
 # until a DBA grants them (README, "Training on sharded data").
@@ -28,6 +29,32 @@ sub grant_shard_functions
 	my ($node, $to, $before) = @_;
 	$node->safe_psql('postgres',
 		($before // '') . "GRANT EXECUTE ON FUNCTION $shard_functions TO $to;");
+}
+
+# The SQL that makes the coordinator's table ratings, partitioned by hash
+# of user_id over one postgres_fdw foreign table on each node of @shards
+# (its table ratings_part), reached as the current user.
+sub fdw_partitions
+{
+	my @shards = @_;
+	my $sql = q{
+CREATE TABLE ratings (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)
+  PARTITION BY HASH (user_id);
+};
+	my $n = @shards;
+	for my $k (0 .. $#shards)
+	{
+		my ($host, $port) = ($shards[$k]->host, $shards[$k]->port);
+		$sql .= qq{
+CREATE SERVER shard$k FOREIGN DATA WRAPPER postgres_fdw
+  OPTIONS (host '$host', port '$port', dbname 'postgres');
+CREATE USER MAPPING FOR CURRENT_USER SERVER shard$k;
+CREATE FOREIGN TABLE ratings_$k PARTITION OF ratings
+  FOR VALUES WITH (MODULUS $n, REMAINDER $k) SERVER shard$k
+  OPTIONS (table_name 'ratings_part');
+};
+	}
+	return $sql;
 }
 
 # Models $s (on the shards) and $h (here) of $node, trained from the same
