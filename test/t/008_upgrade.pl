@@ -16,9 +16,12 @@
 use strict;
 use warnings FATAL => 'all';
 
+use FindBin;
+use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use UpgradeTest;
 
 my $node = PostgreSQL::Test::Cluster->new('main');
 $node->init;
@@ -39,20 +42,8 @@ $node->safe_psql('fresh',
 	q{SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
 	  factors => 8, iterations => 4)});
 
-my $inserts = $node->safe_psql(
-	'fresh', q{
-SELECT string_agg(format('INSERT INTO m_user_factors VALUES (%s, %L);', user_id, factors), E'\n')
-FROM m_user_factors;
-SELECT string_agg(format('INSERT INTO m_item_factors VALUES (%s, %L);', item_id, factors), E'\n')
-FROM m_item_factors;
-SELECT format('INSERT INTO wals_models VALUES (''m'', ''public.ratings'', ''user_id'', ''item_id'','
-              ' ''rating'', %L, %s, %s, %s, %s, %s, %s, %L, %s, %s, NULL, false, %s, %s, %s, %s,'
-              ' ''cpu'', 0, 0, 0, 0, 0, now(), current_user, nextval(''wals_model_version_seq''),'
-              ' ''public'', ''m_user_factors'', ''m_item_factors'');',
-              feedback, factors, iterations, max_iterations, regularization, alpha,
-              unobserved_weight, solver, cg_steps, seed, users, items, ratings, loss)
-FROM wals_models WHERE model = 'm';
-});
+my $inserts =
+  $node->safe_psql('fresh', v010_model_sql('public', 'm', 'public.ratings', 'rating'));
 
 $node->safe_psql(
 	'postgres', qq{

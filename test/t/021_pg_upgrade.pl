@@ -24,6 +24,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use ShardTest;
 use Test::More;
+use UpgradeTest;
 
 my $old_install = $ENV{WALS_UPGRADE_FROM} // '';
 plan skip_all => 'WALS_UPGRADE_FROM names no older PostgreSQL installation (the directory holding '
@@ -108,18 +109,7 @@ my $copy = $old->safe_psql(
 SELECT 'CREATE TABLE plays (user_id int, item_id int, n int);'
        || string_agg(format('INSERT INTO plays VALUES (%s, %s, %s);', user_id, item_id, n), '')
 FROM shop.plays;
-SELECT string_agg(format('INSERT INTO m_user_factors VALUES (%s, %L);', user_id, factors), '')
-FROM shop.rated_user_factors;
-SELECT string_agg(format('INSERT INTO m_item_factors VALUES (%s, %L);', item_id, factors), '')
-FROM shop.rated_item_factors;
-SELECT format('INSERT INTO wals_models VALUES (''m'', ''public.plays'', ''user_id'', ''item_id'','
-              ' ''n'', %L, %s, %s, %s, %s, %s, %s, %L, %s, %s, NULL, false, %s, %s, %s, %s,'
-              ' ''cpu'', 0, 0, 0, 0, 0, now(), current_user, nextval(''wals_model_version_seq''),'
-              ' ''public'', ''m_user_factors'', ''m_item_factors'');',
-              feedback, factors, iterations, max_iterations, regularization, alpha,
-              unobserved_weight, solver, cg_steps, seed, users, items, ratings, loss)
-FROM wals_models WHERE schema = 'shop' AND model = 'rated';
-});
+} . v010_model_sql('shop', 'rated', 'public.plays', 'n'));
 $old->safe_psql(
 	'v010', qq{
 CREATE EXTENSION wals VERSION '0.1.0';
