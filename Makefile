@@ -2,8 +2,9 @@
 #
 #   make demo    install what is needed, build, install, train a sample model
 #   make test    unit tests of src/core, the kernels of gpu/ on an emulated
-#                device, pg_regress, TAP (and gpu/ on a GPU with nvcc),
-#                then on x86-64 the aarch64 build and unit tests (test-arm64)
+#                device, on x86-64 the aarch64 build and unit tests
+#                (test-arm64), then pg_regress and TAP (and gpu/ on a GPU
+#                with nvcc)
 #   make test-cassert  pg_regress and TAP on PostgreSQL 15 built with
 #                assertions, in a private prefix built the first time
 #   make unit    only the unit tests of src/core (no server)
@@ -43,7 +44,11 @@ REGRESS_OPTS = --inputdir=test --load-extension=wals
 # installcheck` runs both suites (test/installcheck.sh gives them a
 # throwaway server, and a user other than root).
 TAP_TESTS = 1
-PROVE_TESTS = test/t/*.pl
+# The longest first, so that the last to end is a short one when
+# test/installcheck.sh runs them side by side.
+TAP_SLOWEST = test/t/012_shards.pl test/t/010_hostile.pl test/t/017_recipes.pl \
+	test/t/021_pg_upgrade.pl test/t/011_gpu_emulated.pl test/t/016_reentry.pl test/t/001_cancel.pl
+PROVE_TESTS = $(TAP_SLOWEST) $(filter-out $(TAP_SLOWEST),$(sort $(wildcard test/t/*.pl)))
 EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/gpu/check_train test/gpu/host_engine.so test/gpu/wals_cuda_emu.so gpu/wals_cuda.so results regression.diffs regression.out
 
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
@@ -219,18 +224,26 @@ demo: deps
 	$(MAKE) install
 	./test/demo.sh
 
-test: deps
-	$(MAKE) all WERROR=-Werror
-	$(MAKE) install
-	$(MAKE) unit WERROR=-Werror
-	$(MAKE) sql-texts
-	$(MAKE) version-check
-	$(MAKE) gpu-check WERROR=-Werror
-	$(MAKE) test-gpu-emu WERROR=-Werror
-	./test/installcheck.sh
+# Everything is built first, on every core; then the checks that need no
+# server run side by side, each printing its output whole when it ends
+# (--output-sync), and the suites that need one come last.  On x86-64 the
+# aarch64 build and unit tests (test-arm64) are among the first.
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+TEST_PROGRAMS = test/unit/wals_unit test/gpu/check_train test/gpu/host_engine$(DLSUFFIX) $(EMU_LIB)
+TEST_CHECKS = unit sql-texts version-check gpu-check test-gpu-emu
 ifeq ($(MULTIARCH),x86_64-linux-gnu)
-	$(MAKE) test-arm64 WERROR=-Werror
+TEST_DEPS = deps-arm64
+TEST_PROGRAMS += $(ARM64_DIR)/wals$(DLSUFFIX) test/unit/wals_unit_arm64
+TEST_CHECKS += build-arm64 unit-arm64
+else
+TEST_DEPS = deps
 endif
+
+test: $(TEST_DEPS)
+	$(MAKE) -j$(NPROC) all $(TEST_PROGRAMS) WERROR=-Werror
+	$(MAKE) install
+	$(MAKE) -j$(NPROC) --output-sync=target $(TEST_CHECKS) WERROR=-Werror
+	./test/installcheck.sh
 
 # pg_regress and every TAP test on PostgreSQL 15 built from Debian's source
 # with assertions (CLOBBER_FREED_MEMORY and MEMORY_CONTEXT_CHECKING with

@@ -55,21 +55,41 @@ build=$(mktemp -d "${TMPDIR:-/tmp}/wals_pg$major-$flavour.XXXXXX")
 old_build=""
 trap 'rm -rf "$build" ${old_build:+"$old_build"}' EXIT
 
+# The digest of what goes into an installation of wals: its sources, SQL
+# scripts, control file and Makefile.
+digest=$( (cd "$root" && find Makefile wals.control sql src gpu -type f \
+	! -name '*.o' ! -name '*.bc' ! -name '*.so' | LC_ALL=C sort | xargs sha256sum) |
+	sha256sum | cut -d' ' -f1)
+
+# wals built in the copy of the tree $1 against the server of the
+# pg_config $2 and installed there, unless these same sources already are
+# (a file beside wals.so holds their digest, written once the installation
+# is whole): make test-cassert installs into the 15 that make test-pg17
+# and test-pg18 upgrade from.
+install_wals() {
+	stamp=$("$2" --pkglibdir)/wals.source-digest
+	if [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ]; then
+		say "wals of these sources is installed for $("$2" --version) in $("$2" --pkglibdir)"
+		return
+	fi
+	say "building wals against $("$2" --version) of $(dirname "$(dirname "$2")")"
+	rm -f "$stamp"
+	make -s -C "$1" -j"$(nproc)" all WERROR=-Werror PG_CONFIG="$2"
+	make -s -C "$1" install PG_CONFIG="$2"
+	echo "$digest" >"$stamp"
+}
+
 if [ "$major" -gt 15 ]; then
 	old_install=$("$root/test/pg_build.sh" 15 cassert)
 	old_build=$(mktemp -d "${TMPDIR:-/tmp}/wals_pg15-upgrade.XXXXXX")
 	copy_tree "$old_build"
-	say "building wals against $("$old_install/bin/pg_config" --version) of $old_install, to upgrade from"
-	make -s -C "$old_build" -j"$(nproc)" all WERROR=-Werror PG_CONFIG="$old_install/bin/pg_config"
-	make -s -C "$old_build" install PG_CONFIG="$old_install/bin/pg_config"
+	install_wals "$old_build" "$old_install/bin/pg_config"
 	export WALS_UPGRADE_FROM="$old_install"
 fi
 
 copy_tree "$build"
 cd "$build"
-say "building wals against $("$pg_config" --version) of $prefix"
-make -s -j"$(nproc)" all WERROR=-Werror PG_CONFIG="$pg_config"
-make -s install PG_CONFIG="$pg_config"
+install_wals "$build" "$pg_config"
 make -s test/gpu/host_engine.so test/gpu/wals_cuda_emu.so WERROR=-Werror PG_CONFIG="$pg_config"
 
 debian_pg_config=/usr/lib/postgresql/$major/bin/pg_config

@@ -5,8 +5,11 @@
 use strict;
 use warnings FATAL => 'all';
 
+use FindBin;
+use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Poll;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('main');
@@ -70,8 +73,7 @@ $node->safe_psql('postgres',
 	q{SELECT cron.schedule('wals-nightly', '* * * * *',
 	  $$SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'nightly',
 	    factors => 16, iterations => 5, warm_start => true)$$)});
-ok( $node->poll_query_until(
-		'postgres', qq{SELECT version > $v1 FROM wals_models WHERE model = 'nightly'}),
+ok(wait_until($node, 'postgres', qq{(SELECT version > $v1 FROM wals_models WHERE model = 'nightly')}),
 	'the scheduled training ran and the version advanced');
 ok( $node->poll_query_until(
 		'postgres', q{SELECT count(*) > 0 FROM cron.job_run_details WHERE status = 'succeeded'}),

@@ -16,6 +16,7 @@ use FindBin;
 use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Poll;
 use Recipes;
 use Test::More;
 
@@ -135,9 +136,9 @@ SKIP:
 		q{SELECT version FROM wals_models WHERE (schema, model) = ('shop', 'ratings')});
 	as_analyst(q{SELECT cron.schedule(jobname, '* * * * *', command) FROM cron.job
 	  WHERE jobname = 'wals-nightly'});
-	ok( $coord->poll_query_until(
-			'app', qq{SELECT version > $version FROM wals_models
-			  WHERE (schema, model) = ('shop', 'ratings')}),
+	ok( wait_until(
+			$coord, 'app', qq{(SELECT version > $version FROM wals_models
+			  WHERE (schema, model) = ('shop', 'ratings'))}),
 		'the job retrained the model');
 	ok( $coord->poll_query_until(
 			'app', q{SELECT count(*) > 0 FROM cron.job_run_details
