@@ -150,8 +150,20 @@ UNIT_SRCS = $(sort $(wildcard test/unit/*.c))
 HOST_CC = $(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra $(WERROR) \
 	-Isrc/core -Igpu -Itest/unit $(BLAS_CFLAGS)
 
-test/unit/wals_unit: $(CORE_SRCS) $(UNIT_SRCS) $(CORE_HDRS) $(wildcard test/unit/*.h)
-	$(HOST_CC) -o $@ $(CORE_SRCS) $(UNIT_SRCS) $(BLAS_LDFLAGS)
+# Each source is compiled once, into build/host, for every program that
+# links it: position-independent for host_engine.so, and hidden, so that
+# host_engine.so exports only the table it is loaded for.
+HOST_DIR = build/host
+HOST_CORE_OBJS = $(CORE_SRCS:%.c=$(HOST_DIR)/%.o)
+HOST_HDRS = $(CORE_HDRS) $(wildcard test/unit/*.h test/gpu/*.h test/bench/*.h) gpu/wals_cuda.h
+EXTRA_CLEAN += $(HOST_DIR)
+
+$(HOST_DIR)/%.o: %.c $(HOST_HDRS)
+	@mkdir -p $(@D)
+	$(HOST_CC) $(HOST_OBJ_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+test/unit/wals_unit: $(HOST_CORE_OBJS) $(UNIT_SRCS:%.c=$(HOST_DIR)/%.o)
+	$(HOST_CC) -o $@ $^ $(BLAS_LDFLAGS)
 
 # The benchmarks of src/core, no server:
 #   solver_bench: seconds per iteration of the solvers on synthetic data,
@@ -163,8 +175,8 @@ test/unit/wals_unit: $(CORE_SRCS) $(UNIT_SRCS) $(CORE_HDRS) $(wildcard test/unit
 #     two, on synthetic ratings,
 #     ./test/bench/csr_bench [users items draws sorted|user|random huge|4k reps]
 BENCH_PROGS = test/bench/solver_bench test/bench/score_bench test/bench/csr_bench
-$(BENCH_PROGS): test/bench/%: test/bench/%.c test/bench/bench_common.h $(CORE_SRCS) $(CORE_HDRS)
-	$(HOST_CC) -o $@ $< $(CORE_SRCS) $(BLAS_LDFLAGS)
+$(BENCH_PROGS): test/bench/%: $(HOST_DIR)/test/bench/%.o $(HOST_CORE_OBJS)
+	$(HOST_CC) -o $@ $^ $(BLAS_LDFLAGS)
 
 solver-bench: test/bench/solver_bench
 score-bench: test/bench/score_bench
@@ -174,17 +186,17 @@ csr-bench: test/bench/csr_bench
 # was not built or the machine has no GPU (no device, no driver), and fails
 # where CUDA is there but broken (a driver too old, a library that does not
 # load).
-test/gpu/check_train: test/gpu/check_train.c test/gpu/check_emu.c test/gpu/check_train.h \
-		$(CORE_SRCS) $(CORE_HDRS) gpu/wals_cuda.h
-	$(HOST_CC) -o $@ test/gpu/check_train.c test/gpu/check_emu.c $(CORE_SRCS) $(BLAS_LDFLAGS) -ldl
+test/gpu/check_train: $(HOST_DIR)/test/gpu/check_train.o $(HOST_DIR)/test/gpu/check_emu.o \
+		$(HOST_CORE_OBJS)
+	$(HOST_CC) -o $@ $^ $(BLAS_LDFLAGS) -ldl
 
 # The table of gpu/wals_cuda.h filled by src/core on the host: the TAP tests
 # drive the server's side of GPU training with it where no GPU exists, and
 # check_train runs against it to show that the checker catches nothing amiss
 # in an engine that is right by construction.
-test/gpu/host_engine$(DLSUFFIX): test/gpu/host_engine.c $(CORE_SRCS) $(CORE_HDRS) gpu/wals_cuda.h
-	$(HOST_CC) -Wno-unused-parameter -fPIC -fvisibility=hidden -shared \
-		-o $@ $< $(CORE_SRCS) $(BLAS_LDFLAGS)
+$(HOST_DIR)/test/gpu/host_engine.o: HOST_OBJ_CFLAGS = -Wno-unused-parameter
+test/gpu/host_engine$(DLSUFFIX): $(HOST_DIR)/test/gpu/host_engine.o $(HOST_CORE_OBJS)
+	$(HOST_CC) -shared -o $@ $^ $(BLAS_LDFLAGS)
 
 # The sources of gpu/ compiled by the host's C++ compiler against an
 # emulated device (test/gpu/emu): every kernel runs on the CPU, thread by
@@ -298,9 +310,16 @@ $(ARM64_DIR)/wals$(DLSUFFIX): $(ARM64_OBJS) $(ARM64_DIR)/test/arm64/pg_abi.o
 	$(ARM64_CC) $(ARM64_CFLAGS) -shared -o $@ $(ARM64_OBJS) \
 		-Wl,-z,relro -Wl,-z,now -Wl,--as-needed $(ARM64_BLAS_LDFLAGS)
 
-test/unit/wals_unit_arm64: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test/unit/*.h)
+# The unit tests link src/core's objects of wals.so: what they test on
+# aarch64 is the code the server runs there.
+ARM64_UNIT_OBJS = $(UNIT_SRCS:%.c=$(ARM64_DIR)/%.o)
+$(ARM64_UNIT_OBJS): $(ARM64_DIR)/%.o: %.c $(CORE_HDRS) $(wildcard test/unit/*.h)
+	@mkdir -p $(@D)
 	$(ARM64_CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra $(WERROR) \
-		-Isrc/core -Itest/unit -I$(ARM64_BLAS_INC) -o $@ $(CORE_SRCS) $(UNIT_SRCS) $(ARM64_BLAS_LDFLAGS)
+		-Isrc/core -Itest/unit -I$(ARM64_BLAS_INC) -c -o $@ $<
+
+test/unit/wals_unit_arm64: $(CORE_SRCS:%.c=$(ARM64_DIR)/%.o) $(ARM64_UNIT_OBJS)
+	$(ARM64_CC) -g -o $@ $^ $(ARM64_BLAS_LDFLAGS)
 
 .PHONY: deps-arm64 build-arm64 unit-arm64 test-arm64
 # After deps: the two must not run apt-get at once under make -j.

@@ -43,12 +43,12 @@ prefix=$("$root/test/pg_build.sh" "$major" "$flavour")
 pg_config=$prefix/bin/pg_config
 
 # A copy of the tree in the new folder $1: everything but what the server's
-# headers went into; the GPU test libraries, built without them, come along
-# when the checkout has them.
+# headers went into; the GPU test libraries and the objects they link
+# (build/host), built without them, come along when the checkout has them.
 copy_tree() {
-	tar -C "$root" --exclude=./.git --exclude=./.lent --exclude=./build \
-		--exclude=./test/bench/cache --exclude='*.o' --exclude='*.bc' \
-		--exclude=./wals.so -cf - . | tar -C "$1" -xf -
+	tar -C "$root" --exclude=./.git --exclude=./.lent --exclude=./build/arm64 \
+		--exclude=./build/deb --exclude=./test/bench/cache --exclude='./src/*.o' \
+		--exclude='./src/*.bc' --exclude=./wals.so -cf - . | tar -C "$1" -xf -
 }
 
 build=$(mktemp -d "${TMPDIR:-/tmp}/wals_pg$major-$flavour.XXXXXX")

@@ -89,9 +89,9 @@ for my $case (
 	my ($ret, $stdout, $stderr) = $coord->psql(
 		'postgres', qq{SET client_min_messages = notice; $set
 		  SELECT device, iterations, users, items, ratings FROM wals_train('ratings', 'user_id',
-		    'item_id', 'rating', model => 's_$name', factors => 8, iterations => 5, $args)});
+		    'item_id', 'rating', model => 's_$name', factors => 8, iterations => 3, $args)});
 	is($ret, 0, "$name: trained on the shards") or diag($stderr);
-	like($stdout, qr/^shards\|5\|1500\|300\|/, "$name: the summary says shards");
+	like($stdout, qr/^shards\|3\|1500\|300\|/, "$name: the summary says shards");
 	like($stderr, qr/NOTICE:  training model "public.s_$name" on 2 shards: servers "shard0", "shard1"/,
 		"$name: a NOTICE names the servers");
 	my $workers = $args =~ /workers => 0/ ? '0, 0' : '2, 2';
@@ -99,8 +99,8 @@ for my $case (
 		"$name: each shard solved with its max_parallel_maintenance_workers, or workers => 0");
 	$coord->safe_psql(
 		'postgres', qq{SELECT * FROM wals_train('ratings_here', 'user_id', 'item_id', 'rating',
-		  model => 'h_$name', factors => 8, iterations => 5, $args)});
-	same_model($coord, "s_$name", "h_$name", $name);
+		  model => 'h_$name', factors => 8, iterations => 3, $args)});
+	same_model($coord, "s_$name", "h_$name", $name, 3);
 }
 
 # ---------------------------------------------------------------------------
@@ -118,9 +118,9 @@ INSERT INTO ratings_one SELECT * FROM ratings_here;
 });
 is( $coord->safe_psql(
 		'postgres', q{SELECT device, iterations FROM wals_train('ratings_one', 'user_id',
-		  'item_id', 'rating', model => 's_one', factors => 8, iterations => 5, solver => 'cg')}),
-	'shards|5', 'one shard: trained there');
-same_model($coord, 's_one', 'h_cg', 'one shard');
+		  'item_id', 'rating', model => 's_one', factors => 8, iterations => 3, solver => 'cg')}),
+	'shards|3', 'one shard: trained there');
+same_model($coord, 's_one', 'h_cg', 'one shard', 3);
 
 # ---------------------------------------------------------------------------
 # One shard whose partition is empty: it holds no rows and owns no user,
@@ -150,11 +150,11 @@ CREATE FOREIGN TABLE ratings_void_1 PARTITION OF ratings_void
 my ($ret, $stdout, $stderr) = $coord->psql(
 	'postgres', q{SET client_min_messages = notice;
 	  SELECT device, iterations, users, items FROM wals_train('ratings_gap', 'user_id', 'item_id',
-	    'rating', model => 's_gap', factors => 8, iterations => 5, solver => 'cg')});
-is($stdout, 'shards|5|1500|300', 'an empty shard: trained on both shards') or diag($stderr);
+	    'rating', model => 's_gap', factors => 8, iterations => 3, solver => 'cg')});
+is($stdout, 'shards|3|1500|300', 'an empty shard: trained on both shards') or diag($stderr);
 like($stderr, qr/NOTICE:  training model "public.s_gap" on 2 shards: servers "shard0", "shard1"/,
 	'an empty shard: the empty one is a shard of the training');
-same_model($coord, 's_gap', 'h_cg', 'an empty shard');
+same_model($coord, 's_gap', 'h_cg', 'an empty shard', 3);
 ($ret, $stdout, $stderr) = $coord->psql(
 	'postgres', q{\set VERBOSITY verbose
 	  SELECT * FROM wals_train('ratings_void', 'user_id', 'item_id', 'rating', model => 's_void',
