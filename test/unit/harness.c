@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,24 +413,62 @@ core_loss(const TestProblem *tp, const float *X, const float *Y)
 	return total;
 }
 
-/* The last line is the summary that make and CI look for. */
-int
-main(void)
+/* The suites, by the names that select them on the command line. */
+static const struct
 {
-	test_idmap();
-	test_csr();
-	test_init();
-	test_topk();
-	test_gram();
-	test_solve();
-	test_loss();
-	test_metrics();
-	test_explain();
-	test_explain_by_hand();
-	test_score();
-	test_rated();
-	test_accel();
-	test_holdout();
+	const char *name;
+	void		(*run) (void);
+}			suites[] = {
+	{"idmap", test_idmap},
+	{"csr", test_csr},
+	{"init", test_init},
+	{"topk", test_topk},
+	{"gram", test_gram},
+	{"solve", test_solve},
+	{"loss", test_loss},
+	{"metrics", test_metrics},
+	{"explain", test_explain},
+	{"explain_by_hand", test_explain_by_hand},
+	{"score", test_score},
+	{"rated", test_rated},
+	{"accel", test_accel},
+	{"holdout", test_holdout},
+};
+
+#define NSUITES (sizeof(suites) / sizeof(suites[0]))
+
+/*
+ * Every suite, or those named (wals_unit score gram): make unit-arm64 runs
+ * on a second CPU only the suites whose kernels that CPU changes.  The
+ * last line is the summary that make and CI look for.
+ */
+int
+main(int argc, char **argv)
+{
+	for (int a = 1; a < argc; a++)
+	{
+		size_t		s = 0;
+
+		while (s < NSUITES && strcmp(argv[a], suites[s].name) != 0)
+			s++;
+		if (s == NSUITES)
+		{
+			fprintf(stderr, "wals_unit: no suite \"%s\"; the suites are:", argv[a]);
+			for (s = 0; s < NSUITES; s++)
+				fprintf(stderr, " %s", suites[s].name);
+			fprintf(stderr, "\n");
+			return 2;
+		}
+	}
+	for (size_t s = 0; s < NSUITES; s++)
+	{
+		bool		named = argc == 1;
+
+		for (int a = 1; a < argc && !named; a++)
+			named = strcmp(argv[a], suites[s].name) == 0;
+		if (named)
+			suites[s].run();
+	}
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
 }
