@@ -288,9 +288,10 @@ test-pg18: deps
 # qemu-user twice: every suite on a CPU with every feature qemu knows
 # (dotprod, SVE), and on a Cortex-A57, which has no dotprod, the suites
 # whose kernels are chosen by it at run time (ARM64_SUITES_cortex-a57: the
-# int8 scoring, the one kernel that SDOT changes).  The arm64 serial OpenBLAS comes through multiarch.  qemu runs
-# the arm64 loader and C library of libc6:arm64 (installed with OpenBLAS),
-# not those of the cross sysroot (qemu -L), whose point release may differ.
+# int8 scoring, the one kernel that SDOT changes).  The arm64 serial
+# OpenBLAS comes through multiarch.  qemu runs the arm64 loader and C
+# library of libc6:arm64 (installed with OpenBLAS), not those of the cross
+# sysroot (qemu -L), whose point release may differ.
 ARM64_MULTIARCH = aarch64-linux-gnu
 ARM64_CC = $(ARM64_MULTIARCH)-gcc
 ARM64_BLAS_INC = /usr/include/$(ARM64_MULTIARCH)/openblas-serial

@@ -445,6 +445,8 @@ static const struct
 int
 main(int argc, char **argv)
 {
+	bool		chosen[NSUITES] = {false};
+
 	for (int a = 1; a < argc; a++)
 	{
 		size_t		s = 0;
@@ -459,16 +461,11 @@ main(int argc, char **argv)
 			fprintf(stderr, "\n");
 			return 2;
 		}
+		chosen[s] = true;
 	}
 	for (size_t s = 0; s < NSUITES; s++)
-	{
-		bool		named = argc == 1;
-
-		for (int a = 1; a < argc && !named; a++)
-			named = strcmp(argv[a], suites[s].name) == 0;
-		if (named)
+		if (argc == 1 || chosen[s])
 			suites[s].run();
-	}
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
 }
