@@ -72,25 +72,22 @@ fi
 # lists the longest first.  PROVE_FLAGS given on the command line wins.
 tap_jobs=${WALS_TAP_JOBS:-$(nproc 2>/dev/null || echo 1)}
 
-# From 17 on, PostgreSQL::Test::Cluster copies the data directory that
-# INITDB_TEMPLATE names where it would run initdb (for a cluster initdb
-# gets no options for): one initdb for the twenty-odd clusters of the TAP
-# tests.
-template=""
-if [ "$version" -ge 17 ]; then
-	template=$(mktemp -d "${TMPDIR:-/tmp}/wals_initdb.XXXXXX")
-	[ -z "$as_user" ] || chown "$run_user" "$template"
-	$as_user "$("$PG_CONFIG" --bindir)/initdb" -A trust -N -D "$template/data" >/dev/null
-fi
+# PostgreSQL::Test::Cluster copies the data directory that INITDB_TEMPLATE
+# names where it would run initdb (for a cluster initdb gets no options
+# for), from 17 on by itself and on 15 through test/t/InitdbTemplate.pm:
+# one initdb for the thirty-odd clusters of the TAP tests.
+template=$(mktemp -d "${TMPDIR:-/tmp}/wals_initdb.XXXXXX")
+[ -z "$as_user" ] || chown "$run_user" "$template"
+$as_user "$("$PG_CONFIG" --bindir)/initdb" -A trust -N -D "$template/data" >/dev/null
 
 cd "$dir"
 status=0
 # shellcheck disable=SC2086  # $as_user and $virtualenv are word lists
 $as_user env WALS_HOST_ENGINE="$engine" WALS_EMU_ENGINE="$emu_engine" \
-	WALS_UPGRADE_FROM="${WALS_UPGRADE_FROM:-}" ${template:+INITDB_TEMPLATE="$template/data"} \
+	WALS_UPGRADE_FROM="${WALS_UPGRADE_FROM:-}" INITDB_TEMPLATE="$template/data" \
 	PG_CONFIG="$PG_CONFIG" PGVE_LOG="$dir/results/server.log" \
 	$virtualenv make -s installcheck PG_CONFIG="$PG_CONFIG" PROVE_FLAGS="-j$tap_jobs" "$@" || status=$?
-[ -z "$template" ] || rm -rf "$template"
+rm -rf "$template"
 
 # A server that failed an assertion or crashed fails the run even where no
 # test noticed (a backend that died after its test had its answer): on the
