@@ -26,6 +26,8 @@ CREATE INDEX ON ratings (user_id);
 ANALYZE ratings;
 -- what the reader saw, written by the reader after its loop
 CREATE TABLE seen (n int, recs text, batch text);
+-- a row once the trainer has committed its last model
+CREATE TABLE trained (done bool);
 });
 
 sub train
@@ -53,10 +55,10 @@ sub remember
 }
 remember();
 
-# The reader: about 12 seconds of calls, each in its own transaction as a
-# connection pool runs them, its two calls in one statement, which sees one
-# model whatever commits meanwhile (two statements of a READ COMMITTED
-# transaction may each see another).
+# The reader: calls until the trainer is done and once more, each in its
+# own transaction as a connection pool runs them, its two calls in one
+# statement, which sees one model whatever commits meanwhile (two
+# statements of a READ COMMITTED transaction may each see another).
 my $reader = $node->background_psql('postgres', on_error_stop => 0, timeout => 180);
 $reader->set_query_timer_restart;
 $reader->query_until(qr/reading/, qq{\\echo reading
@@ -66,8 +68,10 @@ DECLARE
   i int := 0;
   r text;
   b text;
+  last_call bool := false;
 BEGIN
-  WHILE clock_timestamp() < t0 + interval '12 seconds' LOOP
+  WHILE NOT last_call AND clock_timestamp() < t0 + interval '120 seconds' LOOP
+    last_call := EXISTS (SELECT FROM trained);
     i := i + 1;
     SELECT ($recs_sql), ($batch_sql) INTO r, b;
     INSERT INTO seen VALUES (i, r, b);
@@ -80,10 +84,11 @@ END \$\$;
 # The trainer: three retrainings, each committed while the reader reads.
 for my $seed (2, 3, 4)
 {
-	sleep 2;
+	sleep 1;
 	train($seed);
 	remember();
 }
+$node->safe_psql('postgres', 'INSERT INTO trained VALUES (true)');
 
 my $done = eval {
 	pump_until($reader->{run}, $reader->{timeout}, \$reader->{stdout}, qr/done/);

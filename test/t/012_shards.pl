@@ -230,7 +230,9 @@ like($bg->query_safe(q{SELECT device, iterations FROM wals_train('ratings', 'use
 # A shard's own backend cancelled there: the training ends with that
 # error, naming the server.
 # A cancel that reaches the shard between two calls is dropped there, as
-# any cancel of an idle backend: cancel what runs until one takes.
+# any cancel of an idle backend: cancel what runs until one takes, which
+# the training's backend shows by no longer being active (its query keeps
+# the last progress it reported).
 start_long_training($coord, $bg, $pid);
 my $cancelled = 0;
 for my $try (1 .. 200)
@@ -238,7 +240,7 @@ for my $try (1 .. 200)
 	$shards[0]->safe_psql('postgres', q{SELECT pg_cancel_backend(pid) FROM pg_stat_activity
 	  WHERE query LIKE '%wals_shard_solve%' AND state = 'active' AND pid <> pg_backend_pid()});
 	last if $coord->safe_psql('postgres',
-		"SELECT query NOT LIKE 'wals_train:%' FROM pg_stat_activity WHERE pid = $pid") eq 't';
+		"SELECT state <> 'active' FROM pg_stat_activity WHERE pid = $pid") eq 't';
 	Time::HiRes::usleep(100_000);
 }
 $cancelled = eval {
