@@ -31,15 +31,17 @@ wals.cuda_library = '$engine'
 });
 $node->start;
 
-# User 1 rates 2600 items and item 1 is rated by every user: rows of more
-# than 2048 cells on both sides, which the engine splits across blocks.
+# User 1 rates 2600 items and item 1 is rated by every user, 2100: rows of
+# more than 2048 cells on both sides, which the engine splits across
+# blocks.  No more than that, as the emulated device runs every thread of a
+# kernel one after another.
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION wals;
 CREATE TABLE ratings AS
   SELECT u AS user_id, (u * 7 + g * 13) % 2600 + 1 AS item_id, 1 + (u + g) % 5 AS rating
-  FROM generate_series(2, 3000) u, generate_series(1, 8) g
-  UNION ALL SELECT u, 1, 3 FROM generate_series(2, 3000) u
+  FROM generate_series(2, 2100) u, generate_series(1, 6) g
+  UNION ALL SELECT u, 1, 3 FROM generate_series(2, 2100) u
   UNION ALL SELECT 1, i, 1 + i % 5 FROM generate_series(1, 2600) i;
 ANALYZE ratings;
 });
