@@ -426,16 +426,39 @@ my @table_edits = (
 	q{ALTER TABLE mallory.f_item_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 	  CREATE POLICY p ON mallory.f_item_factors USING (mallory.spy())},);
 
-my $cases = 0;
-for my $edit ((map { [ 'postgres', "UPDATE wals_models SET $_ WHERE schema = 'mallory' AND model = 'f'" ] } @catalog_edits),
-	(map { [ 'mallory', $_ ] } @table_edits))
-{
-	my ($who, $sql) = @$edit;
-	($ret, $out, $err) = as_role('mallory', q{
+# One session ends a case and begins the next, as a new session for each
+# would cost a connection more: the superuser drops the model (the count of
+# models dropped, which must be 1, is its first line of output), mallory
+# clears what the edit left and, but after the last case, trains the next
+# case's model, f (its last line).
+my $drop_model = q{SELECT count(wals_drop_model(format('%I.%I', schema, model))) FROM wals_models
+  WHERE schema IN ('mallory', 'nowhere') AND model IN ('f', 'g');};
+my $clear = q{
+SET ROLE mallory;
+DO $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT oid::regclass AS rel, relkind FROM pg_class
+    WHERE relnamespace = 'mallory'::regnamespace
+      AND relname IN ('elsewhere', 'f_user_factors', 'f_item_factors') LOOP
+    EXECUTE format('DROP %s %s', CASE r.relkind WHEN 'v' THEN 'VIEW' ELSE 'TABLE' END, r.rel);
+  END LOOP;
+END $$;};
+my $next_model = $clear . q{
 SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'f',
   factors => 4, iterations => 1);
-GRANT SELECT ON mallory.f_user_factors, mallory.f_item_factors TO PUBLIC;});
-	die "could not train the model of the fuzz: $err" if $ret != 0;
+GRANT SELECT ON mallory.f_user_factors, mallory.f_item_factors TO PUBLIC;};
+my @edits = ((map { [ 'postgres', "UPDATE wals_models SET $_ WHERE schema = 'mallory' AND model = 'f'" ] } @catalog_edits),
+	(map { [ 'mallory', $_ ] } @table_edits));
+
+($ret, $out, $err) = $node->psql('postgres', $next_model, on_error_stop => 0);
+die "could not train the model of the fuzz: $err" if $out ne 'f' || $err =~ /ERROR/;
+my $cases = 0;
+for my $k (0 .. $#edits)
+{
+	my ($who, $sql) = @{ $edits[$k] };
+	my $last = $k == $#edits;
 	$bystander->query(qq{SET ROLE postgres; $calls});
 	$bystander->{stderr} = '';
 	($ret, $out, $err) = as_role($who, $sql);
@@ -450,13 +473,12 @@ GRANT SELECT ON mallory.f_user_factors, mallory.f_item_factors TO PUBLIC;});
 	$bystander->query("\\set VERBOSITY verbose\n$calls");
 	$problems .= "cached: $1\n" while $bystander->{stderr} =~ /^(.*$internal.*)$/mg;
 	$bystander->{stderr} = '';
-	($ret, $out, $err) = $node->psql('postgres',
-		q{SELECT count(wals_drop_model(format('%I.%I', schema, model))) FROM wals_models
-		  WHERE schema IN ('mallory', 'nowhere') AND model IN ('f', 'g')}, on_error_stop => 0);
-	$problems .= "drop: $out $err\n" if $out ne '1' || $err =~ /ERROR/;
+	($ret, $out, $err) = $node->psql('postgres', $drop_model . ($last ? $clear : $next_model),
+		on_error_stop => 0);
+	my @lines = split /\n/, $out;
+	$problems .= "drop: $out $err\n"
+	  if ($lines[0] // '') ne '1' || $err =~ /ERROR/ || (!$last && @lines != 2);
 	is($problems, '', "fuzz, as $who: $sql");
-	as_role('mallory', q{DROP VIEW IF EXISTS mallory.f_item_factors;
-	  DROP TABLE IF EXISTS mallory.elsewhere, mallory.f_user_factors, mallory.f_item_factors;});
 	$cases++;
 }
 ok(secret_intact(), "after $cases fuzz cases the superuser's tables are intact");
