@@ -9,15 +9,16 @@
  * training cell, the first, so that no user becomes unknown to the model
  * for the sake of its validation.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include <cblas.h>
 
 #include "wals_internal.h"
 #include "wals_metrics.h"
+#include "wals_score.h"
 
-/* Users scored together, with one matrix product. */
-#define HOLDOUT_BLOCK 64
+#define HOLDOUT_BLOCK WALS_HOLDOUT_BLOCK
 
 static int
 held(uint64_t seed, int64_t row_id, int64_t col_id, double share)
@@ -137,42 +138,171 @@ wals_holdout_users(const WalsCsr *held_cells, int64_t max_users)
 	return max_users > 0 && n > max_users ? max_users : n;
 }
 
-/* Floats rounded up to a multiple of 2, so that what follows is 8-aligned. */
-static size_t
-even(size_t n)
+/*
+ * The next user from *u on that wals_holdout_pick picks, -1 after the
+ * last: want of the with users that have held cells, evenly spread in
+ * user order; *seen counts the users with held cells passed so far.
+ */
+static int64_t
+next_pick(const WalsCsr *held_cells, int64_t with, int64_t want, int64_t *u, int64_t *seen)
 {
-	return (n + 1) / 2 * 2;
+	for (; *u < held_cells->nrows && want > 0; (*u)++)
+	{
+		if (held_cells->indptr[*u + 1] == held_cells->indptr[*u])
+			continue;
+		(*seen)++;
+		if (*seen * want / with != (*seen - 1) * want / with)
+			return (*u)++;
+	}
+	return -1;
+}
+
+int64_t
+wals_holdout_pick(const WalsCsr *held_cells, int64_t max_users, int64_t *users)
+{
+	int64_t		with = wals_holdout_users(held_cells, 0);
+	int64_t		want = wals_holdout_users(held_cells, max_users);
+	int64_t		u = 0;
+	int64_t		seen = 0;
+	int64_t		n = 0;
+	int64_t		next;
+
+	while ((next = next_pick(held_cells, with, want, &u, &seen)) >= 0)
+		users[n++] = next;
+	return n;
+}
+
+/* Bytes rounded up to whole cache lines, so that every section is aligned. */
+static size_t
+line(size_t bytes)
+{
+	return (bytes + 63) / 64 * 64;
+}
+
+/* The sections of wals_holdout_score's scratch, or only their sizes. */
+typedef struct HoldoutScratch
+{
+	float	   *xs;				/* the block's user factors, in a row each */
+	float	   *scores;			/* with AUC: the block's scores of every item */
+	void	   *mscratch;		/* with AUC: wals_metrics_user's */
+	WalsScoreFilter *filters;	/* without: each user's training items */
+	int32_t    *idx;			/* without: the block's top k */
+	float	   *top;
+	int		   *count;
+	void	   *bscratch;		/* without: wals_score_topk_batch's */
+} HoldoutScratch;
+
+static size_t
+layout(const WalsScoreIndex *ix, int k, int with_auc, unsigned char *p, HoldoutScratch *hs)
+{
+	size_t		b = HOLDOUT_BLOCK;
+	size_t		sizes[7];
+	void	  **at[7];
+	int			n = 0;
+	size_t		off = 0;
+	HoldoutScratch none;
+
+	if (hs == NULL)
+		hs = &none;
+	memset(hs, 0, sizeof(*hs));
+	sizes[n] = b * ix->f * sizeof(float);
+	at[n++] = (void **) &hs->xs;
+	if (with_auc)
+	{
+		sizes[n] = b * ix->n * sizeof(float);
+		at[n++] = (void **) &hs->scores;
+		sizes[n] = wals_metrics_scratch_size(ix->n, k);
+		at[n++] = &hs->mscratch;
+	}
+	else
+	{
+		sizes[n] = b * sizeof(WalsScoreFilter);
+		at[n++] = (void **) &hs->filters;
+		sizes[n] = b * k * sizeof(int32_t);
+		at[n++] = (void **) &hs->idx;
+		sizes[n] = b * k * sizeof(float);
+		at[n++] = (void **) &hs->top;
+		sizes[n] = b * sizeof(int);
+		at[n++] = (void **) &hs->count;
+		sizes[n] = wals_score_batch_scratch_size(ix, k);
+		at[n++] = &hs->bscratch;
+	}
+	for (int j = 0; j < n; j++)
+	{
+		if (p != NULL)
+			*at[j] = p + off;
+		off += line(sizes[j]);
+	}
+	return off + 64;
 }
 
 size_t
-wals_holdout_scratch(int64_t nitems, int f, int k)
+wals_holdout_scratch(const WalsScoreIndex *ix, int k, int with_auc)
 {
-	return sizeof(float) * (even((size_t) HOLDOUT_BLOCK * nitems) + even((size_t) HOLDOUT_BLOCK * f)) +
-		sizeof(int64_t) * HOLDOUT_BLOCK + wals_metrics_scratch_size(nitems, k);
+	return layout(ix, k, with_auc, NULL, NULL);
 }
 
-/* Score the block's users over every item, then add each to acc. */
-static WalsStatus
-score_block(const float *X, const float *Y, int f, const WalsCsr *train,
-			const WalsCsr *held_cells, const int64_t *users, int n,
-			float *xs, float *scores, void *mscratch, WalsMetricsAcc *acc)
+static unsigned char *
+aligned(void *p)
 {
-	int64_t		nitems = train->ncols;
+	return (unsigned char *) (((uintptr_t) p + 63) & ~(uintptr_t) 63);
+}
 
-	for (int r = 0; r < n; r++)
-		memcpy(xs + (size_t) r * f, X + (size_t) users[r] * f, sizeof(float) * f);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int) nitems, f, 1.0f, xs, f,
-				Y, f, 0.0f, scores, (int) nitems);
+/*
+ * Users [0, n) of the block, every item scored with one matrix product and
+ * every metric from the scores, AUC included.
+ */
+static WalsStatus
+score_block_all(const WalsScoreIndex *ix, const WalsCsr *train, const WalsCsr *held_cells,
+				const int64_t *users, int n, const HoldoutScratch *hs, WalsMetricsAcc *parts)
+{
+	int64_t		nitems = ix->n;
+
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int) nitems, ix->f, 1.0f, hs->xs,
+				ix->f, ix->Y, ix->f, 0.0f, hs->scores, (int) nitems);
 	for (int r = 0; r < n; r++)
 	{
 		int64_t		u = users[r];
 		WalsStatus	st;
 
-		st = wals_metrics_user(acc, scores + (size_t) r * nitems, nitems,
+		st = wals_metrics_user(&parts[r], hs->scores + (size_t) r * nitems, nitems,
 							   train->indices + train->indptr[u],
 							   train->indptr[u + 1] - train->indptr[u],
 							   held_cells->indices + held_cells->indptr[u],
-							   held_cells->indptr[u + 1] - held_cells->indptr[u], mscratch);
+							   held_cells->indptr[u + 1] - held_cells->indptr[u], hs->mscratch);
+		if (st != WALS_OK)
+			return st;
+	}
+	return WALS_OK;
+}
+
+/* Users [0, n) of the block, ranked as wals_recommend ranks them. */
+static WalsStatus
+score_block_ranked(const WalsScoreIndex *ix, const WalsCsr *train, const WalsCsr *held_cells,
+				   const int64_t *users, int n, int k, const HoldoutScratch *hs,
+				   WalsMetricsAcc *parts)
+{
+	for (int r = 0; r < n; r++)
+	{
+		int64_t		u = users[r];
+
+		hs->filters[r].skip = train->indices + train->indptr[u];
+		hs->filters[r].nskip = train->indptr[u + 1] - train->indptr[u];
+		hs->filters[r].allow = NULL;
+		hs->filters[r].nallow = 0;
+	}
+	wals_score_topk_batch(ix, hs->xs, 0, n, hs->filters, k, hs->idx, hs->top, hs->count,
+						  hs->bscratch);
+	for (int r = 0; r < n; r++)
+	{
+		int64_t		u = users[r];
+		WalsStatus	st;
+
+		st = wals_metrics_user_ranked(&parts[r], hs->idx + (size_t) r * k, hs->count[r], ix->n,
+									  train->indices + train->indptr[u],
+									  train->indptr[u + 1] - train->indptr[u],
+									  held_cells->indices + held_cells->indptr[u],
+									  held_cells->indptr[u + 1] - held_cells->indptr[u]);
 		if (st != WALS_OK)
 			return st;
 	}
@@ -180,48 +310,80 @@ score_block(const float *X, const float *Y, int f, const WalsCsr *train,
 }
 
 WalsStatus
-wals_holdout_metrics(const float *X, const float *Y, int f, const WalsCsr *train,
-					 const WalsCsr *held_cells, int k, int64_t max_users,
+wals_holdout_score(const WalsScoreIndex *ix, const float *X, const WalsCsr *train,
+				   const WalsCsr *held_cells, const int64_t *users, int64_t n, int k,
+				   int with_auc, void *scratch, WalsMetricsAcc *parts)
+{
+	HoldoutScratch hs;
+	int			f = ix->f;
+
+	if (k < 1 || ix->n > INT32_MAX)
+		return WALS_EINVAL;
+	layout(ix, k, with_auc, aligned(scratch), &hs);
+	for (int64_t lo = 0; lo < n; lo += HOLDOUT_BLOCK)
+	{
+		int			b = n - lo < HOLDOUT_BLOCK ? (int) (n - lo) : HOLDOUT_BLOCK;
+		WalsStatus	st;
+
+		for (int r = 0; r < b; r++)
+		{
+			memcpy(hs.xs + (size_t) r * f, X + (size_t) users[lo + r] * f, sizeof(float) * f);
+			st = wals_metrics_init(&parts[lo + r], k);
+			if (st != WALS_OK)
+				return st;
+		}
+		st = with_auc ?
+			score_block_all(ix, train, held_cells, users + lo, b, &hs, parts + lo) :
+			score_block_ranked(ix, train, held_cells, users + lo, b, k, &hs, parts + lo);
+		if (st != WALS_OK)
+			return st;
+	}
+	return WALS_OK;
+}
+
+/* Merge the block's users into acc, in user order. */
+static WalsStatus
+score_and_merge(const WalsScoreIndex *ix, const float *X, const WalsCsr *train,
+				const WalsCsr *held_cells, const int64_t *users, int n, int k, int with_auc,
+				void *scratch, WalsMetricsAcc *acc)
+{
+	WalsMetricsAcc parts[HOLDOUT_BLOCK];
+	WalsStatus	st;
+
+	st = wals_holdout_score(ix, X, train, held_cells, users, n, k, with_auc, scratch, parts);
+	for (int j = 0; st == WALS_OK && j < n; j++)
+		wals_metrics_merge(acc, &parts[j]);
+	return st;
+}
+
+WalsStatus
+wals_holdout_metrics(const WalsScoreIndex *ix, const float *X, const WalsCsr *train,
+					 const WalsCsr *held_cells, int k, int with_auc, int64_t max_users,
 					 void *scratch, WalsMetrics *out)
 {
-	int64_t		nitems = train->ncols;
 	int64_t		with = wals_holdout_users(held_cells, 0);
 	int64_t		want = wals_holdout_users(held_cells, max_users);
-	float	   *scores = scratch;
-	float	   *xs = scores + even((size_t) HOLDOUT_BLOCK * nitems);
-	int64_t    *users = (int64_t *) (xs + even((size_t) HOLDOUT_BLOCK * f));
-	void	   *mscratch = users + HOLDOUT_BLOCK;
+	int64_t		users[HOLDOUT_BLOCK];
 	WalsMetricsAcc acc;
+	int64_t		u = 0;
 	int64_t		seen = 0;
+	int64_t		next;
 	int			n = 0;
 	WalsStatus	st;
 
 	st = wals_metrics_init(&acc, k);
-	if (st != WALS_OK)
-		return st;
-	for (int64_t u = 0; u < held_cells->nrows && want > 0; u++)
+	while (st == WALS_OK && (next = next_pick(held_cells, with, want, &u, &seen)) >= 0)
 	{
-		if (held_cells->indptr[u + 1] == held_cells->indptr[u])
-			continue;
-		/* want of the with users that have held cells, evenly spread */
-		seen++;
-		if (seen * want / with == (seen - 1) * want / with)
-			continue;
-		users[n++] = u;
+		users[n++] = next;
 		if (n == HOLDOUT_BLOCK)
 		{
-			st = score_block(X, Y, f, train, held_cells, users, n, xs, scores, mscratch, &acc);
-			if (st != WALS_OK)
-				return st;
+			st = score_and_merge(ix, X, train, held_cells, users, n, k, with_auc, scratch, &acc);
 			n = 0;
 		}
 	}
-	if (n > 0)
-	{
-		st = score_block(X, Y, f, train, held_cells, users, n, xs, scores, mscratch, &acc);
-		if (st != WALS_OK)
-			return st;
-	}
-	wals_metrics_finish(&acc, out);
-	return WALS_OK;
+	if (st == WALS_OK && n > 0)
+		st = score_and_merge(ix, X, train, held_cells, users, n, k, with_auc, scratch, &acc);
+	if (st == WALS_OK)
+		wals_metrics_finish(&acc, out);
+	return st;
 }

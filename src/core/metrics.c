@@ -347,10 +347,71 @@ wals_metrics_init(WalsMetricsAcc *acc, int k)
 	return WALS_OK;
 }
 
+/* The relevant test items: those not among the training items. */
+static int64_t
+count_relevant(const int32_t *train, int64_t ntrain, const int32_t *test, int64_t ntest)
+{
+	int64_t		t = 0;
+	int64_t		nrel = 0;
+
+	for (int64_t j = 0; j < ntest; j++)
+	{
+		while (t < ntrain && train[t] < test[j])
+			t++;
+		nrel += !(t < ntrain && train[t] == test[j]);
+	}
+	return nrel;
+}
+
+/*
+ * The ranking metrics of a user with nrel > 0 relevant items whose top k,
+ * top[0..ntop), holds no training item: a test item there is relevant.
+ */
+static void
+add_ranking(WalsMetricsAcc *acc, const int32_t *top, int ntop,
+			const int32_t *test, int64_t ntest, int64_t nrel)
+{
+	int64_t		m = min64(acc->k, nrel);
+	int			hits = 0;
+	double		dcg = 0.0;
+	double		idcg = 0.0;
+	double		ap = 0.0;
+	int			r;
+
+	for (r = 1; r <= ntop; r++)
+	{
+		if (!contains(test, ntest, top[r - 1]))
+			continue;
+		hits++;
+		dcg += 1.0 / log2(r + 1.0);
+		ap += (double) hits / r;
+	}
+	for (r = 1; r <= m; r++)
+		idcg += 1.0 / log2(r + 1.0);
+
+	acc->users++;
+	acc->precision_sum += (double) hits / acc->k;
+	acc->recall_sum += (double) hits / m;
+	acc->ndcg_sum += dcg / idcg;
+	acc->map_sum += ap / m;
+}
+
+/* Every argument is checked before acc is written. */
+static WalsStatus
+check_user(const WalsMetricsAcc *acc, int64_t nitems, const int32_t *train, int64_t ntrain,
+		   const int32_t *test, int64_t ntest, int64_t *ntrain_distinct)
+{
+	if (acc->k < 1 || nitems < 0 || nitems > INT32_MAX)
+		return WALS_EINVAL;
+	*ntrain_distinct = distinct_indices(train, ntrain, nitems, 0);
+	if (*ntrain_distinct < 0 || distinct_indices(test, ntest, nitems, 1) < 0)
+		return WALS_EINVAL;
+	return WALS_OK;
+}
+
 /*
  * Scratch layout: the relevant scores (at most nitems), then the top k's
- * indices and scores.  Every argument is checked before acc is written, so
- * a refused user leaves the sums as they were.
+ * indices and scores.  A refused user leaves the sums as they were.
  */
 WalsStatus
 wals_metrics_user(WalsMetricsAcc *acc, const float *scores, int64_t nitems,
@@ -364,20 +425,14 @@ wals_metrics_user(WalsMetricsAcc *acc, const float *scores, int64_t nitems,
 	int64_t		ntrain_distinct;
 	int64_t		nrel;
 	int64_t		nneg;
-	int64_t		m;
 	int			ntop;
-	int			hits = 0;
-	double		dcg = 0.0;
-	double		idcg = 0.0;
-	double		ap = 0.0;
-	int			r;
+	WalsStatus	st;
 
-	if (acc->k < 1 || nitems < 0 || nitems > INT32_MAX ||
-		(nitems > 0 && scores == NULL))
+	if (nitems > 0 && scores == NULL)
 		return WALS_EINVAL;
-	ntrain_distinct = distinct_indices(train, ntrain, nitems, 0);
-	if (ntrain_distinct < 0 || distinct_indices(test, ntest, nitems, 1) < 0)
-		return WALS_EINVAL;
+	st = check_user(acc, nitems, train, ntrain, test, ntest, &ntrain_distinct);
+	if (st != WALS_OK)
+		return st;
 
 	rel = scratch;
 	nrel = relevant_scores(scores, train, ntrain, test, ntest, rel);
@@ -393,24 +448,7 @@ wals_metrics_user(WalsMetricsAcc *acc, const float *scores, int64_t nitems,
 	top_score = (float *) (top_idx + ktop);
 	ntop = wals_topk_select(scores, nitems, train, ntrain, (int) ktop,
 							top_idx, top_score);
-	m = min64(acc->k, nrel);
-	/* The top k holds no training item, so a test item there is relevant. */
-	for (r = 1; r <= ntop; r++)
-	{
-		if (!contains(test, ntest, top_idx[r - 1]))
-			continue;
-		hits++;
-		dcg += 1.0 / log2(r + 1.0);
-		ap += (double) hits / r;
-	}
-	for (r = 1; r <= m; r++)
-		idcg += 1.0 / log2(r + 1.0);
-
-	acc->users++;
-	acc->precision_sum += (double) hits / acc->k;
-	acc->recall_sum += (double) hits / m;
-	acc->ndcg_sum += dcg / idcg;
-	acc->map_sum += ap / m;
+	add_ranking(acc, top_idx, ntop, test, ntest, nrel);
 
 	nneg = nitems - ntrain_distinct - nrel;
 	if (nneg > 0)
@@ -428,6 +466,45 @@ wals_metrics_user(WalsMetricsAcc *acc, const float *scores, int64_t nitems,
 		acc->auc_sum += (double) twice / (2.0 * (double) nrel * (double) nneg);
 	}
 	return WALS_OK;
+}
+
+WalsStatus
+wals_metrics_user_ranked(WalsMetricsAcc *acc, const int32_t *top, int ntop,
+						 int64_t nitems, const int32_t *train, int64_t ntrain,
+						 const int32_t *test, int64_t ntest)
+{
+	int64_t		ntrain_distinct;
+	int64_t		nrel;
+	WalsStatus	st;
+
+	st = check_user(acc, nitems, train, ntrain, test, ntest, &ntrain_distinct);
+	if (st != WALS_OK)
+		return st;
+	if (ntop < 0 || ntop > acc->k || (ntop > 0 && top == NULL))
+		return WALS_EINVAL;
+	nrel = count_relevant(train, ntrain, test, ntest);
+	acc->test_in_train += ntest - nrel;
+	if (nrel == 0)
+	{
+		acc->users_without_relevant++;
+		return WALS_OK;
+	}
+	add_ranking(acc, top, ntop, test, ntest, nrel);
+	return WALS_OK;
+}
+
+void
+wals_metrics_merge(WalsMetricsAcc *acc, const WalsMetricsAcc *part)
+{
+	acc->users += part->users;
+	acc->auc_users += part->auc_users;
+	acc->users_without_relevant += part->users_without_relevant;
+	acc->test_in_train += part->test_in_train;
+	acc->precision_sum += part->precision_sum;
+	acc->recall_sum += part->recall_sum;
+	acc->ndcg_sum += part->ndcg_sum;
+	acc->map_sum += part->map_sum;
+	acc->auc_sum += part->auc_sum;
 }
 
 static double

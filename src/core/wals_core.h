@@ -304,8 +304,6 @@ extern void wals_holdout_join(const WalsCsr *keep, const WalsCsr *held_cells, Wa
 /* The users with held-out cells, at most max_users (0: no limit). */
 extern int64_t wals_holdout_users(const WalsCsr *held_cells, int64_t max_users);
 
-/* Bytes of scratch wals_holdout_metrics (wals_metrics.h) needs. */
-extern size_t wals_holdout_scratch(int64_t nitems, int f, int k);
 
 /* ---------- factors (init.c) ---------- */
 

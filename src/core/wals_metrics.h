@@ -61,6 +61,7 @@
 #define WALS_METRICS_H
 
 #include "wals_core.h"
+#include "wals_score.h"
 
 /* Sums over the users evaluated so far; wals_metrics_user writes them. */
 typedef struct WalsMetricsAcc
@@ -121,6 +122,26 @@ extern WalsStatus wals_metrics_user(WalsMetricsAcc *acc, const float *scores,
 									int64_t ntrain, const int32_t *test,
 									int64_t ntest, void *scratch);
 
+/*
+ * Add one user's ranking metrics from its top k alone, top[0..ntop) as
+ * wals_topk_select (or wals_score_topk, wals_metrics_user's ranking when
+ * the scores are wals_score_dot's) returns it: the same sums as
+ * wals_metrics_user from the scores that ranked them, except AUC, which
+ * needs every score and is left out (auc_users is not counted).  Refuses
+ * what wals_metrics_user refuses, and ntop outside [0, k].
+ */
+extern WalsStatus wals_metrics_user_ranked(WalsMetricsAcc *acc, const int32_t *top,
+										   int ntop, int64_t nitems,
+										   const int32_t *train, int64_t ntrain,
+										   const int32_t *test, int64_t ntest);
+
+/*
+ * Add part's sums to acc.  Accumulators of one user each, merged in user
+ * order, give the sums of one accumulator that saw those users in that
+ * order, to the bit: a one-user sum is its term exactly.
+ */
+extern void wals_metrics_merge(WalsMetricsAcc *acc, const WalsMetricsAcc *part);
+
 extern void wals_metrics_finish(const WalsMetricsAcc *acc, WalsMetrics *out);
 
 extern void wals_rmse_init(WalsRmseAcc *acc);
@@ -159,15 +180,37 @@ extern int	wals_metric_parse(const char *name, int max_k, WalsMetricKind *kind, 
 extern double wals_metric_value(const WalsMetrics *m, WalsMetricKind kind);
 
 /*
- * The metrics at k (above) of the factors X and Y on held-out cells
- * (holdout.c), over at most max_users of the users that have some (0:
- * all), evenly spread in user order, each user's training cells (train, by
- * user, of ncols items) left out of its ranking as wals_evaluate leaves
- * them out.  scratch: wals_holdout_scratch(ncols, f, k) bytes.
+ * Validation: the metrics at k (above) of the user factors X and the item
+ * factors of ix (wals_score.h) on held-out cells (holdout.c), each user's
+ * training cells (train, by user) left out of its ranking as wals_evaluate
+ * leaves them out.  Without with_auc the ranking is wals_score_topk's,
+ * exactly what wals_recommend serves, from the index's int8 first pass and
+ * exact rescoring, and AUC is not computed; with it every item is scored
+ * in float by a matrix product and every metric comes from those scores.
  */
-extern WalsStatus wals_holdout_metrics(const float *X, const float *Y, int f,
+
+/* Users scored together: in one matrix product, or sharing the first pass. */
+#define WALS_HOLDOUT_BLOCK 64
+
+/* The users it evaluates: at most max_users (0: all) of those with held cells, evenly spread. */
+extern int64_t wals_holdout_pick(const WalsCsr *held_cells, int64_t max_users, int64_t *users);
+
+/* Bytes of scratch of wals_holdout_score and wals_holdout_metrics, any alignment. */
+extern size_t wals_holdout_scratch(const WalsScoreIndex *ix, int k, int with_auc);
+
+/*
+ * users[0..n) (rows of X and train) into parts[0..n), an accumulator of one
+ * user each, which wals_metrics_merge adds up in order.
+ */
+extern WalsStatus wals_holdout_score(const WalsScoreIndex *ix, const float *X,
+									 const WalsCsr *train, const WalsCsr *held_cells,
+									 const int64_t *users, int64_t n, int k, int with_auc,
+									 void *scratch, WalsMetricsAcc *parts);
+
+/* The whole validation over wals_holdout_pick's users, in one process. */
+extern WalsStatus wals_holdout_metrics(const WalsScoreIndex *ix, const float *X,
 									   const WalsCsr *train, const WalsCsr *held_cells,
-									   int k, int64_t max_users, void *scratch,
+									   int k, int with_auc, int64_t max_users, void *scratch,
 									   WalsMetrics *out);
 
 #endif							/* WALS_METRICS_H */

@@ -54,6 +54,7 @@ typedef enum WalsTask
 	WALS_TASK_SOLVE_ITEMS,
 	WALS_TASK_LOSS,
 	WALS_TASK_LINE,
+	WALS_TASK_VALIDATE,
 	WALS_TASK_QUIT
 } WalsTask;
 
@@ -73,6 +74,7 @@ typedef struct WalsShared
 	int64		scratch_floats; /* each process's solver scratch */
 	int64		user_nchunks;
 	int64		item_nchunks;
+	Size		validation_bytes;	/* the validation's area, after the loss parts */
 	WalsTask	task;
 	int			vec_a;			/* the line's base */
 	int			vec_b;			/* the line's direction */
@@ -98,6 +100,7 @@ typedef struct CpuEngine
 	float	   *scratch;
 	float	   *grams;			/* the leader's Grams of a line search */
 	bool		grams_current;	/* GX and GY are those of the factors */
+	WalsValidationView validation;	/* when validation_bytes > 0 */
 } CpuEngine;
 
 PGDLLEXPORT void wals_parallel_main(dsm_segment *seg, shm_toc *toc);
@@ -119,13 +122,16 @@ wals_max_chunks(int64 nrows, int f)
 	return nrows / rows_per_check(f) + WALS_CHUNKS_PER_SWEEP + 1;
 }
 
-/* Bytes of the shared block of a training with these chunk counts. */
+/*
+ * Bytes of the shared block of a training with these chunk counts and
+ * validation area.
+ */
 static Size
-shared_bytes(int64 user_nchunks, int64 item_nchunks)
+shared_bytes(int64 user_nchunks, int64 item_nchunks, Size validation_bytes)
 {
 	return MAXALIGN(sizeof(WalsShared)) +
 		sizeof(int64) * (user_nchunks + 1 + item_nchunks + 1) +
-		sizeof(double) * WALS_LINE_TERMS * Max(user_nchunks, 1);
+		sizeof(double) * WALS_LINE_TERMS * Max(user_nchunks, 1) + validation_bytes;
 }
 
 /* The Grams of a line search: of the base, its cross term, of the direction. */
@@ -143,7 +149,8 @@ wals_cpu_engine_bytes(const WalsTrainArgs *args, int64 nusers, int64 nitems)
 	double		grams = args->accelerate == WALS_ACCEL_NCG ?
 		(double) WALS_LINE_GRAMS * f * f * sizeof(float) : 0;
 
-	return (double) shared_bytes(wals_max_chunks(nusers, f), wals_max_chunks(nitems, f)) + grams;
+	return (double) shared_bytes(wals_max_chunks(nusers, f), wals_max_chunks(nitems, f), 0) +
+		grams;
 }
 
 /* Vector k's part of X (or of Y): the factors themselves for k = 0. */
@@ -168,6 +175,9 @@ map_chunks(CpuEngine *e)
 	e->user_chunks = (int64 *) tail;
 	e->item_chunks = e->user_chunks + e->shared->user_nchunks + 1;
 	e->loss_parts = (double *) (e->item_chunks + e->shared->item_nchunks + 1);
+	if (e->shared->validation_bytes > 0)
+		wals_validation_area_map(e->loss_parts + WALS_LINE_TERMS * Max(e->shared->user_nchunks, 1),
+								 e->ws, &e->validation);
 }
 
 /* Each process's solver scratch, in the memory of the current context. */
@@ -267,6 +277,9 @@ run_chunk(CpuEngine *e, WalsTask task, uint32 chunk)
 							   vec_y(ws, a), vec_y(ws, b), e->user_chunks[chunk],
 							   e->user_chunks[chunk + 1], coef);
 			}
+			break;
+		case WALS_TASK_VALIDATE:
+			wals_validation_area_chunk(&e->validation, chunk);
 			break;
 		case WALS_TASK_NONE:
 		case WALS_TASK_QUIT:
@@ -488,7 +501,8 @@ cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	e->problem = problem;
 	user_nchunks = wals_cut_chunks(&ws->by_user, f, user_chunks);
 	item_nchunks = wals_cut_chunks(&ws->by_item, f, item_chunks);
-	bytes = shared_bytes(user_nchunks, item_nchunks);
+	bytes = shared_bytes(user_nchunks, item_nchunks,
+						 wals_validation_area_bytes(args, problem->data));
 
 	local = palloc0(bytes);
 	local->params = args->params;
@@ -496,8 +510,11 @@ cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	local->scratch_floats = wals_solve_scratch(&args->params, ws->shape.cells);
 	local->user_nchunks = user_nchunks;
 	local->item_nchunks = item_nchunks;
+	local->validation_bytes = wals_validation_area_bytes(args, problem->data);
 	e->shared = local;
 	map_chunks(e);
+	if (local->validation_bytes > 0)
+		wals_validation_area_fill(e->validation.area, args, problem->data);
 	memcpy(e->user_chunks, user_chunks, sizeof(int64) * (user_nchunks + 1));
 	memcpy(e->item_chunks, item_chunks, sizeof(int64) * (item_nchunks + 1));
 	pfree(user_chunks);
@@ -546,6 +563,23 @@ cpu_factors(void *state, float *X, float *Y, WalsFailure *failure)
 
 	memcpy(X, ws->X, sizeof(float) * ws->shape.nusers * f);
 	memcpy(Y, ws->Y, sizeof(float) * ws->shape.nitems * f);
+	return true;
+}
+
+/*
+ * The validation metric of the current factors: the index of Y by the
+ * leader, then chunks of the users by every process.
+ */
+static bool
+cpu_validate(void *state, WalsMetrics *out, WalsFailure *failure)
+{
+	CpuEngine  *e = state;
+
+	Assert(e->shared->validation_bytes > 0);
+	e->problem->phase(e->problem->phase_arg, "measuring the validation metric");
+	wals_validation_area_index(&e->validation);
+	run_task(e, WALS_TASK_VALIDATE, (uint32) wals_validation_area_chunks(e->validation.area));
+	wals_validation_area_merge(&e->validation, out);
 	return true;
 }
 
@@ -725,6 +759,7 @@ const WalsEngine wals_cpu_engine = {
 	.begin = cpu_begin,
 	.iterate = cpu_iterate,
 	.factors = cpu_factors,
+	.validate = cpu_validate,
 	.end = cpu_end,
 	.combine = cpu_combine,
 	.dot = cpu_dot,

@@ -67,6 +67,19 @@ wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *result)
 }
 
 /*
+ * Whether loss, iteration it's, improved on the previous iteration's by
+ * less than the tolerance, relative to it: the training stops there.
+ */
+bool
+wals_loss_flat(const WalsTrainArgs *args, const WalsTrainResult *result, int it, double loss)
+{
+	if (it == 0 || args->tolerance < 0)
+		return false;
+	return (result->iteration_loss[it - 1] - loss) <
+		args->tolerance * fabs(result->iteration_loss[it - 1]);
+}
+
+/*
  * Record iteration it (from 0) with its loss, the step of ALS-NCG beyond
  * its sweep (0 for none) and its duration, say so in a NOTICE (DEBUG1 in
  * a training of wals_tune, which reports its trials itself), and return
@@ -91,8 +104,5 @@ wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result, int it,
 					   isnan(score) ? "" : psprintf(", validation %s %.4f", args->validation_metric,
 													score))));
 
-	if (it == 0 || args->tolerance < 0)
-		return false;
-	return (result->iteration_loss[it - 1] - loss) <
-		args->tolerance * fabs(result->iteration_loss[it - 1]);
+	return wals_loss_flat(args, result, it, loss);
 }

@@ -254,7 +254,7 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 
 	wals_iterations_begin(args, result);
 	wals_ncg_init(&ncg);
-	wals_validation_begin(args, data, validation);
+	wals_validation_begin(args, data, engine, validation);
 	PG_TRY();
 	{
 		for (int it = 0; it < args->iterations; it++)
@@ -272,7 +272,8 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 				ok = wals_ncg_iterate(engine, state, &ncg, &loss, &step, &failure);
 			else
 				ok = engine->iterate(state, &loss, &failure);
-			if (ok && validation->on)
+			if (ok && wals_validation_due(validation, it, it == args->iterations - 1 ||
+										  wals_loss_flat(args, result, it, loss)))
 				ok = wals_validation_step(args, data, engine, state, validation, it, &score,
 										  &failure);
 			if (!ok)

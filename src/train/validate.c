@@ -9,12 +9,25 @@
  * items, which serving leaves out.  With validation_table, its (user,
  * item) cells of known users and items that are not training cells are
  * held out; the caller keeps them out of the source.  After every
- * iteration the engine hands back the factors, their validation_metric
- * on the held-out cells is measured as wals_evaluate measures it (over at
- * most WALS_VALIDATION_USERS users, evenly spread), and the best
- * iterate's factors are kept in a second pair of buffers; the training
- * stops once patience iterations have passed without a better one, and
- * the model stored is the best iterate.
+ * iteration the held-out cells are scored by validation_metric as
+ * wals_evaluate measures it (over at most WALS_VALIDATION_USERS users,
+ * evenly spread): the top k comes from the int8 first pass and exact
+ * rescoring of wals_recommend (src/core/score.c), AUC from every item's
+ * score.  The CPU engine scores in its parallel workers, which take chunks
+ * of the users as they take rows in a sweep (validate_shared.c); other
+ * engines hand back a copy of the factors, which the leader scores.  The
+ * best iterate's factors are copied into a second pair of buffers; the
+ * training stops once patience iterations have passed without a better
+ * one, and the model stored is the best iterate.
+ *
+ * Not every iteration is scored.  While the metric rises steeply (by more
+ * than WALS_VALIDATION_STEEP of its value in one iteration), the next
+ * iterate is all but sure to score higher still, so the iteration after a
+ * steep rise is skipped and the one after it scored: the best iterate and
+ * the stop are decided where the metric flattens, and there every
+ * iteration is scored.  The first iteration and the last (the iterations
+ * asked for, or the one where the loss stops improving by the tolerance)
+ * are always scored.
  */
 #include "postgres.h"
 
@@ -29,19 +42,35 @@
 /* Rows of validation_table fetched at a time. */
 #define VALIDATION_FETCH 10000
 
+/* A rise of the metric, relative to its value, that skips the next iteration. */
+#define WALS_VALIDATION_STEEP 0.05
+
+/*
+ * The best iterate's factors and, at most, a copy of the current ones
+ * (without engine->validate); the held-out cells and their copy in the
+ * engine's shared block; the index of Y, the users' accumulators and each
+ * process's scratch.
+ */
 double
 wals_validation_bytes(const WalsTrainArgs *args, const WalsRatings *raw)
 {
 	int			f = args->params.factors;
+	int			k = args->validation_k;
 	double		held;
+	double		index;
+	double		scratch;
 
 	if (!wals_validating(args))
 		return 0;
 	held = args->validation > 0 ? (double) raw->n * args->validation : (double) raw->nheld_pairs;
-	return 2.0 * (double) (raw->nusers + raw->nitems) * f * sizeof(float) +
+	index = (double) wals_score_index_size(raw->nitems, f);
+	scratch = (double) WALS_HOLDOUT_BLOCK * (f + 2 * k + raw->nitems) * sizeof(float) +
+		(double) wals_metrics_scratch_size(raw->nitems, k) + index / 4;
+	return 4.0 * (double) (raw->nusers + raw->nitems) * f * sizeof(float) +
 		held * 2 * (sizeof(int32) + sizeof(float)) +
-		(double) (raw->nusers + 1) * sizeof(int64) * 2 +
-		(double) wals_holdout_scratch(raw->nitems, f, args->validation_k);
+		(double) (raw->nusers + 1) * sizeof(int64) * 2 + 2 * index +
+		(double) WALS_VALIDATION_USERS * (sizeof(int64) + sizeof(WalsMetricsAcc)) +
+		(args->workers + 1) * scratch;
 }
 
 static int
@@ -205,59 +234,88 @@ wals_validation_split(const WalsTrainArgs *args, WalsRatings *raw, WalsData *dat
 }
 
 void
-wals_validation_begin(const WalsTrainArgs *args, const WalsData *data, WalsValidation *v)
+wals_validation_begin(const WalsTrainArgs *args, const WalsData *data, const WalsEngine *engine,
+					  WalsValidation *v)
 {
 	size_t		xs = sizeof(float) * data->nusers * args->params.factors;
 	size_t		ys = sizeof(float) * data->nitems * args->params.factors;
 
 	memset(v, 0, sizeof(*v));
 	v->best_it = -1;
+	v->last_it = -1;
 	if (!wals_validating(args))
 		return;
 	v->on = true;
-	v->X = MemoryContextAllocHuge(CurrentMemoryContext, Max(xs, 1));
-	v->Y = MemoryContextAllocHuge(CurrentMemoryContext, Max(ys, 1));
 	v->best_X = MemoryContextAllocHuge(CurrentMemoryContext, Max(xs, 1));
 	v->best_Y = MemoryContextAllocHuge(CurrentMemoryContext, Max(ys, 1));
-	v->scratch = MemoryContextAllocHuge(CurrentMemoryContext,
-										wals_holdout_scratch(data->nitems, args->params.factors,
-															 args->validation_k));
+	if (engine->validate != NULL)
+		return;
+	v->X = MemoryContextAllocHuge(CurrentMemoryContext, Max(xs, 1));
+	v->Y = MemoryContextAllocHuge(CurrentMemoryContext, Max(ys, 1));
+	v->index = MemoryContextAllocHuge(CurrentMemoryContext,
+									  wals_score_index_size(data->nitems, args->params.factors));
+}
+
+bool
+wals_validation_due(const WalsValidation *v, int it, bool last)
+{
+	return v->on && (last || v->last_it < 0 || !v->steep || it - v->last_it >= 2);
+}
+
+/* The metrics of a copy of the factors, by the leader. */
+static bool
+score_copy(const WalsTrainArgs *args, const WalsData *data, const WalsEngine *engine,
+		   void *state, WalsValidation *v, WalsMetrics *m, WalsFailure *failure)
+{
+	WalsScoreIndex ix;
+	WalsStatus	st;
+	bool		with_auc = args->validation_kind == WALS_METRIC_AUC;
+
+	if (!engine->factors(state, v->X, v->Y, failure))
+		return false;
+	CHECK_FOR_INTERRUPTS();
+	st = wals_score_index_build(&ix, v->Y, data->nitems, args->params.factors, v->index);
+	if (st == WALS_OK && v->scratch == NULL)
+		v->scratch = MemoryContextAllocHuge(CurrentMemoryContext,
+											wals_holdout_scratch(&ix, args->validation_k,
+																 with_auc));
+	if (st == WALS_OK)
+		st = wals_holdout_metrics(&ix, v->X, &data->by_user, &data->held, args->validation_k,
+								  with_auc, WALS_VALIDATION_USERS, v->scratch, m);
+	if (st != WALS_OK)
+		wals_report_core_status(st, "measuring the validation metric");
+	return true;
 }
 
 bool
 wals_validation_step(const WalsTrainArgs *args, const WalsData *data, const WalsEngine *engine,
 					 void *state, WalsValidation *v, int it, double *score, WalsFailure *failure)
 {
-	WalsStatus	st;
 	WalsMetrics m;
 
-	if (!engine->factors(state, v->X, v->Y, failure))
+	if (engine->validate != NULL ? !engine->validate(state, &m, failure) :
+		!score_copy(args, data, engine, state, v, &m, failure))
 		return false;
-	CHECK_FOR_INTERRUPTS();
-	st = wals_holdout_metrics(v->X, v->Y, args->params.factors, &data->by_user, &data->held,
-							  args->validation_k, WALS_VALIDATION_USERS, v->scratch, &m);
-	if (st != WALS_OK)
-		wals_report_core_status(st, "measuring the validation metric");
 	*score = wals_metric_value(&m, args->validation_kind);
-	if (v->best_it < 0 || *score > v->best)
-	{
-		float	   *t = v->best_X;
-
-		v->best_X = v->X;
-		v->X = t;
-		t = v->best_Y;
-		v->best_Y = v->Y;
-		v->Y = t;
-		v->best = *score;
-		v->best_it = it;
-	}
+	v->steep = v->last_it >= 0 &&
+		*score - v->last > WALS_VALIDATION_STEEP * fabs(*score) * (it - v->last_it);
+	v->last_it = it;
+	v->last = *score;
+	if (v->best_it >= 0 && !(*score > v->best))
+		return true;
+	v->best = *score;
+	v->best_it = it;
+	if (engine->validate != NULL)
+		return engine->factors(state, v->best_X, v->best_Y, failure);
+	memcpy(v->best_X, v->X, sizeof(float) * data->nusers * args->params.factors);
+	memcpy(v->best_Y, v->Y, sizeof(float) * data->nitems * args->params.factors);
 	return true;
 }
 
 bool
 wals_validation_stop(const WalsTrainArgs *args, const WalsValidation *v, int it)
 {
-	return v->on && it - v->best_it >= args->patience;
+	return v->on && v->last_it == it && it - v->best_it >= args->patience;
 }
 
 void

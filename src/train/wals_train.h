@@ -254,6 +254,12 @@ typedef struct WalsEngine
 	bool		(*end) (void *state, float *X, float *Y, WalsFailure *failure);
 	/* copy the current factors into X and Y and go on: a validation's view */
 	bool		(*factors) (void *state, float *X, float *Y, WalsFailure *failure);
+	/*
+	 * The validation metrics of the current factors on the held-out cells
+	 * (validate.c), where the engine scores them itself; NULL where
+	 * validate.c scores a copy from factors instead.
+	 */
+	bool		(*validate) (void *state, WalsMetrics *out, WalsFailure *failure);
 
 	/*
 	 * The whole-factor operations of an accelerated training, on the
@@ -291,17 +297,45 @@ extern void wals_ncg_init(WalsNcg *ncg);
 extern bool wals_ncg_iterate(const WalsEngine *engine, void *state, WalsNcg *ncg,
 							 double *loss, double *step, WalsFailure *failure);
 
+/*
+ * validate_shared.c: the validation's part of the CPU engine's shared
+ * block, and a process's view of it
+ */
+typedef struct WalsValidationView
+{
+	void	   *area;
+	const WalsWorkspace *ws;	/* this process's mapping */
+	WalsCsr		held;
+	int64	   *users;
+	WalsMetricsAcc *parts;
+	MemoryContext cxt;			/* where scratch goes */
+	void	   *scratch;		/* this process's, at its first chunk */
+} WalsValidationView;
+
+/* 0 without a validation. */
+extern Size wals_validation_area_bytes(const WalsTrainArgs *args, const WalsData *data);
+extern void wals_validation_area_fill(void *mem, const WalsTrainArgs *args, const WalsData *data);
+extern int64 wals_validation_area_chunks(void *mem);
+extern void wals_validation_area_map(void *mem, const WalsWorkspace *ws, WalsValidationView *view);
+extern void wals_validation_area_index(WalsValidationView *view);
+extern void wals_validation_area_chunk(WalsValidationView *view, int64 chunk);
+extern void wals_validation_area_merge(const WalsValidationView *view, WalsMetrics *out);
+
 /* validate.c: early stopping on a held-out share of the ratings */
 typedef struct WalsValidation
 {
 	bool		on;
-	float	   *X;				/* the factors of the iteration scored */
+	float	   *X;				/* the factors scored, without engine->validate */
 	float	   *Y;
+	void	   *index;			/* and the int8 index of Y */
+	void	   *scratch;
 	float	   *best_X;			/* the best iterate's */
 	float	   *best_Y;
-	void	   *scratch;
 	double		best;
 	int			best_it;		/* from 0; -1 before the first */
+	int			last_it;		/* the last iteration scored */
+	double		last;			/* its score */
+	bool		steep;			/* it rose fast: the next may be skipped */
 } WalsValidation;
 
 extern double wals_validation_bytes(const WalsTrainArgs *args, const WalsRatings *raw);
@@ -313,7 +347,9 @@ extern void wals_validation_read(const WalsTrainArgs *args, WalsRatings *raw);
  */
 extern void wals_validation_split(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data);
 extern void wals_validation_begin(const WalsTrainArgs *args, const WalsData *data,
-								  WalsValidation *v);
+								  const WalsEngine *engine, WalsValidation *v);
+/* Whether iteration it is scored; last: it ends the training. */
+extern bool wals_validation_due(const WalsValidation *v, int it, bool last);
 /* Score iteration it (from 0) into *score, keeping the best iterate. */
 extern bool wals_validation_step(const WalsTrainArgs *args, const WalsData *data,
 								 const WalsEngine *engine, void *state, WalsValidation *v,
@@ -447,6 +483,8 @@ extern void wals_iterations_begin(const WalsTrainArgs *args, WalsTrainResult *re
  * pg_stat_activity.
  */
 extern void wals_progress_context(const char *context);
+extern bool wals_loss_flat(const WalsTrainArgs *args, const WalsTrainResult *result, int it,
+						   double loss);
 extern bool wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *result,
 								int it, double loss, double step, double score,
 								double seconds);

@@ -19,7 +19,8 @@ SELECT validation, validation_table, validation_metric, patience,
        best_iteration BETWEEN 1 AND iterations - 2 AS best_before_patience,
        iterations - best_iteration AS after_best, validation_score > 0 AS scored
 FROM wals_models WHERE model = 'val_a';
--- every iteration is scored; the best is the one recorded, and beats the rest
+-- the score never rises steeply, so every iteration is scored; the best is
+-- the one recorded, and beats the rest
 SELECT count(*) = (SELECT iterations FROM wals_models WHERE model = 'val_a') AS all_scored,
        max(validation_score) = (SELECT validation_score FROM wals_models WHERE model = 'val_a')
          AS best_recorded
@@ -43,6 +44,34 @@ SELECT iterations = (SELECT iterations FROM wals_models WHERE model = 'val_a') A
 FROM wals_train('val', 'user_id', 'item_id', 'rating', model => 'val_w', factors => 16,
                 iterations => 40, regularization => 0.001, validation => 0.2, patience => 2,
                 workers => 1);
+-- Where the score rises steeply (by more than 5% of its value in one
+-- iteration), the next iteration is not scored, the one after it is; the
+-- first and the last are always scored.  Users of ten groups of 20 items,
+-- from factors near zero: the score climbs for a few iterations.
+CREATE TABLE grp AS
+SELECT DISTINCT u AS user_id,
+       CASE WHEN g <= 10 THEN (u % 10) * 20 + (u * g * 7 + g) % 20 + 1
+            ELSE (u * g * 37) % 200 + 1 END AS item_id
+FROM generate_series(1, 800) u, generate_series(1, 12) g;
+SELECT 1 FROM wals_train('grp', 'user_id', 'item_id', model => 'val_s', factors => 8,
+                         iterations => 15, regularization => 0.1, init_std => 0.0001,
+                         validation => 0.2, patience => 3, validation_metric => 'recall@10');
+WITH l AS (
+  SELECT iteration AS i, validation_score AS s FROM wals_training_log WHERE model = 'val_s'),
+scored AS (
+  SELECT i, s, lag(i) OVER (ORDER BY i) AS pi, lag(s) OVER (ORDER BY i) AS ps
+  FROM l WHERE s IS NOT NULL),
+steep AS (
+  SELECT i, pi IS NOT NULL AND s - ps > 0.05 * abs(s) * (i - pi) AS steep FROM scored)
+SELECT count(*) FILTER (WHERE l.s IS NULL) > 0 AS some_skipped,
+       bool_and((l.s IS NULL) = (coalesce(p.steep, false) AND l.i < (SELECT max(i) FROM l)))
+         AS skipped_after_steep_rises_only,
+       bool_and(l.s IS NOT NULL) FILTER (WHERE l.i IN (1, (SELECT max(i) FROM l)))
+         AS first_and_last_scored,
+       (SELECT best_iteration FROM wals_models WHERE model = 'val_s') IN
+         (SELECT i FROM scored) AS best_is_scored
+FROM l LEFT JOIN steep p ON p.i = l.i - 1;
+
 -- without validation, nothing is recorded
 SELECT 1 FROM wals_train('val', 'user_id', 'item_id', 'rating', model => 'val_n', factors => 8,
                          iterations => 2);
@@ -136,4 +165,4 @@ SELECT count(*) AS dropped FROM (SELECT wals_drop_model('val_own.m')) d;
 DROP SCHEMA val_own;
 REVOKE SELECT ON val_train, val_test FROM val_tenant;
 DROP ROLE val_tenant;
-DROP TABLE val, val_one, val_train, val_test, val_text;
+DROP TABLE val, val_one, val_train, val_test, val_text, grp;

@@ -1,7 +1,8 @@
 /*
  * test_holdout.c
  *	  The validation split (counts, shape, determinism by ids, the share
- *	  held) and ndcg on the held-out cells against wals_metrics_user.
+ *	  held) and the metrics on the held-out cells against wals_metrics_user
+ *	  over the scores wals_recommend ranks by.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "harness.h"
 #include "wals_metrics.h"
+#include "wals_score.h"
 
 /* A copy of R with its own arrays. */
 static WalsCsr
@@ -170,22 +172,48 @@ test_split(void)
 	problem_free(&tp);
 }
 
-/* The metrics against wals_metrics_user over the users wals_holdout_metrics picks. */
+/*
+ * The reference of one user: wals_metrics_user over every item scored by
+ * wals_score_dot, the dot product of wals_recommend's ranking.
+ */
+static void
+reference_user(WalsMetricsAcc *acc, const TestProblem *tp, const WalsCsr *keep,
+			   const WalsCsr *out, int u, float *scores, void *mscratch)
+{
+	int			f = tp->params.factors;
+
+	for (int i = 0; i < tp->n; i++)
+		scores[i] = wals_score_dot(tp->X + (size_t) u * f, tp->Y + (size_t) i * f, f);
+	wals_metrics_user(acc, scores, tp->n, keep->indices + keep->indptr[u],
+					  keep->indptr[u + 1] - keep->indptr[u], out->indices + out->indptr[u],
+					  out->indptr[u + 1] - out->indptr[u], mscratch);
+}
+
+/*
+ * The validation against the reference over the users it picks: the
+ * ranking metrics to the bit without AUC (the int8 first pass ranks as the
+ * exact scan), within rounding with it (a matrix product's sums); the
+ * users picked, evenly spread; and the same sums from accumulators of one
+ * user each, merged in order, whatever blocks they were scored in.
+ */
 static void
 test_metrics_of_holdout(void)
 {
 	TestProblem tp;
 	int64_t    *row_ids;
 	int64_t    *col_ids;
+	int64_t    *users;
+	WalsMetricsAcc *parts;
 	WalsCsr		keep;
 	WalsCsr		out;
-	int			f;
+	WalsScoreIndex ix;
+	void	   *buffer;
 	void	   *scratch;
 	float	   *scores;
 	void	   *mscratch;
-	WalsMetrics got;
+	int			f;
 
-	problem_make(&tp, WALS_IMPLICIT, 1.0f, 150, 90, 6, 0.3, 78);
+	problem_make(&tp, WALS_IMPLICIT, 1.0f, 150, 700, 6, 0.03, 78);
 	f = tp.params.factors;
 	row_ids = test_alloc(tp.m, sizeof(int64_t));
 	col_ids = test_alloc(tp.n, sizeof(int64_t));
@@ -194,53 +222,74 @@ test_metrics_of_holdout(void)
 	for (int i = 0; i < tp.n; i++)
 		col_ids[i] = i + 1;
 	split(&tp.R, row_ids, col_ids, 0.3, 5, &keep, &out);
-	scratch = test_alloc(wals_holdout_scratch(tp.n, f, 10), 1);
+	buffer = test_alloc(wals_score_index_size(tp.n, f), 1);
+	wals_score_index_build(&ix, tp.Y, tp.n, f, buffer);
+	scratch = test_alloc(wals_holdout_scratch(&ix, 10, 1) + wals_holdout_scratch(&ix, 10, 0), 1);
 	scores = test_alloc(tp.n, sizeof(float));
 	mscratch = test_alloc(wals_metrics_scratch_size(tp.n, 10), 1);
-	for (int limit = 0; limit <= 40; limit += 40)
-	{
-		WalsMetricsAcc acc;
-		WalsMetrics want;
-		int64_t		with = wals_holdout_users(&out, 0);
-		int64_t		picks = wals_holdout_users(&out, limit);
-		int64_t		seen = 0;
-		WalsStatus	st;
-
-		wals_metrics_init(&acc, 10);
-		for (int u = 0; u < tp.m; u++)
+	users = test_alloc(tp.m, sizeof(int64_t));
+	parts = test_alloc(tp.m, sizeof(WalsMetricsAcc));
+	for (int with_auc = 0; with_auc <= 1; with_auc++)
+		for (int limit = 0; limit <= 40; limit += 40)
 		{
-			if (out.indptr[u + 1] == out.indptr[u])
-				continue;
-			seen++;
-			if (seen * picks / with == (seen - 1) * picks / with)
-				continue;
-			for (int i = 0; i < tp.n; i++)
-			{
-				double		s = 0.0;
+			WalsMetricsAcc acc;
+			WalsMetricsAcc merged;
+			WalsMetrics want;
+			WalsMetrics got;
+			WalsMetrics from_parts;
+			int64_t		picks = wals_holdout_pick(&out, limit, users);
+			double		tol = with_auc ? 1e-6 : 0.0;
+			int			spread = 1;
+			WalsStatus	st;
 
-				for (int k = 0; k < f; k++)
-					s += (double) tp.X[u * f + k] * tp.Y[i * f + k];
-				scores[i] = (float) s;
+			wals_metrics_init(&acc, 10);
+			for (int64_t j = 0; j < picks; j++)
+			{
+				reference_user(&acc, &tp, &keep, &out, (int) users[j], scores, mscratch);
+				spread &= j == 0 || users[j] > users[j - 1];
 			}
-			wals_metrics_user(&acc, scores, tp.n, keep.indices + keep.indptr[u],
-							  keep.indptr[u + 1] - keep.indptr[u], out.indices + out.indptr[u],
-							  out.indptr[u + 1] - out.indptr[u], mscratch);
+			wals_metrics_finish(&acc, &want);
+			st = wals_holdout_metrics(&ix, tp.X, &keep, &out, 10, with_auc, limit, scratch, &got);
+			CHECK(st == WALS_OK && got.users == picks && want.users == picks && spread &&
+				  (limit == 0 || picks == limit) &&
+				  (limit > 0 || picks == wals_holdout_users(&out, 0)) &&
+				  fabs(got.ndcg - want.ndcg) <= tol && fabs(got.recall - want.recall) <= tol &&
+				  fabs(got.precision - want.precision) <= tol &&
+				  fabs(got.map - want.map) <= tol &&
+				  (with_auc ? fabs(got.auc - want.auc) < 1e-6 && got.auc_users == want.auc_users :
+				   got.auc_users == 0) &&
+				  got.users_without_relevant == want.users_without_relevant &&
+				  got.test_in_train == want.test_in_train,
+				  "metrics%s, %d users at most: ndcg %.17g over %lld users, want %.17g over %lld",
+				  with_auc ? " with AUC" : "", limit, got.ndcg, (long long) got.users, want.ndcg,
+				  (long long) want.users);
+
+			/* in two uneven pieces, merged in order: the same bits */
+			wals_metrics_init(&merged, 10);
+			st = wals_holdout_score(&ix, tp.X, &keep, &out, users, picks / 3, 10, with_auc,
+									scratch, parts);
+			if (st == WALS_OK)
+				st = wals_holdout_score(&ix, tp.X, &keep, &out, users + picks / 3,
+										picks - picks / 3, 10, with_auc, scratch,
+										parts + picks / 3);
+			for (int64_t j = 0; j < picks; j++)
+				wals_metrics_merge(&merged, &parts[j]);
+			wals_metrics_finish(&merged, &from_parts);
+			CHECK(st == WALS_OK && from_parts.users == got.users &&
+				  from_parts.ndcg == got.ndcg && from_parts.recall == got.recall &&
+				  from_parts.precision == got.precision && from_parts.map == got.map &&
+				  (!with_auc || from_parts.auc == got.auc),
+				  "metrics%s, %d users at most, by pieces: ndcg %.17g, want %.17g",
+				  with_auc ? " with AUC" : "", limit, from_parts.ndcg, got.ndcg);
 		}
-		wals_metrics_finish(&acc, &want);
-		st = wals_holdout_metrics(tp.X, tp.Y, f, &keep, &out, 10, limit, scratch, &got);
-		CHECK(st == WALS_OK && got.users == picks && want.users == picks &&
-			  (limit == 0 || picks == limit) &&
-			  fabs(got.ndcg - want.ndcg) < 1e-6 && fabs(got.recall - want.recall) < 1e-6 &&
-			  fabs(got.precision - want.precision) < 1e-6 && fabs(got.map - want.map) < 1e-6 &&
-			  fabs(got.auc - want.auc) < 1e-6,
-			  "metrics, %d users at most: ndcg %.9f over %lld users, want %.9f over %lld",
-			  limit, got.ndcg, (long long) got.users, want.ndcg, (long long) want.users);
-	}
 	csr_release(&keep);
 	csr_release(&out);
+	free(buffer);
 	free(scratch);
 	free(scores);
 	free(mscratch);
+	free(users);
+	free(parts);
 	free(row_ids);
 	free(col_ids);
 	problem_free(&tp);
