@@ -425,7 +425,8 @@ bench-validation: deps-bench
 	$(MAKE) install
 	./test/bench/validation.sh
 
-# Held-out ndcg@10 of the defaults against wals_tune (TUNE_BUDGET, TUNE_SET).
+# Held-out quality of the defaults against wals_tune (TUNE_BUDGET, TUNE_METRIC,
+# TUNE_SET, or RATINGS and TEST: CSVs of your own).
 .PHONY: bench-tune
 bench-tune: deps-bench
 	$(MAKE) all

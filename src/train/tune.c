@@ -78,6 +78,7 @@ typedef struct TuneTrial
 	double		score;
 	int			best_iteration;
 	double		seconds;
+	double		validation_s;	/* of seconds, scoring the validation */
 } TuneTrial;
 
 /*
@@ -512,14 +513,17 @@ tune_call(PG_FUNCTION_ARGS)
 								  psprintf("wals_tune: model %s, trial %d, %.0f s of %.0f s spent; best %s %.4f (trial %d)",
 										   shown, n + 1, wals_seconds_since(start), budget_s,
 										   metric, trials[best].score, best + 1));
+			t->validation_s = wals_validation_seconds();
 			train_with(ext, base, basenulls, trial_model, t, validation, metric,
 					   TUNE_MAX_ITERATIONS);
+			t->validation_s = wals_validation_seconds() - t->validation_s;
 			read_trial(trial_model, t);
 			if (t->score > trials[best].score)
 				best = n;
 			ereport(NOTICE,
-					(errmsg("wals_tune trial %d: %s %.4f after %d iterations", n + 1, metric,
-							t->score, t->best_iteration),
+					(errmsg("wals_tune trial %d: %s %.4f after %d iterations, in %.1f s (%.1f s of it scoring the validation)",
+							n + 1, metric, t->score, t->best_iteration, t->seconds,
+							t->validation_s),
 					 errdetail("Parameters %s; the best so far is trial %d (%.4f).", trial_json(t),
 							   best + 1, trials[best].score)));
 			n++;

@@ -354,6 +354,8 @@ extern bool wals_validation_due(const WalsValidation *v, int it, bool last);
 extern bool wals_validation_step(const WalsTrainArgs *args, const WalsData *data,
 								 const WalsEngine *engine, void *state, WalsValidation *v,
 								 int it, double *score, WalsFailure *failure);
+/* The seconds this backend has spent in wals_validation_step, ever. */
+extern double wals_validation_seconds(void);
 /* Whether patience iterations have passed since the best. */
 extern bool wals_validation_stop(const WalsTrainArgs *args, const WalsValidation *v, int it);
 /* Put the best iterate into X and Y, and its figures into result. */

@@ -110,6 +110,21 @@ ANALYZE $1;
 EOF
 }
 
+# load_file TABLE FILE: like load, from a CSV of the user's own that may
+# hold two columns (user_id,item_id: every rating 1) or three.
+load_file() {
+	if [ "$(head -1 "$2" | awk -F, '{ print NF }')" -ge 3 ]; then
+		load "$1" "$2"
+		return
+	fi
+	$PSQL <<EOF
+CREATE TABLE $1 (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL DEFAULT 1);
+\copy $1 (user_id, item_id) FROM '$2' WITH (FORMAT csv)
+CREATE INDEX ON $1 (user_id);
+ANALYZE $1;
+EOF
+}
+
 # known PREFIX: the test rows of PREFIX_test whose user and item occur in
 # PREFIX_ratings, as PREFIX_known.
 known() {

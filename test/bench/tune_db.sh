@@ -1,39 +1,50 @@
 #!/bin/bash
-# The in-database half of tune.sh: runs inside pg_virtualenv with the data
-# set's path (without .csv) and the budget as its arguments.
+# The in-database half of tune.sh: runs inside pg_virtualenv with the
+# training and test CSVs' paths, the budget and the metric as arguments.
 set -euo pipefail
 
 BENCH=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=test/bench/lib.sh
 . "$BENCH/lib.sh"
 
-data=$1
-budget=$2
+train=$1
+test=$2
+budget=$3
+metric=$4
+k=${metric#*@}
+case $k in ''|*[!0-9]*) k=20 ;; esac
 
 sql "CREATE EXTENSION wals"
-echo "cpu: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+echo "cpu: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores"
 echo "kernels: $(sql "SELECT kernels FROM wals_devices() WHERE device = 'cpu'")"
 echo "$(sql 'SELECT version()' | cut -d, -f1); wals $(sql "SELECT extversion FROM pg_extension WHERE extname = 'wals'")"
-load r "$data.csv"
-load t "$data.test.csv"
-echo "data: $(sql "SELECT count(*) FROM r") training rows, $(sql "SELECT count(*) FROM t") test rows; budget $budget"
+load_file r "$train"
+load_file t "$test"
+echo "data: $(sql "SELECT count(*) FROM r") training rows ($(sql "SELECT count(DISTINCT user_id) FROM r") users," \
+	"$(sql "SELECT count(DISTINCT item_id) FROM r") items), $(sql "SELECT count(*) FROM t") test rows;" \
+	"budget $budget, metric $metric"
 
 $PSQL -q > /dev/null <<SQL
 SET client_min_messages = warning;
-SELECT 1 FROM wals_train('r', 'user_id', 'item_id', 'rating', model => 'defaults', factors => 64);
+SELECT 1 FROM wals_train('r', 'user_id', 'item_id', model => 'defaults');
 SQL
-echo "trials (ndcg@20 on the validation share):"
-$PSQL -At -F ' ' <<SQL
-SET client_min_messages = warning;
+echo "trials ($metric on the validation share; iterations; seconds):"
+notices=$(mktemp)
+$PSQL -At -F ' ' 2> "$notices" <<SQL
 SELECT trial, round(score::numeric, 4), iterations, round(seconds::numeric, 1), parameters
-FROM wals_tune('r', 'user_id', 'item_id', 'rating', model => 'tuned', budget => '$budget');
+FROM wals_tune('r', 'user_id', 'item_id', model => 'tuned', budget => '$budget',
+               metric => '$metric');
 SQL
-echo "on the test split:"
+echo "chosen: $(sql "SELECT parameters FROM wals_tuning_log WHERE model = 'tuned' ORDER BY value DESC, trial LIMIT 1")"
+# The trials' NOTICEs say how much of each trial was spent on its validation.
+sed -n 's/.*wals_tune trial [0-9]*: .* in \([0-9.]*\) s (\([0-9.]*\) s of it.*/\1 \2/p' "$notices" |
+	awk '{ n++; total += $1; valid += $2 }
+		END { printf "trials: %d in the budget, %.1f s training them, %.1f s of it (%.0f%%) scoring their validation\n",
+					 n, total, valid, total > 0 ? 100 * valid / total : 0 }'
+rm -f "$notices"
+echo "on the test split (wals_evaluate, k = $k):"
 $PSQL -At -F ' ' <<SQL
 SELECT m, metric, round(value::numeric, 4)
-FROM (VALUES ('defaults'), ('tuned')) v(m), wals_evaluate(m, 't', 'user_id', 'item_id', k => 10)
-WHERE metric IN ('precision@10', 'recall@10', 'ndcg@10') ORDER BY metric, m;
-SELECT 'ndcg@10 tuned / defaults: ' ||
-       round(((SELECT value FROM wals_evaluate('tuned', 't', 'user_id', 'item_id', k => 10) WHERE metric = 'ndcg@10') /
-              (SELECT value FROM wals_evaluate('defaults', 't', 'user_id', 'item_id', k => 10) WHERE metric = 'ndcg@10'))::numeric, 3);
+FROM (VALUES ('defaults'), ('tuned')) v(m), wals_evaluate(m, 't', 'user_id', 'item_id', k => $k)
+WHERE metric IN ('precision@$k', 'recall@$k', 'ndcg@$k') ORDER BY metric, m;
 SQL

@@ -16,17 +16,7 @@ echo "cpu: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(npr
 echo "kernels: $(sql "SELECT kernels FROM wals_devices() WHERE device = 'cpu'")"
 echo "$(sql 'SELECT version()' | cut -d, -f1); wals $(sql "SELECT extversion FROM pg_extension WHERE extname = 'wals'")"
 
-# The CSV may have two columns or three: read what it has.
-columns=$(head -1 "$data" | awk -F, '{ print NF }')
-if [ "$columns" -ge 3 ]; then
-	load r "$data"
-else
-	$PSQL <<SQL
-CREATE TABLE r (user_id int NOT NULL, item_id int NOT NULL);
-\copy r FROM '$data' WITH (FORMAT csv)
-ANALYZE r;
-SQL
-fi
+load_file r "$data"
 echo "data: $(sql "SELECT count(*) FROM r") rows, $(sql "SELECT count(DISTINCT user_id) FROM r") users," \
 	"$(sql "SELECT count(DISTINCT item_id) FROM r") items; f = $factors, $iterations iterations"
 
