@@ -4,13 +4,23 @@
  *	  training scored on a held-out share of the source, then the model
  *	  trained on every rating with the best of them.
  *
- * The search is random, over a space of ranges and choices, each trial
- * stopping early on its validation score (validate.c), and it samples by a
- * hash of (seed, trial, parameter): trial t has the same parameters for a
- * seed whatever came before it, and every trial holds out the same cells.
- * It runs trials until the budget is spent (at least one, and at most
+ * The search samples configurations at random, over a space of ranges and
+ * choices, by a hash of (seed, configuration, parameter): configuration c
+ * has the same parameters for a seed whatever came before it, and every
+ * trial holds out the same cells.  It spends them by successive halving
+ * (Jamieson and Talwalkar, AISTATS 2016), in brackets of TUNE_BRACKET
+ * configurations: each trains for TUNE_FIRST_ITERATIONS iterations, the
+ * best third goes on to three times as many, and the best of those to
+ * TUNE_MAX_ITERATIONS, each trial stopping early on its validation score
+ * (validate.c) with a patience of TUNE_PATIENCE.  Within a round the
+ * narrowest models train first, so that a budget that runs out ends among
+ * the costliest.  A few iterations rank configurations of ALS much as
+ * their convergence does, so most of the budget goes to the promising
+ * ones.  Trials run until the budget is spent (at least one, and at most
  * max_trials), so the same seed and number of trials give the same
- * results.  Each trial trains a model named after the tuned one with
+ * results.  The solver follows the width: CG below TUNE_SUBSPACE_FACTORS,
+ * the subspace solver with ALS-NCG from there on, the fastest of them at
+ * each width in make bench-accel.  Each trial trains a model named after the tuned one with
  * "_trial" appended, through wals_train itself (SPI, every value a bound
  * parameter), so a trial checks and costs exactly what that training
  * would; the trial model is dropped at the end and the model trained with
@@ -49,6 +59,14 @@ PG_FUNCTION_INFO_V1(wals_tune);
 #define TUNE_PATIENCE 2
 #define TUNE_CHOICES 16
 
+/* Successive halving: a bracket's configurations, its rounds, the first's iterations. */
+#define TUNE_BRACKET 9
+#define TUNE_ROUNDS 3
+#define TUNE_FIRST_ITERATIONS 3
+
+/* The width from which the subspace solver with ALS-NCG trains a trial. */
+#define TUNE_SUBSPACE_FACTORS 512
+
 /* One parameter of the space: a range (log-uniform when min > 0) or choices. */
 typedef struct TuneDim
 {
@@ -76,6 +94,8 @@ typedef struct TuneTrial
 {
 	double		v[NDIMS];
 	double		score;
+	int			config;			/* the configuration sampled, from 0 */
+	int			max_iterations; /* the trial's round's */
 	int			best_iteration;
 	double		seconds;
 	double		validation_s;	/* of seconds, scoring the validation */
@@ -90,7 +110,7 @@ static void
 default_space(TuneDim *dims)
 {
 	TuneDim		d[NDIMS] = {
-		{"factors", true, 3, {32, 64, 128}},
+		{"factors", true, 5, {32, 64, 128, 256, 512}},
 		{"regularization", false, 0, {0}, 0, 0},
 		{"regularization_exponent", false, 2, {NAN, 1}},
 		{"unobserved_weight", false, 0, {0}, 0.001, 1.0},
@@ -242,15 +262,25 @@ parse_space(Jsonb *space, TuneDim *dims)
 	}
 }
 
+static bool
+subspace(const TuneTrial *t)
+{
+	return t->v[DIM_FACTORS] >= TUNE_SUBSPACE_FACTORS;
+}
+
 /* The trial's parameters as jsonb text, NULL exponent as null. */
 static char *
 trial_json(const TuneTrial *t)
 {
 	return psprintf("{\"factors\": %d, \"regularization\": %.6g, \"regularization_exponent\": %s,"
-					" \"unobserved_weight\": %.6g, \"alpha\": %.6g, \"init_std\": %.6g}",
+					" \"unobserved_weight\": %.6g, \"alpha\": %.6g, \"init_std\": %.6g,"
+					" \"solver\": \"%s\", \"accelerate\": \"%s\", \"configuration\": %d,"
+					" \"max_iterations\": %d}",
 					(int) t->v[DIM_FACTORS], t->v[DIM_REGULARIZATION],
 					isnan(t->v[DIM_EXPONENT]) ? "null" : psprintf("%.6g", t->v[DIM_EXPONENT]),
-					t->v[DIM_UNOBSERVED], t->v[DIM_ALPHA], t->v[DIM_INIT_STD]);
+					t->v[DIM_UNOBSERVED], t->v[DIM_ALPHA], t->v[DIM_INIT_STD],
+					subspace(t) ? "subspace" : "cg", subspace(t) ? "ncg" : "none",
+					t->config + 1, t->max_iterations);
 }
 
 /*
@@ -263,11 +293,11 @@ static void
 train_with(const char *ext, Datum *base, char *basenulls, const char *model,
 		   const TuneTrial *t, double validation, const char *metric, int iterations)
 {
-	Oid			types[16] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, TEXTOID, INT4OID, INT4OID,
+	Oid			types[18] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, TEXTOID, INT4OID, INT4OID,
 		FLOAT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, INT4OID, FLOAT4OID, INT4OID,
-	TEXTOID};
-	Datum		values[16];
-	char		nulls[17] = "                ";
+	TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[18];
+	char		nulls[19] = "                  ";
 
 	memcpy(values, base, sizeof(Datum) * 4);
 	memcpy(nulls, basenulls, 4);
@@ -285,6 +315,8 @@ train_with(const char *ext, Datum *base, char *basenulls, const char *model,
 	values[14] = Int32GetDatum(TUNE_PATIENCE);
 	values[15] = CStringGetTextDatum(metric);
 	nulls[13] = nulls[14] = nulls[15] = validation > 0 ? ' ' : 'n';
+	values[16] = CStringGetTextDatum(subspace(t) ? "subspace" : "cg");
+	values[17] = CStringGetTextDatum(subspace(t) ? "ncg" : "none");
 	wals_call_allow_write();
 	if (wals_sql(psprintf("SELECT 1 FROM %s.wals_train(source => $1, user_col => $2,"
 						  " item_col => $3, rating_col => $4, model => $5,"
@@ -292,8 +324,9 @@ train_with(const char *ext, Datum *base, char *basenulls, const char *model,
 						  " alpha => $9, unobserved_weight => $10,"
 						  " regularization_exponent => $11, init_std => $12,"
 						  " seed => $13, validation => $14, patience => $15,"
-						  " validation_metric => $16, replace => true)", ext),
-				 16, types, values, nulls, false, 0) != SPI_OK_SELECT)
+						  " validation_metric => $16, solver => $17, accelerate => $18,"
+						  " replace => true)", ext),
+				 18, types, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "wals: a training of wals_tune failed");
 	wals_call_new_snapshot();
 }
@@ -386,6 +419,126 @@ log_trials(const char *model, const TuneTrial *trials, int n, const char *metric
 	wals_unbecome(&save);
 }
 
+/* One tuning's search: what every trial needs, and the trials run so far. */
+typedef struct TuneRun
+{
+	const char *ext;
+	Datum	   *base;
+	char	   *basenulls;
+	const char *trial_model;
+	const char *shown;
+	const char *metric;
+	double		validation;
+	instr_time	start;
+	double		budget_s;
+	int			max_trials;
+	TuneTrial  *trials;
+	int			n;
+	int			best;
+} TuneRun;
+
+static bool
+budget_left(const TuneRun *run)
+{
+	return run->n < run->max_trials &&
+		(run->n == 0 || wals_seconds_since(run->start) < run->budget_s);
+}
+
+/* Train config for at most max_iterations into the next trial. */
+static void
+run_trial(TuneRun *run, TuneTrial *config, int max_iterations)
+{
+	TuneTrial  *t = &run->trials[run->n];
+	TuneTrial  *best = &run->trials[run->best];
+
+	CHECK_FOR_INTERRUPTS();
+	*t = *config;
+	t->max_iterations = max_iterations;
+	wals_progress_context(run->n == 0 ?
+						  psprintf("wals_tune: model %s, trial 1, %.0f s of %.0f s spent",
+								   run->shown, wals_seconds_since(run->start), run->budget_s) :
+						  psprintf("wals_tune: model %s, trial %d, %.0f s of %.0f s spent; best %s %.4f (trial %d)",
+								   run->shown, run->n + 1, wals_seconds_since(run->start),
+								   run->budget_s, run->metric, best->score, run->best + 1));
+	t->validation_s = wals_validation_seconds();
+	train_with(run->ext, run->base, run->basenulls, run->trial_model, t, run->validation,
+			   run->metric, max_iterations);
+	t->validation_s = wals_validation_seconds() - t->validation_s;
+	read_trial(run->trial_model, t);
+	config->score = t->score;
+	if (run->n == 0 || t->score > best->score)
+		run->best = run->n;
+	ereport(NOTICE,
+			(errmsg("wals_tune trial %d: %s %.4f after %d iterations, in %.1f s (%.1f s of it scoring the validation)",
+					run->n + 1, run->metric, t->score, t->best_iteration, t->seconds,
+					t->validation_s),
+			 errdetail("Parameters %s; the best so far is trial %d (%.4f).", trial_json(t),
+					   run->best + 1, run->trials[run->best].score)));
+	run->n++;
+}
+
+/* Narrowest first, then in the order sampled. */
+static int
+cheaper(const void *a, const void *b)
+{
+	const TuneTrial *x = a;
+	const TuneTrial *y = b;
+
+	if (x->v[DIM_FACTORS] != y->v[DIM_FACTORS])
+		return x->v[DIM_FACTORS] < y->v[DIM_FACTORS] ? -1 : 1;
+	return x->config - y->config;
+}
+
+/* Higher score first, then in the order sampled. */
+static int
+better(const void *a, const void *b)
+{
+	const TuneTrial *x = a;
+	const TuneTrial *y = b;
+
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	return x->config - y->config;
+}
+
+/*
+ * Brackets of successive halving until the budget or max_trials ends the
+ * search: each round trains its configurations, cheapest first, and the
+ * best third of them goes on to the next with three times the iterations.
+ */
+static void
+search(TuneRun *run, const TuneDim *dims, int seed)
+{
+	for (int bracket = 0; budget_left(run); bracket++)
+	{
+		TuneTrial	round[TUNE_BRACKET];
+		int			nround = TUNE_BRACKET;
+		int			iterations = TUNE_FIRST_ITERATIONS;
+
+		memset(round, 0, sizeof(round));
+		for (int j = 0; j < TUNE_BRACKET; j++)
+		{
+			round[j].config = bracket * TUNE_BRACKET + j;
+			sample_trial(dims, seed, round[j].config, &round[j]);
+		}
+		for (int r = 0; r < TUNE_ROUNDS; r++)
+		{
+			if (r == TUNE_ROUNDS - 1)
+				iterations = TUNE_MAX_ITERATIONS;
+			qsort(round, nround, sizeof(TuneTrial), cheaper);
+			for (int j = 0; j < nround; j++)
+			{
+				if (!budget_left(run))
+					return;
+				run_trial(run, &round[j], iterations);
+			}
+			qsort(round, nround, sizeof(TuneTrial), better);
+			nround = (nround + 2) / 3;
+			iterations *= 3;
+		}
+	}
+}
+
 /*
  * wals_tune(source regclass, user_col name, item_col name, rating_col name,
  *			 model text, metric text, validation real, budget interval,
@@ -410,11 +563,9 @@ tune_call(PG_FUNCTION_ARGS)
 	int			max_trials;
 	TuneDim		dims[NDIMS];
 	TuneTrial  *trials;
-	volatile int n = 0;
-	volatile int best = 0;
+	TuneRun		run = {0};
 	Datum		base[5];
 	char		basenulls[4] = "    ";
-	instr_time	start;
 	WalsModelName mn;
 
 	for (int a = 0; a < 3; a++)
@@ -498,38 +649,22 @@ tune_call(PG_FUNCTION_ARGS)
 
 	check_trial_name(&mn, psprintf("%s_trial", mn.name));
 
-	INSTR_TIME_SET_CURRENT(start);
+	run.ext = ext;
+	run.base = base;
+	run.basenulls = basenulls;
+	run.trial_model = trial_model;
+	run.shown = shown;
+	run.metric = metric;
+	run.validation = validation;
+	run.budget_s = budget_s;
+	run.max_trials = max_trials;
+	run.trials = trials;
+	INSTR_TIME_SET_CURRENT(run.start);
 	PG_TRY();
 	{
-		while (n < max_trials && (n == 0 || wals_seconds_since(start) < budget_s))
-		{
-			TuneTrial  *t = &trials[n];
-
-			CHECK_FOR_INTERRUPTS();
-			sample_trial(dims, seed, n, t);
-			wals_progress_context(n == 0 ?
-								  psprintf("wals_tune: model %s, trial 1, %.0f s of %.0f s spent",
-										   shown, wals_seconds_since(start), budget_s) :
-								  psprintf("wals_tune: model %s, trial %d, %.0f s of %.0f s spent; best %s %.4f (trial %d)",
-										   shown, n + 1, wals_seconds_since(start), budget_s,
-										   metric, trials[best].score, best + 1));
-			t->validation_s = wals_validation_seconds();
-			train_with(ext, base, basenulls, trial_model, t, validation, metric,
-					   TUNE_MAX_ITERATIONS);
-			t->validation_s = wals_validation_seconds() - t->validation_s;
-			read_trial(trial_model, t);
-			if (t->score > trials[best].score)
-				best = n;
-			ereport(NOTICE,
-					(errmsg("wals_tune trial %d: %s %.4f after %d iterations, in %.1f s (%.1f s of it scoring the validation)",
-							n + 1, metric, t->score, t->best_iteration, t->seconds,
-							t->validation_s),
-					 errdetail("Parameters %s; the best so far is trial %d (%.4f).", trial_json(t),
-							   best + 1, trials[best].score)));
-			n++;
-		}
+		search(&run, dims, seed);
 		wals_progress_context(psprintf("wals_tune: model %s, final training with trial %d's parameters",
-									   shown, best + 1));
+									   shown, run.best + 1));
 	}
 	PG_CATCH();
 	{
@@ -544,8 +679,8 @@ tune_call(PG_FUNCTION_ARGS)
 		elog(ERROR, "wals: could not drop the trial model");
 	PG_TRY();
 	{
-		train_with(ext, base, basenulls, model, &trials[best], 0, metric,
-				   Max(trials[best].best_iteration, 1));
+		train_with(ext, base, basenulls, model, &trials[run.best], 0, metric,
+				   Max(trials[run.best].best_iteration, 1));
 	}
 	PG_CATCH();
 	{
@@ -554,10 +689,10 @@ tune_call(PG_FUNCTION_ARGS)
 	}
 	PG_END_TRY();
 	wals_progress_context(NULL);
-	log_trials(model, trials, n, metric);
+	log_trials(model, trials, run.n, metric);
 	SPI_finish();
 
-	for (int t = 0; t < n; t++)
+	for (int t = 0; t < run.n; t++)
 	{
 		Datum		values[5];
 		bool		nulls[5] = {false, false, false, false, false};

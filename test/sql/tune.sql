@@ -96,6 +96,44 @@ FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_m', seed => 
                budget => '1 millisecond', space => '{"factors": [8]}') b
 JOIN tun_a a USING (trial);
 
+-- Successive halving: nine configurations for 3 iterations, narrowest
+-- first; the best three (by score, then as sampled) for 9; the best of
+-- those for up to 50.
+CREATE TABLE tun_h AS
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_h', max_trials => 13,
+                        space => '{"factors": [4, 8]}');
+SELECT trial, parameters->'max_iterations' AS max_iterations,
+       iterations <= (parameters->>'max_iterations')::int AS within,
+       parameters->>'solver' AS solver, parameters->>'accelerate' AS accelerate
+FROM tun_h ORDER BY trial;
+WITH r AS (
+  SELECT trial, (parameters->>'configuration')::int AS config,
+         (parameters->>'max_iterations')::int AS cap, (parameters->>'factors')::int AS f, score,
+         lag((parameters->>'factors')::int) OVER (PARTITION BY parameters->>'max_iterations'
+                                                  ORDER BY trial) AS prev_f
+  FROM tun_h)
+SELECT (SELECT array_agg(config ORDER BY config) FROM r WHERE cap = 3) AS first_round,
+       bool_and(f >= prev_f) FILTER (WHERE prev_f IS NOT NULL) AS narrowest_first,
+       (SELECT array_agg(config ORDER BY config) FROM r WHERE cap = 9) =
+       (SELECT array_agg(config ORDER BY config)
+        FROM (SELECT config FROM r WHERE cap = 3 ORDER BY score DESC, config LIMIT 3) b)
+         AS best_three_go_on,
+       (SELECT config FROM r WHERE cap = 50) =
+       (SELECT config FROM r WHERE cap = 9 ORDER BY score DESC, config LIMIT 1) AS best_goes_on,
+       (SELECT parameters - 'max_iterations' FROM tun_h WHERE trial = 13) =
+       (SELECT parameters - 'max_iterations' FROM tun_h
+        WHERE (parameters->>'max_iterations')::int = 3
+          AND parameters->'configuration' = (SELECT parameters->'configuration' FROM tun_h
+                                             WHERE trial = 13)) AS same_parameters
+FROM r;
+-- from 512 factors on, the subspace solver with ALS-NCG trains a trial
+SELECT parameters->>'solver' AS solver, parameters->>'accelerate' AS accelerate
+FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_h', max_trials => 1,
+               space => '{"factors": [512]}');
+SELECT solver, accelerate, factors FROM wals_models WHERE model = 'tun_h';
+SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_h')) d;
+DROP TABLE tun_h;
+
 -- a range and a choice of the frequency-scaled exponent
 SELECT bool_and((parameters->>'regularization')::float8 BETWEEN 0.001 AND 0.01) AS in_range,
        bool_and(parameters->'regularization_exponent' = '1') AS scaled
