@@ -193,7 +193,7 @@ typedef struct HoldoutScratch
 } HoldoutScratch;
 
 static size_t
-layout(const WalsScoreIndex *ix, int k, int with_auc, unsigned char *p, HoldoutScratch *hs)
+layout(int64_t nitems, int f, int k, int with_auc, unsigned char *p, HoldoutScratch *hs)
 {
 	size_t		b = HOLDOUT_BLOCK;
 	size_t		sizes[7];
@@ -205,13 +205,13 @@ layout(const WalsScoreIndex *ix, int k, int with_auc, unsigned char *p, HoldoutS
 	if (hs == NULL)
 		hs = &none;
 	memset(hs, 0, sizeof(*hs));
-	sizes[n] = b * ix->f * sizeof(float);
+	sizes[n] = b * f * sizeof(float);
 	at[n++] = (void **) &hs->xs;
 	if (with_auc)
 	{
-		sizes[n] = b * ix->n * sizeof(float);
+		sizes[n] = b * nitems * sizeof(float);
 		at[n++] = (void **) &hs->scores;
-		sizes[n] = wals_metrics_scratch_size(ix->n, k);
+		sizes[n] = wals_metrics_scratch_size(nitems, k);
 		at[n++] = &hs->mscratch;
 	}
 	else
@@ -224,7 +224,7 @@ layout(const WalsScoreIndex *ix, int k, int with_auc, unsigned char *p, HoldoutS
 		at[n++] = (void **) &hs->top;
 		sizes[n] = b * sizeof(int);
 		at[n++] = (void **) &hs->count;
-		sizes[n] = wals_score_batch_scratch_size(ix, k);
+		sizes[n] = wals_score_batch_scratch_bound(nitems, f, k);
 		at[n++] = &hs->bscratch;
 	}
 	for (int j = 0; j < n; j++)
@@ -237,9 +237,9 @@ layout(const WalsScoreIndex *ix, int k, int with_auc, unsigned char *p, HoldoutS
 }
 
 size_t
-wals_holdout_scratch(const WalsScoreIndex *ix, int k, int with_auc)
+wals_holdout_scratch(int64_t nitems, int f, int k, int with_auc)
 {
-	return layout(ix, k, with_auc, NULL, NULL);
+	return layout(nitems, f, k, with_auc, NULL, NULL);
 }
 
 static unsigned char *
@@ -319,7 +319,7 @@ wals_holdout_score(const WalsScoreIndex *ix, const float *X, const WalsCsr *trai
 
 	if (k < 1 || ix->n > INT32_MAX)
 		return WALS_EINVAL;
-	layout(ix, k, with_auc, aligned(scratch), &hs);
+	layout(ix->n, ix->f, k, with_auc, aligned(scratch), &hs);
 	for (int64_t lo = 0; lo < n; lo += HOLDOUT_BLOCK)
 	{
 		int			b = n - lo < HOLDOUT_BLOCK ? (int) (n - lo) : HOLDOUT_BLOCK;

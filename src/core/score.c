@@ -1038,6 +1038,17 @@ wals_score_bounds(const WalsScoreIndex *ix, const float *x, float *lower,
 	return 1;
 }
 
+size_t
+wals_score_batch_scratch_bound(int64_t n, int f, int k)
+{
+	WalsScoreIndex shape = {0};
+
+	shape.n = n;
+	shape.f = f;
+	shape.groups = (f + 3) / 4;
+	return wals_score_batch_scratch_size(&shape, k);
+}
+
 /* Either batch may run: wals_kernels_use may change the path in between. */
 size_t
 wals_score_batch_scratch_size(const WalsScoreIndex *ix, int k)

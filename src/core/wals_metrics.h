@@ -195,8 +195,11 @@ extern double wals_metric_value(const WalsMetrics *m, WalsMetricKind kind);
 /* The users it evaluates: at most max_users (0: all) of those with held cells, evenly spread. */
 extern int64_t wals_holdout_pick(const WalsCsr *held_cells, int64_t max_users, int64_t *users);
 
-/* Bytes of scratch of wals_holdout_score and wals_holdout_metrics, any alignment. */
-extern size_t wals_holdout_scratch(const WalsScoreIndex *ix, int k, int with_auc);
+/*
+ * Bytes of scratch of wals_holdout_score and wals_holdout_metrics over
+ * nitems items of f factors, any alignment.
+ */
+extern size_t wals_holdout_scratch(int64_t nitems, int f, int k, int with_auc);
 
 /*
  * users[0..n) (rows of X and train) into parts[0..n), an accumulator of one

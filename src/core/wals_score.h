@@ -75,6 +75,8 @@ extern int	wals_score_topk(const WalsScoreIndex *ix, const float *x,
 
 /* Bytes of scratch one wals_score_topk_batch call with this k needs. */
 extern size_t wals_score_batch_scratch_size(const WalsScoreIndex *ix, int k);
+/* The same for any index of n items of f factors, before one is built. */
+extern size_t wals_score_batch_scratch_bound(int64_t n, int f, int k);
 
 /*
  * wals_score_topk for users [lo, hi) of X (rows of f floats), with user u's

@@ -354,7 +354,8 @@ check_sharded(const WalsTrainArgs *args, List *shards)
  * Train here, from the ratings read into this server's memory.
  */
 static void
-train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResult *result)
+train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResult *result,
+		   WalsTrialOutcome *trial)
 {
 	WalsRatings raw;
 	WalsWorkspace *ws;
@@ -382,7 +383,15 @@ train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResul
 	train(device, &problem, result);
 	result->train_s = wals_seconds_since(phase);
 
-	wals_store_model(args, data, ws->X, ws->Y, result);
+	if (trial == NULL)
+		wals_store_model(args, data, ws->X, ws->Y, result);
+	else
+	{
+		trial->trained = true;
+		trial->validation_score = result->validation_score;
+		trial->best_iteration = result->best_iteration;
+		trial->train_s = result->train_s;
+	}
 	wals_workspace_release(ws);
 }
 
@@ -425,6 +434,22 @@ train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *dat
  * wals_train, whose arguments sql/ declares and args.c parses, and of
  * wals_retrain, which fills them from the catalog.
  */
+/*
+ * A trial of wals_tune's: the training is checked, read and run as any
+ * other, and its outcome handed back instead of stored, since the trial's
+ * model would be dropped unread (storing it took most of a trial's time at
+ * large f).  Taken by the first call after it is set, so no other
+ * training of the backend is ever a trial; tune.c clears it if that call
+ * fails before taking it.
+ */
+static WalsTrialOutcome *next_trial = NULL;
+
+void
+wals_train_as_trial(WalsTrialOutcome *outcome)
+{
+	next_trial = outcome;
+}
+
 Datum
 wals_train_call(PG_FUNCTION_ARGS)
 {
@@ -435,8 +460,11 @@ wals_train_call(PG_FUNCTION_ARGS)
 	MemoryContext oldcxt;
 	instr_time	start;
 	List	   *shards;
+	WalsTrialOutcome *trial;
 
 	INSTR_TIME_SET_CURRENT(start);
+	trial = next_trial;
+	next_trial = NULL;
 	wals_train_args_parse(fcinfo, &args);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
@@ -476,7 +504,7 @@ wals_train_call(PG_FUNCTION_ARGS)
 	if (shards != NIL)
 		train_sharded(&args, shards, start, &data, &result);
 	else
-		train_here(&args, start, &data, &result);
+		train_here(&args, start, &data, &result, trial);
 
 	SPI_finish();
 	MemoryContextSwitchTo(oldcxt);

@@ -20,10 +20,12 @@
  * max_trials), so the same seed and number of trials give the same
  * results.  The solver follows the width: CG below TUNE_SUBSPACE_FACTORS,
  * the subspace solver with ALS-NCG from there on, the fastest of them at
- * each width in make bench-accel.  Each trial trains a model named after the tuned one with
- * "_trial" appended, through wals_train itself (SPI, every value a bound
- * parameter), so a trial checks and costs exactly what that training
- * would; the trial model is dropped at the end and the model trained with
+ * each width in make bench-accel.  Each trial trains under the tuned
+ * model's name with "_trial" appended, through wals_train itself (SPI,
+ * every value a bound parameter), so a trial checks, reads and trains
+ * exactly as that training would; but it stores no model, handing its
+ * outcome back instead (train.c), since storing factors that nobody reads
+ * took most of a trial's time at large f.  Then the model is trained with
  * the best parameters for as many iterations as the best trial found best.
  * Everything happens in the caller's transaction: a cancel or an error
  * leaves the previous model, and the log of earlier tunings, as they were.
@@ -331,39 +333,38 @@ train_with(const char *ext, Datum *base, char *basenulls, const char *model,
 	wals_call_new_snapshot();
 }
 
-/* The validation score and best iteration of model, from its catalog row. */
+/*
+ * Train config's trial as model: a training through wals_train, whose
+ * outcome comes back instead of a stored model.  Nothing is left to mark
+ * the next training a trial, whether this one failed or not.
+ */
 static void
-read_trial(const char *model, TuneTrial *t)
+train_trial(const char *ext, Datum *base, char *basenulls, const char *model, TuneTrial *t,
+			double validation, const char *metric, int iterations)
 {
-	WalsModelInfo info;
-	Oid			types[2] = {NAMEOID, TEXTOID};
-	Datum		values[2];
-	bool		isnull;
+	WalsTrialOutcome outcome = {0};
 
-	wals_model_resolve(cstring_to_text(model), &info);
-	values[0] = DirectFunctionCall1(namein, CStringGetDatum(info.schema));
-	values[1] = CStringGetTextDatum(info.name);
-	if (wals_sql(psprintf("SELECT validation_score, best_iteration, train_s FROM %s"
-									   " WHERE schema OPERATOR(pg_catalog.=) $1"
-									   " AND model OPERATOR(pg_catalog.=) $2",
-									   wals_catalog_table("wals_models")),
-				 2, types, values, NULL, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "wals: could not read the trial model \"%s\"", model);
-	t->score = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-											&isnull));
-	if (isnull)
-		t->score = 0;
-	t->best_iteration = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-													SPI_tuptable->tupdesc, 2, &isnull));
-	t->seconds = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
-											  &isnull));
+	wals_train_as_trial(&outcome);
+	PG_TRY();
+	{
+		train_with(ext, base, basenulls, model, t, validation, metric, iterations);
+	}
+	PG_FINALLY();
+	{
+		wals_train_as_trial(NULL);
+	}
+	PG_END_TRY();
+	if (!outcome.trained)
+		elog(ERROR, "wals: the trial of wals_tune did not train");
+	t->score = isnan(outcome.validation_score) ? 0 : outcome.validation_score;
+	t->best_iteration = outcome.best_iteration;
+	t->seconds = outcome.train_s;
 }
 
 /*
- * Refuse to tune when a model already has the trial model's name: the
- * trials would replace it, and the end of the tuning drop it.  The schema
- * is the one wals_train would put the trials in.
+ * Refuse to tune when a model already has the trials' name: each trial
+ * would take that model's lock and replace it in name.  The schema is the
+ * one wals_train would put the trials in.
  */
 static void
 check_trial_name(const WalsModelName *mn, const char *trial_name)
@@ -380,8 +381,7 @@ check_trial_name(const WalsModelName *mn, const char *trial_name)
 	ereport(ERROR,
 			(errcode(ERRCODE_DUPLICATE_OBJECT),
 			 errmsg("model \"%s\" already exists", info.display),
-			 errdetail("wals_tune trains its trials as model \"%s\" and drops it at the end.",
-					   info.display),
+			 errdetail("wals_tune trains its trials under the name \"%s\".", info.display),
 			 errhint("Drop or rename that model, or tune into another model name.")));
 }
 
@@ -461,10 +461,9 @@ run_trial(TuneRun *run, TuneTrial *config, int max_iterations)
 								   run->shown, run->n + 1, wals_seconds_since(run->start),
 								   run->budget_s, run->metric, best->score, run->best + 1));
 	t->validation_s = wals_validation_seconds();
-	train_with(run->ext, run->base, run->basenulls, run->trial_model, t, run->validation,
-			   run->metric, max_iterations);
+	train_trial(run->ext, run->base, run->basenulls, run->trial_model, t, run->validation,
+				run->metric, max_iterations);
 	t->validation_s = wals_validation_seconds() - t->validation_s;
-	read_trial(run->trial_model, t);
 	config->score = t->score;
 	if (run->n == 0 || t->score > best->score)
 		run->best = run->n;
@@ -672,11 +671,6 @@ tune_call(PG_FUNCTION_ARGS)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	wals_call_allow_write();
-	if (wals_sql(psprintf("SELECT %s.wals_drop_model($1)", ext), 1,
-				 (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(trial_model)},
-				 NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "wals: could not drop the trial model");
 	PG_TRY();
 	{
 		train_with(ext, base, basenulls, model, &trials[run.best], 0, metric,

@@ -73,8 +73,8 @@ wals_validation_bytes(const WalsTrainArgs *args, const WalsRatings *raw)
 		return 0;
 	held = args->validation > 0 ? (double) raw->n * args->validation : (double) raw->nheld_pairs;
 	index = (double) wals_score_index_size(raw->nitems, f);
-	scratch = (double) WALS_HOLDOUT_BLOCK * (f + 2 * k + raw->nitems) * sizeof(float) +
-		(double) wals_metrics_scratch_size(raw->nitems, k) + index / 4;
+	scratch = (double) wals_holdout_scratch(raw->nitems, f, k,
+											args->validation_kind == WALS_METRIC_AUC);
 	return 4.0 * (double) (raw->nusers + raw->nitems) * f * sizeof(float) +
 		held * 2 * (sizeof(int32) + sizeof(float)) +
 		(double) (raw->nusers + 1) * sizeof(int64) * 2 + 2 * index +
@@ -263,6 +263,10 @@ wals_validation_begin(const WalsTrainArgs *args, const WalsData *data, const Wal
 	v->Y = MemoryContextAllocHuge(CurrentMemoryContext, Max(ys, 1));
 	v->index = MemoryContextAllocHuge(CurrentMemoryContext,
 									  wals_score_index_size(data->nitems, args->params.factors));
+	v->scratch = MemoryContextAllocHuge(CurrentMemoryContext,
+										wals_holdout_scratch(data->nitems, args->params.factors,
+															 args->validation_k,
+															 args->validation_kind == WALS_METRIC_AUC));
 }
 
 bool
@@ -284,10 +288,6 @@ score_copy(const WalsTrainArgs *args, const WalsData *data, const WalsEngine *en
 		return false;
 	CHECK_FOR_INTERRUPTS();
 	st = wals_score_index_build(&ix, v->Y, data->nitems, args->params.factors, v->index);
-	if (st == WALS_OK && v->scratch == NULL)
-		v->scratch = MemoryContextAllocHuge(CurrentMemoryContext,
-											wals_holdout_scratch(&ix, args->validation_k,
-																 with_auc));
 	if (st == WALS_OK)
 		st = wals_holdout_metrics(&ix, v->X, &data->by_user, &data->held, args->validation_k,
 								  with_auc, WALS_VALIDATION_USERS, v->scratch, m);

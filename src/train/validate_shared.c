@@ -180,8 +180,8 @@ wals_validation_area_chunk(WalsValidationView *view, int64 chunk)
 	ix.blocks = (const unsigned char *) base + area->index_blocks;
 	if (view->scratch == NULL)
 		view->scratch = MemoryContextAllocHuge(view->cxt,
-											   wals_holdout_scratch(&ix, area->k,
-																	area->with_auc));
+											   wals_holdout_scratch(area->nitems, area->factors,
+																	area->k, area->with_auc));
 	st = wals_holdout_score(&ix, view->ws->X, &view->ws->by_user, &view->held,
 							view->users + lo, n, area->k, area->with_auc, view->scratch,
 							view->parts + lo);

@@ -131,6 +131,22 @@ typedef struct WalsTrainResult
 	int64		version;
 } WalsTrainResult;
 
+/*
+ * What a trial of wals_tune keeps of its training, which stores no model:
+ * train.c fills it for the next wals_train call after
+ * wals_train_as_trial, the one tune.c makes.
+ */
+typedef struct WalsTrialOutcome
+{
+	bool		trained;
+	double		validation_score;
+	int			best_iteration;
+	double		train_s;
+} WalsTrialOutcome;
+
+/* train.c: the next wals_train of this backend is a trial (NULL: none is) */
+extern void wals_train_as_trial(WalsTrialOutcome *outcome);
+
 /* args.c */
 extern void wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args);
 extern const char *wals_accelerate_name(WalsAccelerate accelerate);

@@ -40,7 +40,7 @@ echo "chosen: $(sql "SELECT parameters FROM wals_tuning_log WHERE model = 'tuned
 sed -n 's/.*wals_tune trial [0-9]*: .* in \([0-9.]*\) s (\([0-9.]*\) s of it.*/\1 \2/p' "$notices" |
 	awk '{ n++; total += $1; valid += $2 }
 		END { printf "trials: %d in the budget, %.1f s training them, %.1f s of it (%.0f%%) scoring their validation\n",
-					 n, total, valid, total > 0 ? 100 * valid / total : 0 }'
+					 n, total, valid, (total > 0 ? 100 * valid / total : 0) }'
 rm -f "$notices"
 echo "on the test split (wals_evaluate, k = $k):"
 $PSQL -At -F ' ' <<SQL

@@ -224,7 +224,8 @@ test_metrics_of_holdout(void)
 	split(&tp.R, row_ids, col_ids, 0.3, 5, &keep, &out);
 	buffer = test_alloc(wals_score_index_size(tp.n, f), 1);
 	wals_score_index_build(&ix, tp.Y, tp.n, f, buffer);
-	scratch = test_alloc(wals_holdout_scratch(&ix, 10, 1) + wals_holdout_scratch(&ix, 10, 0), 1);
+	scratch = test_alloc(wals_holdout_scratch(tp.n, f, 10, 1) +
+						 wals_holdout_scratch(tp.n, f, 10, 0), 1);
 	scores = test_alloc(tp.n, sizeof(float));
 	mscratch = test_alloc(wals_metrics_scratch_size(tp.n, 10), 1);
 	users = test_alloc(tp.m, sizeof(int64_t));
