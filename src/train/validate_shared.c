@@ -5,9 +5,10 @@
  *	  together, each taking chunks of the users as they take rows in a
  *	  sweep.
  *
- * The area holds offsets only, never pointers, so that the leader can
- * build it in its own memory and copy it into the parallel context's
- * segment, and each process maps it at its own address.  It carries a
+ * The area places its sections by offsets, so that the leader can build
+ * it in its own memory and copy it into the parallel context's segment,
+ * and each process maps it at its own address; the one pointer it holds,
+ * in the index's header, each process replaces with its own.  It carries a
  * copy of the held-out cells (the leader's, private), the users scored
  * (wals_holdout_pick's), one accumulator per user and the int8 index of
  * the item factors, which the leader rebuilds before each validation.  A
@@ -23,7 +24,7 @@
 #include "wals_train.h"
 
 /* Users scored a chunk: a block of the core's scoring, a few milliseconds. */
-#define WALS_VALIDATION_CHUNK	64
+#define WALS_VALIDATION_CHUNK	WALS_HOLDOUT_BLOCK
 
 /* Sections start on cache lines of the area's offsets. */
 #define AREA_ALIGN				64
