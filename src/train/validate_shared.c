@@ -7,8 +7,8 @@
  *
  * The area places its sections by offsets, so that the leader can build
  * it in its own memory and copy it into the parallel context's segment,
- * and each process maps it at its own address; the one pointer it holds,
- * in the index's header, each process replaces with its own.  It carries a
+ * and each process maps it at its own address; the pointers of the
+ * index's header each process replaces with its own.  It carries a
  * copy of the held-out cells (the leader's, private), the users scored
  * (wals_holdout_pick's), one accumulator per user and the int8 index of
  * the item factors, which the leader rebuilds before each validation.  A
