@@ -9,7 +9,6 @@
  * training cell, the first, so that no user becomes unknown to the model
  * for the sake of its validation.
  */
-#include <stdint.h>
 #include <string.h>
 
 #include <cblas.h>
@@ -172,13 +171,6 @@ wals_holdout_pick(const WalsCsr *held_cells, int64_t max_users, int64_t *users)
 	return n;
 }
 
-/* Bytes rounded up to whole cache lines, so that every section is aligned. */
-static size_t
-line(size_t bytes)
-{
-	return (bytes + 63) / 64 * 64;
-}
-
 /* The sections of wals_holdout_score's scratch, or only their sizes. */
 typedef struct HoldoutScratch
 {
@@ -231,21 +223,15 @@ layout(int64_t nitems, int f, int k, int with_auc, unsigned char *p, HoldoutScra
 	{
 		if (p != NULL)
 			*at[j] = p + off;
-		off += line(sizes[j]);
+		off += wals_align_size(sizes[j]);
 	}
-	return off + 64;
+	return off + WALS_ALIGN;
 }
 
 size_t
 wals_holdout_scratch(int64_t nitems, int f, int k, int with_auc)
 {
 	return layout(nitems, f, k, with_auc, NULL, NULL);
-}
-
-static unsigned char *
-aligned(void *p)
-{
-	return (unsigned char *) (((uintptr_t) p + 63) & ~(uintptr_t) 63);
 }
 
 /*
@@ -319,7 +305,7 @@ wals_holdout_score(const WalsScoreIndex *ix, const float *X, const WalsCsr *trai
 
 	if (k < 1 || ix->n > INT32_MAX)
 		return WALS_EINVAL;
-	layout(ix->n, ix->f, k, with_auc, aligned(scratch), &hs);
+	layout(ix->n, ix->f, k, with_auc, wals_align_ptr(scratch), &hs);
 	for (int64_t lo = 0; lo < n; lo += HOLDOUT_BLOCK)
 	{
 		int			b = n - lo < HOLDOUT_BLOCK ? (int) (n - lo) : HOLDOUT_BLOCK;

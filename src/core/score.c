@@ -168,19 +168,6 @@
 #define SLACK_DOUBLE 0x1p-30
 #define SLACK_FLOAT 0x1p-20
 
-static size_t
-align_size(size_t bytes)
-{
-	return (bytes + WALS_ALIGN - 1) & ~(size_t) (WALS_ALIGN - 1);
-}
-
-static unsigned char *
-align_ptr(void *p)
-{
-	return (unsigned char *) (((uintptr_t) p + WALS_ALIGN - 1) &
-							  ~(uintptr_t) (WALS_ALIGN - 1));
-}
-
 /* The least float not below v. */
 static float
 float_up(double v)
@@ -285,7 +272,7 @@ wals_score_index_build(WalsScoreIndex *ix, const float *Y, int64_t n, int f,
 
 	if (n < 0 || f < 1 || f > SCORE_MAX_F)
 		return WALS_EINVAL;
-	blocks = align_ptr(buffer);
+	blocks = wals_align_ptr(buffer);
 	for (b = 0; b < block_count(n); b++)
 	{
 		unsigned char *blk = blocks + (size_t) b * bb;
@@ -426,10 +413,10 @@ query_scratch_layout(const WalsScoreIndex *ix, int k, unsigned char *p,
 					 QueryScratch *qs)
 {
 	int64_t		kk = k < 1 ? 1 : k < ix->n ? k : ix->n;
-	size_t		sq = align_size(4 * (size_t) ix->groups);
-	size_t		sp = align_size(32 * (size_t) ix->groups);
-	size_t		sk = align_size(4 * (size_t) kk);
-	size_t		sn = align_size(4 * (size_t) ix->n);
+	size_t		sq = wals_align_size(4 * (size_t) ix->groups);
+	size_t		sp = wals_align_size(32 * (size_t) ix->groups);
+	size_t		sk = wals_align_size(4 * (size_t) kk);
+	size_t		sn = wals_align_size(4 * (size_t) ix->n);
 
 	if (qs)
 	{
@@ -712,9 +699,9 @@ product_scratch_layout(const WalsScoreIndex *ix, int k, unsigned char *p,
 {
 	int64_t		items = ix->n < PRODUCT_ITEMS ? ix->n : PRODUCT_ITEMS;
 	size_t		keep = (size_t) product_keep(ix, k);
-	size_t		sp = align_size(sizeof(float) * PRODUCT_USERS * (size_t) items);
-	size_t		su = align_size(sizeof(ProductUser) * PRODUCT_USERS);
-	size_t		sh = align_size(4 * PRODUCT_USERS * keep);
+	size_t		sp = wals_align_size(sizeof(float) * PRODUCT_USERS * (size_t) items);
+	size_t		su = wals_align_size(sizeof(ProductUser) * PRODUCT_USERS);
+	size_t		sh = wals_align_size(4 * PRODUCT_USERS * keep);
 
 	if (ps)
 	{
@@ -1017,7 +1004,7 @@ wals_score_topk(const WalsScoreIndex *ix, const float *x,
 
 	if (k < 1)
 		return 0;
-	query_scratch_layout(ix, k, align_ptr(scratch), &qs);
+	query_scratch_layout(ix, k, wals_align_ptr(scratch), &qs);
 	if (!query_begin(ix, x, filter, k, &qs, &q, &c, &st))
 		return exact_topk(ix, x, filter, k, idx, score);
 	score_path()->scan(ix, &q, &c, &st, 1);
@@ -1031,7 +1018,7 @@ wals_score_bounds(const WalsScoreIndex *ix, const float *x, float *lower,
 	QueryScratch qs;
 	Query		q;
 
-	query_scratch_layout(ix, 1, align_ptr(scratch), &qs);
+	query_scratch_layout(ix, 1, wals_align_ptr(scratch), &qs);
 	if (!prepare_query(ix, x, &qs, &q))
 		return 0;
 	score_path()->bounds(ix, &q, lower, upper);
@@ -1074,5 +1061,5 @@ wals_score_topk_batch(const WalsScoreIndex *ix, const float *X,
 		return;
 	}
 	score_path()->batch(ix, X, lo, hi, filters, k, idx, score, count,
-						align_ptr(scratch));
+						wals_align_ptr(scratch));
 }

@@ -45,9 +45,7 @@ all_finite(const float *x, int n)
 static float *
 align_floats(float *p)
 {
-	uintptr_t	a = ((uintptr_t) p + WALS_ALIGN - 1) & ~(uintptr_t) (WALS_ALIGN - 1);
-
-	return (float *) a;
+	return (float *) wals_align_ptr(p);
 }
 
 /*

@@ -92,9 +92,7 @@ whole(size_t n)
 static float *
 align_floats(float *p)
 {
-	uintptr_t	a = ((uintptr_t) p + WALS_ALIGN - 1) & ~(uintptr_t) (WALS_ALIGN - 1);
-
-	return (float *) a;
+	return (float *) wals_align_ptr(p);
 }
 
 /* A block size of f or more is one block. */

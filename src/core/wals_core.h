@@ -304,7 +304,6 @@ extern void wals_holdout_join(const WalsCsr *keep, const WalsCsr *held_cells, Wa
 /* The users with held-out cells, at most max_users (0: no limit). */
 extern int64_t wals_holdout_users(const WalsCsr *held_cells, int64_t max_users);
 
-
 /* ---------- factors (init.c) ---------- */
 
 /*

@@ -101,6 +101,20 @@ extern WalsStatus wals_solve_rows_subspace(const WalsParams *params,
 /* Scratch buffers start on a cache line, so that whole vectors never split. */
 #define WALS_ALIGN 64
 
+/* bytes rounded up to a whole number of WALS_ALIGN */
+static inline size_t
+wals_align_size(size_t bytes)
+{
+	return (bytes + WALS_ALIGN - 1) & ~(size_t) (WALS_ALIGN - 1);
+}
+
+/* p rounded up to WALS_ALIGN; the buffer must leave room for it */
+static inline unsigned char *
+wals_align_ptr(void *p)
+{
+	return (unsigned char *) (((uintptr_t) p + WALS_ALIGN - 1) & ~(uintptr_t) (WALS_ALIGN - 1));
+}
+
 static inline int
 wals_pad(int f)
 {
