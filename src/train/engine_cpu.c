@@ -493,6 +493,7 @@ cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	int64	   *item_chunks = palloc(sizeof(int64) * (wals_max_chunks(ws->shape.nitems, f) + 1));
 	WalsShared *local;
 	Size		bytes;
+	Size		validation_bytes;
 	int64		user_nchunks;
 	int64		item_nchunks;
 
@@ -501,8 +502,8 @@ cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	e->problem = problem;
 	user_nchunks = wals_cut_chunks(&ws->by_user, f, user_chunks);
 	item_nchunks = wals_cut_chunks(&ws->by_item, f, item_chunks);
-	bytes = shared_bytes(user_nchunks, item_nchunks,
-						 wals_validation_area_bytes(args, problem->data));
+	validation_bytes = wals_validation_area_bytes(args, problem->data);
+	bytes = shared_bytes(user_nchunks, item_nchunks, validation_bytes);
 
 	local = palloc0(bytes);
 	local->params = args->params;
@@ -510,7 +511,7 @@ cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	local->scratch_floats = wals_solve_scratch(&args->params, ws->shape.cells);
 	local->user_nchunks = user_nchunks;
 	local->item_nchunks = item_nchunks;
-	local->validation_bytes = wals_validation_area_bytes(args, problem->data);
+	local->validation_bytes = validation_bytes;
 	e->shared = local;
 	map_chunks(e);
 	if (local->validation_bytes > 0)
