@@ -30,8 +30,7 @@ say() { echo "evaluate.sh: $*" >&2; }
 
 bench_prepare gen_ratings.py
 
-DATA=implicit-u29858-i40981-n1030000-s$SEED
-gen "$DATA" --users 29858 --items 40981 --nnz 1030000 --test-fraction 0.2
+gen_gowalla
 
 say "evaluating in a throw-away PostgreSQL 15 cluster"
 if ! $PG_VIRTUALENV -t -o shared_buffers=512MB \

@@ -67,6 +67,19 @@ gen_20m() {
 	gen "$DATA" $DATA_ARGS
 }
 
+# gen_gowalla: the set at the shape of the public implicit benchmark the
+# issues cite (about 30,000 users, 41,000 items, 1M interactions, a fifth of
+# each user's held out), generated once into the cache; sets DATA.
+gen_gowalla() {
+	DATA=implicit-u29858-i40981-n1030000-s$SEED
+	gen "$DATA" --users 29858 --items 40981 --nnz 1030000 --test-fraction 0.2
+}
+
+# abspath FILE: FILE's path from the root, for a script that changes folder.
+abspath() {
+	echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+}
+
 # gen NAME ARGS...: CACHE/NAME.csv (and NAME.test.csv with --test-fraction),
 # generated once; written under a temporary name and renamed when complete,
 # so that an interrupted run never leaves a truncated file to be reused.

@@ -42,15 +42,12 @@ if [ -n "${RATINGS:-}" ]; then
 		say "RATINGS needs TEST, the test split of the same data"
 		exit 1
 	fi
-	train=$(cd "$(dirname "$RATINGS")" && pwd)/$(basename "$RATINGS")
-	test=$(cd "$(dirname "$TEST")" && pwd)/$(basename "$TEST")
+	train=$(abspath "$RATINGS")
+	test=$(abspath "$TEST")
 else
 	case ${TUNE_SET:-20m} in
 	20m) gen_20m ;;
-	gowalla)
-		DATA=implicit-u29858-i40981-n1030000-s$SEED
-		gen "$DATA" --users 29858 --items 40981 --nnz 1030000 --test-fraction 0.2
-		;;
+	gowalla) gen_gowalla ;;
 	*) say "unknown TUNE_SET $TUNE_SET (20m or gowalla)"; exit 1 ;;
 	esac
 	train=$CACHE/$DATA.csv

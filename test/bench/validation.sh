@@ -35,10 +35,9 @@ say() { echo "validation.sh: $*" >&2; }
 bench_prepare gen_ratings.py
 
 if [ -n "${RATINGS:-}" ]; then
-	data=$(cd "$(dirname "$RATINGS")" && pwd)/$(basename "$RATINGS")
+	data=$(abspath "$RATINGS")
 else
-	DATA=implicit-u29858-i40981-n1030000-s$SEED
-	gen "$DATA" --users 29858 --items 40981 --nnz 1030000 --test-fraction 0.2
+	gen_gowalla
 	data=$CACHE/$DATA.csv
 fi
 
