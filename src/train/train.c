@@ -391,6 +391,7 @@ train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResul
 		trial->validation_score = result->validation_score;
 		trial->best_iteration = result->best_iteration;
 		trial->train_s = result->train_s;
+		trial->validation_s = result->validation_s;
 	}
 	wals_workspace_release(ws);
 }

@@ -359,6 +359,7 @@ train_trial(const char *ext, Datum *base, char *basenulls, const char *model, Tu
 	t->score = isnan(outcome.validation_score) ? 0 : outcome.validation_score;
 	t->best_iteration = outcome.best_iteration;
 	t->seconds = outcome.train_s;
+	t->validation_s = outcome.validation_s;
 }
 
 /*
@@ -460,10 +461,8 @@ run_trial(TuneRun *run, TuneTrial *config, int max_iterations)
 						  psprintf("wals_tune: model %s, trial %d, %.0f s of %.0f s spent; best %s %.4f (trial %d)",
 								   run->shown, run->n + 1, wals_seconds_since(run->start),
 								   run->budget_s, run->metric, best->score, run->best + 1));
-	t->validation_s = wals_validation_seconds();
 	train_trial(run->ext, run->base, run->basenulls, run->trial_model, t, run->validation,
 				run->metric, max_iterations);
-	t->validation_s = wals_validation_seconds() - t->validation_s;
 	config->score = t->score;
 	if (run->n == 0 || t->score > best->score)
 		run->best = run->n;

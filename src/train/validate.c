@@ -45,15 +45,6 @@
 /* A rise of the metric, relative to its value, that skips the next iteration. */
 #define WALS_VALIDATION_STEEP 0.05
 
-/* Seconds this backend has spent scoring validations, for wals_tune. */
-static double validation_seconds = 0;
-
-double
-wals_validation_seconds(void)
-{
-	return validation_seconds;
-}
-
 /*
  * The best iterate's factors and, at most, a copy of the current ones
  * (without engine->validate); the held-out cells and their copy in the
@@ -307,7 +298,7 @@ wals_validation_step(const WalsTrainArgs *args, const WalsData *data, const Wals
 	if (engine->validate != NULL ? !engine->validate(state, &m, failure) :
 		!score_copy(args, data, engine, state, v, &m, failure))
 		return false;
-	validation_seconds += wals_seconds_since(start);
+	v->seconds += wals_seconds_since(start);
 	*score = wals_metric_value(&m, args->validation_kind);
 	v->steep = v->last_it >= 0 &&
 		*score - v->last > WALS_VALIDATION_STEEP * fabs(*score) * (it - v->last_it);
@@ -338,6 +329,7 @@ wals_validation_end(const WalsData *data, const WalsValidation *v, int f, float 
 		return;
 	result->best_iteration = v->best_it + 1;
 	result->validation_score = v->best;
+	result->validation_s = v->seconds;
 	if (v->best_it == result->iterations - 1)
 		return;
 	memcpy(X, v->best_X, sizeof(float) * data->nusers * f);

@@ -122,6 +122,7 @@ typedef struct WalsTrainResult
 	double	   *iteration_score;	/* on the validation cells; NaN: none */
 	int			best_iteration; /* from 1, with a validation; else 0 */
 	double		validation_score;	/* the best iterate's */
+	double		validation_s;	/* of train_s, scoring the validation */
 	const char *device;
 	int			workers;
 	double		load_s;
@@ -142,6 +143,7 @@ typedef struct WalsTrialOutcome
 	double		validation_score;
 	int			best_iteration;
 	double		train_s;
+	double		validation_s;
 } WalsTrialOutcome;
 
 /* train.c: the next wals_train of this backend is a trial (NULL: none is) */
@@ -352,6 +354,7 @@ typedef struct WalsValidation
 	int			last_it;		/* the last iteration scored */
 	double		last;			/* its score */
 	bool		steep;			/* it rose fast: the next may be skipped */
+	double		seconds;		/* spent scoring so far */
 } WalsValidation;
 
 extern double wals_validation_bytes(const WalsTrainArgs *args, const WalsRatings *raw);
@@ -370,8 +373,6 @@ extern bool wals_validation_due(const WalsValidation *v, int it, bool last);
 extern bool wals_validation_step(const WalsTrainArgs *args, const WalsData *data,
 								 const WalsEngine *engine, void *state, WalsValidation *v,
 								 int it, double *score, WalsFailure *failure);
-/* The seconds this backend has spent in wals_validation_step, ever. */
-extern double wals_validation_seconds(void);
 /* Whether patience iterations have passed since the best. */
 extern bool wals_validation_stop(const WalsTrainArgs *args, const WalsValidation *v, int it);
 /* Put the best iterate into X and Y, and its figures into result. */
