@@ -110,10 +110,10 @@ block_neon(const unsigned char *blk, int groups, const Query *q,
 }
 
 void
-wals_score_scan_neon(const WalsScoreIndex *ix, const Query *q, Cursor *c,
+wals_score_scan_neon(const WalsScoreIndex *ix, const Query *q,
 					 Scan *st, int nu)
 {
-	scan_body(ix, q, c, st, nu, block_neon);
+	scan_body(ix, q, st, nu, block_neon);
 }
 
 void
@@ -171,10 +171,10 @@ block_dotprod(const unsigned char *blk, int groups, const Query *q,
 }
 
 WALS_DOTPROD void
-wals_score_scan_dotprod(const WalsScoreIndex *ix, const Query *q, Cursor *c,
+wals_score_scan_dotprod(const WalsScoreIndex *ix, const Query *q,
 						Scan *st, int nu)
 {
-	scan_body(ix, q, c, st, nu, block_dotprod);
+	scan_body(ix, q, st, nu, block_dotprod);
 }
 
 WALS_DOTPROD void

@@ -29,6 +29,13 @@
  */
 #define PREFETCH_BLOCKS 4
 
+/*
+ * Queries sharing each block of the first pass in a batch: the block is
+ * read from memory once for all of them, and their state stays in the
+ * first-level cache.
+ */
+#define SCAN_USERS 8
+
 /* The paths this compiler builds besides the portable one. */
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define SCORE_X86 1
@@ -66,54 +73,14 @@ block_bytes(int groups)
 	return (size_t) (groups + 3) * 64;
 }
 
-/* Positions in a filter's two lists, which only move forward. */
-typedef struct Cursor
+/*
+ * The largest stored norm |y| in block b and every block after it: the
+ * index orders items by that norm, largest first, so it is lane 0's.
+ */
+static inline float
+block_top_norm(const unsigned char *blk, int groups)
 {
-	const int32_t *skip;
-	int64_t		nskip;
-	int64_t		s;
-	const int32_t *allow;		/* NULL: every item */
-	int64_t		nallow;
-	int64_t		a;
-} Cursor;
-
-/* The first block from b on that holds an allowed item, or nblocks. */
-static inline int64_t
-cursor_next_block(Cursor *c, int64_t b, int64_t nblocks)
-{
-	int64_t		first;
-
-	if (c->allow == NULL)
-		return b;
-	while (c->a < c->nallow && c->allow[c->a] < b * BLOCK)
-		c->a++;
-	if (c->a == c->nallow)
-		return nblocks;
-	first = c->allow[c->a] / BLOCK;
-	return first < nblocks ? first : nblocks;
-}
-
-/* The eligible lanes of block b of an index of n items. */
-static inline uint32_t
-cursor_block_mask(Cursor *c, int64_t b, int64_t n)
-{
-	int64_t		base = b * BLOCK;
-	int64_t		end = base + BLOCK;
-	uint32_t	mask = 0xffff;
-
-	if (c->allow)
-	{
-		mask = 0;
-		for (; c->a < c->nallow && c->allow[c->a] < end; c->a++)
-			if (c->allow[c->a] >= base)
-				mask |= 1u << (c->allow[c->a] - base);
-	}
-	for (; c->s < c->nskip && c->skip[c->s] < end; c->s++)
-		if (c->skip[c->s] >= base)
-			mask &= ~(1u << (c->skip[c->s] - base));
-	if (end > n)
-		mask &= (1u << (n - base)) - 1;
-	return mask;
+	return ((const float *) (blk + 64 * (size_t) groups))[2 * BLOCK];
 }
 
 /* What the first pass needs of a query, from prepare_query (score.c). */
@@ -134,16 +101,23 @@ typedef struct Query
 	float		A;				/* the terms of E, see score.c */
 	float		B;
 	float		eta;
+	/* where the scan may stop, see score.c (Order) */
+	const uint16_t *eligible;	/* per block, the lanes the filter admits */
+	float		reach;			/* r <= reach |y| + reach_eta for any item */
+	float		reach_eta;
 } Query;
 
 /* A query's first pass: the running floor and the candidates so far. */
 typedef struct Scan
 {
-	WalsTopK	lower;			/* the k best lower bounds */
+	float	   *floor;			/* a min-heap of the k best lower bounds */
+	int			nfloor;
+	int			k;
 	float		threshold;		/* the k-th of them, -inf until k are in */
 	int32_t    *cand;			/* items whose upper bound reached it */
 	float	   *cand_upper;
 	int64_t		ncand;
+	int64_t		visited;		/* blocks passed before it stopped */
 } Scan;
 
 /*
@@ -151,33 +125,32 @@ typedef struct Scan
  * (for tests): what score.c's table of paths points to.
  */
 extern void wals_score_scan_portable(const WalsScoreIndex *ix,
-									 const Query *q, Cursor *c, Scan *st,
-									 int nu);
+									 const Query *q, Scan *st, int nu);
 extern void wals_score_bounds_portable(const WalsScoreIndex *ix,
 									   const Query *q, float *lower,
 									   float *upper);
 
 #ifdef SCORE_X86
 extern void wals_score_scan_vnni(const WalsScoreIndex *ix, const Query *q,
-								 Cursor *c, Scan *st, int nu);
+								 Scan *st, int nu);
 extern void wals_score_bounds_vnni(const WalsScoreIndex *ix, const Query *q,
 								   float *lower, float *upper);
 extern void wals_score_scan_avx2(const WalsScoreIndex *ix, const Query *q,
-								 Cursor *c, Scan *st, int nu);
+								 Scan *st, int nu);
 extern void wals_score_bounds_avx2(const WalsScoreIndex *ix, const Query *q,
 								   float *lower, float *upper);
 #endif
 
 #ifdef SCORE_NEON
 extern void wals_score_scan_neon(const WalsScoreIndex *ix, const Query *q,
-								 Cursor *c, Scan *st, int nu);
+								 Scan *st, int nu);
 extern void wals_score_bounds_neon(const WalsScoreIndex *ix, const Query *q,
 								   float *lower, float *upper);
 #endif
 
 #ifdef SCORE_DOTPROD
 extern void wals_score_scan_dotprod(const WalsScoreIndex *ix, const Query *q,
-									Cursor *c, Scan *st, int nu);
+								 Scan *st, int nu);
 extern void wals_score_bounds_dotprod(const WalsScoreIndex *ix,
 									  const Query *q, float *lower,
 									  float *upper);
@@ -206,12 +179,52 @@ typedef uint32_t (*BlockFn) (const unsigned char *blk, int groups,
 #endif
 
 /*
- * Record block items as candidates (mask cand) and push their lower bounds.
- * Items pushed below a threshold raised by an earlier lane are refused by
- * the heap itself.
+ * Push a lower bound above the threshold into the floor's heap.  Only
+ * their values matter, not which items they bound, so the heap holds
+ * floats alone, which took a sixth off a query that stops early, where
+ * pushes are many beside the blocks scanned.
+ */
+static inline void
+floor_push(Scan *st, float v)
+{
+	float	   *h = st->floor;
+	int			n = st->nfloor;
+	int			i;
+
+	if (n < st->k)
+	{
+		for (i = n; i > 0 && h[(i - 1) / 2] > v; i = (i - 1) / 2)
+			h[i] = h[(i - 1) / 2];
+		h[i] = v;
+		st->nfloor = ++n;
+		if (n == st->k)
+			st->threshold = h[0];
+		return;
+	}
+	for (i = 0;;)
+	{
+		int			c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && h[c + 1] < h[c])
+			c++;
+		if (h[c] >= v)
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	h[i] = v;
+	st->threshold = h[0];
+}
+
+/*
+ * Record block items as candidates (mask cand; item holds the block's
+ * items by lane) and push their lower bounds.  A bound pushed below a
+ * threshold raised by an earlier lane is left out, as the heap would.
  */
 static void
-scan_take(Scan *st, int64_t base, uint32_t cand, const float *lower,
+scan_take(Scan *st, const int32_t *item, uint32_t cand, const float *lower,
 		  const float *upper)
 {
 	int			lane;
@@ -220,69 +233,67 @@ scan_take(Scan *st, int64_t base, uint32_t cand, const float *lower,
 	{
 		if (!(cand >> lane & 1))
 			continue;
-		st->cand[st->ncand] = (int32_t) (base + lane);
+		st->cand[st->ncand] = item[lane];
 		st->cand_upper[st->ncand++] = upper[lane];
 		if (lower[lane] > st->threshold)
-			wals_topk_push(&st->lower, (int32_t) (base + lane), lower[lane]);
+			floor_push(st, lower[lane]);
 	}
-	if (st->lower.size == st->lower.k)
-		st->threshold = st->lower.score[0];
-}
-
-/* The first block from b on that one of the nu users may take. */
-static int64_t
-next_block(Cursor *c, int nu, int64_t b, int64_t nblocks)
-{
-	int64_t		first = nblocks;
-	int			u;
-
-	for (u = 0; u < nu && first > b; u++)
-	{
-		int64_t		next = cursor_next_block(&c[u], b, nblocks);
-
-		first = next < first ? next : first;
-	}
-	return first;
 }
 
 /*
  * The first pass of nu queries at once, block by block, so that a block
  * read from memory serves them all while it is in the first-level cache.
- * Each path inlines this body with its own block function, compiled for
- * its own instruction set.
+ * A query leaves the pass at the first block whose items cannot reach its
+ * floor by their norms, nor can any item after it (score.c, Order).  Each
+ * path inlines this body with its own block function, compiled for its
+ * own instruction set.
  */
 static SCORE_INLINE void
-scan_body(const WalsScoreIndex *ix, const Query *q, Cursor *c, Scan *st,
-		  int nu, BlockFn block)
+scan_body(const WalsScoreIndex *ix, const Query *q, Scan *st, int nu,
+		  BlockFn block)
 {
 	int64_t		nblocks = block_count(ix->n);
 	size_t		bb = block_bytes(ix->groups);
+	uint32_t	live = nu >= 32 ? 0xffffffffu : (1u << nu) - 1;
 	int64_t		b;
 	int			u;
 
-	for (b = next_block(c, nu, 0, nblocks); b < nblocks;
-		 b = next_block(c, nu, b + 1, nblocks))
+	for (b = 0; b < nblocks && live; b++)
 	{
+		const unsigned char *blk = ix->blocks + (size_t) b * bb;
+		float		top = block_top_norm(blk, ix->groups);
 		size_t		o;
 
 		if (b + PREFETCH_BLOCKS < nblocks)
 			for (o = 0; o < bb; o += 64)
-				SCORE_PREFETCH(ix->blocks + (size_t) (b + PREFETCH_BLOCKS) * bb + o);
+				SCORE_PREFETCH(blk + PREFETCH_BLOCKS * bb + o);
 		for (u = 0; u < nu; u++)
 		{
 			float		lower[BLOCK];
 			float		upper[BLOCK];
-			uint32_t	eligible = cursor_block_mask(&c[u], b, ix->n);
+			uint32_t	eligible;
 			uint32_t	cand;
 
+			if (!(live >> u & 1))
+				continue;
+			if (q[u].reach * top + q[u].reach_eta < st[u].threshold)
+			{
+				live &= ~(1u << u);
+				st[u].visited = b;
+				continue;
+			}
+			eligible = q[u].eligible[b];
 			if (eligible == 0)
 				continue;
-			cand = block(ix->blocks + (size_t) b * bb, ix->groups, &q[u],
-						 st[u].threshold, eligible, lower, upper);
+			cand = block(blk, ix->groups, &q[u], st[u].threshold, eligible,
+						 lower, upper);
 			if (cand)
-				scan_take(&st[u], b * BLOCK, cand, lower, upper);
+				scan_take(&st[u], ix->item + b * BLOCK, cand, lower, upper);
 		}
 	}
+	for (u = 0; u < nu; u++)
+		if (live >> u & 1)
+			st[u].visited = nblocks;
 }
 
 /* Every item's bounds, for tests, through the same block function. */
@@ -303,8 +314,8 @@ bounds_body(const WalsScoreIndex *ix, const Query *q, float *lower,
 			  lo, up);
 		for (j = 0; j < BLOCK && b * BLOCK + j < ix->n; j++)
 		{
-			lower[b * BLOCK + j] = lo[j];
-			upper[b * BLOCK + j] = up[j];
+			lower[ix->item[b * BLOCK + j]] = lo[j];
+			upper[ix->item[b * BLOCK + j]] = up[j];
 		}
 	}
 }

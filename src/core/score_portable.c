@@ -113,10 +113,10 @@ block_portable(const unsigned char *blk, int groups, const Query *q,
 
 /* The portable path's scan and bounds. */
 void
-wals_score_scan_portable(const WalsScoreIndex *ix, const Query *q, Cursor *c,
+wals_score_scan_portable(const WalsScoreIndex *ix, const Query *q,
 						 Scan *st, int nu)
 {
-	scan_body(ix, q, c, st, nu, block_portable);
+	scan_body(ix, q, st, nu, block_portable);
 }
 
 void

@@ -71,10 +71,10 @@ block_vnni(const unsigned char *blk, int groups, const Query *q,
 }
 
 WALS_VNNI void
-wals_score_scan_vnni(const WalsScoreIndex *ix, const Query *q, Cursor *c,
+wals_score_scan_vnni(const WalsScoreIndex *ix, const Query *q,
 					 Scan *st, int nu)
 {
-	scan_body(ix, q, c, st, nu, block_vnni);
+	scan_body(ix, q, st, nu, block_vnni);
 }
 
 WALS_VNNI void
@@ -164,10 +164,10 @@ block_avx2(const unsigned char *blk, int groups, const Query *q,
 }
 
 WALS_AVX2 void
-wals_score_scan_avx2(const WalsScoreIndex *ix, const Query *q, Cursor *c,
+wals_score_scan_avx2(const WalsScoreIndex *ix, const Query *q,
 					 Scan *st, int nu)
 {
-	scan_body(ix, q, c, st, nu, block_avx2);
+	scan_body(ix, q, st, nu, block_avx2);
 }
 
 WALS_AVX2 void

@@ -46,6 +46,8 @@ typedef struct WalsScoreIndex
 	int			usable;			/* every factor finite, norms in range */
 	float		max_norm;		/* the largest |y_i|, rounded up */
 	const unsigned char *blocks;	/* blocks of 16 items, see score.c */
+	const int32_t *item;		/* the item at each position of the blocks */
+	const int32_t *position;	/* and each item's position */
 } WalsScoreIndex;
 
 /* The dot product all scores come from: the core's own vector kernel. */
@@ -60,6 +62,30 @@ extern size_t wals_score_index_size(int64_t n, int f);
  */
 extern WalsStatus wals_score_index_build(WalsScoreIndex *ix, const float *Y,
 										 int64_t n, int f, void *buffer);
+
+/*
+ * The same build in three steps, for builders that share the middle one
+ * among processes: begin orders the items (time O(n f), a small part of
+ * the build), fill quantises blocks [lo, hi) of the
+ * wals_score_index_blocks, which may run at once in any processes on
+ * disjoint ranges, each with the index remapped where it maps the buffer,
+ * and end, once every block is filled, writes the map from items to
+ * positions.  The index answers queries only after end.
+ */
+extern WalsStatus wals_score_index_begin(WalsScoreIndex *ix, const float *Y,
+										 int64_t n, int f, void *buffer);
+extern int64_t wals_score_index_blocks(const WalsScoreIndex *ix);
+extern void wals_score_index_fill(const WalsScoreIndex *ix, int64_t lo,
+								  int64_t hi);
+extern void wals_score_index_end(const WalsScoreIndex *ix);
+
+/*
+ * Point ix, a copy of a built index's fields, at Y and at its blocks where
+ * another process maps them (a shared segment); what else the index holds
+ * lies at fixed offsets after the blocks.
+ */
+extern void wals_score_index_remap(WalsScoreIndex *ix, const float *Y,
+								   const void *blocks);
 
 /* Bytes of scratch one query with this k needs (any alignment). */
 extern size_t wals_score_scratch_size(const WalsScoreIndex *ix, int k);

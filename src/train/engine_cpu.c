@@ -54,6 +54,7 @@ typedef enum WalsTask
 	WALS_TASK_SOLVE_ITEMS,
 	WALS_TASK_LOSS,
 	WALS_TASK_LINE,
+	WALS_TASK_INDEX,
 	WALS_TASK_VALIDATE,
 	WALS_TASK_QUIT
 } WalsTask;
@@ -277,6 +278,9 @@ run_chunk(CpuEngine *e, WalsTask task, uint32 chunk)
 							   vec_y(ws, a), vec_y(ws, b), e->user_chunks[chunk],
 							   e->user_chunks[chunk + 1], coef);
 			}
+			break;
+		case WALS_TASK_INDEX:
+			wals_validation_index_chunk(&e->validation, chunk);
 			break;
 		case WALS_TASK_VALIDATE:
 			wals_validation_area_chunk(&e->validation, chunk);
@@ -568,8 +572,9 @@ cpu_factors(void *state, float *X, float *Y, WalsFailure *failure)
 }
 
 /*
- * The validation metric of the current factors: the index of Y by the
- * leader, then chunks of the users by every process.
+ * The validation metric of the current factors: the index of Y, begun and
+ * ended by the leader, its blocks and then the users in chunks by every
+ * process.
  */
 static bool
 cpu_validate(void *state, WalsMetrics *out, WalsFailure *failure)
@@ -578,7 +583,9 @@ cpu_validate(void *state, WalsMetrics *out, WalsFailure *failure)
 
 	Assert(e->shared->validation_bytes > 0);
 	e->problem->phase(e->problem->phase_arg, "measuring the validation metric");
-	wals_validation_area_index(&e->validation);
+	wals_validation_index_begin(&e->validation);
+	run_task(e, WALS_TASK_INDEX, (uint32) wals_validation_index_chunks(e->validation.area));
+	wals_validation_index_end(&e->validation);
 	run_task(e, WALS_TASK_VALIDATE, (uint32) wals_validation_area_chunks(e->validation.area));
 	wals_validation_area_merge(&e->validation, out);
 	return true;

@@ -11,10 +11,12 @@
  * index's header each process replaces with its own.  It carries a
  * copy of the held-out cells (the leader's, private), the users scored
  * (wals_holdout_pick's), one accumulator per user and the int8 index of
- * the item factors, which the leader rebuilds before each validation.  A
- * process writes only its chunk's accumulators; the leader merges them in
- * user order, so the metric has the same bits as one process scoring the
- * users in turn, whatever the number of workers.
+ * the item factors, rebuilt before each validation: the leader orders the
+ * items, every process quantises chunks of the blocks, and the leader
+ * maps items to positions.  A process writes only its chunk's
+ * accumulators; the leader merges them in user order, so the metric has
+ * the same bits as one process scoring the users in turn, whatever the
+ * number of workers.
  */
 #include "postgres.h"
 
@@ -25,6 +27,12 @@
 
 /* Users scored a chunk: a block of the core's scoring, a few milliseconds. */
 #define WALS_VALIDATION_CHUNK	WALS_HOLDOUT_BLOCK
+
+/*
+ * Blocks of the index a chunk quantises: 2,048 items, a millisecond or so
+ * at f = 128, enough chunks for every process at 20,000 items and more.
+ */
+#define WALS_VALIDATION_INDEX_CHUNK	128
 
 /* Sections start on cache lines of the area's offsets. */
 #define AREA_ALIGN				64
@@ -149,36 +157,75 @@ wals_validation_area_map(void *mem, const WalsWorkspace *ws, WalsValidationView 
 }
 
 /*
- * The index of the item factors as they are now, by the leader before the
- * chunks are handed out: O(items f), a small part of a validation.
+ * The index of the item factors as they are now, begun by the leader
+ * before the chunks of its blocks are handed out: the items' norms and
+ * their order, O(items f) but a small part of the build.
  */
 void
-wals_validation_area_index(WalsValidationView *view)
+wals_validation_index_begin(WalsValidationView *view)
 {
 	char	   *base = area_base(view->area);
 	ValidationArea *area = (ValidationArea *) base;
 	WalsStatus	st;
 
-	st = wals_score_index_build(&area->header, view->ws->Y, area->nitems, area->factors,
+	st = wals_score_index_begin(&area->header, view->ws->Y, area->nitems, area->factors,
 								base + area->index);
 	if (st != WALS_OK)
 		wals_report_core_status(st, "indexing the item factors for the validation");
 	area->index_blocks = (const char *) area->header.blocks - base;
 }
 
-/* Score the users of chunk, in any process, into their accumulators. */
-void
-wals_validation_area_chunk(WalsValidationView *view, int64 chunk)
+int64
+wals_validation_index_chunks(void *mem)
+{
+	ValidationArea *area = (ValidationArea *) area_base(mem);
+
+	return (wals_score_index_blocks(&area->header) + WALS_VALIDATION_INDEX_CHUNK - 1) /
+		WALS_VALIDATION_INDEX_CHUNK;
+}
+
+/* This process's copy of the index's header, pointing into its mappings. */
+static WalsScoreIndex
+mapped_index(const WalsValidationView *view)
 {
 	char	   *base = area_base(view->area);
 	ValidationArea *area = (ValidationArea *) base;
 	WalsScoreIndex ix = area->header;
+
+	wals_score_index_remap(&ix, view->ws->Y, base + area->index_blocks);
+	return ix;
+}
+
+/* Quantise the blocks of chunk, in any process. */
+void
+wals_validation_index_chunk(WalsValidationView *view, int64 chunk)
+{
+	WalsScoreIndex ix = mapped_index(view);
+	int64		lo = chunk * WALS_VALIDATION_INDEX_CHUNK;
+
+	wals_score_index_fill(&ix, lo, Min(lo + WALS_VALIDATION_INDEX_CHUNK,
+									   wals_score_index_blocks(&ix)));
+}
+
+/* The leader, once every block is quantised: the index is ready. */
+void
+wals_validation_index_end(WalsValidationView *view)
+{
+	WalsScoreIndex ix = mapped_index(view);
+
+	wals_score_index_end(&ix);
+}
+
+/* Score the users of chunk, in any process, into their accumulators. */
+void
+wals_validation_area_chunk(WalsValidationView *view, int64 chunk)
+{
+	ValidationArea *area = (ValidationArea *) area_base(view->area);
+	WalsScoreIndex ix = mapped_index(view);
 	int64		lo = chunk * WALS_VALIDATION_CHUNK;
 	int64		n = Min(area->npicked - lo, WALS_VALIDATION_CHUNK);
 	WalsStatus	st;
 
-	ix.Y = view->ws->Y;
-	ix.blocks = (const unsigned char *) base + area->index_blocks;
 	if (view->scratch == NULL)
 		view->scratch = MemoryContextAllocHuge(view->cxt,
 											   wals_holdout_scratch(area->nitems, area->factors,

@@ -335,7 +335,10 @@ extern Size wals_validation_area_bytes(const WalsTrainArgs *args, const WalsData
 extern void wals_validation_area_fill(void *mem, const WalsTrainArgs *args, const WalsData *data);
 extern int64 wals_validation_area_chunks(void *mem);
 extern void wals_validation_area_map(void *mem, const WalsWorkspace *ws, WalsValidationView *view);
-extern void wals_validation_area_index(WalsValidationView *view);
+extern void wals_validation_index_begin(WalsValidationView *view);
+extern int64 wals_validation_index_chunks(void *mem);
+extern void wals_validation_index_chunk(WalsValidationView *view, int64 chunk);
+extern void wals_validation_index_end(WalsValidationView *view);
 extern void wals_validation_area_chunk(WalsValidationView *view, int64 chunk);
 extern void wals_validation_area_merge(const WalsValidationView *view, WalsMetrics *out);
 

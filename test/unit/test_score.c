@@ -873,6 +873,102 @@ test_build_args(void)
 	CHECK(wals_score_index_size(1, 0) == 0, "no size for a bad f");
 }
 
+static double
+norm2(const float *y, int f)
+{
+	double		sum = 0.0;
+	int			j;
+
+	for (j = 0; j < f; j++)
+		sum += (double) y[j] * y[j];
+	return sum;
+}
+
+/*
+ * The order the first pass stops by: positions hold every item once, by
+ * norm, largest first (ties by item), and map back to it; a copy of the
+ * index moved elsewhere, as a shared segment is in another process, and
+ * remapped there answers as the original does; and a build in steps,
+ * its blocks filled one by one, last first, is the build at once.
+ */
+static void
+test_order(const char *path)
+{
+	static const int64_t sizes[] = {0, 1, 17, 4200};
+	TestRng		rng;
+	int			kind;
+	int			s;
+
+	rng_seed(&rng, 23);
+	for (kind = 0; kind < DATA_KINDS; kind++)
+		for (s = 0; s < 4; s++)
+		{
+			int64_t		n = sizes[s];
+			int			f = 12;
+			float	   *Y = test_alloc((size_t) n * f + 1, sizeof(float));
+			float	   *x = test_alloc(f, sizeof(float));
+			size_t		bytes = wals_score_index_size(n, f);
+			unsigned char *moved = test_alloc(bytes, 1);
+			int			ok = 1;
+			TestIndex	t;
+			TestIndex	copy;
+			int64_t		p;
+			int			k;
+
+			fill_data(kind, Y, n, f, &rng);
+			fill_data(kind, x, 1, f, &rng);
+			index_make(&t, Y, n, f);
+			for (p = 0; p < n; p++)
+			{
+				int32_t		i = t.ix.item[p];
+
+				ok &= i >= 0 && i < n && t.ix.position[i] == p;
+				if (p > 0)
+				{
+					double		prev = sqrt(norm2(Y + (size_t) t.ix.item[p - 1] * f, f));
+					double		here = sqrt(norm2(Y + (size_t) i * f, f));
+
+					ok &= prev >= here * (1 - 1e-6) &&
+						(prev != here || t.ix.item[p - 1] < i);
+				}
+			}
+			CHECK(ok, "%s, %s data: n=%lld items ordered by norm, mapped both ways",
+				  path, data_names[kind], (long long) n);
+			{
+				unsigned char *steps = test_alloc(bytes, 1);
+				WalsScoreIndex in_steps;
+				int64_t		b;
+
+				CHECK(wals_score_index_begin(&in_steps, Y, n, f, steps) == WALS_OK,
+					  "index begun in steps");
+				for (b = wals_score_index_blocks(&in_steps) - 1; b >= 0; b--)
+					wals_score_index_fill(&in_steps, b, b + 1);
+				wals_score_index_end(&in_steps);
+				CHECK(memcmp(in_steps.blocks, t.ix.blocks, bytes - WALS_ALIGN) == 0 &&
+					  in_steps.usable == t.ix.usable && in_steps.max_norm == t.ix.max_norm,
+					  "%s, %s data: n=%lld index built in steps, blocks filled last first, "
+					  "is the one built at once", path, data_names[kind], (long long) n);
+				free(steps);
+			}
+			memcpy(wals_align_ptr(moved), t.ix.blocks, bytes - WALS_ALIGN);
+			copy = t;
+			copy.buffer = NULL;
+			copy.scratch = NULL;
+			copy.batch_scratch = NULL;
+			wals_score_index_remap(&copy.ix, Y, wals_align_ptr(moved));
+			memset(t.buffer, 0, bytes + 8);
+			for (k = 1; k <= 3 && n > 0; k++)
+				CHECK(query_matches_k(&copy, x, NULL, k),
+					  "%s, %s data: n=%lld k=%d from a remapped copy",
+					  path, data_names[kind], (long long) n, k);
+			index_free(&t);
+			free(copy.scratch);
+			free(moved);
+			free(Y);
+			free(x);
+		}
+}
+
 /*
  * The path each kernel family brings: the one wals_score_path names must
  * be the one the family and the CPU's features call for.
@@ -943,6 +1039,7 @@ test_score(void)
 		test_bounds(label);
 		test_integer_grid(label);
 		test_batch(label);
+		test_order(label);
 		test_cancellation(label);
 	}
 	wals_kernels_use("auto");
