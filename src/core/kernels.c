@@ -453,6 +453,45 @@ dots2_generic(const float *Y, const int32_t *idx, int n, int f, const float *a,
 	dots_body(Y, idx, n, f, b, outb);
 }
 
+/*
+ * Four scores a vector of GCC's extension, which every target compiles
+ * (SSE2 on x86-64, NEON on Arm, pairs of scalars elsewhere), comparisons
+ * giving -1 where true; see the AVX's own in kernels_simd.h.
+ */
+typedef float RankScores __attribute__((vector_size(16)));
+typedef int32_t RankCounts __attribute__((vector_size(16)));
+
+static void
+rank_counts_generic(const float *s, int64_t n, const float *r, int nr,
+					int64_t *below, int64_t *equal)
+{
+	int			p;
+
+	for (p = 0; p < nr; p++)
+	{
+		RankScores	rv = {r[p], r[p], r[p], r[p]};
+		RankCounts	lt = {0, 0, 0, 0};
+		RankCounts	eq = {0, 0, 0, 0};
+		int64_t		i;
+
+		for (i = 0; i + 4 <= n; i += 4)
+		{
+			RankScores	x;
+
+			memcpy(&x, s + i, sizeof(x));
+			lt -= (RankCounts) (x < rv);
+			eq -= (RankCounts) (x == rv);
+		}
+		below[p] = (int64_t) lt[0] + lt[1] + lt[2] + lt[3];
+		equal[p] = (int64_t) eq[0] + eq[1] + eq[2] + eq[3];
+		for (; i < n; i++)
+		{
+			below[p] += s[i] < r[p];
+			equal[p] += s[i] == r[p];
+		}
+	}
+}
+
 static float
 dot_generic(const float *a, const float *b, int f)
 {
@@ -523,7 +562,8 @@ static const WalsKernels generic_kernels = {
 	gram_acc_generic,
 	chol_solve_lapack,
 	gemm_nt_generic,
-	sub_block_generic
+	sub_block_generic,
+	rank_counts_generic
 };
 
 #ifdef WALS_X86

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wals_internal.h"
 #include "wals_metrics.h"
 
 /*
@@ -220,16 +221,6 @@ auc_twice_wins(const float *scores, int64_t nitems,
  */
 #define AUC_COUNTING_MAX 64
 
-/*
- * Relevant scores compared in one pass over the scores: two vectors of
- * four, whose comparisons (-1 where true) the accumulators take away, in
- * registers on every target (GCC's vector extension: SSE2, NEON).
- */
-#define AUC_GROUP 8
-
-typedef float AucScores __attribute__((vector_size(16)));
-typedef int32_t AucCounts __attribute__((vector_size(16)));
-
 /* 2 if x is below r, 1 if equal, in the order of below(). */
 static int
 twice_beaten(float x, float r)
@@ -240,65 +231,33 @@ twice_beaten(float x, float r)
 /*
  * auc_twice_wins by counting, for users with few relevant items (most, in
  * held-out splits): for each relevant score r, the items scored below r
- * and equal to r among all items, in passes of AUC_GROUP relevant scores
- * that compile to vector comparisons, then less the items that are not
- * negatives (the distinct training items and the relevant ones).  An item
- * scored NaN fails every comparison, so NaN items are counted apart and
- * added as below(), which puts NaN below every score and equal to NaN,
- * orders them.
+ * and equal to r among all items, by the kernels' rank_counts (a pass of
+ * vector comparisons over the scores for each r), then less the items that
+ * are not negatives (the distinct training items and the relevant ones).
+ * An item scored NaN fails every comparison, so NaN items are counted
+ * apart, as the items neither below nor equal to +infinity, and added as
+ * below(), which puts NaN below every score and equal to NaN, orders them.
  */
 static int64_t
 auc_twice_wins_counting(const float *scores, int64_t nitems,
 						const int32_t *train, int64_t ntrain,
 						const float *rel, int64_t nrel)
 {
+	const WalsKernels *kernels = wals_kernels();
+	const float inf = INFINITY;
+	int64_t		lt[AUC_COUNTING_MAX];
+	int64_t		eq[AUC_COUNTING_MAX];
 	int64_t		twice = 0;
-	int32_t		nan_items = 0;
-	int64_t		g;
+	int64_t		nan_items;
 	int64_t		i;
 	int64_t		t;
 	int64_t		p;
 
-	for (i = 0; i < nitems; i++)
-		nan_items += isnan(scores[i]);
-	for (g = 0; g < nrel; g += AUC_GROUP)
-	{
-		AucScores	r0;
-		AucScores	r1;
-		AucCounts	lt0 = {0, 0, 0, 0};
-		AucCounts	lt1 = {0, 0, 0, 0};
-		AucCounts	eq0 = {0, 0, 0, 0};
-		AucCounts	eq1 = {0, 0, 0, 0};
-		int32_t		lt[AUC_GROUP];
-		int32_t		eq[AUC_GROUP];
-		int			q;
-
-		/* NaN slots (unused, or a NaN relevant score) count nothing here */
-		for (q = 0; q < 4; q++)
-		{
-			r0[q] = g + q < nrel ? rel[g + q] : NAN;
-			r1[q] = g + 4 + q < nrel ? rel[g + 4 + q] : NAN;
-		}
-		for (i = 0; i < nitems; i++)
-		{
-			AucScores	x = {scores[i], scores[i], scores[i], scores[i]};
-
-			lt0 -= (AucCounts) (x < r0);
-			lt1 -= (AucCounts) (x < r1);
-			eq0 -= (AucCounts) (x == r0);
-			eq1 -= (AucCounts) (x == r1);
-		}
-		for (q = 0; q < 4; q++)
-		{
-			lt[q] = lt0[q];
-			lt[4 + q] = lt1[q];
-			eq[q] = eq0[q];
-			eq[4 + q] = eq1[q];
-		}
-		for (q = 0; q < AUC_GROUP && g + q < nrel; q++)
-			twice += isnan(rel[g + q]) ? nan_items :
-				2 * ((int64_t) lt[q] + nan_items) + eq[q];
-	}
+	kernels->rank_counts(scores, nitems, &inf, 1, lt, eq);
+	nan_items = nitems - lt[0] - eq[0];
+	kernels->rank_counts(scores, nitems, rel, (int) nrel, lt, eq);
+	for (p = 0; p < nrel; p++)
+		twice += isnan(rel[p]) ? nan_items : 2 * (lt[p] + nan_items) + eq[p];
 	for (p = 0; p < nrel; p++)
 	{
 		for (t = 0; t < ntrain; t++)

@@ -8,8 +8,13 @@
  * results are stable between calls and between the CPU and GPU paths.
  */
 #include <math.h>
+#include <string.h>
 
 #include "wals_core.h"
+
+/* Scores compared four at a time with GCC's vector extension (-1: true). */
+typedef float TopkScores __attribute__((vector_size(16)));
+typedef int32_t TopkFlags __attribute__((vector_size(16)));
 
 /* True when (sa, ia) ranks below (sb, ib). */
 static inline int
@@ -132,8 +137,24 @@ wals_topk_select(const float *scores, int64_t n,
 		return 0;
 	for (j = 0; j < n; j++)
 	{
-		if (heap.size == heap.k && !(scores[j] > heap.score[0]))
-			continue;
+		if (heap.size == heap.k)
+		{
+			/* four at a time past the floor, which nearly every item is below */
+			TopkScores	floor = {heap.score[0], heap.score[0], heap.score[0], heap.score[0]};
+
+			for (; j + 4 <= n; j += 4)
+			{
+				TopkScores	x;
+				TopkFlags	above;
+
+				memcpy(&x, scores + j, sizeof(x));
+				above = (TopkFlags) (x > floor);
+				if (above[0] | above[1] | above[2] | above[3])
+					break;
+			}
+			if (j == n || !(scores[j] > heap.score[0]))
+				continue;
+		}
 		while (s < nskip && skip[s] < j)
 			s++;
 		if (s < nskip && skip[s] == j)

@@ -255,6 +255,14 @@ typedef struct WalsKernels
 							  const WalsPassCoef *coef, float *yhat,
 							  const float *dp, int p0, int pb, int k0, int b,
 							  float *A, float *rhs, float *work);
+
+	/*
+	 * below[p] and equal[p] = how many of the n scores s are below r[p]
+	 * and equal to it, for p < nr (NaN is neither): AUC's counts
+	 * (metrics.c), n below 2^31.
+	 */
+	void		(*rank_counts) (const float *s, int64_t n, const float *r,
+								int nr, int64_t *below, int64_t *equal);
 } WalsKernels;
 
 

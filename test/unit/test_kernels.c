@@ -621,6 +621,57 @@ check_sub_block(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 	}
 }
 
+/*
+ * rank_counts against plain comparisons: scores with repeats, NaN and
+ * infinities, relevant scores among them and not, lengths around the
+ * vector's, the last score just before an unreadable page.
+ */
+static void
+check_rank_counts(const WalsKernels *k, TestRng *rng)
+{
+	static const int lengths[] = {0, 1, 7, 15, 16, 17, 31, 33, 1000};
+	int			l;
+
+	for (l = 0; l < (int) (sizeof(lengths) / sizeof(lengths[0])); l++)
+	{
+		int			n = lengths[l];
+		float		r[9];
+		int64_t		below[9];
+		int64_t		equal[9];
+		int			ok = 1;
+		int			p;
+		int			i;
+		GuardedRows g;
+
+		guarded_make(&g, 1, n > 0 ? n : 1, rng);
+		for (i = 0; i < n; i++)
+		{
+			int			kind = rng_below(rng, 20);
+
+			g.Y[i] = kind == 0 ? NAN : kind == 1 ? INFINITY : kind == 2 ? -INFINITY :
+				(float) rng_below(rng, 8) / 4.0f;
+		}
+		for (p = 0; p < 9; p++)
+			r[p] = p == 0 ? NAN : p == 1 ? INFINITY : p == 2 ? -INFINITY :
+				p == 3 ? 0.3f : (float) rng_below(rng, 8) / 4.0f;
+		k->rank_counts(g.Y + (n > 0 ? 0 : 1), n, r, 9, below, equal);
+		for (p = 0; p < 9; p++)
+		{
+			int64_t		lt = 0;
+			int64_t		eq = 0;
+
+			for (i = 0; i < n; i++)
+			{
+				lt += g.Y[i] < r[p];
+				eq += g.Y[i] == r[p];
+			}
+			ok &= below[p] == lt && equal[p] == eq;
+		}
+		CHECK(ok, "%s rank_counts, %d scores", k->name, n);
+		guarded_free(&g);
+	}
+}
+
 static void
 check_variant(const WalsKernels *k)
 {
@@ -643,6 +694,7 @@ check_variant(const WalsKernels *k)
 		check_sub_block(k, g.Y, f, &rng);
 		guarded_free(&g);
 	}
+	check_rank_counts(k, &rng);
 }
 
 /* ||a - b|| / max(||b||, 1) */
