@@ -409,8 +409,8 @@ bench-gpu: deps-bench
 	$(MAKE) install
 	./test/bench/gpu.sh
 
-# wals_evaluate's milliseconds per test user at 41,000 items, f = 64, with
-# and without an index on the training table.
+# wals_evaluate's milliseconds per test user at 41,000 items, f = 128, with
+# 0, 1 and 2 parallel workers.
 .PHONY: bench-evaluate
 bench-evaluate: deps-bench
 	$(MAKE) all

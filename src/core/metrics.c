@@ -521,6 +521,13 @@ wals_rmse_user(WalsRmseAcc *acc, const float *scores, int64_t nitems,
 	return WALS_OK;
 }
 
+void
+wals_rmse_merge(WalsRmseAcc *acc, const WalsRmseAcc *part)
+{
+	acc->sse += part->sse;
+	acc->cells += part->cells;
+}
+
 double
 wals_rmse_finish(const WalsRmseAcc *acc)
 {

@@ -159,6 +159,9 @@ extern WalsStatus wals_rmse_user(WalsRmseAcc *acc, const float *scores,
 /* The pooled RMSE; NaN when no cell was added. */
 extern double wals_rmse_finish(const WalsRmseAcc *acc);
 
+/* Add the sums of part, one user's or a process's, into acc. */
+extern void wals_rmse_merge(WalsRmseAcc *acc, const WalsRmseAcc *part);
+
 /* One of the ranking metrics above, by name. */
 typedef enum WalsMetricKind
 {

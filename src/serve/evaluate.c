@@ -4,9 +4,10 @@
  *
  * The test rows are read in user order through a cursor; a block of test
  * users at a time, their factors and the items they rated in training come
- * from one query, the users are scored over every item with one matrix
- * product, each user's rated items are left out of its ranking, and the
- * metrics of src/core/metrics.c accumulate.  Test users and
+ * from one query, and the users go into a round, which evaluate_round.c
+ * scores over every item with the leader and parallel workers, each user's
+ * rated items left out of its ranking, and adds up with the metrics of
+ * src/core/metrics.c.  Test users and
  * items the model does not know cannot be scored; they are counted and
  * reported, so that a split that leaks cold-start users into the test set
  * shows up in the result instead of flattering it.
@@ -14,8 +15,6 @@
 #include "postgres.h"
 
 #include <math.h>
-
-#include <cblas.h>
 
 #include "catalog/pg_type.h"
 #include "funcapi.h"
@@ -40,7 +39,7 @@ typedef struct EvalCounts
 	int64		null_ids;
 } EvalCounts;
 
-/* Test users scored together, with one matrix product. */
+/* Test users whose factors and rated items one query reads. */
 #define WALS_EVAL_BLOCK 128
 
 /* The test cells of a block of users, gathered while the cursor moves on. */
@@ -54,7 +53,6 @@ typedef struct EvalBlock
 	int32	   *items;
 	float	   *ratings;
 	float	   *X;				/* WALS_EVAL_BLOCK x factors */
-	float	   *scores;			/* WALS_EVAL_BLOCK x items */
 } EvalBlock;
 
 /* Everything one evaluation accumulates. */
@@ -65,7 +63,8 @@ typedef struct EvalState
 	WalsMetricsAcc acc;
 	WalsRmseAcc sq;
 	EvalCounts	counts;
-	void	   *scratch;
+	WalsEvalRound round;		/* users gathered for scoring */
+	int			k;
 	int32	   *items;			/* one user's merged cells */
 	float	   *ratings;
 	MemoryContext block_cxt;	/* reset after each block of users */
@@ -99,12 +98,11 @@ merge_cells(const EvalBlock *b, int lo, int hi, int32 *items, float *ratings)
 	return n;
 }
 
-/* Score the block's users over every item at once, then rank each. */
+/* Gather the block's users, with their factors and rated items, into the round. */
 static void
 evaluate_block(EvalState *e, EvalBlock *b)
 {
 	WalsServeModel *m = e->m;
-	int			f = m->factors;
 	int64		known[WALS_EVAL_BLOCK];
 	WalsRated	rated[WALS_EVAL_BLOCK];
 	int			nknown = 0;
@@ -114,14 +112,9 @@ evaluate_block(EvalState *e, EvalBlock *b)
 	memcpy(known, b->users, sizeof(int64) * b->n);
 	if (b->n > 0)
 		nknown = wals_serve_users(m, known, b->n, b->X, rated);
-	if (nknown > 0 && m->nitems > 0)
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nknown, (int) m->nitems, f,
-					1.0f, b->X, f, m->Y, f, 0.0f, b->scores, (int) m->nitems);
 	for (int j = 0; j < b->n; j++)
 	{
-		WalsStatus	st;
 		int64		u = wals_ids_find(known, nknown, b->users[j]);
-		const float *scores = b->scores + (size_t) Max(u, 0) * m->nitems;
 		int			n;
 
 		if (u < 0)
@@ -132,17 +125,10 @@ evaluate_block(EvalState *e, EvalBlock *b)
 		if (b->start[j + 1] == b->start[j])
 			continue;
 		n = merge_cells(b, b->start[j], b->start[j + 1], e->items, e->ratings);
-		st = wals_metrics_user(&e->acc, scores, m->nitems, rated[u].items, rated[u].n, e->items, n,
-							   e->scratch);
-		if (st == WALS_OK && e->rmse)
-			st = wals_rmse_user(&e->sq, scores, m->nitems, e->items, e->ratings, n);
-		if (st != WALS_OK)
-		{
-			WalsFailure failure = {st, WALS_SIDE_USERS, 0, ""};
-
-			wals_report_failure(&failure, psprintf("evaluating model \"%s\"", m->info.display),
-								&b->users[j], NULL);
-		}
+		if (e->round.n == WALS_EVAL_ROUND)
+			wals_eval_round_score(m, &e->round, e->k, e->rmse, &e->acc, &e->sq);
+		wals_eval_round_add(&e->round, m->factors, b->users[j], b->X + (size_t) u * m->factors,
+							&rated[u], e->items, e->ratings, n);
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(e->block_cxt);
@@ -267,16 +253,14 @@ evaluate_call(PG_FUNCTION_ARGS)
 	e.rmse = rating_col != NULL && e.m->info.params.feedback == WALS_EXPLICIT;
 	wals_metrics_init(&e.acc, k);
 	wals_rmse_init(&e.sq);
-	e.scratch = MemoryContextAllocHuge(CurrentMemoryContext,
-									   Max(wals_metrics_scratch_size(e.m->nitems, k), 1));
+	e.k = k;
+	wals_eval_round_init(&e.round, e.m->factors);
 	b.cap = 1024;
 	b.items = palloc(sizeof(int32) * b.cap);
 	b.ratings = palloc(sizeof(float) * b.cap);
 	e.items = palloc(sizeof(int32) * b.cap);
 	e.ratings = palloc(sizeof(float) * b.cap);
 	b.X = palloc(sizeof(float) * WALS_EVAL_BLOCK * e.m->factors);
-	b.scores = MemoryContextAllocHuge(CurrentMemoryContext,
-									  sizeof(float) * WALS_EVAL_BLOCK * Max(e.m->nitems, 1));
 
 	portal = wals_sql_cursor(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s ORDER BY 1",
 									  user_col, item_col,
@@ -338,6 +322,7 @@ evaluate_call(PG_FUNCTION_ARGS)
 		pfree(skip);
 	}
 	evaluate_block(&e, &b);
+	wals_eval_round_score(e.m, &e.round, k, e.rmse, &e.acc, &e.sq);
 	SPI_cursor_close(portal);
 
 	if (e.counts.null_ids > 0)

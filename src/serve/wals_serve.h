@@ -10,6 +10,7 @@
 #include "utils/array.h"
 
 #include "wals_catalog.h"
+#include "wals_metrics.h"
 #include "wals_score.h"
 
 /*
@@ -41,6 +42,33 @@ extern bool wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRate
 extern int	wals_serve_users(WalsServeModel *m, int64 *ids, int n, float *X, WalsRated *rated);
 extern bool wals_serve_known_users(WalsServeModel *m, int64 *ids, int *n);
 extern const WalsScoreIndex *wals_serve_cosine(WalsServeModel *m);
+
+/*
+ * evaluate_round.c: wals_evaluate's test users, gathered a round at a time
+ * and scored by the leader and parallel workers
+ */
+#define WALS_EVAL_ROUND 32768
+
+typedef struct WalsEvalRound
+{
+	int64		n;				/* users gathered */
+	int64	   *ids;			/* their ids, to name one that fails */
+	float	   *X;				/* their factors, n rows */
+	int64	   *rated_ptr;		/* user j's rated items: rated[rated_ptr[j], rated_ptr[j + 1]) */
+	int32	   *rated;
+	int64		rated_cap;
+	int64	   *test_ptr;		/* user j's merged test cells, likewise */
+	int32	   *test_items;
+	float	   *test_ratings;
+	int64		test_cap;
+} WalsEvalRound;
+
+extern void wals_eval_round_init(WalsEvalRound *r, int f);
+extern void wals_eval_round_add(WalsEvalRound *r, int f, int64 id, const float *x,
+								const WalsRated *rated, const int32 *items,
+								const float *ratings, int64 ntest);
+extern void wals_eval_round_score(WalsServeModel *m, WalsEvalRound *r, int k, bool rmse,
+								  WalsMetricsAcc *acc, WalsRmseAcc *sq);
 
 /* foldin.c: a user's factors from their ratings, as training solves them */
 extern void wals_one_row(const WalsServeModel *m, const int32 *items, const float *ratings,

@@ -74,3 +74,26 @@ SET client_min_messages = warning;
 SELECT wals_drop_model('ev'), wals_drop_model('evx');
 DROP VIEW ev_view;
 DROP TABLE ev_train, ev_test;
+-- Parallel workers score the test users a chunk at a time; each user's sums
+-- are added up in user order, so every figure is the same, to the bit, with
+-- any number of them: 700 test users, six chunks, an explicit model so that
+-- rmse is summed too.
+CREATE TABLE evp_train AS
+SELECT u AS user_id, (u * 7 + g * 13) % 150 AS item_id, ((u + g) % 5 + 1)::real AS stars
+FROM generate_series(1, 700) u, generate_series(1, 10) g;
+CREATE TABLE evp_test AS
+SELECT u AS user_id, (u * 11 + g * 17 + 3) % 150 AS item_id, ((u * g) % 5 + 1)::real AS stars
+FROM generate_series(1, 700) u, generate_series(1, 3) g;
+SELECT 1 FROM wals_train('evp_train', 'user_id', 'item_id', 'stars', model => 'evp', factors => 8,
+    iterations => 3, feedback => 'explicit');
+SET max_parallel_maintenance_workers = 0;
+CREATE TEMP TABLE evp_alone AS
+SELECT * FROM wals_evaluate('evp', 'evp_test', 'user_id', 'item_id', 'stars', 5);
+SET max_parallel_maintenance_workers = 2;
+CREATE TEMP TABLE evp_workers AS
+SELECT * FROM wals_evaluate('evp', 'evp_test', 'user_id', 'item_id', 'stars', 5);
+SELECT a.metric, a.value = w.value AS same, a.value > 0 AS positive
+FROM evp_alone a JOIN evp_workers w USING (metric) ORDER BY 1;
+RESET max_parallel_maintenance_workers;
+SELECT wals_drop_model('evp');
+DROP TABLE evp_train, evp_test;
