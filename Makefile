@@ -215,7 +215,7 @@ $(EMU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h $(wildcard test/gpu/emu/*)
 		-shared -Itest/gpu/emu -Igpu $(BLAS_CFLAGS) -o $@ -x c++ $(GPU_SRCS) -x none \
 		test/gpu/emu/emu.cc $(BLAS_LDFLAGS)
 
-.PHONY: unit sql-texts version-check gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench
+.PHONY: unit sql-texts version-check names-check gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench
 gpu-check: test/gpu/check_train test/gpu/host_engine$(DLSUFFIX)
 	./test/gpu/check_train $(abspath test/gpu/host_engine$(DLSUFFIX))
 	./test/gpu/check_train $(abspath gpu/wals_cuda$(DLSUFFIX))
@@ -235,6 +235,11 @@ sql-texts:
 version-check:
 	./test/version_check.sh
 
+# Every link of README.md, DEVELOPERS.md and doc/ leads to a file and a
+# heading that exist, and every file a comment or document names exists.
+names-check:
+	perl test/names_check.pl
+
 deps:
 	./test/install_deps.sh
 
@@ -249,7 +254,7 @@ demo: deps
 # aarch64 build and unit tests (test-arm64) are among the first.
 NPROC := $(shell nproc 2>/dev/null || echo 1)
 TEST_PROGRAMS = test/unit/wals_unit test/gpu/check_train test/gpu/host_engine$(DLSUFFIX) $(EMU_LIB)
-TEST_CHECKS = unit sql-texts version-check gpu-check test-gpu-emu
+TEST_CHECKS = unit sql-texts version-check names-check gpu-check test-gpu-emu
 ifeq ($(MULTIARCH),x86_64-linux-gnu)
 TEST_DEPS = deps-arm64
 TEST_PROGRAMS += $(ARM64_DIR)/wals$(DLSUFFIX) test/unit/wals_unit_arm64

@@ -61,14 +61,14 @@
 
 /*
  * Dimensions per block of solver 'subspace' unless block_size is given (or
- * f, when smaller): see README, "Acceleration", for the measurements.
+ * f, when smaller): see doc/training.md, "Acceleration", for the measurements.
  */
 #define WALS_DEFAULT_BLOCK_SIZE		16
 
 /*
  * Below this many ratings, device => 'auto' trains on the CPU: the measured
  * crossover of a whole training (15 iterations, in a new connection, which
- * pays for starting CUDA) between an H100 and 16 Xeon cores, README
+ * pays for starting CUDA) between an H100 and 16 Xeon cores, doc/training.md
  * "Devices".
  */
 #define WALS_DEFAULT_GPU_MIN_RATINGS	2000000

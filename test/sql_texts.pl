@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 # The SQL texts of wals, read from its C sources, held to the rules that
-# keep them from depending on the caller's search_path (README, Security):
+# keep them from depending on the caller's search_path (doc/security.md):
 #
 #   - SPI is called only from src/catalog/spi.c, whose functions pin
 #     search_path to pg_catalog, pg_temp for every statement;

@@ -4,8 +4,8 @@
 # of the release, held to it: wals.control's default_version, META.json
 # (the distribution and the extension it provides), debian/changelog's
 # latest entry (less a Debian revision), CHANGELOG.md's latest heading,
-# README's Upgrading section, the update script to it, and the update path
-# t/008_upgrade.pl expects.  Needs no server and no build; prints one line
+# README's Install and doc/operations.md's Upgrading, the update script to
+# it, and the update path t/008_upgrade.pl expects.  Needs no server and no build; prints one line
 # per check and "N passed, N failed".  `make test` and `make version-check`
 # run it.
 set -u
@@ -54,6 +54,8 @@ check "CHANGELOG.md's latest heading" \
 	"$(sed -n 's/^## \([0-9][^ ]*\).*/\1/p' CHANGELOG.md | head -n 1)"
 check "README's current version" \
 	"$(sed -n 's/^The current version is \([0-9][0-9.]*[0-9]\)\..*/\1/p' README.md | head -n 1)"
+check "doc/operations.md's current version (Upgrading)" \
+	"$(sed -n 's/^The current version is \([0-9][0-9.]*[0-9]\)\..*/\1/p' doc/operations.md | head -n 1)"
 
 # The update script to this version, from the one before it in CHANGELOG.
 previous=$(sed -n 's/^## \([0-9][^ ]*\).*/\1/p' CHANGELOG.md | sed -n 2p)

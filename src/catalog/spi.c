@@ -11,7 +11,7 @@
  * otherwise resolve through the caller's search_path, where any role able
  * to create in a schema on it could put a better match and have it run
  * with the caller's rights.  Pinning the path makes such a slip harmless;
- * test/sql_texts.sh refuses the slips themselves and any SPI call made
+ * test/sql_texts.pl refuses the slips themselves and any SPI call made
  * outside this file.  Planning, execution and each fetch of a cursor are
  * all pinned, so that code reached from wals's statements (a view's
  * functions) sees one search_path throughout, as PostgreSQL 17 runs its

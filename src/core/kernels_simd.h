@@ -29,7 +29,7 @@
  * (loads with a short tail, fused multiply-adds, horizontal sums, a lane
  * broadcast, an approximate inverse square root) and three register
  * budgets.  Instantiated for AVX-512 it runs the 20M-rating benchmark as
- * fast as the hand-written file it replaced (README, Performance).
+ * fast as the hand-written file it replaced (doc/performance.md).
  *
  * Loops over a row's vectors have trip counts that are constants once the
  * always-inline functions below are instantiated for 1 to SIMD_ONE

@@ -30,17 +30,6 @@
  */
 #define WALS_CHOL_BLOCK 64
 
-static int
-all_finite(const float *x, int n)
-{
-	int			k;
-
-	for (k = 0; k < n; k++)
-		if (!isfinite(x[k]))
-			return 0;
-	return 1;
-}
-
 /* Round a scratch pointer up to WALS_ALIGN; wals_solve_scratch leaves room. */
 static float *
 align_floats(float *p)
@@ -102,7 +91,7 @@ solve_row_cholesky(const WalsParams *params, const WalsKernels *kern,
 		A[k * fp + k] += params->regularization * s;
 	if (!kern->chol_solve(A, f, b, x))
 		return WALS_ESINGULAR;
-	return all_finite(x, f) ? WALS_OK : WALS_ENONFINITE;
+	return wals_all_finite(x, f) ? WALS_OK : WALS_ENONFINITE;
 }
 
 /* A v = w0 G v + sum_i (c_i - w0) (y_i.v) y_i + lambda s v, never forming A. */
@@ -174,7 +163,7 @@ solve_row_cg(const WalsParams *params, const WalsKernels *kern,
 		kern->xpay(r, rsnew / rsold, p, f);
 		rsold = rsnew;
 	}
-	return all_finite(x, f) ? WALS_OK : WALS_ENONFINITE;
+	return wals_all_finite(x, f) ? WALS_OK : WALS_ENONFINITE;
 }
 
 /*

@@ -70,17 +70,6 @@ typedef struct SubRow
 	WalsStatus	status;
 } SubRow;
 
-static int
-all_finite(const float *x, int n)
-{
-	int			k;
-
-	for (k = 0; k < n; k++)
-		if (!isfinite(x[k]))
-			return 0;
-	return 1;
-}
-
 /* Floats rounded up to whole vectors, so that the next buffer stays aligned. */
 static size_t
 whole(size_t n)
@@ -227,7 +216,7 @@ solve_group(const WalsParams *params, const WalsKernels *kern,
 				continue;
 			if (!kern->chol_solve(row->A, b, row->rhs, row->dp))
 				row->status = WALS_ESINGULAR;
-			else if (!all_finite(row->dp, b))
+			else if (!wals_all_finite(row->dp, b))
 				row->status = WALS_ENONFINITE;
 			else
 				for (c = 0; c < b; c++)
@@ -237,7 +226,7 @@ solve_group(const WalsParams *params, const WalsKernels *kern,
 		pb = b;
 	}
 	for (r = 0; r < nrows; r++)
-		if (rows[r].status == WALS_OK && !all_finite(rows[r].x, f))
+		if (rows[r].status == WALS_OK && !wals_all_finite(rows[r].x, f))
 			rows[r].status = WALS_ENONFINITE;
 }
 

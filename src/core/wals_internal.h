@@ -8,6 +8,7 @@
 #define WALS_INTERNAL_H
 
 #include <float.h>
+#include <math.h>
 
 #include "wals_core.h"
 
@@ -113,6 +114,18 @@ static inline unsigned char *
 wals_align_ptr(void *p)
 {
 	return (unsigned char *) (((uintptr_t) p + WALS_ALIGN - 1) & ~(uintptr_t) (WALS_ALIGN - 1));
+}
+
+/* Whether every one of the n floats at x is finite. */
+static inline int
+wals_all_finite(const float *x, int n)
+{
+	int			k;
+
+	for (k = 0; k < n; k++)
+		if (!isfinite(x[k]))
+			return 0;
+	return 1;
 }
 
 static inline int

@@ -192,6 +192,156 @@ column_arg(FunctionCallInfo fcinfo, int arg, const char *what, Oid source, bool 
 	return quote_identifier(wals_check_column(source, get_rel_name(source), name, what, id));
 }
 
+/* wals_evaluate's arguments, checked. */
+typedef struct EvalArgs
+{
+	text	   *model;
+	Oid			source;
+	const char *user_col;		/* quoted */
+	const char *item_col;
+	const char *rating_col;		/* NULL: none */
+	int			k;
+} EvalArgs;
+
+static void
+eval_args(FunctionCallInfo fcinfo, EvalArgs *a)
+{
+	a->k = wals_arg_k(fcinfo, 5);
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"model\" must not be null"),
+				 errhint("Name the model to evaluate.")));
+	a->model = PG_GETARG_TEXT_PP(0);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"test_source\" must not be null")));
+	a->source = PG_GETARG_OID(1);
+	wals_check_source(a->source, "test_source");
+	a->user_col = column_arg(fcinfo, 2, "user_col", a->source, true);
+	a->item_col = column_arg(fcinfo, 3, "item_col", a->source, true);
+	a->rating_col = PG_ARGISNULL(4) ? NULL : column_arg(fcinfo, 4, "rating_col", a->source, false);
+	{
+		const char *cols[3] = {NameStr(*PG_GETARG_NAME(2)), NameStr(*PG_GETARG_NAME(3)),
+		PG_ARGISNULL(4) ? NULL : NameStr(*PG_GETARG_NAME(4))};
+
+		wals_check_readable(a->source, cols, PG_ARGISNULL(4) ? 2 : 3);
+	}
+	if (strcmp(a->user_col, a->item_col) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"user_col\" and \"item_col\" are both column %s", a->user_col),
+				 errhint("Users and items must come from two different columns.")));
+}
+
+/*
+ * The fetched rows into the block, which a NULL id skips; a NULL or
+ * non-finite rating of a rating column is an error.  The block's queries
+ * replace SPI_tuptable, so the rows are copied out first.
+ */
+static void
+add_fetched(EvalState *e, EvalBlock *b, const char *rating_col)
+{
+	uint64		nrows = SPI_processed;
+	int64	   *users = palloc(sizeof(int64) * nrows);
+	int64	   *items = palloc(sizeof(int64) * nrows);
+	float	   *ratings = palloc(sizeof(float) * nrows);
+	bool	   *skip = palloc(sizeof(bool) * nrows);
+
+	for (uint64 r = 0; r < nrows; r++)
+	{
+		bool		unull;
+		bool		inull;
+		bool		rnull;
+		HeapTuple	tuple = SPI_tuptable->vals[r];
+
+		users[r] = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &unull));
+		items[r] = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &inull));
+		ratings[r] = DatumGetFloat4(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 3, &rnull));
+		if (rnull && rating_col != NULL && !unull && !inull)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("test source has a NULL rating in column %s", rating_col),
+					 errhint("Filter the NULL ratings out with a view, or pass rating_col => NULL.")));
+		if (!rnull && !isfinite(ratings[r]))
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("test source has the non-finite rating %g in column %s",
+							ratings[r], rating_col),
+					 errhint("Filter the non-finite ratings out with a view.")));
+		skip[r] = unull || inull;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	for (uint64 r = 0; r < nrows; r++)
+	{
+		if (skip[r])
+			e->counts.null_ids++;
+		else
+			add_cell(e, b, users[r], wals_serve_item(e->m, items[r]), ratings[r]);
+	}
+	pfree(users);
+	pfree(items);
+	pfree(ratings);
+	pfree(skip);
+}
+
+/* The test source through a cursor in user order, every user scored. */
+static void
+read_test_source(EvalState *e, const EvalArgs *a)
+{
+	EvalBlock	b = {0};
+	Portal		portal;
+
+	b.cap = 1024;
+	b.items = palloc(sizeof(int32) * b.cap);
+	b.ratings = palloc(sizeof(float) * b.cap);
+	e->items = palloc(sizeof(int32) * b.cap);
+	e->ratings = palloc(sizeof(float) * b.cap);
+	b.X = palloc(sizeof(float) * WALS_EVAL_BLOCK * e->m->factors);
+	portal = wals_sql_cursor(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s ORDER BY 1",
+									  a->user_col, a->item_col,
+									  a->rating_col ? psprintf("(%s)::pg_catalog.float4", a->rating_col) : "NULL::pg_catalog.float4",
+									  wals_relation_name(a->source)),
+							 0, NULL, NULL, NULL, true, 0);
+	for (;;)
+	{
+		wals_sql_fetch(portal, WALS_EVAL_FETCH);
+		if (SPI_processed == 0)
+			break;
+		add_fetched(e, &b, a->rating_col);
+	}
+	evaluate_block(e, &b);
+	wals_eval_round_score(e->m, &e->round, e->k, e->rmse, &e->acc, &e->sq);
+	SPI_cursor_close(portal);
+}
+
+/* The result's rows: the metrics, then what could not be evaluated. */
+static void
+put_results(ReturnSetInfo *rsinfo, const EvalState *e)
+{
+	WalsMetrics result;
+	char		name[64];
+
+	wals_metrics_finish(&e->acc, &result);
+	snprintf(name, sizeof(name), "precision@%d", e->k);
+	put_metric(rsinfo, name, result.precision);
+	snprintf(name, sizeof(name), "recall@%d", e->k);
+	put_metric(rsinfo, name, result.recall);
+	snprintf(name, sizeof(name), "ndcg@%d", e->k);
+	put_metric(rsinfo, name, result.ndcg);
+	snprintf(name, sizeof(name), "map@%d", e->k);
+	put_metric(rsinfo, name, result.map);
+	put_metric(rsinfo, "auc", result.auc);
+	if (e->rmse)
+		put_metric(rsinfo, "rmse", wals_rmse_finish(&e->sq));
+	put_metric(rsinfo, "users", (double) result.users);
+	put_metric(rsinfo, "users_unknown", (double) e->counts.users_unknown);
+	put_metric(rsinfo, "users_without_relevant", (double) result.users_without_relevant);
+	put_metric(rsinfo, "items_unknown", (double) e->counts.cells_unknown);
+	put_metric(rsinfo, "items_in_training", (double) result.test_in_train);
+}
+
 /*
  * wals_evaluate(model text, test_source regclass, user_col name,
  *				 item_col name, rating_col name, k int)
@@ -205,148 +355,27 @@ column_arg(FunctionCallInfo fcinfo, int arg, const char *what, Oid source, bool 
 static Datum
 evaluate_call(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	text	   *model;
-	Oid			source;
-	const char *user_col;
-	const char *item_col;
-	const char *rating_col;
-	int			k = wals_arg_k(fcinfo, 5);
+	EvalArgs	a;
 	EvalState	e = {0};
-	EvalBlock	b = {0};
-	WalsMetrics result;
-	Portal		portal;
-	char		name[64];
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("\"model\" must not be null"),
-				 errhint("Name the model to evaluate.")));
-	model = PG_GETARG_TEXT_PP(0);
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("\"test_source\" must not be null")));
-	source = PG_GETARG_OID(1);
-	wals_check_source(source, "test_source");
-	user_col = column_arg(fcinfo, 2, "user_col", source, true);
-	item_col = column_arg(fcinfo, 3, "item_col", source, true);
-	rating_col = PG_ARGISNULL(4) ? NULL : column_arg(fcinfo, 4, "rating_col", source, false);
-	{
-		const char *cols[3] = {NameStr(*PG_GETARG_NAME(2)), NameStr(*PG_GETARG_NAME(3)),
-		PG_ARGISNULL(4) ? NULL : NameStr(*PG_GETARG_NAME(4))};
-
-		wals_check_readable(source, cols, PG_ARGISNULL(4) ? 2 : 3);
-	}
-	if (strcmp(user_col, item_col) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"user_col\" and \"item_col\" are both column %s", user_col),
-				 errhint("Users and items must come from two different columns.")));
-
+	eval_args(fcinfo, &a);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	SPI_connect();
-	e.m = wals_serve_model(model);
+	e.m = wals_serve_model(a.model);
 	e.block_cxt = AllocSetContextCreate(CurrentMemoryContext, "wals evaluation block",
 										ALLOCSET_DEFAULT_SIZES);
-	e.rmse = rating_col != NULL && e.m->info.params.feedback == WALS_EXPLICIT;
-	wals_metrics_init(&e.acc, k);
+	e.rmse = a.rating_col != NULL && e.m->info.params.feedback == WALS_EXPLICIT;
+	e.k = a.k;
+	wals_metrics_init(&e.acc, a.k);
 	wals_rmse_init(&e.sq);
-	e.k = k;
 	wals_eval_round_init(&e.round, e.m->factors);
-	b.cap = 1024;
-	b.items = palloc(sizeof(int32) * b.cap);
-	b.ratings = palloc(sizeof(float) * b.cap);
-	e.items = palloc(sizeof(int32) * b.cap);
-	e.ratings = palloc(sizeof(float) * b.cap);
-	b.X = palloc(sizeof(float) * WALS_EVAL_BLOCK * e.m->factors);
-
-	portal = wals_sql_cursor(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s ORDER BY 1",
-									  user_col, item_col,
-									  rating_col ? psprintf("(%s)::pg_catalog.float4", rating_col) : "NULL::pg_catalog.float4",
-									  wals_relation_name(source)),
-							 0, NULL, NULL, NULL, true, 0);
-	for (;;)
-	{
-		uint64		nrows;
-		int64	   *users;
-		int64	   *items;
-		float	   *ratings;
-		bool	   *skip;
-
-		wals_sql_fetch(portal, WALS_EVAL_FETCH);
-		nrows = SPI_processed;
-		if (nrows == 0)
-			break;
-		/* the per-user queries below replace SPI_tuptable: copy the rows out */
-		users = palloc(sizeof(int64) * nrows);
-		items = palloc(sizeof(int64) * nrows);
-		ratings = palloc(sizeof(float) * nrows);
-		skip = palloc(sizeof(bool) * nrows);
-		for (uint64 r = 0; r < nrows; r++)
-		{
-			bool		unull;
-			bool		inull;
-			bool		rnull;
-			HeapTuple	tuple = SPI_tuptable->vals[r];
-
-			users[r] = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &unull));
-			items[r] = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &inull));
-			ratings[r] = DatumGetFloat4(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 3, &rnull));
-			if (rnull && rating_col != NULL && !unull && !inull)
-				ereport(ERROR,
-						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						 errmsg("test source has a NULL rating in column %s", rating_col),
-						 errhint("Filter the NULL ratings out with a view, or pass rating_col => NULL.")));
-			if (!rnull && !isfinite(ratings[r]))
-				ereport(ERROR,
-						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-						 errmsg("test source has the non-finite rating %g in column %s",
-								ratings[r], rating_col),
-						 errhint("Filter the non-finite ratings out with a view.")));
-			skip[r] = unull || inull;
-		}
-		SPI_freetuptable(SPI_tuptable);
-
-		for (uint64 r = 0; r < nrows; r++)
-		{
-			if (skip[r])
-				e.counts.null_ids++;
-			else
-				add_cell(&e, &b, users[r], wals_serve_item(e.m, items[r]), ratings[r]);
-		}
-		pfree(users);
-		pfree(items);
-		pfree(ratings);
-		pfree(skip);
-	}
-	evaluate_block(&e, &b);
-	wals_eval_round_score(e.m, &e.round, k, e.rmse, &e.acc, &e.sq);
-	SPI_cursor_close(portal);
-
+	read_test_source(&e, &a);
 	if (e.counts.null_ids > 0)
 		ereport(NOTICE,
 				(errmsg_plural("%lld test row with a NULL user or item was skipped",
 							   "%lld test rows with a NULL user or item were skipped",
 							   e.counts.null_ids, (long long) e.counts.null_ids)));
-	wals_metrics_finish(&e.acc, &result);
-	snprintf(name, sizeof(name), "precision@%d", k);
-	put_metric(rsinfo, name, result.precision);
-	snprintf(name, sizeof(name), "recall@%d", k);
-	put_metric(rsinfo, name, result.recall);
-	snprintf(name, sizeof(name), "ndcg@%d", k);
-	put_metric(rsinfo, name, result.ndcg);
-	snprintf(name, sizeof(name), "map@%d", k);
-	put_metric(rsinfo, name, result.map);
-	put_metric(rsinfo, "auc", result.auc);
-	if (e.rmse)
-		put_metric(rsinfo, "rmse", wals_rmse_finish(&e.sq));
-	put_metric(rsinfo, "users", (double) result.users);
-	put_metric(rsinfo, "users_unknown", (double) e.counts.users_unknown);
-	put_metric(rsinfo, "users_without_relevant", (double) result.users_without_relevant);
-	put_metric(rsinfo, "items_unknown", (double) e.counts.cells_unknown);
-	put_metric(rsinfo, "items_in_training", (double) result.test_in_train);
+	put_results((ReturnSetInfo *) fcinfo->resultinfo, &e);
 	SPI_finish();
 	return (Datum) 0;
 }

@@ -13,7 +13,7 @@
  * true gradient g in the numerator and g'.p' below; on the synthetic sets
  * of the benchmark the form on p alone reached the same loss in as many
  * iterations or fewer, and it saves a pass over the ratings per iteration
- * (README, "Acceleration").
+ * (doc/training.md, "Acceleration").
  *
  * The line searched is zs + t d, from the sweep's result rather than from
  * z as in the paper (where the search is z + t d), as De Sterck's N-GMRES

@@ -431,11 +431,6 @@ train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *dat
 }
 
 /*
- * Train (or retrain) a model and return one summary row: the body of
- * wals_train, whose arguments sql/ declares and args.c parses, and of
- * wals_retrain, which fills them from the catalog.
- */
-/*
  * A trial of wals_tune's: the training is checked, read and run as any
  * other, and its outcome handed back instead of stored, since the trial's
  * model would be dropped unread (storing it took most of a trial's time at
@@ -451,6 +446,11 @@ wals_train_as_trial(WalsTrialOutcome *outcome)
 	next_trial = outcome;
 }
 
+/*
+ * Train (or retrain) a model and return one summary row: the body of
+ * wals_train, whose arguments sql/ declares and args.c parses, and of
+ * wals_retrain, which fills them from the catalog.
+ */
 Datum
 wals_train_call(PG_FUNCTION_ARGS)
 {

@@ -15,7 +15,7 @@
 /* Initial factors are normal with this deviation, as in ref_wals.py. */
 #define WALS_INIT_SCALE				0.01f
 
-/* What wraps the ALS sweeps of a training (accel.c). */
+/* What wraps the ALS sweeps of a training (ncg.c). */
 typedef enum WalsAccelerate
 {
 	WALS_ACCEL_NONE = 0,

@@ -5,7 +5,7 @@ and the JSON outputs of ref_wals.py (see quality.sh for the arguments).
 RESULT_DIR holds one <model>.json per training: JSON lines (the summary row
 of wals_train, the per-iteration log, the held-out metrics) merged here into
 one dict.  Differences are relative, (ours - ref) / ref, in percent; the
-target of DESIGN.md section 4 is 1% either way.  For loss and RMSE a negative
+target of doc/performance.md (Targets) is 1% either way.  For loss and RMSE a negative
 difference means ours is lower (better), for precision and ndcg a positive
 one means ours is better.
 """

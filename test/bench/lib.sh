@@ -174,7 +174,7 @@ EOF
 #   - precision@10 = hits / m, averaged over the test users (macro).
 #
 # DEFINITION implicit, that of implicit.evaluation.ranking_metrics_at_k
-# (implicit 0.7.3), behind the peer figures of DESIGN.md section 4:
+# (implicit 0.7.3), behind the peer figures of doc/performance.md (Targets):
 #   - test rows: all of PREFIX_test, a test user being one with at least one
 #     (implicit's test matrix spans the ids of the whole data set, so a user
 #     or item that training lacks stays in the denominators: wals recommends

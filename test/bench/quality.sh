@@ -20,7 +20,7 @@
 #    test/bench/out/quality-<date>.txt.
 #
 # Nothing is asserted: figures are printed, with PASS/MISS against the 1%
-# quality target of DESIGN.md section 4, for (a) ref_wals seed 0 against our
+# quality target of doc/performance.md (Targets), for (a) ref_wals seed 0 against our
 # seed 42, (b) the means over the seeds, (c) the same starting factors.
 # Environment: WALS_TOOLS, the folder of gen_ratings.py and ref_wals.py
 # (default ../shared/tools).

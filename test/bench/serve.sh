@@ -1,6 +1,6 @@
 #!/bin/sh
-# Serving benchmark at MovieLens-20M size, against the targets of DESIGN.md
-# section 4.
+# Serving benchmark at MovieLens-20M size, against the targets of
+# doc/performance.md.
 #
 #   ./test/bench/serve.sh          (from the repository root, as root, with
 #                                   the extension built and installed; or
@@ -72,7 +72,7 @@ elapsed=$(($(date +%s) - START))
 	echo "data: gen_ratings.py $DATA_ARGS --seed $SEED, the training split"
 	cat "$RES/body"
 	echo ""
-	echo "targets (DESIGN.md section 4; its peer figures were measured on the same 2-core machine kind):"
+	echo "targets (doc/performance.md; its peer figures were measured on the same 2-core machine kind):"
 	cat "$RES/summary"
 	echo ""
 	echo "benchmark run time: $((elapsed / 60)) min $((elapsed % 60)) s;" \

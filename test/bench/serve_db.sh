@@ -38,7 +38,7 @@ ROUNDS=2
 # check the agreement.
 SQL_USERS=10
 PGBENCH_SECONDS=15
-# The DESIGN.md section 4 targets and peer figures, printed beside ours.
+# The targets and peer figures of doc/performance.md, printed beside ours.
 TARGET_P50_MS=0.15
 TARGET_BATCH_S=20
 PEER_EXACT_MS=2.6

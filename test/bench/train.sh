@@ -1,6 +1,6 @@
 #!/bin/bash
-# Training benchmark at MovieLens-20M size, against the targets of DESIGN.md
-# section 4.
+# Training benchmark at MovieLens-20M size, against the targets of
+# doc/performance.md.
 #
 #   ./test/bench/train.sh          (from the repository root, as root, with
 #                                   the extension built and installed; or

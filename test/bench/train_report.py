@@ -4,7 +4,7 @@
     train_report.py RESULT_DIR --data TEXT --commit TEXT --elapsed SECONDS
                     --load-before "1MIN 5MIN 15MIN"
 
-The targets are those of DESIGN.md section 4 for the 2-core machine; the
+The targets are those of doc/performance.md for the 2-core machine; the
 peer figures are the implicit library's, measured on the same machine kind.
 """
 import argparse

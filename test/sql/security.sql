@@ -1,6 +1,6 @@
 -- Privileges: every function runs as its caller; only wals writes its
 -- catalog; models live in schemas and belong to the owner of their factor
--- tables; a role that only serves needs exactly the grants README lists;
+-- tables; a role that only serves needs exactly the grants doc/security.md lists;
 -- names with quotes, spaces, upper case and schemas work in every function.
 SET client_min_messages = warning;
 SELECT count(*) AS security_definer

@@ -21,7 +21,7 @@ SELECT wals_shard_ids();
 SELECT wals_shard_end();
 SELECT count(*) FROM wals_shards('shard_ratings');
 RESET ROLE;
--- as the README has a DBA make a role a peer of sharded trainings
+-- as doc/sharding.md has a DBA make a role a peer of sharded trainings
 CREATE ROLE regress_wals_shard_peer NOLOGIN;
 GRANT EXECUTE ON FUNCTION wals_shard_load, wals_shard_ids, wals_shard_id_page, wals_shard_plan,
   wals_shard_plan_page, wals_shard_route, wals_shard_outbox, wals_shard_inbox, wals_shard_start,

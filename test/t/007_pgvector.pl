@@ -1,6 +1,6 @@
 
 # The pgvector bridge, where pgvector is installed: the item factors index
-# with HNSW as README shows, the exact scan over them agrees with
+# with HNSW as doc/serving.md shows, the exact scan over them agrees with
 # wals_recommend, the index answers with high recall, and the recipe that
 # retrains and re-creates the index in one transaction leaves it in place.
 # wals itself never requires pgvector: without it this test is skipped.
@@ -61,7 +61,7 @@ for my $user (1 .. 20)
 }
 is($agree, 20, 'pgvector\'s exact scan and wals_recommend give the same top 10');
 
-# README's recipe.
+# doc/serving.md's recipe.
 $node->safe_psql('postgres',
 	q{CREATE INDEX m_item_hnsw ON m_item_factors USING hnsw ((factors::vector(16)) vector_ip_ops)});
 like(

@@ -67,7 +67,7 @@ END \$\$;
 \\echo done
 });
 
-# The recipe of README: retrain every night at 03:00 would be '0 3 * * *';
+# The recipe of doc/operations.md: retrain every night at 03:00 would be '0 3 * * *';
 # every minute here, so that the test sees a run.
 $node->safe_psql('postgres',
 	q{SELECT cron.schedule('wals-nightly', '* * * * *',

@@ -8,7 +8,7 @@
 # with an error naming the node, and the model stays; no connection of a
 # training is left open on the nodes; an ordinary role reads as itself
 # there, once each node has granted it the shard functions.  A reference
-# table, one copy, trains here.  README's recipe (examples/citus) runs as it
+# table, one copy, trains here.  doc/sharding.md's recipe (examples/citus) runs as it
 # is, in a database of its own on the same nodes: analyst, an ordinary role
 # whose password the workers ask for, loads the ratings and trains on the
 # workers.
@@ -235,7 +235,7 @@ is( $coord->safe_psql(
 same_model($coord, 'r_cg', 'h_cg', 'reference table');
 
 # ---------------------------------------------------------------------------
-# README's recipe, examples/citus, each file as it is with only the hosts,
+# doc/sharding.md's recipe, examples/citus, each file as it is with only the hosts,
 # ports and password it names replaced, in database app on every node.
 # The workers ask analyst for its password, which Citus gives from
 # pg_dist_authinfo, for its own connections and for the training's.

@@ -1,5 +1,5 @@
 
-# The recipes of examples/, run as README shows them (README.md shows each
+# The recipes of examples/, run as the documents show them (doc/*.md show each
 # file as it is, which is checked first): two shard servers and a
 # coordinator set up for sharded training over postgres_fdw by a superuser,
 # each file with only the hosts, ports and passwords it names replaced; the

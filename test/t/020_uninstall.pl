@@ -246,7 +246,7 @@ $node->command_ok(
 	'pg_restore --clean into the same database');
 is($node->safe_psql('cleaned', $serve), $served, 'the model serves as before');
 
-# Where the library cannot be loaded, README has a superuser disable the
+# Where the library cannot be loaded, doc/operations.md has a superuser disable the
 # trigger: DROP EXTENSION wals is then PostgreSQL's alone, and leaves the
 # factor tables.
 ($ret, $out, $err) = $node->psql('cleaned',

@@ -1,8 +1,8 @@
 
-# The recipes of examples/ as README shows them: each file is run with psql
-# exactly as written, but for the values of its \set lines, with which a
-# file names what a DBA replaces (hosts, ports, passwords); and the check
-# that README shows every file as it is.  017_recipes.pl runs the
+# The recipes of examples/ as the documents show them: each file is run with
+# psql exactly as written, but for the values of its \set lines, with which
+# a file names what a DBA replaces (hosts, ports, passwords); and the check
+# that the documents show every file as it is.  017_recipes.pl runs the
 # postgres_fdw and pg_cron recipes, 013_citus.pl the Citus one.
 package Recipes;
 
@@ -117,22 +117,23 @@ sub trained_as_recipe
 	return;
 }
 
-# README.md shows every file of examples/ as it is: a link to the file,
-# a colon, an empty line and a fenced block holding its text; and every
-# link of README into examples/ names a file there.
+# README.md and doc/*.md show every file of examples/ as it is, in one of
+# them: a link to the file, a colon, an empty line and a fenced block
+# holding its text; and every link of theirs into examples/ names a file
+# there.
 sub readme_shows_recipes
 {
-	my $readme = slurp_file("$root/README.md");
+	my $docs = join("\n", map { slurp_file($_) } "$root/README.md", sort glob("$root/doc/*.md"));
 	my @files;
 	find(sub { push @files, $File::Find::name =~ s{^\Q$root/examples/\E}{}r if -f }, "$root/examples");
 	for my $file (sort @files)
 	{
-		my ($shown) = $readme =~ m{\]\(examples/\Q$file\E\):\n\n```\w*\n(.*?)^```$}ms;
-		is($shown, slurp_file("$root/examples/$file"), "README shows examples/$file as it is");
+		my ($shown) = $docs =~ m{\]\((?:\.\./)?examples/\Q$file\E\):\n\n```\w*\n(.*?)^```$}ms;
+		is($shown, slurp_file("$root/examples/$file"), "the documents show examples/$file as it is");
 	}
-	my @links = $readme =~ m{\]\(examples/([^)]+)\)}g;
+	my @links = $docs =~ m{\]\((?:\.\./)?examples/([^)]+)\)}g;
 	is_deeply([ grep { !-f "$root/examples/$_" } @links ], [],
-		'every link of README into examples/ names a file');
+		'every link of the documents into examples/ names a file');
 }
 
 1;

@@ -17,12 +17,12 @@ our @EXPORT = qw(same_model unsolvable_row start_long_training cancel_training l
   grant_shard_functions fdw_partitions);
 
 # The functions a coordinator calls on a shard, which no role may call
-# until a DBA grants them (README, "Training on sharded data").
+# until a DBA grants them (doc/sharding.md).
 my $shard_functions = join(', ',
 	map { "wals_shard_$_" }
 	  qw(load ids id_page plan plan_page route outbox inbox start put solve take loss rated end));
 
-# EXECUTE on the shard functions of $node to the role $to, as the README
+# EXECUTE on the shard functions of $node to the role $to, as doc/sharding.md
 # has a DBA grant it; $before runs first in the same session.
 sub grant_shard_functions
 {

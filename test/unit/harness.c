@@ -273,8 +273,8 @@ col_count(const TestProblem *tp, int i)
 
 /*
  * The regularisation scale of a row with count ratings, the other side
- * having others rows, written from its definition (README) rather than
- * through wals_row_scale.
+ * having others rows, written from its definition (doc/training.md)
+ * rather than through wals_row_scale.
  */
 static double
 brute_scale(const TestProblem *tp, int count, int others)
