@@ -814,6 +814,86 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 
 #define NCATALOG 44
 
+/* The values of the catalog row's columns, in their order, as SPI takes them. */
+typedef struct CatalogParams
+{
+	Oid			types[NCATALOG];
+	Datum		values[NCATALOG];
+	char		nulls[NCATALOG];
+	int			n;
+} CatalogParams;
+
+static void
+param(CatalogParams *c, Oid type, Datum value, bool isnull)
+{
+	Assert(c->n < NCATALOG);
+	c->types[c->n] = type;
+	c->values[c->n] = isnull ? (Datum) 0 : value;
+	c->nulls[c->n] = isnull ? 'n' : ' ';
+	c->n++;
+}
+
+/* The columns from schema to warm_start: the model and how it trained. */
+static void
+settings_params(CatalogParams *c, const WalsCatalogRow *row)
+{
+	const WalsParams *p = &row->params;
+
+	param(c, NAMEOID, DirectFunctionCall1(namein, CStringGetDatum(row->schema)), false);
+	param(c, TEXTOID, CStringGetTextDatum(row->model), false);
+	param(c, OIDOID, ObjectIdGetDatum(row->source), !OidIsValid(row->source));
+	param(c, TEXTOID, CStringGetTextDatum(row->user_col), false);
+	param(c, TEXTOID, CStringGetTextDatum(row->item_col), false);
+	param(c, TEXTOID, row->rating_col ? CStringGetTextDatum(row->rating_col) : (Datum) 0, row->rating_col == NULL);
+	param(c, TEXTOID, CStringGetTextDatum(wals_feedback_name(p->feedback)), false);
+	param(c, INT4OID, Int32GetDatum(p->factors), false);
+	param(c, INT4OID, Int32GetDatum(row->iterations), false);
+	param(c, INT4OID, Int32GetDatum(row->max_iterations), false);
+	param(c, FLOAT4OID, Float4GetDatum(p->regularization), false);
+	param(c, FLOAT4OID, Float4GetDatum(p->alpha), false);
+	param(c, FLOAT4OID, Float4GetDatum(p->w0), false);
+	param(c, TEXTOID, CStringGetTextDatum(wals_solver_name(p->solver)), false);
+	param(c, INT4OID, Int32GetDatum(p->cg_steps), false);
+	param(c, INT4OID, Int32GetDatum(row->seed), false);
+	param(c, FLOAT4OID, Float4GetDatum((float) row->tolerance), row->tolerance < 0);
+	param(c, BOOLOID, BoolGetDatum(row->warm_start), false);
+}
+
+/* The columns from users on: what it did, and the settings added since. */
+static void
+outcome_params(CatalogParams *c, const WalsCatalogRow *row)
+{
+	const WalsParams *p = &row->params;
+	bool		validating = row->validation_metric != NULL;
+
+	param(c, INT8OID, Int64GetDatum(row->users), false);
+	param(c, INT8OID, Int64GetDatum(row->items), false);
+	param(c, INT8OID, Int64GetDatum(row->ratings), false);
+	param(c, FLOAT8OID, Float8GetDatum(row->loss), false);
+	param(c, TEXTOID, CStringGetTextDatum(row->device), false);
+	param(c, INT4OID, Int32GetDatum(row->workers), false);
+	param(c, FLOAT8OID, Float8GetDatum(row->load_s), false);
+	param(c, FLOAT8OID, Float8GetDatum(row->train_s), false);
+	param(c, FLOAT8OID, Float8GetDatum(row->store_s), false);
+	param(c, FLOAT8OID, Float8GetDatum(row->total_s), false);
+	param(c, INT8OID, Int64GetDatum(row->version), false);
+	param(c, OIDOID, ObjectIdGetDatum(row->user_rel), false);
+	param(c, OIDOID, ObjectIdGetDatum(row->item_rel), false);
+	param(c, TEXTOID, CStringGetTextDatum(GetUserNameFromId(GetUserId(), false)), false);
+	param(c, TEXTOID, CStringGetTextDatum(row->accelerate), false);
+	param(c, INT4OID, Int32GetDatum(p->block_size), p->solver != WALS_SUBSPACE);
+	param(c, FLOAT4OID, Float4GetDatum(p->reg_exponent), !p->frequency_scaled);
+	param(c, FLOAT4OID, Float4GetDatum(row->init_std), row->init_std < 0);
+	param(c, FLOAT4OID, Float4GetDatum((float) row->validation), row->validation <= 0);
+	param(c, TEXTOID, row->validation_table ? CStringGetTextDatum(row->validation_table) : (Datum) 0, row->validation_table == NULL);
+	param(c, TEXTOID, validating ? CStringGetTextDatum(row->validation_metric) : (Datum) 0, !validating);
+	param(c, INT4OID, Int32GetDatum(row->patience), !validating);
+	param(c, INT4OID, Int32GetDatum(row->best_iteration), !validating);
+	param(c, FLOAT8OID, Float8GetDatum(row->validation_score), !validating);
+	param(c, OIDOID, ObjectIdGetDatum(row->owner), false);
+	param(c, TIMESTAMPTZOID, TimestampTzGetDatum(row->trained_at), false);
+}
+
 /*
  * Replace the catalog row of model row->schema.row->model with row, as the
  * extension's owner; the caller has checked that it may (wals_lock_model).
@@ -823,74 +903,19 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 void
 wals_catalog_write(const WalsCatalogRow *row)
 {
-	const WalsParams *p = &row->params;
-	bool		validating = row->validation_metric != NULL;
-	Oid			types[NCATALOG];
-	Datum		values[NCATALOG];
-	char		nulls[NCATALOG];
-	int			n = 0;
+	CatalogParams c = {0};
 	char	   *query;
 	WalsRoleSave save;
 
-#define PARAM(type, value, isnull) \
-	(types[n] = (type), values[n] = (isnull) ? (Datum) 0 : (value), \
-	 nulls[n] = (isnull) ? 'n' : ' ', n++)
-
-	PARAM(NAMEOID, DirectFunctionCall1(namein, CStringGetDatum(row->schema)), false);
-	PARAM(TEXTOID, CStringGetTextDatum(row->model), false);
-	PARAM(OIDOID, ObjectIdGetDatum(row->source), !OidIsValid(row->source));
-	PARAM(TEXTOID, CStringGetTextDatum(row->user_col), false);
-	PARAM(TEXTOID, CStringGetTextDatum(row->item_col), false);
-	PARAM(TEXTOID, row->rating_col ? CStringGetTextDatum(row->rating_col) : (Datum) 0,
-		  row->rating_col == NULL);
-	PARAM(TEXTOID, CStringGetTextDatum(wals_feedback_name(p->feedback)), false);
-	PARAM(INT4OID, Int32GetDatum(p->factors), false);
-	PARAM(INT4OID, Int32GetDatum(row->iterations), false);
-	PARAM(INT4OID, Int32GetDatum(row->max_iterations), false);
-	PARAM(FLOAT4OID, Float4GetDatum(p->regularization), false);
-	PARAM(FLOAT4OID, Float4GetDatum(p->alpha), false);
-	PARAM(FLOAT4OID, Float4GetDatum(p->w0), false);
-	PARAM(TEXTOID, CStringGetTextDatum(wals_solver_name(p->solver)), false);
-	PARAM(INT4OID, Int32GetDatum(p->cg_steps), false);
-	PARAM(INT4OID, Int32GetDatum(row->seed), false);
-	PARAM(FLOAT4OID, Float4GetDatum((float) row->tolerance), row->tolerance < 0);
-	PARAM(BOOLOID, BoolGetDatum(row->warm_start), false);
-	PARAM(INT8OID, Int64GetDatum(row->users), false);
-	PARAM(INT8OID, Int64GetDatum(row->items), false);
-	PARAM(INT8OID, Int64GetDatum(row->ratings), false);
-	PARAM(FLOAT8OID, Float8GetDatum(row->loss), false);
-	PARAM(TEXTOID, CStringGetTextDatum(row->device), false);
-	PARAM(INT4OID, Int32GetDatum(row->workers), false);
-	PARAM(FLOAT8OID, Float8GetDatum(row->load_s), false);
-	PARAM(FLOAT8OID, Float8GetDatum(row->train_s), false);
-	PARAM(FLOAT8OID, Float8GetDatum(row->store_s), false);
-	PARAM(FLOAT8OID, Float8GetDatum(row->total_s), false);
-	PARAM(INT8OID, Int64GetDatum(row->version), false);
-	PARAM(OIDOID, ObjectIdGetDatum(row->user_rel), false);
-	PARAM(OIDOID, ObjectIdGetDatum(row->item_rel), false);
-	PARAM(TEXTOID, CStringGetTextDatum(GetUserNameFromId(GetUserId(), false)), false);
-	PARAM(TEXTOID, CStringGetTextDatum(row->accelerate), false);
-	PARAM(INT4OID, Int32GetDatum(p->block_size), p->solver != WALS_SUBSPACE);
-	PARAM(FLOAT4OID, Float4GetDatum(p->reg_exponent), !p->frequency_scaled);
-	PARAM(FLOAT4OID, Float4GetDatum(row->init_std), row->init_std < 0);
-	PARAM(FLOAT4OID, Float4GetDatum((float) row->validation), row->validation <= 0);
-	PARAM(TEXTOID, row->validation_table ? CStringGetTextDatum(row->validation_table) : (Datum) 0,
-		  row->validation_table == NULL);
-	PARAM(TEXTOID, validating ? CStringGetTextDatum(row->validation_metric) : (Datum) 0,
-		  !validating);
-	PARAM(INT4OID, Int32GetDatum(row->patience), !validating);
-	PARAM(INT4OID, Int32GetDatum(row->best_iteration), !validating);
-	PARAM(FLOAT8OID, Float8GetDatum(row->validation_score), !validating);
-	PARAM(OIDOID, ObjectIdGetDatum(row->owner), false);
-	PARAM(TIMESTAMPTZOID, TimestampTzGetDatum(row->trained_at), false);
-#undef PARAM
-	Assert(n == NCATALOG);
+	settings_params(&c, row);
+	outcome_params(&c, row);
+	Assert(c.n == NCATALOG);
 
 	wals_become_catalog_writer(&save);
 	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
 						   " AND model OPERATOR(pg_catalog.=) $2",
 						   wals_catalog_table("wals_models")),
-				  2, types, values, -1);
+				  2, c.types, c.values, -1);
 	query = psprintf("INSERT INTO %s (schema, model, source, user_col, item_col, rating_col,"
 					 " feedback, factors, iterations, max_iterations, regularization, alpha,"
 					 " unobserved_weight, solver, cg_steps, seed, tolerance, warm_start,"
@@ -904,7 +929,7 @@ wals_catalog_write(const WalsCatalogRow *row)
 					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
 					 " $41, $42, $43, $44)",
 					 wals_catalog_table("wals_models"));
-	if (wals_sql(query, n, types, values, nulls, false, 0) != SPI_OK_INSERT)
+	if (wals_sql(query, c.n, c.types, c.values, c.nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"",
 			 wals_model_display(row->schema, row->model));
 	wals_unbecome(&save);

@@ -410,33 +410,143 @@ reading_context(void *arg)
 	errcontext("reading the description of model \"%s\"", (const char *) arg);
 }
 
-/*
- * Read a description (the comment after WALS_DESCRIPTION_PREFIX) into row,
- * every value checked; display names the model in errors.  The source is
- * left to the caller, as the schema and the name of the relation the
- * description names (both NULL: none).  Fills what the description holds,
- * nothing else of row.
- */
-void
-wals_description_parse(const char *text, const char *display, WalsCatalogRow *row,
-					   char **source_schema, char **source_table)
+/* The source and the columns, which the caller resolves and checks. */
+static void
+read_columns(Reader *r, WalsCatalogRow *row, char **source_schema, char **source_table)
+{
+	char	   *source = text_field(r, "source", true, DESCRIPTION_MAX_TEXT);
+
+	*source_schema = *source_table = NULL;
+	if (source != NULL)
+	{
+		List	   *parts;
+
+		if (!SplitIdentifierString(pstrdup(source), '.', &parts) || list_length(parts) != 2)
+			bad(r, "source", psprintf("is \"%s\", and must be a schema-qualified relation name",
+									  shown(source)));
+		*source_schema = linitial(parts);
+		*source_table = lsecond(parts);
+	}
+	row->user_col = text_field(r, "user_col", false, NAMEDATALEN - 1);
+	row->item_col = text_field(r, "item_col", false, NAMEDATALEN - 1);
+	if (strcmp(row->user_col, row->item_col) == 0)
+		bad(r, "item_col", "is \"user_col\" too: users and items come from two columns");
+	row->rating_col = text_field(r, "rating_col", true, NAMEDATALEN - 1);
+}
+
+/* The training's parameters, each checked as wals_train checks its own. */
+static void
+read_params(Reader *r, WalsCatalogRow *row)
 {
 	static const char *const feedbacks[] = {"implicit", "explicit", NULL};
 	static const char *const solvers[] = {"cg", "cholesky", "subspace", NULL};
+	static const WalsSolver solver_of[] = {WALS_CG, WALS_CHOLESKY, WALS_SUBSPACE};
 	static const char *const accelerates[] = {"none", "ncg", NULL};
-	static const char *const devices[] = {"cpu", "gpu", "shards", NULL};
 	WalsParams *p = &row->params;
-	ErrorContextCallback context;
-	JsonLexContext *lex;
-	JsonParseErrorType parsed;
-	Jsonb	   *jb;
-	Reader		r;
+	bool		isnull;
+
+	memset(p, 0, sizeof(*p));
+	p->feedback = choice_field(r, "feedback", feedbacks) == 0 ? WALS_IMPLICIT : WALS_EXPLICIT;
+	p->factors = (int) int_field(r, "factors", WALS_MIN_FACTORS, WALS_MAX_FACTORS, NULL);
+	row->max_iterations = (int) int_field(r, "max_iterations", WALS_MIN_ITERATIONS,
+										  WALS_MAX_ITERATIONS, NULL);
+	row->iterations = (int) int_field(r, "iterations", 1, row->max_iterations, NULL);
+	p->regularization = (float) number_field(r, "regularization", 0, WALS_MAX_REAL_PARAM,
+											 false, true, NULL);
+	p->alpha = (float) number_field(r, "alpha", 0, WALS_MAX_REAL_PARAM, false, true, NULL);
+	p->w0 = (float) number_field(r, "unobserved_weight", 0, WALS_MAX_REAL_PARAM, false, true,
+								 NULL);
+	p->solver = solver_of[choice_field(r, "solver", solvers)];
+	p->cg_steps = (int) int_field(r, "cg_steps", WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS, NULL);
+	p->block_size = (int) int_field(r, "block_size", 1, p->factors, &isnull);
+	if (isnull != (p->solver != WALS_SUBSPACE))
+		bad(r, "block_size", p->solver == WALS_SUBSPACE ?
+			"is null, and solver \"subspace\" needs one" :
+			"is given, and applies only to solver \"subspace\"");
+	if (isnull)
+		p->block_size = Min(p->factors, WALS_DEFAULT_BLOCK_SIZE);
+	p->reg_exponent = (float) number_field(r, "regularization_exponent", 0,
+										   WALS_MAX_REG_EXPONENT, false, true, &isnull);
+	p->frequency_scaled = !isnull;
+	row->seed = (int) int_field(r, "seed", PG_INT32_MIN, PG_INT32_MAX, NULL);
+	row->tolerance = number_field(r, "tolerance", 0, 1, false, true, &isnull);
+	if (isnull)
+		row->tolerance = -1;
+	row->warm_start = field(r, "warm_start", jbvBool, false)->val.boolean;
+	row->accelerate = accelerates[choice_field(r, "accelerate", accelerates)];
+	row->init_std = (float) number_field(r, "init_std", 0, WALS_MAX_INIT_STD, true, true,
+										 &isnull);
+	if (isnull)
+		row->init_std = -1;
+}
+
+/* A field of the validation: given exactly when the training validated. */
+static void
+validation_field_given(Reader *r, const char *key, bool isnull, bool validating)
+{
+	if (isnull == validating)
+		bad(r, key, validating ? "is null, and a validation needs one" :
+			"is given without \"validation\" or \"validation_table\"");
+}
+
+static void
+read_validation(Reader *r, WalsCatalogRow *row)
+{
 	bool		isnull;
 	bool		validating;
-	int			len = strlen(text);
 	WalsMetricKind kind;
 	int			k;
-	char	   *source;
+
+	row->validation = number_field(r, "validation", 0, WALS_MAX_VALIDATION, true, true,
+								   &isnull);
+	row->validation_table = text_field(r, "validation_table", true, DESCRIPTION_MAX_TEXT);
+	if (!isnull && row->validation_table != NULL)
+		bad(r, "validation_table", "is given with \"validation\", and only one of them may be");
+	validating = !isnull || row->validation_table != NULL;
+	row->validation_metric = text_field(r, "validation_metric", true, DESCRIPTION_MAX_TEXT);
+	validation_field_given(r, "validation_metric", row->validation_metric == NULL, validating);
+	if (validating &&
+		!wals_metric_parse(row->validation_metric, WALS_MAX_VALIDATION_K, &kind, &k))
+		bad(r, "validation_metric",
+			psprintf("is \"%s\", and must be ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, or auc",
+					 shown(row->validation_metric), WALS_MAX_VALIDATION_K));
+	row->patience = (int) int_field(r, "patience", 1, WALS_MAX_ITERATIONS, &isnull);
+	validation_field_given(r, "patience", isnull, validating);
+	row->best_iteration = (int) int_field(r, "best_iteration", 1, row->iterations, &isnull);
+	validation_field_given(r, "best_iteration", isnull, validating);
+	row->validation_score = number_field(r, "validation_score", -DBL_MAX, DBL_MAX, false,
+										 false, &isnull);
+	validation_field_given(r, "validation_score", isnull, validating);
+}
+
+/* What the training did: its size, loss, device, seconds and version. */
+static void
+read_outcome(Reader *r, WalsCatalogRow *row)
+{
+	static const char *const devices[] = {"cpu", "gpu", "shards", NULL};
+
+	row->users = int_field(r, "users", 1, PG_INT64_MAX, NULL);
+	row->items = int_field(r, "items", 1, PG_INT64_MAX, NULL);
+	row->ratings = int_field(r, "ratings", 1, PG_INT64_MAX, NULL);
+	row->loss = number_field(r, "loss", 0, DBL_MAX, false, false, NULL);
+	row->device = devices[choice_field(r, "device", devices)];
+	row->workers = (int) int_field(r, "workers", 0, PG_INT32_MAX, NULL);
+	row->load_s = number_field(r, "load_s", 0, DBL_MAX, false, false, NULL);
+	row->train_s = number_field(r, "train_s", 0, DBL_MAX, false, false, NULL);
+	row->store_s = number_field(r, "store_s", 0, DBL_MAX, false, false, NULL);
+	row->total_s = number_field(r, "total_s", 0, DBL_MAX, false, false, NULL);
+	row->version = int_field(r, "version", 1, PG_INT64_MAX, NULL);
+	row->trained_at = time_field(r, "trained_at");
+	(void) text_field(r, "trained_by", false, NAMEDATALEN - 1);
+}
+
+/* Whether the description is JSON of a length wals reads. */
+static void
+check_json(const char *text, const char *display)
+{
+	int			len = strlen(text);
+	JsonLexContext *lex;
+	JsonParseErrorType parsed;
 
 	if (len > DESCRIPTION_MAX_BYTES)
 		ereport(ERROR,
@@ -453,130 +563,42 @@ wals_description_parse(const char *text, const char *display, WalsCatalogRow *ro
 				 errmsg("invalid description of model \"%s\": it is not JSON", display),
 				 errdetail("%s", json_errdetail(parsed, lex)),
 				 errhint("Train the model again with wals_train(), or write its description back as wals wrote it.")));
+}
 
+/*
+ * Read a description (the comment after WALS_DESCRIPTION_PREFIX) into row,
+ * every value checked; display names the model in errors.  The source is
+ * left to the caller, as the schema and the name of the relation the
+ * description names (both NULL: none).  Fills what the description holds,
+ * nothing else of row.
+ */
+void
+wals_description_parse(const char *text, const char *display, WalsCatalogRow *row,
+					   char **source_schema, char **source_table)
+{
+	ErrorContextCallback context;
+	Jsonb	   *jb;
+	Reader		r;
+
+	check_json(text, display);
 	context.callback = reading_context;
 	context.arg = (void *) display;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-
 	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
-	r.root = &jb->root;
-	r.display = display;
 	if (!JB_ROOT_IS_OBJECT(jb))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid description of model \"%s\": it is not a JSON object", display),
 				 errhint("Train the model again with wals_train(), or write its description back as wals wrote it.")));
+	r.root = &jb->root;
+	r.display = display;
 	if (int_field(&r, "format", PG_INT32_MIN, PG_INT32_MAX, NULL) != DESCRIPTION_FORMAT)
 		bad(&r, "format", psprintf("is not %d, the only format this version of wals reads",
 								   DESCRIPTION_FORMAT));
-
-	source = text_field(&r, "source", true, DESCRIPTION_MAX_TEXT);
-	*source_schema = *source_table = NULL;
-	if (source != NULL)
-	{
-		List	   *parts;
-
-		if (!SplitIdentifierString(pstrdup(source), '.', &parts) || list_length(parts) != 2)
-			bad(&r, "source", psprintf("is \"%s\", and must be a schema-qualified relation name",
-									   shown(source)));
-		*source_schema = linitial(parts);
-		*source_table = lsecond(parts);
-	}
-	row->user_col = text_field(&r, "user_col", false, NAMEDATALEN - 1);
-	row->item_col = text_field(&r, "item_col", false, NAMEDATALEN - 1);
-	if (strcmp(row->user_col, row->item_col) == 0)
-		bad(&r, "item_col", "is \"user_col\" too: users and items come from two columns");
-	row->rating_col = text_field(&r, "rating_col", true, NAMEDATALEN - 1);
-
-	memset(p, 0, sizeof(*p));
-	p->feedback = choice_field(&r, "feedback", feedbacks) == 0 ? WALS_IMPLICIT : WALS_EXPLICIT;
-	p->factors = (int) int_field(&r, "factors", WALS_MIN_FACTORS, WALS_MAX_FACTORS, NULL);
-	row->max_iterations = (int) int_field(&r, "max_iterations", WALS_MIN_ITERATIONS,
-										  WALS_MAX_ITERATIONS, NULL);
-	row->iterations = (int) int_field(&r, "iterations", 1, row->max_iterations, NULL);
-	p->regularization = (float) number_field(&r, "regularization", 0, WALS_MAX_REAL_PARAM,
-											 false, true, NULL);
-	p->alpha = (float) number_field(&r, "alpha", 0, WALS_MAX_REAL_PARAM, false, true, NULL);
-	p->w0 = (float) number_field(&r, "unobserved_weight", 0, WALS_MAX_REAL_PARAM, false, true,
-								 NULL);
-	switch (choice_field(&r, "solver", solvers))
-	{
-		case 0:
-			p->solver = WALS_CG;
-			break;
-		case 1:
-			p->solver = WALS_CHOLESKY;
-			break;
-		default:
-			p->solver = WALS_SUBSPACE;
-			break;
-	}
-	p->cg_steps = (int) int_field(&r, "cg_steps", WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS, NULL);
-	p->block_size = (int) int_field(&r, "block_size", 1, p->factors, &isnull);
-	if (isnull != (p->solver != WALS_SUBSPACE))
-		bad(&r, "block_size", p->solver == WALS_SUBSPACE ?
-			"is null, and solver \"subspace\" needs one" :
-			"is given, and applies only to solver \"subspace\"");
-	if (isnull)
-		p->block_size = Min(p->factors, WALS_DEFAULT_BLOCK_SIZE);
-	p->reg_exponent = (float) number_field(&r, "regularization_exponent", 0,
-										   WALS_MAX_REG_EXPONENT, false, true, &isnull);
-	p->frequency_scaled = !isnull;
-	row->seed = (int) int_field(&r, "seed", PG_INT32_MIN, PG_INT32_MAX, NULL);
-	row->tolerance = number_field(&r, "tolerance", 0, 1, false, true, &isnull);
-	if (isnull)
-		row->tolerance = -1;
-	row->warm_start = field(&r, "warm_start", jbvBool, false)->val.boolean;
-	row->accelerate = accelerates[choice_field(&r, "accelerate", accelerates)];
-	row->init_std = (float) number_field(&r, "init_std", 0, WALS_MAX_INIT_STD, true, true,
-										 &isnull);
-	if (isnull)
-		row->init_std = -1;
-
-	row->validation = number_field(&r, "validation", 0, WALS_MAX_VALIDATION, true, true,
-								   &isnull);
-	row->validation_table = text_field(&r, "validation_table", true, DESCRIPTION_MAX_TEXT);
-	if (!isnull && row->validation_table != NULL)
-		bad(&r, "validation_table", "is given with \"validation\", and only one of them may be");
-	validating = !isnull || row->validation_table != NULL;
-	row->validation_metric = text_field(&r, "validation_metric", true, DESCRIPTION_MAX_TEXT);
-	if ((row->validation_metric != NULL) != validating)
-		bad(&r, "validation_metric", validating ?
-			"is null, and a validation needs one" :
-			"is given without \"validation\" or \"validation_table\"");
-	if (validating &&
-		!wals_metric_parse(row->validation_metric, WALS_MAX_VALIDATION_K, &kind, &k))
-		bad(&r, "validation_metric",
-			psprintf("is \"%s\", and must be ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, or auc",
-					 shown(row->validation_metric), WALS_MAX_VALIDATION_K));
-	row->patience = (int) int_field(&r, "patience", 1, WALS_MAX_ITERATIONS, &isnull);
-	if (isnull == validating)
-		bad(&r, "patience", validating ? "is null, and a validation needs one" :
-			"is given without \"validation\" or \"validation_table\"");
-	row->best_iteration = (int) int_field(&r, "best_iteration", 1, row->iterations, &isnull);
-	if (isnull == validating)
-		bad(&r, "best_iteration", validating ? "is null, and a validation needs one" :
-			"is given without \"validation\" or \"validation_table\"");
-	row->validation_score = number_field(&r, "validation_score", -DBL_MAX, DBL_MAX, false,
-										 false, &isnull);
-	if (isnull == validating)
-		bad(&r, "validation_score", validating ? "is null, and a validation needs one" :
-			"is given without \"validation\" or \"validation_table\"");
-
-	row->users = int_field(&r, "users", 1, PG_INT64_MAX, NULL);
-	row->items = int_field(&r, "items", 1, PG_INT64_MAX, NULL);
-	row->ratings = int_field(&r, "ratings", 1, PG_INT64_MAX, NULL);
-	row->loss = number_field(&r, "loss", 0, DBL_MAX, false, false, NULL);
-	row->device = devices[choice_field(&r, "device", devices)];
-	row->workers = (int) int_field(&r, "workers", 0, PG_INT32_MAX, NULL);
-	row->load_s = number_field(&r, "load_s", 0, DBL_MAX, false, false, NULL);
-	row->train_s = number_field(&r, "train_s", 0, DBL_MAX, false, false, NULL);
-	row->store_s = number_field(&r, "store_s", 0, DBL_MAX, false, false, NULL);
-	row->total_s = number_field(&r, "total_s", 0, DBL_MAX, false, false, NULL);
-	row->version = int_field(&r, "version", 1, PG_INT64_MAX, NULL);
-	row->trained_at = time_field(&r, "trained_at");
-	(void) text_field(&r, "trained_by", false, NAMEDATALEN - 1);
-
+	read_columns(&r, row, source_schema, source_table);
+	read_params(&r, row);
+	read_validation(&r, row);
+	read_outcome(&r, row);
 	error_context_stack = context.previous;
 }

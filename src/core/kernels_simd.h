@@ -930,7 +930,10 @@ SIMD(gram_acc) (float *A, int f, const float *W, const float *Y,
  * which the chunks right of it apply in the same order.  A pivot's inverse
  * replaces it on the diagonal, since the substitutions only ever divide
  * by it.  Rows past f are computed from row kb and not stored; reading up
- * to column kb + 3 stays inside the padded rows.
+ * to column kb + 3 stays inside the padded rows.  It stays one function of
+ * about a hundred lines: its accumulators are one register tile that the
+ * accumulation fills and the finishing reads, which a split would have to
+ * hand over through memory.
  */
 static SIMD_INLINE int
 SIMD(chol_chunk) (float *A, int f, int kb, int cs, int first, float *inv,

@@ -799,6 +799,71 @@ route_bytes(const Session *s)
 }
 
 /*
+ * Each partition's ids as the plan's dense numbers; every id read must be
+ * in the plan (dense_of checks it).
+ */
+static void
+map_loaded_ids(Session *s)
+{
+	for (Loaded *l = s->loaded; l != NULL; l = l->next)
+	{
+		if (l->umap != NULL)
+			pfree(l->umap);
+		l->umap = NULL;
+		if (l->imap != NULL)
+			pfree(l->imap);
+		l->imap = NULL;
+		l->umap = dense_of(l->raw.user_ids, l->raw.nusers, s->user_ids, s->nusers);
+		l->imap = dense_of(l->raw.item_ids, l->raw.nitems, s->item_ids, s->nitems);
+	}
+}
+
+/* The rows each shard owns, on both sides, and this shard's own. */
+static void
+split_by_owner(Session *s)
+{
+	for (int side = 0; side < 2; side++)
+	{
+		s->rows_of[side] = palloc(sizeof(int32 *) * s->nshards);
+		s->nrows_of[side] = palloc(sizeof(int64) * s->nshards);
+		for (int t = 0; t < s->nshards; t++)
+			s->rows_of[side][t] = wals_shard_owned(side == 0 ? s->user_owner : s->item_owner,
+												   side == 0 ? s->nusers : s->nitems, t,
+												   &s->nrows_of[side][t]);
+	}
+	s->own_users = s->rows_of[0][s->shard];
+	s->own_nusers = s->nrows_of[0][s->shard];
+	s->own_items = s->rows_of[1][s->shard];
+	s->own_nitems = s->nrows_of[1][s->shard];
+}
+
+/* Every outbox sized for the cells it will take, so that none grows. */
+static void
+size_outboxes(Session *s)
+{
+	int64	   *by_user = palloc0(sizeof(int64) * s->nshards);
+	int64	   *by_item = palloc0(sizeof(int64) * s->nshards);
+
+	s->other_in = palloc0(sizeof(int64) * s->nshards);
+	s->out_users = palloc0(sizeof(Cells) * s->nshards);
+	s->out_items = palloc0(sizeof(Cells) * s->nshards);
+	s->out_sent = palloc0(sizeof(int64) * s->nshards);
+	for (Loaded *l = s->loaded; l != NULL; l = l->next)
+		for (int64 k = 0; k < l->raw.n; k++)
+		{
+			by_user[s->user_owner[l->umap[l->raw.users[k]]]]++;
+			by_item[s->item_owner[l->imap[l->raw.items[k]]]]++;
+		}
+	for (int t = 0; t < s->nshards; t++)
+	{
+		cells_grow(&s->out_users[t], by_user[t]);
+		cells_grow(&s->out_items[t], by_item[t]);
+	}
+	pfree(by_user);
+	pfree(by_item);
+}
+
+/*
  * wals_shard_route() RETURNS void
  *
  * Once the whole plan has come: each cell read goes to the owner of its
@@ -823,54 +888,10 @@ wals_shard_route(PG_FUNCTION_ARGS)
 						   s->item_ids_in, s->nitems)));
 	wals_shard_reserve(s, route_bytes(s), "routing the cells of a sharded training");
 	old = MemoryContextSwitchTo(s->cxt);
-	for (Loaded *l = s->loaded; l != NULL; l = l->next)
-	{
-		if (l->umap != NULL)
-			pfree(l->umap);
-		l->umap = NULL;
-		if (l->imap != NULL)
-			pfree(l->imap);
-		l->imap = NULL;
-		l->umap = dense_of(l->raw.user_ids, l->raw.nusers, s->user_ids, s->nusers);
-		l->imap = dense_of(l->raw.item_ids, l->raw.nitems, s->item_ids, s->nitems);
-	}
-
+	map_loaded_ids(s);
 	wals_shard_changing(s);
-	for (int side = 0; side < 2; side++)
-	{
-		s->rows_of[side] = palloc(sizeof(int32 *) * s->nshards);
-		s->nrows_of[side] = palloc(sizeof(int64) * s->nshards);
-		for (int t = 0; t < s->nshards; t++)
-			s->rows_of[side][t] = wals_shard_owned(side == 0 ? s->user_owner : s->item_owner,
-												   side == 0 ? s->nusers : s->nitems, t,
-												   &s->nrows_of[side][t]);
-	}
-	s->own_users = s->rows_of[0][s->shard];
-	s->own_nusers = s->nrows_of[0][s->shard];
-	s->own_items = s->rows_of[1][s->shard];
-	s->own_nitems = s->nrows_of[1][s->shard];
-	s->other_in = palloc0(sizeof(int64) * s->nshards);
-	s->out_users = palloc0(sizeof(Cells) * s->nshards);
-	s->out_items = palloc0(sizeof(Cells) * s->nshards);
-	s->out_sent = palloc0(sizeof(int64) * s->nshards);
-	{
-		int64	   *by_user = palloc0(sizeof(int64) * s->nshards);
-		int64	   *by_item = palloc0(sizeof(int64) * s->nshards);
-
-		for (Loaded *l = s->loaded; l != NULL; l = l->next)
-			for (int64 k = 0; k < l->raw.n; k++)
-			{
-				by_user[s->user_owner[l->umap[l->raw.users[k]]]]++;
-				by_item[s->item_owner[l->imap[l->raw.items[k]]]]++;
-			}
-		for (int t = 0; t < s->nshards; t++)
-		{
-			cells_grow(&s->out_users[t], by_user[t]);
-			cells_grow(&s->out_items[t], by_item[t]);
-		}
-		pfree(by_user);
-		pfree(by_item);
-	}
+	split_by_owner(s);
+	size_outboxes(s);
 	while (s->loaded != NULL)
 	{
 		Loaded	   *l = s->loaded;

@@ -123,23 +123,16 @@ fetch_ids(WalsShards *sh, int s, int side, int64 n, int64 *ids)
 }
 
 /*
- * The ids every shard read, numbered in id order into data, and their
- * owners: a user's the lowest shard that read it, an item's its index
- * modulo the shards.  The shards' rows and NULL ids are counted into data.
+ * Every shard's counts of rows, rows without an id, users and items (nu[s]
+ * and ni[s], their sums in *total_u and *total_i); returns the rows.
  */
-static void
-number_ids(WalsShards *sh, WalsData *data)
+static int64
+count_ids(WalsShards *sh, WalsData *data, int64 *nu, int64 *ni, int64 *total_u,
+		  int64 *total_i)
 {
-	int64	   *nu = palloc(sizeof(int64) * sh->n);
-	int64	   *ni = palloc(sizeof(int64) * sh->n);
-	int64		total_u = 0;
-	int64		total_i = 0;
 	int64		rows = 0;
-	int64	   *fetched;		/* every shard's user ids, in shard order */
-	int64	   *users;
-	int64	   *items;
-	int64		at;
 
+	*total_u = *total_i = 0;
 	for (int s = 0; s < sh->n; s++)
 		wals_shard_send(sh->shard[s], "wals_shard_ids", 0, NULL);
 	for (int s = 0; s < sh->n; s++)
@@ -154,9 +147,53 @@ number_ids(WalsShards *sh, WalsData *data)
 		ni[s] = wals_wire_count(&w, INT32_MAX);
 		wals_wire_done(&w);
 		wals_shard_clear(sh->shard[s]);
-		total_u += nu[s];
-		total_i += ni[s];
+		*total_u += nu[s];
+		*total_i += ni[s];
 	}
+	return rows;
+}
+
+/*
+ * A user belongs to the first shard that read it (fetched holds every
+ * shard's user ids in shard order, nu[s] of shard s); an item to shard
+ * j mod n.
+ */
+static void
+assign_owners(WalsShards *sh, const int64 *users, const int64 *fetched, const int64 *nu)
+{
+	int64		at = 0;
+
+	sh->user_owner = palloc_extended(Max(sh->nusers, 1), MCXT_ALLOC_HUGE);
+	memset(sh->user_owner, 0xff, sh->nusers);
+	for (int s = 0; s < sh->n; s++)
+		for (int64 k = 0; k < nu[s]; k++)
+		{
+			int64		j = wals_ids_find(users, sh->nusers, fetched[at++]);
+
+			if (sh->user_owner[j] == 0xff)
+				sh->user_owner[j] = (uint8) s;
+		}
+}
+
+/*
+ * The ids every shard read, numbered in id order into data, and their
+ * owners: a user's the lowest shard that read it, an item's its index
+ * modulo the shards.  The shards' rows and NULL ids are counted into data.
+ */
+static void
+number_ids(WalsShards *sh, WalsData *data)
+{
+	int64	   *nu = palloc(sizeof(int64) * sh->n);
+	int64	   *ni = palloc(sizeof(int64) * sh->n);
+	int64		total_u;
+	int64		total_i;
+	int64		rows;
+	int64	   *fetched;		/* every shard's user ids, in shard order */
+	int64	   *users;
+	int64	   *items;
+	int64		at;
+
+	rows = count_ids(sh, data, nu, ni, &total_u, &total_i);
 	if (rows == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -196,17 +233,7 @@ number_ids(WalsShards *sh, WalsData *data)
 	sh->nusers = data->nusers;
 	sh->nitems = data->nitems;
 
-	sh->user_owner = palloc_extended(Max(sh->nusers, 1), MCXT_ALLOC_HUGE);
-	memset(sh->user_owner, 0xff, sh->nusers);
-	at = 0;
-	for (int s = 0; s < sh->n; s++)
-		for (int64 k = 0; k < nu[s]; k++)
-		{
-			int64		j = wals_ids_find(users, sh->nusers, fetched[at++]);
-
-			if (sh->user_owner[j] == 0xff)
-				sh->user_owner[j] = (uint8) s;
-		}
+	assign_owners(sh, users, fetched, nu);
 	pfree(fetched);
 	sh->item_owner = palloc_extended(Max(sh->nitems, 1), MCXT_ALLOC_HUGE);
 	for (int64 j = 0; j < sh->nitems; j++)

@@ -92,106 +92,140 @@ fill_row(TupleTableSlot *slot, const AttrNumber *attnum, int64 r, const int64 *i
 }
 
 /*
+ * Where rows go into a factor table.  A fresh relation is new and
+ * unindexed, and its free space map has nothing to offer; another is a
+ * model's own table, whose indexes and constraints see every row, as
+ * COPY's would: written in batches, unless it has row triggers on insert,
+ * which see each row one at a time.
+ */
+typedef struct FactorWriter
+{
+	Relation	rel;
+	bool		fresh;
+	bool		per_row;
+	int			nbatch;			/* slots a batch fills */
+	TupleTableSlot *slots[WALS_STORE_BATCH];
+	BulkInsertState bistate;
+	CommandId	cid;
+	MemoryContext batch_cxt;	/* reset after each batch */
+	EState	   *estate;			/* not fresh: the executor's, for indexes, */
+	ResultRelInfo *rri;			/* constraints and triggers */
+} FactorWriter;
+
+static void
+writer_open(FactorWriter *w, Oid relid, bool fresh)
+{
+	TriggerDesc *triggers;
+
+	memset(w, 0, sizeof(*w));
+	w->rel = table_open(relid, RowExclusiveLock);
+	w->fresh = fresh;
+	triggers = w->rel->trigdesc;
+	w->per_row = !fresh && triggers != NULL &&
+		(triggers->trig_insert_before_row || triggers->trig_insert_after_row ||
+		 triggers->trig_insert_instead_row);
+	w->nbatch = w->per_row ? 1 : WALS_STORE_BATCH;
+	w->bistate = GetBulkInsertState();
+	w->cid = GetCurrentCommandId(true);
+	w->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "wals store batch",
+										 0, WALS_STORE_BATCH_BYTES, WALS_STORE_BATCH_BYTES);
+	for (int i = 0; i < w->nbatch; i++)
+		w->slots[i] = table_slot_create(w->rel, NULL);
+	if (!fresh)
+	{
+		RangeTblEntry *rte = makeNode(RangeTblEntry);
+
+		w->estate = CreateExecutorState();
+		rte->rtekind = RTE_RELATION;
+		rte->relid = relid;
+		rte->relkind = RELKIND_RELATION;
+		rte->rellockmode = RowExclusiveLock;
+		wals_init_range_table(w->estate, rte);
+		w->rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(w->rri, w->rel, 1, NULL, 0);
+		w->estate->es_opened_result_relations = list_make1(w->rri);
+		w->estate->es_output_cid = w->cid;
+		ExecOpenIndices(w->rri, false);
+		AfterTriggerBeginQuery();
+	}
+}
+
+/* Write the first nslots slots, then empty them and the batch's memory. */
+static void
+writer_flush(FactorWriter *w, int nslots)
+{
+	if (w->per_row)
+		ExecSimpleRelationInsert(w->rri, w->estate, w->slots[0]);
+	else
+	{
+		table_multi_insert(w->rel, w->slots, nslots, w->cid,
+						   w->fresh ? TABLE_INSERT_SKIP_FSM : 0, w->bistate);
+		for (int i = 0; !w->fresh && i < nslots; i++)
+		{
+			if (w->rel->rd_att->constr)
+				ExecConstraints(w->rri, w->slots[i], w->estate);
+			list_free(ExecInsertIndexTuples(w->rri, w->slots[i], w->estate, false, false, NULL,
+											NIL));
+		}
+	}
+	for (int i = 0; i < nslots; i++)
+		ExecClearTuple(w->slots[i]);
+	MemoryContextReset(w->batch_cxt);
+}
+
+static void
+writer_close(FactorWriter *w)
+{
+	for (int i = 0; i < w->nbatch; i++)
+		ExecDropSingleTupleTableSlot(w->slots[i]);
+	FreeBulkInsertState(w->bistate);
+	table_finish_bulk_insert(w->rel, 0);
+	if (!w->fresh)
+	{
+		AfterTriggerEndQuery(w->estate);
+		ExecCloseIndices(w->rri);
+		ExecResetTupleTable(w->estate->es_tupleTable, false);
+		FreeExecutorState(w->estate);
+	}
+	table_close(w->rel, NoLock);
+	MemoryContextDelete(w->batch_cxt);
+}
+
+/*
  * Append rows (ids[r], F[r]) to relation relid, with the rated items of row
  * r on the user side: from rated, or from the shards of a sharded training.
- * A fresh relation is new and unindexed, and its free space map has nothing
- * to offer; another is a model's own table, whose indexes and constraints
- * see every row, as COPY's would: written in batches, unless it has row
- * triggers on insert, which see each row one at a time.
  */
 static void
 insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n, int f,
 			   const WalsCsr *rated, const int64 *item_ids, WalsShards *shards)
 {
-	Relation	rel = table_open(relid, RowExclusiveLock);
+	FactorWriter w;
 	AttrNumber	attnum[3];
-	TriggerDesc *triggers = rel->trigdesc;
-	bool		per_row = !fresh && triggers != NULL &&
-		(triggers->trig_insert_before_row || triggers->trig_insert_after_row ||
-		 triggers->trig_insert_instead_row);
-	int			nbatch = per_row ? 1 : WALS_STORE_BATCH;
-	BulkInsertState bistate = GetBulkInsertState();
-	CommandId	cid = GetCurrentCommandId(true);
-	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
-													"wals store batch",
-													0, WALS_STORE_BATCH_BYTES,
-													WALS_STORE_BATCH_BYTES);
 	MemoryContext old;
-	TupleTableSlot *slots[WALS_STORE_BATCH];
 	int			nslots = 0;
-	EState	   *estate = NULL;
-	ResultRelInfo *rri = NULL;
 
 	attnum[0] = get_attnum(relid, "user_id");
 	if (attnum[0] == InvalidAttrNumber)
 		attnum[0] = get_attnum(relid, "item_id");
 	attnum[1] = get_attnum(relid, "factors");
 	attnum[2] = get_attnum(relid, "rated");
-	for (int i = 0; i < nbatch; i++)
-		slots[i] = table_slot_create(rel, NULL);
-	if (!fresh)
-	{
-		RangeTblEntry *rte = makeNode(RangeTblEntry);
-
-		estate = CreateExecutorState();
-		rte->rtekind = RTE_RELATION;
-		rte->relid = relid;
-		rte->relkind = RELKIND_RELATION;
-		rte->rellockmode = RowExclusiveLock;
-		wals_init_range_table(estate, rte);
-		rri = makeNode(ResultRelInfo);
-		InitResultRelInfo(rri, rel, 1, NULL, 0);
-		estate->es_opened_result_relations = list_make1(rri);
-		estate->es_output_cid = cid;
-		ExecOpenIndices(rri, false);
-		AfterTriggerBeginQuery();
-	}
-	old = MemoryContextSwitchTo(batch_cxt);
-
+	writer_open(&w, relid, fresh);
+	old = MemoryContextSwitchTo(w.batch_cxt);
 	for (int64 r = 0; r <= n; r++)
 	{
-		if (nslots == nbatch || (r == n && nslots > 0))
+		if (nslots == w.nbatch || (r == n && nslots > 0))
 		{
-			if (per_row)
-				ExecSimpleRelationInsert(rri, estate, slots[0]);
-			else
-			{
-				table_multi_insert(rel, slots, nslots, cid, fresh ? TABLE_INSERT_SKIP_FSM : 0,
-								   bistate);
-				for (int i = 0; !fresh && i < nslots; i++)
-				{
-					if (rel->rd_att->constr)
-						ExecConstraints(rri, slots[i], estate);
-					list_free(ExecInsertIndexTuples(rri, slots[i], estate, false, false, NULL,
-													NIL));
-				}
-			}
-			for (int i = 0; i < nslots; i++)
-				ExecClearTuple(slots[i]);
-			MemoryContextReset(batch_cxt);
+			writer_flush(&w, nslots);
 			nslots = 0;
-			if ((r & 1023) == 0 || !per_row)
+			if ((r & 1023) == 0 || !w.per_row)
 				CHECK_FOR_INTERRUPTS();
 		}
 		if (r == n)
 			break;
-		fill_row(slots[nslots++], attnum, r, ids, F, f, rated, item_ids, shards);
+		fill_row(w.slots[nslots++], attnum, r, ids, F, f, rated, item_ids, shards);
 	}
-
 	MemoryContextSwitchTo(old);
-	for (int i = 0; i < nbatch; i++)
-		ExecDropSingleTupleTableSlot(slots[i]);
-	FreeBulkInsertState(bistate);
-	table_finish_bulk_insert(rel, 0);
-	if (!fresh)
-	{
-		AfterTriggerEndQuery(estate);
-		ExecCloseIndices(rri);
-		ExecResetTupleTable(estate->es_tupleTable, false);
-		FreeExecutorState(estate);
-	}
-	table_close(rel, NoLock);
-	MemoryContextDelete(batch_cxt);
+	writer_close(&w);
 }
 
 /*
