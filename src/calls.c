@@ -150,6 +150,22 @@ wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn, bool writes)
 }
 
 /*
+ * Run impl(arg), a call of fn that wals's own C code makes (wals_tune's
+ * trainings) rather than SQL, counted as running as wals_call counts its
+ * calls, so that what is refused or let in, the snapshot and the level of
+ * its notices are a SQL call's.
+ */
+void
+wals_call_from_c(void (*impl) (void *arg), void *arg, const char *fn, bool writes)
+{
+	call_begin(fn, writes);
+	impl(arg);
+	Assert(depth > 0 && GetActiveSnapshot() == calls[depth - 1].snapshot);
+	PopActiveSnapshot();
+	depth--;
+}
+
+/*
  * Read from now on with a new snapshot: after waiting for a model's lock,
  * what the training waited for committed, and after writing, what this
  * call wrote (or a call it made).

@@ -14,6 +14,7 @@
 
 #if PG_VERSION_NUM >= 160000
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
 #include "parser/parse_relation.h"
 #include "utils/acl.h"
 
@@ -25,6 +26,8 @@
 	object_aclcheck(NamespaceRelationId, (nspid), (roleid), (mode))
 #define pg_namespace_ownercheck(nspid, roleid) \
 	object_ownercheck(NamespaceRelationId, (nspid), (roleid))
+#define pg_proc_aclcheck(procid, roleid, mode) \
+	object_aclcheck(ProcedureRelationId, (procid), (roleid), (mode))
 
 /*
  * 16 added a soft-error context; without one (NULL) a name that does not

@@ -136,6 +136,7 @@ extern void wals_memory_check(double bytes, const char *what);
 extern Datum wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn, bool writes);
 extern int	wals_call_depth(void);
 extern void wals_call_allow_write(void);
+extern void wals_call_from_c(void (*impl) (void *arg), void *arg, const char *fn, bool writes);
 extern void wals_call_new_snapshot(void);
 extern int	wals_call_notice_level(void);
 

@@ -19,38 +19,6 @@
 
 #include "wals_train.h"
 
-/* Positions of the arguments in the SQL signature of wals_train. */
-enum
-{
-	ARG_SOURCE,
-	ARG_USER_COL,
-	ARG_ITEM_COL,
-	ARG_RATING_COL,
-	ARG_MODEL,
-	ARG_FACTORS,
-	ARG_ITERATIONS,
-	ARG_REGULARIZATION,
-	ARG_FEEDBACK,
-	ARG_ALPHA,
-	ARG_UNOBSERVED_WEIGHT,
-	ARG_SOLVER,
-	ARG_CG_STEPS,
-	ARG_DEVICE,
-	ARG_WORKERS,
-	ARG_SEED,
-	ARG_WARM_START,
-	ARG_TOLERANCE,
-	ARG_ACCELERATE,
-	ARG_BLOCK_SIZE,
-	ARG_REGULARIZATION_EXPONENT,
-	ARG_INIT_STD,
-	ARG_VALIDATION,
-	ARG_PATIENCE,
-	ARG_VALIDATION_METRIC,
-	ARG_VALIDATION_TABLE,
-	ARG_REPLACE
-};
-
 static const char *const arg_names[] = {
 	"source", "user_col", "item_col", "rating_col", "model", "factors",
 	"iterations", "regularization", "feedback", "alpha", "unobserved_weight",
@@ -66,21 +34,21 @@ wals_accelerate_name(WalsAccelerate accelerate)
 }
 
 static void
-require_not_null(FunctionCallInfo fcinfo, int arg)
+require_not_null(const WalsTrainRequest *req, int arg)
 {
-	if (PG_ARGISNULL(arg))
+	if (req->isnull[arg])
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"%s\" must not be null", arg_names[arg])));
 }
 
 static int
-int_arg(FunctionCallInfo fcinfo, int arg, int min, int max)
+int_arg(const WalsTrainRequest *req, int arg, int min, int max)
 {
 	int			value;
 
-	require_not_null(fcinfo, arg);
-	value = PG_GETARG_INT32(arg);
+	require_not_null(req, arg);
+	value = DatumGetInt32(req->value[arg]);
 	if (value < min || value > max)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -91,12 +59,12 @@ int_arg(FunctionCallInfo fcinfo, int arg, int min, int max)
 
 /* A finite, non-negative real argument, at most max. */
 static float
-real_arg(FunctionCallInfo fcinfo, int arg, float max)
+real_arg(const WalsTrainRequest *req, int arg, float max)
 {
 	float		value;
 
-	require_not_null(fcinfo, arg);
-	value = PG_GETARG_FLOAT4(arg);
+	require_not_null(req, arg);
+	value = DatumGetFloat4(req->value[arg]);
 	if (!isfinite(value) || value < 0 || value > max)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -106,22 +74,22 @@ real_arg(FunctionCallInfo fcinfo, int arg, float max)
 }
 
 static char *
-column_arg(FunctionCallInfo fcinfo, int arg, const WalsTrainArgs *args, bool id)
+column_arg(const WalsTrainRequest *req, int arg, const WalsTrainArgs *args, bool id)
 {
 	char	   *name;
 
-	require_not_null(fcinfo, arg);
-	name = NameStr(*PG_GETARG_NAME(arg));
+	require_not_null(req, arg);
+	name = NameStr(*DatumGetName(req->value[arg]));
 	return wals_check_column(args->source, args->source_display, name, arg_names[arg], id);
 }
 
 static void
-source_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+source_arg(const WalsTrainRequest *req, WalsTrainArgs *args)
 {
 	char	   *relname;
 
-	require_not_null(fcinfo, ARG_SOURCE);
-	args->source = PG_GETARG_OID(ARG_SOURCE);
+	require_not_null(req, WALS_ARG_SOURCE);
+	args->source = DatumGetObjectId(req->value[WALS_ARG_SOURCE]);
 	relname = wals_check_source(args->source, "source");
 	if (get_rel_persistence(args->source) == RELPERSISTENCE_TEMP)
 		ereport(ERROR,
@@ -139,11 +107,11 @@ source_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
  * an unqualified name goes where CREATE TABLE would put a table.
  */
 static void
-model_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+model_arg(const WalsTrainRequest *req, WalsTrainArgs *args)
 {
 	WalsModelName mn;
 
-	if (PG_ARGISNULL(ARG_MODEL))
+	if (req->isnull[WALS_ARG_MODEL])
 	{
 		mn.schema = NULL;
 		mn.name = pstrdup(get_rel_name(args->source));
@@ -156,7 +124,7 @@ model_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 					 errhint("Pass a shorter name as \"model\".")));
 	}
 	else
-		wals_model_name_parse(text_to_cstring(PG_GETARG_TEXT_PP(ARG_MODEL)), "model", &mn);
+		wals_model_name_parse(text_to_cstring(DatumGetTextPP(req->value[WALS_ARG_MODEL])), "model", &mn);
 
 	args->schema = wals_model_new_schema(&mn);
 	args->model = mn.name;
@@ -164,12 +132,12 @@ model_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 }
 
 static void
-choice_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+choice_args(const WalsTrainRequest *req, WalsTrainArgs *args)
 {
 	char	   *value;
 
-	require_not_null(fcinfo, ARG_FEEDBACK);
-	value = text_to_cstring(PG_GETARG_TEXT_PP(ARG_FEEDBACK));
+	require_not_null(req, WALS_ARG_FEEDBACK);
+	value = text_to_cstring(DatumGetTextPP(req->value[WALS_ARG_FEEDBACK]));
 	if (pg_strcasecmp(value, "implicit") == 0)
 		args->params.feedback = WALS_IMPLICIT;
 	else if (pg_strcasecmp(value, "explicit") == 0)
@@ -180,8 +148,8 @@ choice_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 				 errmsg("unrecognized value for \"feedback\": \"%s\"", value),
 				 errhint("Valid values are \"implicit\" and \"explicit\".")));
 
-	require_not_null(fcinfo, ARG_SOLVER);
-	value = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SOLVER));
+	require_not_null(req, WALS_ARG_SOLVER);
+	value = text_to_cstring(DatumGetTextPP(req->value[WALS_ARG_SOLVER]));
 	if (pg_strcasecmp(value, "cg") == 0)
 		args->params.solver = WALS_CG;
 	else if (pg_strcasecmp(value, "cholesky") == 0)
@@ -194,8 +162,8 @@ choice_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 				 errmsg("unrecognized value for \"solver\": \"%s\"", value),
 				 errhint("Valid values are \"cg\", \"cholesky\" and \"subspace\".")));
 
-	require_not_null(fcinfo, ARG_ACCELERATE);
-	value = text_to_cstring(PG_GETARG_TEXT_PP(ARG_ACCELERATE));
+	require_not_null(req, WALS_ARG_ACCELERATE);
+	value = text_to_cstring(DatumGetTextPP(req->value[WALS_ARG_ACCELERATE]));
 	if (pg_strcasecmp(value, "none") == 0)
 		args->accelerate = WALS_ACCEL_NONE;
 	else if (pg_strcasecmp(value, "ncg") == 0)
@@ -207,9 +175,9 @@ choice_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 				 errhint("Valid values are \"none\" and \"ncg\".")));
 
 	args->device = (WalsDevice) wals_device;
-	if (!PG_ARGISNULL(ARG_DEVICE))
+	if (!req->isnull[WALS_ARG_DEVICE])
 	{
-		value = text_to_cstring(PG_GETARG_TEXT_PP(ARG_DEVICE));
+		value = text_to_cstring(DatumGetTextPP(req->value[WALS_ARG_DEVICE]));
 		if (pg_strcasecmp(value, "auto") == 0)
 			args->device = WALS_DEVICE_AUTO;
 		else if (pg_strcasecmp(value, "cpu") == 0)
@@ -229,11 +197,11 @@ choice_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
  * to the other solvers, where it is refused rather than ignored.
  */
 static void
-block_size_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+block_size_arg(const WalsTrainRequest *req, WalsTrainArgs *args)
 {
 	int			f = args->params.factors;
 
-	if (PG_ARGISNULL(ARG_BLOCK_SIZE))
+	if (req->isnull[WALS_ARG_BLOCK_SIZE])
 	{
 		args->params.block_size = Min(f, WALS_DEFAULT_BLOCK_SIZE);
 		return;
@@ -243,7 +211,7 @@ block_size_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"block_size\" applies only to solver \"subspace\""),
 				 errhint("Pass solver => 'subspace', or leave \"block_size\" out.")));
-	args->params.block_size = int_arg(fcinfo, ARG_BLOCK_SIZE, 1, f);
+	args->params.block_size = int_arg(req, WALS_ARG_BLOCK_SIZE, 1, f);
 }
 
 /*
@@ -252,14 +220,14 @@ block_size_arg(FunctionCallInfo fcinfo, WalsTrainArgs *args)
  * and the patience, which mean nothing without them and are refused there.
  */
 static void
-validation_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+validation_args(const WalsTrainRequest *req, WalsTrainArgs *args)
 {
 	const char *metric = WALS_DEFAULT_VALIDATION_METRIC;
 
-	if (PG_ARGISNULL(ARG_VALIDATION) && PG_ARGISNULL(ARG_VALIDATION_TABLE))
+	if (req->isnull[WALS_ARG_VALIDATION] && req->isnull[WALS_ARG_VALIDATION_TABLE])
 	{
-		for (int arg = ARG_PATIENCE; arg <= ARG_VALIDATION_METRIC; arg++)
-			if (!PG_ARGISNULL(arg))
+		for (int arg = WALS_ARG_PATIENCE; arg <= WALS_ARG_VALIDATION_METRIC; arg++)
+			if (!req->isnull[arg])
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("\"%s\" applies only with \"validation\" or \"validation_table\"",
@@ -268,14 +236,14 @@ validation_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 								 arg_names[arg])));
 		return;
 	}
-	if (!PG_ARGISNULL(ARG_VALIDATION) && !PG_ARGISNULL(ARG_VALIDATION_TABLE))
+	if (!req->isnull[WALS_ARG_VALIDATION] && !req->isnull[WALS_ARG_VALIDATION_TABLE])
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"validation\" and \"validation_table\" cannot both be given"),
 				 errhint("Hold out a share of the source with \"validation\", or give the held-out cells as \"validation_table\".")));
-	if (!PG_ARGISNULL(ARG_VALIDATION))
+	if (!req->isnull[WALS_ARG_VALIDATION])
 	{
-		args->validation = real_arg(fcinfo, ARG_VALIDATION, WALS_MAX_VALIDATION);
+		args->validation = real_arg(req, WALS_ARG_VALIDATION, WALS_MAX_VALIDATION);
 		if (args->validation == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -285,7 +253,7 @@ validation_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 	}
 	else
 	{
-		args->validation_table = PG_GETARG_OID(ARG_VALIDATION_TABLE);
+		args->validation_table = DatumGetObjectId(req->value[WALS_ARG_VALIDATION_TABLE]);
 		args->validation_table_display = wals_check_source(args->validation_table,
 														   "validation_table");
 		wals_check_column(args->validation_table, args->validation_table_display,
@@ -295,8 +263,8 @@ validation_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 		wals_check_readable(args->validation_table,
 							(const char *[]) {args->user_col, args->item_col}, 2);
 	}
-	if (!PG_ARGISNULL(ARG_VALIDATION_METRIC))
-		metric = text_to_cstring(PG_GETARG_TEXT_PP(ARG_VALIDATION_METRIC));
+	if (!req->isnull[WALS_ARG_VALIDATION_METRIC])
+		metric = text_to_cstring(DatumGetTextPP(req->value[WALS_ARG_VALIDATION_METRIC]));
 	if (!wals_metric_parse(metric, WALS_MAX_VALIDATION_K, &args->validation_kind,
 						   &args->validation_k))
 		ereport(ERROR,
@@ -305,8 +273,8 @@ validation_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
 				 errhint("\"validation_metric\" must be ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, or auc.",
 						 WALS_MAX_VALIDATION_K)));
 	args->validation_metric = pstrdup(metric);
-	args->patience = PG_ARGISNULL(ARG_PATIENCE) ? WALS_DEFAULT_PATIENCE :
-		int_arg(fcinfo, ARG_PATIENCE, 1, WALS_MAX_ITERATIONS);
+	args->patience = req->isnull[WALS_ARG_PATIENCE] ? WALS_DEFAULT_PATIENCE :
+		int_arg(req, WALS_ARG_PATIENCE, 1, WALS_MAX_ITERATIONS);
 }
 
 /*
@@ -314,67 +282,67 @@ validation_args(FunctionCallInfo fcinfo, WalsTrainArgs *args)
  * an error, before any work is done, for the first bad argument.
  */
 void
-wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args)
+wals_train_args_parse(const WalsTrainRequest *req, WalsTrainArgs *args)
 {
 	memset(args, 0, sizeof(*args));
-	source_arg(fcinfo, args);
-	args->user_col = column_arg(fcinfo, ARG_USER_COL, args, true);
-	args->item_col = column_arg(fcinfo, ARG_ITEM_COL, args, true);
+	source_arg(req, args);
+	args->user_col = column_arg(req, WALS_ARG_USER_COL, args, true);
+	args->item_col = column_arg(req, WALS_ARG_ITEM_COL, args, true);
 	if (strcmp(args->user_col, args->item_col) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"user_col\" and \"item_col\" are both column \"%s\"", args->user_col),
 				 errhint("Users and items must come from two different columns.")));
-	if (!PG_ARGISNULL(ARG_RATING_COL))
-		args->rating_col = column_arg(fcinfo, ARG_RATING_COL, args, false);
+	if (!req->isnull[WALS_ARG_RATING_COL])
+		args->rating_col = column_arg(req, WALS_ARG_RATING_COL, args, false);
 	{
 		const char *cols[3] = {args->user_col, args->item_col, args->rating_col};
 
 		wals_check_readable(args->source, cols, args->rating_col != NULL ? 3 : 2);
 	}
-	model_arg(fcinfo, args);
-	choice_args(fcinfo, args);
+	model_arg(req, args);
+	choice_args(req, args);
 
-	args->params.factors = int_arg(fcinfo, ARG_FACTORS, WALS_MIN_FACTORS, WALS_MAX_FACTORS);
-	args->iterations = int_arg(fcinfo, ARG_ITERATIONS, WALS_MIN_ITERATIONS, WALS_MAX_ITERATIONS);
-	args->params.cg_steps = int_arg(fcinfo, ARG_CG_STEPS, WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS);
-	block_size_arg(fcinfo, args);
-	args->params.regularization = real_arg(fcinfo, ARG_REGULARIZATION, WALS_MAX_REAL_PARAM);
-	args->params.alpha = real_arg(fcinfo, ARG_ALPHA, WALS_MAX_REAL_PARAM);
+	args->params.factors = int_arg(req, WALS_ARG_FACTORS, WALS_MIN_FACTORS, WALS_MAX_FACTORS);
+	args->iterations = int_arg(req, WALS_ARG_ITERATIONS, WALS_MIN_ITERATIONS, WALS_MAX_ITERATIONS);
+	args->params.cg_steps = int_arg(req, WALS_ARG_CG_STEPS, WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS);
+	block_size_arg(req, args);
+	args->params.regularization = real_arg(req, WALS_ARG_REGULARIZATION, WALS_MAX_REAL_PARAM);
+	args->params.alpha = real_arg(req, WALS_ARG_ALPHA, WALS_MAX_REAL_PARAM);
 
-	if (!PG_ARGISNULL(ARG_UNOBSERVED_WEIGHT))
-		args->params.w0 = real_arg(fcinfo, ARG_UNOBSERVED_WEIGHT, WALS_MAX_REAL_PARAM);
+	if (!req->isnull[WALS_ARG_UNOBSERVED_WEIGHT])
+		args->params.w0 = real_arg(req, WALS_ARG_UNOBSERVED_WEIGHT, WALS_MAX_REAL_PARAM);
 	else
 		args->params.w0 = args->params.feedback == WALS_IMPLICIT ? 1.0f : 0.0f;
 
-	args->workers_given = !PG_ARGISNULL(ARG_WORKERS);
-	args->workers = PG_ARGISNULL(ARG_WORKERS) ? max_parallel_maintenance_workers :
-		int_arg(fcinfo, ARG_WORKERS, WALS_MIN_WORKERS, WALS_MAX_WORKERS);
+	args->workers_given = !req->isnull[WALS_ARG_WORKERS];
+	args->workers = req->isnull[WALS_ARG_WORKERS] ? max_parallel_maintenance_workers :
+		int_arg(req, WALS_ARG_WORKERS, WALS_MIN_WORKERS, WALS_MAX_WORKERS);
 
-	require_not_null(fcinfo, ARG_SEED);
-	args->seed = PG_GETARG_INT32(ARG_SEED);
+	require_not_null(req, WALS_ARG_SEED);
+	args->seed = DatumGetInt32(req->value[WALS_ARG_SEED]);
 
-	require_not_null(fcinfo, ARG_WARM_START);
-	args->warm_start = PG_GETARG_BOOL(ARG_WARM_START);
-	require_not_null(fcinfo, ARG_REPLACE);
-	args->replace = PG_GETARG_BOOL(ARG_REPLACE);
+	require_not_null(req, WALS_ARG_WARM_START);
+	args->warm_start = DatumGetBool(req->value[WALS_ARG_WARM_START]);
+	require_not_null(req, WALS_ARG_REPLACE);
+	args->replace = DatumGetBool(req->value[WALS_ARG_REPLACE]);
 
-	args->tolerance = PG_ARGISNULL(ARG_TOLERANCE) ? -1.0 : real_arg(fcinfo, ARG_TOLERANCE, 1.0f);
+	args->tolerance = req->isnull[WALS_ARG_TOLERANCE] ? -1.0 : real_arg(req, WALS_ARG_TOLERANCE, 1.0f);
 
 	/* NULL: the scale and start of every model before them, bit for bit */
-	if (!PG_ARGISNULL(ARG_REGULARIZATION_EXPONENT))
+	if (!req->isnull[WALS_ARG_REGULARIZATION_EXPONENT])
 	{
 		args->params.frequency_scaled = true;
-		args->params.reg_exponent = real_arg(fcinfo, ARG_REGULARIZATION_EXPONENT,
+		args->params.reg_exponent = real_arg(req, WALS_ARG_REGULARIZATION_EXPONENT,
 											 WALS_MAX_REG_EXPONENT);
 	}
-	args->init_std = PG_ARGISNULL(ARG_INIT_STD) ? -1.0f :
-		real_arg(fcinfo, ARG_INIT_STD, WALS_MAX_INIT_STD);
+	args->init_std = req->isnull[WALS_ARG_INIT_STD] ? -1.0f :
+		real_arg(req, WALS_ARG_INIT_STD, WALS_MAX_INIT_STD);
 	/* from all-zero factors every sweep solves to zero again */
 	if (args->init_std == 0.0f)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for \"init_std\": 0"),
 				 errhint("\"init_std\" must be above 0: factors that all start at zero stay there.")));
-	validation_args(fcinfo, args);
+	validation_args(req, args);
 }

@@ -54,54 +54,21 @@ enum
 	R_NARGS
 };
 
-/* The arguments of wals_train, in its SQL order (args.c). */
-enum
-{
-	T_SOURCE,
-	T_USER_COL,
-	T_ITEM_COL,
-	T_RATING_COL,
-	T_MODEL,
-	T_FACTORS,
-	T_ITERATIONS,
-	T_REGULARIZATION,
-	T_FEEDBACK,
-	T_ALPHA,
-	T_UNOBSERVED_WEIGHT,
-	T_SOLVER,
-	T_CG_STEPS,
-	T_DEVICE,
-	T_WORKERS,
-	T_SEED,
-	T_WARM_START,
-	T_TOLERANCE,
-	T_ACCELERATE,
-	T_BLOCK_SIZE,
-	T_REGULARIZATION_EXPONENT,
-	T_INIT_STD,
-	T_VALIDATION,
-	T_PATIENCE,
-	T_VALIDATION_METRIC,
-	T_VALIDATION_TABLE,
-	T_REPLACE,
-	T_NARGS
-};
-
 /* The settings of the catalog row that WalsModelInfo does not hold. */
 static const char *const stored_columns =
 "max_iterations, seed, tolerance, accelerate, block_size, regularization_exponent,"
 " init_std, validation, validation_table, validation_metric, patience";
 
 static void
-set_arg(FunctionCallInfo train, int arg, Datum value, bool isnull)
+set_arg(WalsTrainRequest *train, int arg, Datum value, bool isnull)
 {
-	train->args[arg].value = value;
-	train->args[arg].isnull = isnull;
+	train->value[arg] = value;
+	train->isnull[arg] = isnull;
 }
 
 /* The stored value of column col (1-based) of the row read, or a null. */
 static void
-set_stored(FunctionCallInfo train, int arg, int col)
+set_stored(WalsTrainRequest *train, int arg, int col)
 {
 	bool		isnull;
 	Datum		value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
@@ -144,7 +111,7 @@ stored_relation(const char *name, const WalsModelInfo *info)
  * replaces it.
  */
 static void
-fill_from_catalog(FunctionCallInfo fcinfo, FunctionCallInfo train, WalsModelInfo *out,
+fill_from_catalog(FunctionCallInfo fcinfo, WalsTrainRequest *train, WalsModelInfo *out,
 				  char **held)
 {
 	WalsModelInfo info;
@@ -166,25 +133,25 @@ fill_from_catalog(FunctionCallInfo fcinfo, FunctionCallInfo train, WalsModelInfo
 				 errhint("Train it from its new source with wals_train(..., model => '%s').",
 						 info.display)));
 
-	set_arg(train, T_SOURCE, ObjectIdGetDatum(info.source), false);
-	set_arg(train, T_USER_COL, name_datum(info.user_col), false);
-	set_arg(train, T_ITEM_COL, name_datum(info.item_col), false);
-	set_arg(train, T_RATING_COL, info.rating_col ? name_datum(info.rating_col) : (Datum) 0,
+	set_arg(train, WALS_ARG_SOURCE, ObjectIdGetDatum(info.source), false);
+	set_arg(train, WALS_ARG_USER_COL, name_datum(info.user_col), false);
+	set_arg(train, WALS_ARG_ITEM_COL, name_datum(info.item_col), false);
+	set_arg(train, WALS_ARG_RATING_COL, info.rating_col ? name_datum(info.rating_col) : (Datum) 0,
 			info.rating_col == NULL);
-	set_arg(train, T_MODEL, CStringGetTextDatum(wals_model_quoted(info.schema, info.name)),
+	set_arg(train, WALS_ARG_MODEL, CStringGetTextDatum(wals_model_quoted(info.schema, info.name)),
 			false);
-	set_arg(train, T_FACTORS, Int32GetDatum(info.factors), false);
-	set_arg(train, T_REGULARIZATION, Float4GetDatum(info.params.regularization), false);
-	set_arg(train, T_FEEDBACK, CStringGetTextDatum(wals_feedback_name(info.params.feedback)),
+	set_arg(train, WALS_ARG_FACTORS, Int32GetDatum(info.factors), false);
+	set_arg(train, WALS_ARG_REGULARIZATION, Float4GetDatum(info.params.regularization), false);
+	set_arg(train, WALS_ARG_FEEDBACK, CStringGetTextDatum(wals_feedback_name(info.params.feedback)),
 			false);
-	set_arg(train, T_ALPHA, Float4GetDatum(info.params.alpha), false);
-	set_arg(train, T_UNOBSERVED_WEIGHT, Float4GetDatum(info.params.w0), false);
-	set_arg(train, T_SOLVER, CStringGetTextDatum(wals_solver_name(info.params.solver)), false);
-	set_arg(train, T_CG_STEPS, Int32GetDatum(info.params.cg_steps), false);
-	set_arg(train, T_DEVICE, (Datum) 0, true);
-	set_arg(train, T_WORKERS, (Datum) 0, true);
-	set_arg(train, T_WARM_START, PG_GETARG_DATUM(R_WARM_START), PG_ARGISNULL(R_WARM_START));
-	set_arg(train, T_REPLACE, BoolGetDatum(true), false);
+	set_arg(train, WALS_ARG_ALPHA, Float4GetDatum(info.params.alpha), false);
+	set_arg(train, WALS_ARG_UNOBSERVED_WEIGHT, Float4GetDatum(info.params.w0), false);
+	set_arg(train, WALS_ARG_SOLVER, CStringGetTextDatum(wals_solver_name(info.params.solver)), false);
+	set_arg(train, WALS_ARG_CG_STEPS, Int32GetDatum(info.params.cg_steps), false);
+	set_arg(train, WALS_ARG_DEVICE, (Datum) 0, true);
+	set_arg(train, WALS_ARG_WORKERS, (Datum) 0, true);
+	set_arg(train, WALS_ARG_WARM_START, PG_GETARG_DATUM(R_WARM_START), PG_ARGISNULL(R_WARM_START));
+	set_arg(train, WALS_ARG_REPLACE, BoolGetDatum(true), false);
 
 	key[0] = name_datum(info.schema);
 	key[1] = CStringGetTextDatum(info.name);
@@ -193,42 +160,42 @@ fill_from_catalog(FunctionCallInfo fcinfo, FunctionCallInfo train, WalsModelInfo
 						  stored_columns, wals_catalog_table("wals_models")),
 				 2, types, key, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "wals: could not read the catalog row of model \"%s\"", info.display);
-	set_stored(train, T_ITERATIONS, 1);
-	set_stored(train, T_SEED, 2);
-	set_stored(train, T_TOLERANCE, 3);
-	set_stored(train, T_ACCELERATE, 4);
-	set_stored(train, T_BLOCK_SIZE, 5);
-	set_stored(train, T_REGULARIZATION_EXPONENT, 6);
-	set_stored(train, T_INIT_STD, 7);
-	set_stored(train, T_VALIDATION, 8);
-	set_stored(train, T_VALIDATION_TABLE, 9);
-	if (!train->args[T_VALIDATION_TABLE].isnull)
+	set_stored(train, WALS_ARG_ITERATIONS, 1);
+	set_stored(train, WALS_ARG_SEED, 2);
+	set_stored(train, WALS_ARG_TOLERANCE, 3);
+	set_stored(train, WALS_ARG_ACCELERATE, 4);
+	set_stored(train, WALS_ARG_BLOCK_SIZE, 5);
+	set_stored(train, WALS_ARG_REGULARIZATION_EXPONENT, 6);
+	set_stored(train, WALS_ARG_INIT_STD, 7);
+	set_stored(train, WALS_ARG_VALIDATION, 8);
+	set_stored(train, WALS_ARG_VALIDATION_TABLE, 9);
+	if (!train->isnull[WALS_ARG_VALIDATION_TABLE])
 	{
-		*held = TextDatumGetCString(train->args[T_VALIDATION_TABLE].value);
-		set_arg(train, T_VALIDATION_TABLE, (Datum) 0, true);
+		*held = TextDatumGetCString(train->value[WALS_ARG_VALIDATION_TABLE]);
+		set_arg(train, WALS_ARG_VALIDATION_TABLE, (Datum) 0, true);
 	}
-	set_stored(train, T_VALIDATION_METRIC, 10);
-	set_stored(train, T_PATIENCE, 11);
+	set_stored(train, WALS_ARG_VALIDATION_METRIC, 10);
+	set_stored(train, WALS_ARG_PATIENCE, 11);
 	*out = info;
 }
 
 /* Replace the stored settings with those given by name. */
 static void
-apply_overrides(FunctionCallInfo fcinfo, FunctionCallInfo train)
+apply_overrides(FunctionCallInfo fcinfo, WalsTrainRequest *train)
 {
 	static const struct
 	{
 		int			from;
 		int			to;
 	}			map[] = {
-		{R_FACTORS, T_FACTORS}, {R_ITERATIONS, T_ITERATIONS},
-		{R_REGULARIZATION, T_REGULARIZATION}, {R_ALPHA, T_ALPHA},
-		{R_UNOBSERVED_WEIGHT, T_UNOBSERVED_WEIGHT}, {R_SOLVER, T_SOLVER},
-		{R_CG_STEPS, T_CG_STEPS}, {R_DEVICE, T_DEVICE}, {R_WORKERS, T_WORKERS},
-		{R_SEED, T_SEED}, {R_TOLERANCE, T_TOLERANCE}, {R_ACCELERATE, T_ACCELERATE},
-		{R_BLOCK_SIZE, T_BLOCK_SIZE}, {R_REGULARIZATION_EXPONENT, T_REGULARIZATION_EXPONENT},
-		{R_INIT_STD, T_INIT_STD}, {R_PATIENCE, T_PATIENCE},
-		{R_VALIDATION_METRIC, T_VALIDATION_METRIC},
+		{R_FACTORS, WALS_ARG_FACTORS}, {R_ITERATIONS, WALS_ARG_ITERATIONS},
+		{R_REGULARIZATION, WALS_ARG_REGULARIZATION}, {R_ALPHA, WALS_ARG_ALPHA},
+		{R_UNOBSERVED_WEIGHT, WALS_ARG_UNOBSERVED_WEIGHT}, {R_SOLVER, WALS_ARG_SOLVER},
+		{R_CG_STEPS, WALS_ARG_CG_STEPS}, {R_DEVICE, WALS_ARG_DEVICE}, {R_WORKERS, WALS_ARG_WORKERS},
+		{R_SEED, WALS_ARG_SEED}, {R_TOLERANCE, WALS_ARG_TOLERANCE}, {R_ACCELERATE, WALS_ARG_ACCELERATE},
+		{R_BLOCK_SIZE, WALS_ARG_BLOCK_SIZE}, {R_REGULARIZATION_EXPONENT, WALS_ARG_REGULARIZATION_EXPONENT},
+		{R_INIT_STD, WALS_ARG_INIT_STD}, {R_PATIENCE, WALS_ARG_PATIENCE},
+		{R_VALIDATION_METRIC, WALS_ARG_VALIDATION_METRIC},
 	};
 
 	for (int i = 0; i < (int) lengthof(map); i++)
@@ -238,7 +205,7 @@ apply_overrides(FunctionCallInfo fcinfo, FunctionCallInfo train)
 	/* a block size belongs to the subspace solver alone */
 	if (!PG_ARGISNULL(R_SOLVER) && PG_ARGISNULL(R_BLOCK_SIZE) &&
 		pg_strcasecmp(text_to_cstring(PG_GETARG_TEXT_PP(R_SOLVER)), "subspace") != 0)
-		set_arg(train, T_BLOCK_SIZE, (Datum) 0, true);
+		set_arg(train, WALS_ARG_BLOCK_SIZE, (Datum) 0, true);
 
 	/*
 	 * One way of holding cells out replaces the other; validation => 0
@@ -246,20 +213,20 @@ apply_overrides(FunctionCallInfo fcinfo, FunctionCallInfo train)
 	 */
 	if (!PG_ARGISNULL(R_VALIDATION_TABLE))
 	{
-		set_arg(train, T_VALIDATION_TABLE, PG_GETARG_DATUM(R_VALIDATION_TABLE), false);
-		set_arg(train, T_VALIDATION, (Datum) 0, true);
+		set_arg(train, WALS_ARG_VALIDATION_TABLE, PG_GETARG_DATUM(R_VALIDATION_TABLE), false);
+		set_arg(train, WALS_ARG_VALIDATION, (Datum) 0, true);
 	}
 	else if (!PG_ARGISNULL(R_VALIDATION) && PG_GETARG_FLOAT4(R_VALIDATION) == 0)
 	{
-		set_arg(train, T_VALIDATION, (Datum) 0, true);
-		set_arg(train, T_VALIDATION_TABLE, (Datum) 0, true);
-		set_arg(train, T_PATIENCE, (Datum) 0, true);
-		set_arg(train, T_VALIDATION_METRIC, (Datum) 0, true);
+		set_arg(train, WALS_ARG_VALIDATION, (Datum) 0, true);
+		set_arg(train, WALS_ARG_VALIDATION_TABLE, (Datum) 0, true);
+		set_arg(train, WALS_ARG_PATIENCE, (Datum) 0, true);
+		set_arg(train, WALS_ARG_VALIDATION_METRIC, (Datum) 0, true);
 	}
 	else if (!PG_ARGISNULL(R_VALIDATION))
 	{
-		set_arg(train, T_VALIDATION, PG_GETARG_DATUM(R_VALIDATION), false);
-		set_arg(train, T_VALIDATION_TABLE, (Datum) 0, true);
+		set_arg(train, WALS_ARG_VALIDATION, PG_GETARG_DATUM(R_VALIDATION), false);
+		set_arg(train, WALS_ARG_VALIDATION_TABLE, (Datum) 0, true);
 	}
 }
 
@@ -271,15 +238,15 @@ apply_overrides(FunctionCallInfo fcinfo, FunctionCallInfo train)
 static Datum
 retrain_call(PG_FUNCTION_ARGS)
 {
-	LOCAL_FCINFO(train, T_NARGS);
+	WalsTrainRequest train;
+	WalsTrainSummary summary;
 	WalsModelInfo info;
 	char	   *held = NULL;
 	Oid			owner;
 	WalsRoleSave save;
-	Datum		result;
 
-	InitFunctionCallInfoData(*train, fcinfo->flinfo, T_NARGS, fcinfo->fncollation, NULL,
-							 fcinfo->resultinfo);
+	wals_train_request_init(&train);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	/*
 	 * Connected until the training ends: the catalog's values, and the
@@ -288,10 +255,11 @@ retrain_call(PG_FUNCTION_ARGS)
 	 */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "wals: SPI_connect failed");
-	fill_from_catalog(fcinfo, train, &info, &held);
-	apply_overrides(fcinfo, train);
+	fill_from_catalog(fcinfo, &train, &info, &held);
+	apply_overrides(fcinfo, &train);
 	if (held != NULL && PG_ARGISNULL(R_VALIDATION) && PG_ARGISNULL(R_VALIDATION_TABLE))
-		set_arg(train, T_VALIDATION_TABLE, ObjectIdGetDatum(stored_relation(held, &info)), false);
+		set_arg(&train, WALS_ARG_VALIDATION_TABLE,
+				ObjectIdGetDatum(stored_relation(held, &info)), false);
 
 	/*
 	 * The source is the one the owner chose, not the caller: a superuser or
@@ -301,15 +269,16 @@ retrain_call(PG_FUNCTION_ARGS)
 	 */
 	owner = wals_model_owner(&info);
 	if (owner == GetUserId())
-		result = wals_train_call(train);
+		wals_train_run(&train, &summary);
 	else
 	{
 		wals_become(owner, &save);
-		result = wals_train_call(train);
+		wals_train_run(&train, &summary);
 		wals_unbecome(&save);
 	}
+	wals_train_summary_row(fcinfo, &summary);
 	SPI_finish();
-	return result;
+	return (Datum) 0;
 }
 
 Datum

@@ -163,26 +163,48 @@ check_before_reading(WalsTrainArgs *args)
 		check_replacement(args);
 }
 
+/* What the training did, in the caller's memory context. */
 static void
-return_summary(FunctionCallInfo fcinfo, const WalsTrainArgs *args,
-			   const WalsData *data, const WalsTrainResult *result)
+summarize(const WalsTrainArgs *args, const WalsData *data, const WalsTrainResult *result,
+		  WalsTrainSummary *summary)
+{
+	summary->model = pstrdup(args->model);
+	summary->users = data->nusers;
+	summary->items = data->nitems;
+	summary->ratings = data->nratings;
+	summary->factors = args->params.factors;
+	summary->iterations = result->iterations;
+	summary->loss = result->loss;
+	summary->device = pstrdup(result->device);
+	summary->load_s = result->load_s;
+	summary->train_s = result->train_s;
+	summary->store_s = result->store_s;
+	summary->total_s = result->total_s;
+	summary->validation_score = result->validation_score;
+	summary->best_iteration = result->best_iteration;
+	summary->validation_s = result->validation_s;
+}
+
+/* wals_train's row, into the tuplestore of a materialized call. */
+void
+wals_train_summary_row(FunctionCallInfo fcinfo, const WalsTrainSummary *summary)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[12];
 	bool		nulls[12] = {0};
 
-	values[0] = CStringGetTextDatum(args->model);
-	values[1] = Int64GetDatum(data->nusers);
-	values[2] = Int64GetDatum(data->nitems);
-	values[3] = Int64GetDatum(data->nratings);
-	values[4] = Int32GetDatum(args->params.factors);
-	values[5] = Int32GetDatum(result->iterations);
-	values[6] = Float8GetDatum(result->loss);
-	values[7] = CStringGetTextDatum(result->device);
-	values[8] = Float8GetDatum(result->load_s);
-	values[9] = Float8GetDatum(result->train_s);
-	values[10] = Float8GetDatum(result->store_s);
-	values[11] = Float8GetDatum(result->total_s);
+	values[0] = CStringGetTextDatum(summary->model);
+	values[1] = Int64GetDatum(summary->users);
+	values[2] = Int64GetDatum(summary->items);
+	values[3] = Int64GetDatum(summary->ratings);
+	values[4] = Int32GetDatum(summary->factors);
+	values[5] = Int32GetDatum(summary->iterations);
+	values[6] = Float8GetDatum(summary->loss);
+	values[7] = CStringGetTextDatum(summary->device);
+	values[8] = Float8GetDatum(summary->load_s);
+	values[9] = Float8GetDatum(summary->train_s);
+	values[10] = Float8GetDatum(summary->store_s);
+	values[11] = Float8GetDatum(summary->total_s);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
@@ -355,7 +377,7 @@ check_sharded(const WalsTrainArgs *args, List *shards)
  */
 static void
 train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResult *result,
-		   WalsTrialOutcome *trial)
+		   bool trial)
 {
 	WalsRatings raw;
 	WalsWorkspace *ws;
@@ -383,16 +405,8 @@ train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResul
 	train(device, &problem, result);
 	result->train_s = wals_seconds_since(phase);
 
-	if (trial == NULL)
+	if (!trial)
 		wals_store_model(args, data, ws->X, ws->Y, result);
-	else
-	{
-		trial->trained = true;
-		trial->validation_score = result->validation_score;
-		trial->best_iteration = result->best_iteration;
-		trial->train_s = result->train_s;
-		trial->validation_s = result->validation_s;
-	}
 	wals_workspace_release(ws);
 }
 
@@ -431,28 +445,37 @@ train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *dat
 }
 
 /*
- * A trial of wals_tune's: the training is checked, read and run as any
- * other, and its outcome handed back instead of stored, since the trial's
- * model would be dropped unread (storing it took most of a trial's time at
- * large f).  Taken by the first call after it is set, so no other
- * training of the backend is ever a trial; tune.c clears it if that call
- * fails before taking it.
+ * The defaults sql/ declares for wals_train's arguments (its DEFAULT
+ * clauses), for a request made in C: tune.sql checks that a tuning's
+ * model records the settings a plain wals_train records.
  */
-static WalsTrialOutcome *next_trial = NULL;
-
 void
-wals_train_as_trial(WalsTrialOutcome *outcome)
+wals_train_request_init(WalsTrainRequest *req)
 {
-	next_trial = outcome;
+	memset(req, 0, sizeof(*req));
+	for (int a = 0; a < WALS_TRAIN_NARGS; a++)
+		req->isnull[a] = true;
+#define SET(arg, datum) (req->value[arg] = (datum), req->isnull[arg] = false)
+	SET(WALS_ARG_FACTORS, Int32GetDatum(64));
+	SET(WALS_ARG_ITERATIONS, Int32GetDatum(15));
+	SET(WALS_ARG_REGULARIZATION, Float4GetDatum(0.1f));
+	SET(WALS_ARG_FEEDBACK, CStringGetTextDatum("implicit"));
+	SET(WALS_ARG_ALPHA, Float4GetDatum(1.0f));
+	SET(WALS_ARG_SOLVER, CStringGetTextDatum("cg"));
+	SET(WALS_ARG_CG_STEPS, Int32GetDatum(3));
+	SET(WALS_ARG_SEED, Int32GetDatum(42));
+	SET(WALS_ARG_WARM_START, BoolGetDatum(false));
+	SET(WALS_ARG_ACCELERATE, CStringGetTextDatum("none"));
+	SET(WALS_ARG_REPLACE, BoolGetDatum(false));
+#undef SET
 }
 
 /*
- * Train (or retrain) a model and return one summary row: the body of
- * wals_train, whose arguments sql/ declares and args.c parses, and of
- * wals_retrain, which fills them from the catalog.
+ * Train (or retrain) a model as req asks, into summary: the one entry
+ * point of a training, for wals_train, wals_retrain and wals_tune.
  */
-Datum
-wals_train_call(PG_FUNCTION_ARGS)
+void
+wals_train_run(const WalsTrainRequest *req, WalsTrainSummary *summary)
 {
 	WalsTrainArgs args;
 	WalsData	data = {0};
@@ -461,13 +484,9 @@ wals_train_call(PG_FUNCTION_ARGS)
 	MemoryContext oldcxt;
 	instr_time	start;
 	List	   *shards;
-	WalsTrialOutcome *trial;
 
 	INSTR_TIME_SET_CURRENT(start);
-	trial = next_trial;
-	next_trial = NULL;
-	wals_train_args_parse(fcinfo, &args);
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	wals_train_args_parse(req, &args);
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "wals training", ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(cxt);
@@ -505,17 +524,36 @@ wals_train_call(PG_FUNCTION_ARGS)
 	if (shards != NIL)
 		train_sharded(&args, shards, start, &data, &result);
 	else
-		train_here(&args, start, &data, &result, trial);
+		train_here(&args, start, &data, &result, req->trial);
 
 	SPI_finish();
 	MemoryContextSwitchTo(oldcxt);
-	return_summary(fcinfo, &args, &data, &result);
+	summarize(&args, &data, &result, summary);
 	MemoryContextDelete(cxt);
+}
+
+/* wals_train(source, user_col, item_col, ...): see sql/ for its signature. */
+static Datum
+train_call(PG_FUNCTION_ARGS)
+{
+	WalsTrainRequest req;
+	WalsTrainSummary summary;
+
+	Assert(PG_NARGS() == WALS_TRAIN_NARGS);
+	for (int a = 0; a < WALS_TRAIN_NARGS; a++)
+	{
+		req.value[a] = PG_GETARG_DATUM(a);
+		req.isnull[a] = PG_ARGISNULL(a);
+	}
+	req.trial = false;
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	wals_train_run(&req, &summary);
+	wals_train_summary_row(fcinfo, &summary);
 	return (Datum) 0;
 }
 
 Datum
 wals_train(PG_FUNCTION_ARGS)
 {
-	return wals_call(wals_train_call, fcinfo, "wals_train", true);
+	return wals_call(train_call, fcinfo, "wals_train", true);
 }

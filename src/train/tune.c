@@ -21,11 +21,11 @@
  * results.  The solver follows the width: CG below TUNE_SUBSPACE_FACTORS,
  * the subspace solver with ALS-NCG from there on, the fastest of them at
  * each width in make bench-accel.  Each trial trains under the tuned
- * model's name with "_trial" appended, through wals_train itself (SPI,
- * every value a bound parameter), so a trial checks, reads and trains
- * exactly as that training would; but it stores no model, handing its
- * outcome back instead (train.c), since storing factors that nobody reads
- * took most of a trial's time at large f.  Then the model is trained with
+ * model's name with "_trial" appended, through wals_train's entry point
+ * (wals_train_run, counted as a call of wals_train), so a trial checks,
+ * reads and trains exactly as that training would; but it stores no model,
+ * handing its outcome back instead, since storing factors that nobody
+ * reads took most of a trial's time at large f.  Then the model is trained with
  * the best parameters for as many iterations as the best trial found best.
  * Everything happens in the caller's transaction: a cancel or an error
  * leaves the previous model, and the log of earlier tunings, as they were.
@@ -46,7 +46,9 @@
 #include "miscadmin.h"
 #include "catalog/namespace.h"
 #include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
 #include "portability/instr_time.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -285,81 +287,74 @@ trial_json(const TuneTrial *t)
 					t->config + 1, t->max_iterations);
 }
 
-/*
- * Train model with the trial's parameters through wals_train: with a
- * validation share, to at most TUNE_MAX_ITERATIONS, or without one, for
- * iterations.  Trials differ in width, and the model tuned takes the best
- * one's: each training may replace the model of the name it trains.
- */
-static void
-train_with(const char *ext, Datum *base, char *basenulls, const char *model,
-		   const TuneTrial *t, double validation, const char *metric, int iterations)
+/* A training of wals_tune's, as wals_call_from_c runs it. */
+typedef struct TuneTraining
 {
-	Oid			types[18] = {REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, TEXTOID, INT4OID, INT4OID,
-		FLOAT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, INT4OID, FLOAT4OID, INT4OID,
-	TEXTOID, TEXTOID, TEXTOID};
-	Datum		values[18];
-	char		nulls[19] = "                  ";
+	WalsTrainRequest req;
+	WalsTrainSummary summary;
+} TuneTraining;
 
-	memcpy(values, base, sizeof(Datum) * 4);
-	memcpy(nulls, basenulls, 4);
-	values[4] = CStringGetTextDatum(model);
-	values[5] = Int32GetDatum((int32) t->v[DIM_FACTORS]);
-	values[6] = Int32GetDatum(iterations);
-	values[7] = Float4GetDatum((float) t->v[DIM_REGULARIZATION]);
-	values[8] = Float4GetDatum((float) t->v[DIM_ALPHA]);
-	values[9] = Float4GetDatum((float) t->v[DIM_UNOBSERVED]);
-	values[10] = Float4GetDatum(isnan(t->v[DIM_EXPONENT]) ? 0.0f : (float) t->v[DIM_EXPONENT]);
-	nulls[10] = isnan(t->v[DIM_EXPONENT]) ? 'n' : ' ';
-	values[11] = Float4GetDatum((float) t->v[DIM_INIT_STD]);
-	values[12] = base[4];
-	values[13] = Float4GetDatum((float) validation);
-	values[14] = Int32GetDatum(TUNE_PATIENCE);
-	values[15] = CStringGetTextDatum(metric);
-	nulls[13] = nulls[14] = nulls[15] = validation > 0 ? ' ' : 'n';
-	values[16] = CStringGetTextDatum(subspace(t) ? "subspace" : "cg");
-	values[17] = CStringGetTextDatum(subspace(t) ? "ncg" : "none");
-	wals_call_allow_write();
-	if (wals_sql(psprintf("SELECT 1 FROM %s.wals_train(source => $1, user_col => $2,"
-						  " item_col => $3, rating_col => $4, model => $5,"
-						  " factors => $6, iterations => $7, regularization => $8,"
-						  " alpha => $9, unobserved_weight => $10,"
-						  " regularization_exponent => $11, init_std => $12,"
-						  " seed => $13, validation => $14, patience => $15,"
-						  " validation_metric => $16, solver => $17, accelerate => $18,"
-						  " replace => true)", ext),
-				 18, types, values, nulls, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "wals: a training of wals_tune failed");
-	wals_call_new_snapshot();
+static void
+run_training(void *arg)
+{
+	TuneTraining *tt = arg;
+
+	wals_train_run(&tt->req, &tt->summary);
 }
 
 /*
- * Train config's trial as model: a training through wals_train, whose
- * outcome comes back instead of a stored model.  Nothing is left to mark
- * the next training a trial, whether this one failed or not.
+ * Train model with the trial's parameters, base's source and seed, through
+ * wals_train's entry point, counted as a call of it: with a validation
+ * share, to at most TUNE_MAX_ITERATIONS, or without one, for iterations.
+ * Trials differ in width, and the model tuned takes the best one's: each
+ * training may replace the model of the name it trains.
  */
 static void
-train_trial(const char *ext, Datum *base, char *basenulls, const char *model, TuneTrial *t,
-			double validation, const char *metric, int iterations)
+train_with(const WalsTrainRequest *base, const char *model, const TuneTrial *t,
+		   double validation, const char *metric, int iterations, bool trial,
+		   WalsTrainSummary *summary)
 {
-	WalsTrialOutcome outcome = {0};
+	TuneTraining tt;
 
-	wals_train_as_trial(&outcome);
-	PG_TRY();
+	tt.req = *base;
+	tt.req.trial = trial;
+#define SET(arg, datum) (tt.req.value[arg] = (datum), tt.req.isnull[arg] = false)
+	SET(WALS_ARG_MODEL, CStringGetTextDatum(model));
+	SET(WALS_ARG_FACTORS, Int32GetDatum((int32) t->v[DIM_FACTORS]));
+	SET(WALS_ARG_ITERATIONS, Int32GetDatum(iterations));
+	SET(WALS_ARG_REGULARIZATION, Float4GetDatum((float) t->v[DIM_REGULARIZATION]));
+	SET(WALS_ARG_ALPHA, Float4GetDatum((float) t->v[DIM_ALPHA]));
+	SET(WALS_ARG_UNOBSERVED_WEIGHT, Float4GetDatum((float) t->v[DIM_UNOBSERVED]));
+	if (!isnan(t->v[DIM_EXPONENT]))
+		SET(WALS_ARG_REGULARIZATION_EXPONENT, Float4GetDatum((float) t->v[DIM_EXPONENT]));
+	SET(WALS_ARG_INIT_STD, Float4GetDatum((float) t->v[DIM_INIT_STD]));
+	if (validation > 0)
 	{
-		train_with(ext, base, basenulls, model, t, validation, metric, iterations);
+		SET(WALS_ARG_VALIDATION, Float4GetDatum((float) validation));
+		SET(WALS_ARG_PATIENCE, Int32GetDatum(TUNE_PATIENCE));
+		SET(WALS_ARG_VALIDATION_METRIC, CStringGetTextDatum(metric));
 	}
-	PG_FINALLY();
-	{
-		wals_train_as_trial(NULL);
-	}
-	PG_END_TRY();
-	if (!outcome.trained)
-		elog(ERROR, "wals: the trial of wals_tune did not train");
-	t->score = isnan(outcome.validation_score) ? 0 : outcome.validation_score;
-	t->best_iteration = outcome.best_iteration;
-	t->seconds = outcome.train_s;
-	t->validation_s = outcome.validation_s;
+	SET(WALS_ARG_SOLVER, CStringGetTextDatum(subspace(t) ? "subspace" : "cg"));
+	SET(WALS_ARG_ACCELERATE, CStringGetTextDatum(subspace(t) ? "ncg" : "none"));
+#undef SET
+	wals_call_allow_write();
+	wals_call_from_c(run_training, &tt, "wals_train", true);
+	wals_call_new_snapshot();
+	*summary = tt.summary;
+}
+
+/* Train config's trial as model: checked, read and trained, not stored. */
+static void
+train_trial(const WalsTrainRequest *base, const char *model, TuneTrial *t, double validation,
+			const char *metric, int iterations)
+{
+	WalsTrainSummary summary;
+
+	train_with(base, model, t, validation, metric, iterations, true, &summary);
+	t->score = isnan(summary.validation_score) ? 0 : summary.validation_score;
+	t->best_iteration = summary.best_iteration;
+	t->seconds = summary.train_s;
+	t->validation_s = summary.validation_s;
 }
 
 /*
@@ -423,9 +418,7 @@ log_trials(const char *model, const TuneTrial *trials, int n, const char *metric
 /* One tuning's search: what every trial needs, and the trials run so far. */
 typedef struct TuneRun
 {
-	const char *ext;
-	Datum	   *base;
-	char	   *basenulls;
+	const WalsTrainRequest *base;	/* the source, its columns, the seed */
 	const char *trial_model;
 	const char *shown;
 	const char *metric;
@@ -461,8 +454,7 @@ run_trial(TuneRun *run, TuneTrial *config, int max_iterations)
 						  psprintf("wals_tune: model %s, trial %d, %.0f s of %.0f s spent; best %s %.4f (trial %d)",
 								   run->shown, run->n + 1, wals_seconds_since(run->start),
 								   run->budget_s, run->metric, best->score, run->best + 1));
-	train_trial(run->ext, run->base, run->basenulls, run->trial_model, t, run->validation,
-				run->metric, max_iterations);
+	train_trial(run->base, run->trial_model, t, run->validation, run->metric, max_iterations);
 	config->score = t->score;
 	if (run->n == 0 || t->score > best->score)
 		run->best = run->n;
@@ -544,27 +536,23 @@ search(TuneRun *run, const TuneDim *dims, int seed)
  *	 RETURNS TABLE(trial int, parameters jsonb, score float8,
  *				   iterations int, seconds float8)
  */
-static Datum
-tune_call(PG_FUNCTION_ARGS)
+/* wals_tune's arguments, checked. */
+typedef struct TuneArgs
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	const char *ext;
-	char	   *model;
-	char	   *trial_model;
-	char	   *shown;			/* the model as given, for progress */
 	char	   *metric;
-	WalsMetricKind kind;
-	int			k;
 	double		validation;
 	double		budget_s;
 	int			seed;
 	int			max_trials;
-	TuneDim		dims[NDIMS];
-	TuneTrial  *trials;
-	TuneRun		run = {0};
-	Datum		base[5];
-	char		basenulls[4] = "    ";
-	WalsModelName mn;
+	WalsModelName mn;			/* the model tuned, its schema resolved */
+	char	   *shown;			/* the model as given, for progress */
+} TuneArgs;
+
+static void
+tune_args(FunctionCallInfo fcinfo, TuneArgs *ta)
+{
+	WalsMetricKind kind;
+	int			k;
 
 	for (int a = 0; a < 3; a++)
 		if (PG_ARGISNULL(a))
@@ -575,117 +563,105 @@ tune_call(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"metric\" must not be null")));
-	metric = text_to_cstring(PG_GETARG_TEXT_PP(5));
-	if (!wals_metric_parse(metric, WALS_MAX_VALIDATION_K, &kind, &k))
+	ta->metric = text_to_cstring(PG_GETARG_TEXT_PP(5));
+	if (!wals_metric_parse(ta->metric, WALS_MAX_VALIDATION_K, &kind, &k))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid value for \"metric\": \"%s\"", metric),
+				 errmsg("invalid value for \"metric\": \"%s\"", ta->metric),
 				 errhint("\"metric\" must be ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, or auc.",
 						 WALS_MAX_VALIDATION_K)));
-	validation = PG_ARGISNULL(6) ? -1 : PG_GETARG_FLOAT4(6);
-	if (!(validation > 0 && validation <= WALS_MAX_VALIDATION))
+	ta->validation = PG_ARGISNULL(6) ? -1 : PG_GETARG_FLOAT4(6);
+	if (!(ta->validation > 0 && ta->validation <= WALS_MAX_VALIDATION))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid value for \"validation\": %g", validation),
+				 errmsg("invalid value for \"validation\": %g", ta->validation),
 				 errhint("\"validation\" must be above 0 and at most %g.", WALS_MAX_VALIDATION)));
 	if (PG_ARGISNULL(7))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"budget\" must not be null")));
-	budget_s = DatumGetFloat8(DirectFunctionCall2(interval_part, CStringGetTextDatum("epoch"),
-												  PG_GETARG_DATUM(7)));
-	if (!(budget_s > 0))
+	ta->budget_s = DatumGetFloat8(DirectFunctionCall2(interval_part, CStringGetTextDatum("epoch"),
+													  PG_GETARG_DATUM(7)));
+	if (!(ta->budget_s > 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for \"budget\": it must be positive")));
-	seed = PG_ARGISNULL(9) ? 42 : PG_GETARG_INT32(9);
-	max_trials = PG_ARGISNULL(10) ? 1000 : PG_GETARG_INT32(10);
-	if (max_trials < 1 || max_trials > 1000)
+	ta->seed = PG_ARGISNULL(9) ? 42 : PG_GETARG_INT32(9);
+	ta->max_trials = PG_ARGISNULL(10) ? 1000 : PG_GETARG_INT32(10);
+	if (ta->max_trials < 1 || ta->max_trials > 1000)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid value for \"max_trials\": %d", max_trials),
+				 errmsg("invalid value for \"max_trials\": %d", ta->max_trials),
 				 errhint("\"max_trials\" must be between 1 and 1000.")));
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+}
+
+/*
+ * The model tuned: as given, or named after the source; qualified here,
+ * where wals_train would put it, since the trainings run with search_path
+ * pinned to pg_catalog.
+ */
+static void
+tune_model(FunctionCallInfo fcinfo, TuneArgs *ta)
+{
+	WalsModelName *mn = &ta->mn;
 
 	if (PG_ARGISNULL(4))
 	{
-		mn.schema = NULL;
-		mn.name = get_rel_name(PG_GETARG_OID(0));
-		if (mn.name == NULL)
+		mn->schema = NULL;
+		mn->name = get_rel_name(PG_GETARG_OID(0));
+		if (mn->name == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("relation with OID %u does not exist", PG_GETARG_OID(0))));
 	}
 	else
-		wals_model_name_parse(text_to_cstring(PG_GETARG_TEXT_PP(4)), "model", &mn);
+		wals_model_name_parse(text_to_cstring(PG_GETARG_TEXT_PP(4)), "model", mn);
+	ta->shown = mn->schema ? wals_model_quoted(mn->schema, mn->name) :
+		pstrdup(quote_identifier(mn->name));
+	if (mn->schema == NULL)
+		mn->schema = get_namespace_name(RangeVarGetCreationNamespace(makeRangeVar(NULL, mn->name,
+																				  -1)));
+}
 
-	shown = mn.schema ? wals_model_quoted(mn.schema, mn.name) : pstrdup(quote_identifier(mn.name));
+/*
+ * The trainings' common arguments: the source, its columns and the seed,
+ * each replacing the model of its name.  A tuning trains as wals_train
+ * does, so its caller needs EXECUTE on wals_train, as a call through SQL
+ * would.
+ */
+static void
+tune_base(FunctionCallInfo fcinfo, const TuneArgs *ta, WalsTrainRequest *base)
+{
+	static const Oid types[WALS_TRAIN_NARGS] = {
+		REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, TEXTOID, INT4OID, INT4OID, FLOAT4OID,
+		TEXTOID, FLOAT4OID, FLOAT4OID, TEXTOID, INT4OID, TEXTOID, INT4OID, INT4OID,
+		BOOLOID, FLOAT4OID, TEXTOID, INT4OID, FLOAT4OID, FLOAT4OID, FLOAT4OID, INT4OID,
+		TEXTOID, REGCLASSOID, BOOLOID
+	};
+	Oid			train;
 
-	/*
-	 * Qualified here, where wals_train would put it, since the trainings run
-	 * with search_path pinned to pg_catalog.
-	 */
-	if (mn.schema == NULL)
-		mn.schema = get_namespace_name(RangeVarGetCreationNamespace(makeRangeVar(NULL, mn.name,
-																				 -1)));
-	model = wals_model_quoted(mn.schema, mn.name);
-	trial_model = wals_model_quoted(mn.schema, psprintf("%s_trial", mn.name));
-
-	/* the trials outlive SPI_finish, which frees what was allocated inside */
-	trials = palloc0(sizeof(TuneTrial) * max_trials);
-	SPI_connect();
-	ext = quote_identifier(get_namespace_name(wals_extension_schema()));
-	default_space(dims);
-	if (!PG_ARGISNULL(8))
-		parse_space(PG_GETARG_JSONB_P(8), dims);
+	train = LookupFuncName(list_make2(makeString(get_namespace_name(wals_extension_schema())),
+									  makeString("wals_train")),
+						   WALS_TRAIN_NARGS, types, false);
+	if (pg_proc_aclcheck(train, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, "wals_train");
+	wals_train_request_init(base);
 	for (int a = 0; a < 4; a++)
 	{
-		base[a] = PG_GETARG_DATUM(a);
-		basenulls[a] = PG_ARGISNULL(a) ? 'n' : ' ';
+		base->value[WALS_ARG_SOURCE + a] = PG_GETARG_DATUM(a);
+		base->isnull[WALS_ARG_SOURCE + a] = PG_ARGISNULL(a);
 	}
-	base[4] = Int32GetDatum(seed);
+	base->value[WALS_ARG_SEED] = Int32GetDatum(ta->seed);
+	base->value[WALS_ARG_REPLACE] = BoolGetDatum(true);
+}
 
-	check_trial_name(&mn, psprintf("%s_trial", mn.name));
+/* The trials, one row each, into the call's tuplestore. */
+static void
+return_trials(FunctionCallInfo fcinfo, const TuneTrial *trials, int n)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
-	run.ext = ext;
-	run.base = base;
-	run.basenulls = basenulls;
-	run.trial_model = trial_model;
-	run.shown = shown;
-	run.metric = metric;
-	run.validation = validation;
-	run.budget_s = budget_s;
-	run.max_trials = max_trials;
-	run.trials = trials;
-	INSTR_TIME_SET_CURRENT(run.start);
-	PG_TRY();
-	{
-		search(&run, dims, seed);
-		wals_progress_context(psprintf("wals_tune: model %s, final training with trial %d's parameters",
-									   shown, run.best + 1));
-	}
-	PG_CATCH();
-	{
-		wals_progress_context(NULL);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	PG_TRY();
-	{
-		train_with(ext, base, basenulls, model, &trials[run.best], 0, metric,
-				   Max(trials[run.best].best_iteration, 1));
-	}
-	PG_CATCH();
-	{
-		wals_progress_context(NULL);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	wals_progress_context(NULL);
-	log_trials(model, trials, run.n, metric);
-	SPI_finish();
-
-	for (int t = 0; t < run.n; t++)
+	for (int t = 0; t < n; t++)
 	{
 		Datum		values[5];
 		bool		nulls[5] = {false, false, false, false, false};
@@ -697,6 +673,66 @@ tune_call(PG_FUNCTION_ARGS)
 		values[4] = Float8GetDatum(trials[t].seconds);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+}
+
+/* The search, then the model trained with the best trial's parameters. */
+static void
+tune_and_train(TuneRun *run, const TuneDim *dims, const TuneArgs *ta, const char *model)
+{
+	WalsTrainSummary summary;
+
+	PG_TRY();
+	{
+		search(run, dims, ta->seed);
+		wals_progress_context(psprintf("wals_tune: model %s, final training with trial %d's parameters",
+									   ta->shown, run->best + 1));
+		train_with(run->base, model, &run->trials[run->best], 0, ta->metric,
+				   Max(run->trials[run->best].best_iteration, 1), false, &summary);
+	}
+	PG_CATCH();
+	{
+		wals_progress_context(NULL);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	wals_progress_context(NULL);
+}
+
+static Datum
+tune_call(PG_FUNCTION_ARGS)
+{
+	TuneArgs	ta;
+	TuneDim		dims[NDIMS];
+	TuneRun		run = {0};
+	WalsTrainRequest base;
+	char	   *model;
+
+	tune_args(fcinfo, &ta);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	tune_model(fcinfo, &ta);
+	model = wals_model_quoted(ta.mn.schema, ta.mn.name);
+
+	/* the trials outlive SPI_finish, which frees what was allocated inside */
+	run.trials = palloc0(sizeof(TuneTrial) * ta.max_trials);
+	SPI_connect();
+	default_space(dims);
+	if (!PG_ARGISNULL(8))
+		parse_space(PG_GETARG_JSONB_P(8), dims);
+	tune_base(fcinfo, &ta, &base);
+	check_trial_name(&ta.mn, psprintf("%s_trial", ta.mn.name));
+
+	run.base = &base;
+	run.trial_model = wals_model_quoted(ta.mn.schema, psprintf("%s_trial", ta.mn.name));
+	run.shown = ta.shown;
+	run.metric = ta.metric;
+	run.validation = ta.validation;
+	run.budget_s = ta.budget_s;
+	run.max_trials = ta.max_trials;
+	INSTR_TIME_SET_CURRENT(run.start);
+	tune_and_train(&run, dims, &ta, model);
+	log_trials(model, run.trials, run.n, ta.metric);
+	SPI_finish();
+	return_trials(fcinfo, run.trials, run.n);
 	return (Datum) 0;
 }
 

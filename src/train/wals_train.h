@@ -132,29 +132,83 @@ typedef struct WalsTrainResult
 	int64		version;
 } WalsTrainResult;
 
-/*
- * What a trial of wals_tune keeps of its training, which stores no model:
- * train.c fills it for the next wals_train call after
- * wals_train_as_trial, the one tune.c makes.
- */
-typedef struct WalsTrialOutcome
+/* The arguments of wals_train, at their positions in its SQL signature. */
+typedef enum WalsTrainArg
 {
-	bool		trained;
-	double		validation_score;
-	int			best_iteration;
-	double		train_s;
-	double		validation_s;
-} WalsTrialOutcome;
+	WALS_ARG_SOURCE,
+	WALS_ARG_USER_COL,
+	WALS_ARG_ITEM_COL,
+	WALS_ARG_RATING_COL,
+	WALS_ARG_MODEL,
+	WALS_ARG_FACTORS,
+	WALS_ARG_ITERATIONS,
+	WALS_ARG_REGULARIZATION,
+	WALS_ARG_FEEDBACK,
+	WALS_ARG_ALPHA,
+	WALS_ARG_UNOBSERVED_WEIGHT,
+	WALS_ARG_SOLVER,
+	WALS_ARG_CG_STEPS,
+	WALS_ARG_DEVICE,
+	WALS_ARG_WORKERS,
+	WALS_ARG_SEED,
+	WALS_ARG_WARM_START,
+	WALS_ARG_TOLERANCE,
+	WALS_ARG_ACCELERATE,
+	WALS_ARG_BLOCK_SIZE,
+	WALS_ARG_REGULARIZATION_EXPONENT,
+	WALS_ARG_INIT_STD,
+	WALS_ARG_VALIDATION,
+	WALS_ARG_PATIENCE,
+	WALS_ARG_VALIDATION_METRIC,
+	WALS_ARG_VALIDATION_TABLE,
+	WALS_ARG_REPLACE,
+	WALS_TRAIN_NARGS
+} WalsTrainArg;
 
-/* train.c: the next wals_train of this backend is a trial (NULL: none is) */
-extern void wals_train_as_trial(WalsTrialOutcome *outcome);
+/*
+ * A training asked for: wals_train's arguments as SQL passes them, each a
+ * Datum of its declared type or NULL.  wals_train takes them from its
+ * call, wals_retrain from the model's catalog row, wals_tune from each
+ * trial's configuration; wals_train_request_init puts in the defaults sql/
+ * declares.  A trial is checked, read and trained as any training, and
+ * stores nothing: its model would be dropped unread, and storing it took
+ * most of a trial's time at large f.
+ */
+typedef struct WalsTrainRequest
+{
+	Datum		value[WALS_TRAIN_NARGS];
+	bool		isnull[WALS_TRAIN_NARGS];
+	bool		trial;
+} WalsTrainRequest;
+
+/* What a training did: wals_train's summary row, and a trial's score. */
+typedef struct WalsTrainSummary
+{
+	char	   *model;
+	int64		users;
+	int64		items;
+	int64		ratings;
+	int			factors;
+	int			iterations;
+	double		loss;
+	char	   *device;
+	double		load_s;
+	double		train_s;
+	double		store_s;
+	double		total_s;
+	double		validation_score;	/* NaN without a validation */
+	int			best_iteration;
+	double		validation_s;	/* of train_s, scoring the validation */
+} WalsTrainSummary;
 
 /* args.c */
-extern void wals_train_args_parse(FunctionCallInfo fcinfo, WalsTrainArgs *args);
+extern void wals_train_args_parse(const WalsTrainRequest *req, WalsTrainArgs *args);
 extern const char *wals_accelerate_name(WalsAccelerate accelerate);
 
-/* train.c */
-extern Datum wals_train_call(PG_FUNCTION_ARGS);
+/* train.c: the training's one entry point, and its SQL function's row */
+extern void wals_train_request_init(WalsTrainRequest *req);
+extern void wals_train_run(const WalsTrainRequest *req, WalsTrainSummary *summary);
+extern void wals_train_summary_row(FunctionCallInfo fcinfo, const WalsTrainSummary *summary);
 
 /*
  * ingest.c: an empty source is an error, unless may_be_empty (a shard's

@@ -201,9 +201,25 @@ SELECT * FROM wals_tune('tun', 'user_id', 'item_id', model => 'public.tun_m', ma
 \set VERBOSITY default
 SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_own.m')) d;
 RESET ROLE;
+-- a tuning trains as wals_train does: without EXECUTE on it, it may not
+REVOKE EXECUTE ON FUNCTION wals_train FROM PUBLIC;
+SET ROLE tun_tenant;
+\set VERBOSITY sqlstate
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', model => 'tun_own.m', max_trials => 1);
+\set VERBOSITY default
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION wals_train TO PUBLIC;
 DROP SCHEMA tun_own;
 REVOKE SELECT ON tun FROM tun_tenant;
 DROP ROLE tun_tenant;
+
+-- a tuning's trainings take wals_train's defaults for what they do not set
+SELECT count(*) AS plain FROM wals_train('tun', 'user_id', 'item_id', 'rating', model => 'tun_plain',
+                                         factors => 8, iterations => 1);
+SELECT t.feedback = p.feedback AND t.cg_steps = p.cg_steps AND t.warm_start = p.warm_start
+       AND t.tolerance IS NOT DISTINCT FROM p.tolerance AND t.device = p.device AS same_defaults
+FROM wals_models t, wals_models p WHERE t.model = 'tun_m' AND p.model = 'tun_plain';
+SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_plain')) d;
 
 -- dropping the model drops its tuning log
 SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_m')) d;
