@@ -132,6 +132,24 @@ extern void wals_report_core_status(WalsStatus status, const char *what);
 extern char *wals_pretty_bytes(double bytes);
 extern void wals_memory_check(double bytes, const char *what);
 
+/*
+ * An area shared with parallel workers is laid out by offsets from its
+ * start, since each process maps it at its own address: the offset of a
+ * section of bytes placed at *off or after, on a cache line, *off moved
+ * past it.  An empty section still takes a byte, so that no two share an
+ * offset.
+ */
+#define WALS_AREA_ALIGN 64
+
+static inline Size
+wals_area_section(Size *off, Size bytes)
+{
+	Size		at = TYPEALIGN(WALS_AREA_ALIGN, *off);
+
+	*off = at + Max(bytes, 1);
+	return at;
+}
+
 /* calls.c: the wals calls running in this backend */
 extern Datum wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn, bool writes);
 extern int	wals_call_depth(void);

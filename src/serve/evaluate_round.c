@@ -41,9 +41,6 @@ PGDLLEXPORT void wals_evaluate_main(dsm_segment *seg, shm_toc *toc);
 /* The only key of the round's table of contents. */
 #define WALS_EVAL_KEY UINT64CONST(0xE7A1000000000001)
 
-/* Sections start on cache lines. */
-#define AREA_ALIGN 64
-
 typedef struct EvalArea
 {
 	int64		nusers;
@@ -65,21 +62,12 @@ typedef struct EvalArea
 	Size		total;
 } EvalArea;
 
-static Size
-section(Size *off, Size bytes)
-{
-	Size		at = TYPEALIGN(AREA_ALIGN, *off);
-
-	*off = at + Max(bytes, 1);
-	return at;
-}
-
 /* The area's shape for round r, with a copy of Y or not. */
 static void
 plan(const WalsEvalRound *r, const WalsServeModel *m, int k, bool rmse, bool copy_y,
 	 EvalArea *a)
 {
-	Size		off = TYPEALIGN(AREA_ALIGN, sizeof(EvalArea));
+	Size		off = TYPEALIGN(WALS_AREA_ALIGN, sizeof(EvalArea));
 	int64		nrated = r->rated_ptr[r->n];
 	int64		ntest = r->test_ptr[r->n];
 	int64		nitems = m->nitems;
@@ -91,16 +79,16 @@ plan(const WalsEvalRound *r, const WalsServeModel *m, int k, bool rmse, bool cop
 	a->f = f;
 	a->k = k;
 	a->rmse = rmse;
-	a->Y = copy_y ? section(&off, sizeof(float) * nitems * f) : 0;
-	a->X = section(&off, sizeof(float) * r->n * f);
-	a->rated_ptr = section(&off, sizeof(int64) * (r->n + 1));
-	a->rated = section(&off, sizeof(int32) * nrated);
-	a->test_ptr = section(&off, sizeof(int64) * (r->n + 1));
-	a->test_items = section(&off, sizeof(int32) * ntest);
-	a->test_ratings = section(&off, sizeof(float) * ntest);
-	a->parts = section(&off, sizeof(WalsMetricsAcc) * r->n);
-	a->sq = section(&off, sizeof(WalsRmseAcc) * r->n);
-	a->status = section(&off, sizeof(int) * r->n);
+	a->Y = copy_y ? wals_area_section(&off, sizeof(float) * nitems * f) : 0;
+	a->X = wals_area_section(&off, sizeof(float) * r->n * f);
+	a->rated_ptr = wals_area_section(&off, sizeof(int64) * (r->n + 1));
+	a->rated = wals_area_section(&off, sizeof(int32) * nrated);
+	a->test_ptr = wals_area_section(&off, sizeof(int64) * (r->n + 1));
+	a->test_items = wals_area_section(&off, sizeof(int32) * ntest);
+	a->test_ratings = wals_area_section(&off, sizeof(float) * ntest);
+	a->parts = wals_area_section(&off, sizeof(WalsMetricsAcc) * r->n);
+	a->sq = wals_area_section(&off, sizeof(WalsRmseAcc) * r->n);
+	a->status = wals_area_section(&off, sizeof(int) * r->n);
 	a->total = MAXALIGN(off);
 }
 

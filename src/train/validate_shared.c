@@ -34,9 +34,6 @@
  */
 #define WALS_VALIDATION_INDEX_CHUNK	128
 
-/* Sections start on cache lines of the area's offsets. */
-#define AREA_ALIGN				64
-
 typedef struct ValidationArea
 {
 	int			k;
@@ -56,21 +53,12 @@ typedef struct ValidationArea
 	Size		total;
 } ValidationArea;
 
-static Size
-section(Size *off, Size bytes)
-{
-	Size		at = TYPEALIGN(AREA_ALIGN, *off);
-
-	*off = at + Max(bytes, 1);
-	return at;
-}
-
 /* The area's shape for this training, sections unset when area is NULL. */
 static Size
 plan(const WalsTrainArgs *args, const WalsData *data, ValidationArea *area)
 {
 	ValidationArea local;
-	Size		off = TYPEALIGN(AREA_ALIGN, sizeof(ValidationArea));
+	Size		off = TYPEALIGN(WALS_AREA_ALIGN, sizeof(ValidationArea));
 	int64		npicked = wals_holdout_users(&data->held, WALS_VALIDATION_USERS);
 	int64		nheld = data->held.indptr[data->nusers];
 
@@ -84,11 +72,11 @@ plan(const WalsTrainArgs *args, const WalsData *data, ValidationArea *area)
 	area->nitems = data->nitems;
 	area->npicked = npicked;
 	area->nheld = nheld;
-	area->held_indptr = section(&off, sizeof(int64) * (data->nusers + 1));
-	area->held_indices = section(&off, sizeof(int32) * nheld);
-	area->users = section(&off, sizeof(int64) * npicked);
-	area->parts = section(&off, sizeof(WalsMetricsAcc) * npicked);
-	area->index = section(&off, wals_score_index_size(data->nitems, args->params.factors));
+	area->held_indptr = wals_area_section(&off, sizeof(int64) * (data->nusers + 1));
+	area->held_indices = wals_area_section(&off, sizeof(int32) * nheld);
+	area->users = wals_area_section(&off, sizeof(int64) * npicked);
+	area->parts = wals_area_section(&off, sizeof(WalsMetricsAcc) * npicked);
+	area->index = wals_area_section(&off, wals_score_index_size(data->nitems, args->params.factors));
 	area->total = MAXALIGN(off);
 	return area->total;
 }
