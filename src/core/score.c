@@ -118,7 +118,9 @@
  * the first pass of SCAN_USERS users block by block, so that a block read
  * from memory serves them all: a single query is bound by the traffic
  * from the last-level cache, a batch by arithmetic.  On the portable path,
- * where byte products cost several instructions each, the batch scores
+ * where byte products cost several instructions each, the batch starts
+ * with the first pass and keeps it while the queries stop early; where
+ * they do not (factors of nearly equal norms), it scores the remaining
  * blocks of users against blocks of items with one cblas_sgemm each.  The
  * product's scores s obey the same rounding bound as the reference, so
  * |s - r| <= M = 2 (gamma |x| max|y| + eta).  If S_k is the k-th best s,
@@ -214,7 +216,9 @@ clamp_byte(double v)
 {
 	v = v > 127.0 ? 127.0 : v < -127.0 ? -127.0 : v;
 	return (int) ((v + 0x1.8p52) - 0x1.8p52);
-}float
+}
+
+float
 wals_score_dot(const float *x, const float *y, int f)
 {
 	return wals_kernels()->dot(x, y, f);
@@ -446,12 +450,14 @@ wals_score_index_fill(const WalsScoreIndex *ix, int64_t lo, int64_t hi)
 	int64_t		b;
 	int64_t		i;
 
-	for (b = lo; b < hi && ix->usable; b++)
+	if (!ix->usable)
+		return;
+	for (b = lo; b < hi; b++)
 	{
 		memset(blocks + (size_t) b * bb, 128, 64 * (size_t) ix->groups);
 		memset(blocks + (size_t) b * bb + 64 * (size_t) ix->groups, 0, 3 * 64);
 	}
-	for (i = lo * BLOCK; i < hi * BLOCK && i < ix->n && ix->usable; i++)
+	for (i = lo * BLOCK; i < hi * BLOCK && i < ix->n; i++)
 	{
 		if (i + PREFETCH_ITEMS < ix->n)
 			prefetch_row(ix->Y + (size_t) ix->item[i + PREFETCH_ITEMS] * f, f);
@@ -908,7 +914,6 @@ query_begin(const WalsScoreIndex *ix, const float *x,
 	return 1;
 }
 
-
 /* The candidates whose upper bound reaches the final floor, rescored. */
 static int
 rescore(const WalsScoreIndex *ix, const float *x, const Scan *st, int k,
@@ -1125,17 +1130,18 @@ first_pass_scratch_size(const WalsScoreIndex *ix, int k)
 }
 
 /*
- * Users [u0, u0 + nu) through one shared first pass, nu <= SCAN_USERS.
- * Returns the blocks the pass visited for them, in all, and their number
- * in *scanned (the others were scanned exactly).
+ * The next SCAN_USERS users from u0, short of hi, through one shared first
+ * pass.  Returns the blocks the pass visited for them, in all, and their
+ * number in *scanned (the others were scanned exactly).
  */
 static int64_t
 first_pass_group(const WalsScoreIndex *ix, const float *X, int64_t u0,
-				 int nu, const WalsScoreFilter *filters, int k,
+				 int64_t hi, const WalsScoreFilter *filters, int k,
 				 int32_t *idx, float *score, int *count,
 				 unsigned char *scratch, int *scanned)
 {
 	size_t		per_user = query_scratch_layout(ix, k, NULL, NULL);
+	int			nu = hi - u0 < SCAN_USERS ? (int) (hi - u0) : SCAN_USERS;
 	int			f = ix->f;
 	Query		q[SCAN_USERS];
 	Scan		st[SCAN_USERS];
@@ -1186,8 +1192,7 @@ batch_first_pass(const WalsScoreIndex *ix, const float *X, int64_t lo,
 	int			scanned;
 
 	for (u0 = lo; u0 < hi; u0 += SCAN_USERS)
-		first_pass_group(ix, X, u0, hi - u0 < SCAN_USERS ? (int) (hi - u0) : SCAN_USERS,
-						 filters, k, idx, score, count, scratch, &scanned);
+		first_pass_group(ix, X, u0, hi, filters, k, idx, score, count, scratch, &scanned);
 }
 
 /*
@@ -1213,9 +1218,8 @@ batch_portable(const WalsScoreIndex *ix, const float *X, int64_t lo,
 		int			scanned;
 		int64_t		visited;
 
-		visited = first_pass_group(ix, X, u0,
-								   hi - u0 < SCAN_USERS ? (int) (hi - u0) : SCAN_USERS,
-								   filters, k, idx, score, count, scratch, &scanned);
+		visited = first_pass_group(ix, X, u0, hi, filters, k, idx, score, count, scratch,
+								   &scanned);
 		if (visited * PORTABLE_PRODUCT_RATIO > scanned * block_count(ix->n))
 		{
 			batch_product(ix, X, u0 + SCAN_USERS < hi ? u0 + SCAN_USERS : hi, hi,
