@@ -26,10 +26,10 @@ EXTVERSION = 0.5.0
 MODULE_big = wals
 # src/core: the algorithms, pure C with no server; src/catalog, src/train
 # and src/serve: the server's side, one header each (wals_*.h), over the
-# shared src/wals.h.
+# shared src/wals.h; src/train/shard: the sharded training, inside training.
 CORE_SRCS = $(sort $(wildcard src/core/*.c))
 CORE_OBJS = $(CORE_SRCS:.c=.o)
-SUBSYSTEMS = catalog train serve
+SUBSYSTEMS = catalog train train/shard serve
 OBJS = $(CORE_OBJS) $(patsubst %.c,%.o,$(sort $(wildcard src/*.c $(SUBSYSTEMS:%=src/%/*.c))))
 HEADERS_wals =
 

@@ -12,10 +12,9 @@
  * Launching once keeps the cost of starting processes and of faulting the
  * segment's pages into them out of the iterations.
  *
- * Chunks are cut by cost (ratings plus a per-row share), not by row count,
- * so a chunk of popular items is not a hundred times longer than the others
- * and the processes finish together.  The loss is summed per chunk in chunk
- * order, so a training gives the same bits whatever the number of workers.
+ * Chunks are cut by cost (chunks.c), so that the processes finish
+ * together.  The loss is summed per chunk in chunk order, so a training
+ * gives the same bits whatever the number of workers.
  *
  * A row that cannot be solved is not an error in the process that meets
  * it: the lowest such row is recorded in shared memory, chunks not yet
@@ -37,15 +36,10 @@
 #include "storage/shm_toc.h"
 #include "utils/memutils.h"
 
+#include "chunks.h"
 #include "wals_train.h"
 
 #define WALS_KEY_SHARED			UINT64CONST(0x57414C5300000001)
-
-/* About this many chunks per half-sweep, for balance between processes. */
-#define WALS_CHUNKS_PER_SWEEP	1024
-
-/* Rows solved between two checks for a cancel, at most. */
-#define WALS_ROWS_PER_CHECK		256
 
 typedef enum WalsTask
 {
@@ -105,23 +99,6 @@ typedef struct CpuEngine
 } CpuEngine;
 
 PGDLLEXPORT void wals_parallel_main(dsm_segment *seg, shm_toc *toc);
-
-/*
- * Rows between two checks for a cancel: a row costs about f^2 (CG) to f^3
- * (Cholesky) operations, so wide models get shorter chunks.
- */
-static int64
-rows_per_check(int f)
-{
-	return Max(1, Min(WALS_ROWS_PER_CHECK, (1 << 22) / ((int64) f * f)));
-}
-
-/* Chunks a side of nrows rows can be cut into, at most. */
-int64
-wals_max_chunks(int64 nrows, int f)
-{
-	return nrows / rows_per_check(f) + WALS_CHUNKS_PER_SWEEP + 1;
-}
 
 /*
  * Bytes of the shared block of a training with these chunk counts and
@@ -187,59 +164,6 @@ alloc_scratch(const WalsShared *sh)
 {
 	return MemoryContextAllocHuge(CurrentMemoryContext,
 								  Max(sh->scratch_floats, 1) * sizeof(float));
-}
-
-/*
- * Cut rows into chunks of about equal cost: a rating costs O(f) per CG step
- * and a row about f/2 ratings' worth (its f x f products), and no chunk
- * holds more rows than a cancel check allows.
- */
-int64
-wals_cut_chunks(const WalsCsr *R, int f, int64 *bounds)
-{
-	double		total = (double) R->indptr[R->nrows] + (double) R->nrows * f / 2;
-	double		target = Max(1.0, total / WALS_CHUNKS_PER_SWEEP);
-	int64		cap = rows_per_check(f);
-	int64		n = 0;
-	int64		start = 0;
-	double		cost = 0;
-
-	bounds[0] = 0;
-	for (int64 r = 0; r < R->nrows; r++)
-	{
-		cost += (double) (R->indptr[r + 1] - R->indptr[r]) + f / 2.0;
-		if (cost >= target || r + 1 - start >= cap || r + 1 == R->nrows)
-		{
-			bounds[++n] = r + 1;
-			start = r + 1;
-			cost = 0;
-		}
-	}
-	return n;
-}
-
-/*
- * Lower the shared failure to that of row, unless a lower one is there:
- * twice the row, plus one when its solution was not finite.
- */
-void
-wals_record_failure(pg_atomic_uint64 *failed, WalsStatus status, int64 row)
-{
-	uint64		mine = (uint64) row * 2 + (status == WALS_ESINGULAR ? 0 : 1);
-	uint64		seen = pg_atomic_read_u64(failed);
-
-	while (mine < seen && !pg_atomic_compare_exchange_u64(failed, &seen, mine))
-		;
-}
-
-/* What wals_record_failure recorded: the status, and the row in *row. */
-WalsStatus
-wals_recorded_failure(uint64 failed, int64 *row)
-{
-	if (failed == WALS_NO_FAILURE)
-		return WALS_OK;
-	*row = (int64) (failed / 2);
-	return failed % 2 == 0 ? WALS_ESINGULAR : WALS_ENONFINITE;
 }
 
 static void

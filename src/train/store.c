@@ -49,6 +49,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "wals_shard.h"
 #include "wals_train.h"
 
 #define WALS_STORE_BATCH	1000

@@ -31,6 +31,7 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
+#include "wals_shard.h"
 #include "wals_train.h"
 
 PG_FUNCTION_INFO_V1(wals_train);
@@ -412,7 +413,7 @@ train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResul
 
 /*
  * Train from the shards of a sharded source: the ratings stay there, the
- * factors are here (shard_plan.c, engine_shard.c).
+ * factors are here (shard/coord_plan.c, shard/coord_engine.c).
  */
 static void
 train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *data,

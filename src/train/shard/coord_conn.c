@@ -1,8 +1,8 @@
 /*
- * shard_conn.c
+ * coord_conn.c
  *	  The connections a sharded training reaches its shards on, whatever
- *	  found them (a postgres_fdw foreign server, shards.c, or a Citus node,
- *	  shards_citus.c): opening one, waiting for what it answers, raising
+ *	  found them (a postgres_fdw foreign server, coord_fdw.c, or a Citus node,
+ *	  coord_citus.c): opening one, waiting for what it answers, raising
  *	  the error it answers with, and closing it.
  *
  * The connections are wals's own, never another module's: from
@@ -28,7 +28,7 @@
 #include "storage/latch.h"
 #include "utils/memutils.h"
 
-#include "wals_train.h"
+#include "shard_coord.h"
 
 /* A connection opened here, and the transaction level that owns it. */
 typedef struct OpenConn

@@ -1,20 +1,22 @@
 /*
- * shard_session.h
- *	  What a shard keeps of a sharded training between the coordinator's
- *	  calls (shard_load.c reads and routes the cells, shard_solve.c solves
- *	  with them): one session per backend, freed with its transaction.
+ * shard_peer.h
+ *	  A shard's side of a sharded training (peer_*.c): what it keeps
+ *	  between the coordinator's calls (peer_load.c reads, peer_route.c
+ *	  routes the cells, peer_solve.c solves with them), one session per
+ *	  backend, freed with its transaction (peer_session.c).
  *
  * The calls are a protocol, and any role granted them may send them in any
  * order, with any arguments, from anywhere: each begins with
  * wals_shard_enter, which refuses a call that its session's state does not
- * allow (the one table of them is in shard_load.c) and any call made while
+ * allow (the one table of them is in peer_session.c) and any call made while
  * another runs (from a view that wals_shard_load reads, say), and ends
  * with wals_shard_leave, which moves the session to its next state.
  */
-#ifndef WALS_SHARD_SESSION_H
-#define WALS_SHARD_SESSION_H
+#ifndef WALS_SHARD_PEER_H
+#define WALS_SHARD_PEER_H
 
 #include "shard_wire.h"
+#include "chunks.h"
 #include "wals_train.h"
 
 /* Cells as (row, column, value). */
@@ -144,7 +146,7 @@ extern void *wals_shard_alloc(Size bytes);
 extern void *wals_shard_alloc_rows(Size bytes);
 extern Size wals_shard_rows_bytes(Size bytes);
 
-/* shard_parallel.c */
+/* peer_parallel.c */
 extern void wals_shard_share_rows(Session *s, Size bytes);
 extern WalsStatus wals_shard_solve_rows(Session *s, const WalsCsr *R, const float *G,
 										float *mine, int64 *bad);
@@ -163,4 +165,4 @@ wals_shard_bytea(StringInfo buf)
 	return (bytea *) buf->data;
 }
 
-#endif							/* WALS_SHARD_SESSION_H */
+#endif							/* WALS_SHARD_PEER_H */

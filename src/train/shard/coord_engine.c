@@ -1,9 +1,9 @@
 /*
- * engine_shard.c
+ * coord_engine.c
  *	  A training whose ratings stay on the servers of a sharded source:
  *	  the coordinator holds the ids and both factor matrices, each shard
  *	  its share of the ratings, and every half-sweep is solved where the
- *	  rows live (shard_plan.c opens it).
+ *	  rows live (coord_plan.c opens it).
  *
  * Each iteration: every shard solves the users it owns, as
  * src/core solves them on one server, from all item factors and their
@@ -62,7 +62,7 @@ send_rows(WalsShards *sh, int side, int t, int64 first, const char *data, int le
 	if (only != NULL)
 	{
 		send_put(only, side, t, first, data, len);
-		wait_one(only);
+		wals_shard_wait_none(only);
 		return;
 	}
 	for (int s = 0; s < sh->n; s++)
@@ -70,7 +70,7 @@ send_rows(WalsShards *sh, int side, int t, int64 first, const char *data, int le
 			send_put(sh->shard[s], side, t, first, data, len);
 	for (int s = 0; s < sh->n; s++)
 		if (s != t)
-			wait_one(sh->shard[s]);
+			wals_shard_wait_none(sh->shard[s]);
 }
 
 /* The dense rows shard t owns of side, increasing, and how many (*n). */
@@ -126,7 +126,7 @@ wals_shards_start(WalsShards *sh, float *X, float *Y, WalsData *data)
 		wals_shard_send(sh->shard[s], "wals_shard_start", 0, NULL);
 	data->nratings = 0;
 	for (int s = 0; s < sh->n; s++)
-		data->nratings += wait_int64(sh->shard[s], "cells");
+		data->nratings += wals_shard_wait_int64(sh->shard[s], "cells");
 	for (int s = 0; s < sh->n; s++)
 	{
 		put_rows(sh, 0, s, X, sh->shard[s]);
@@ -188,7 +188,7 @@ collect(WalsShards *sh, int side, double *loss)
 		int			launched;
 
 		rows_of(sh, side, s, &n);
-		wait_wire(shard, &w, "solved rows");
+		wals_shard_wait_wire(shard, &w, "solved rows");
 		*loss += wals_wire_double(&w);
 		launched = (int) wals_wire_count(&w, WALS_MAX_WORKERS);
 		shard->workers = Max(shard->workers, launched);
@@ -235,7 +235,7 @@ take_pages(WalsShards *sh, int side, int t, float *F)
 		a[1] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
 		a[2] = (WalsShardArg) {INT8OID, (const char *) &count, sizeof(count)};
 		wals_shard_send(shard, "wals_shard_take", 3, a);
-		wait_wire(shard, &w, "solved rows");
+		wals_shard_wait_wire(shard, &w, "solved rows");
 		if (F == NULL)
 			send_rows(sh, side, t, first, w.data, (int) w.len, NULL);
 		else
@@ -269,7 +269,7 @@ relay(WalsShards *sh, int side)
 		}
 		for (int s = 0; s < sh->n; s++)
 			if (!sh->paged[(s + r) % sh->n])
-				wait_one(sh->shard[s]);
+				wals_shard_wait_none(sh->shard[s]);
 	}
 	for (int t = 0; t < sh->n; t++)
 	{
@@ -319,7 +319,7 @@ collect_loss(WalsShards *sh, double *loss)
 	{
 		WalsWire	w;
 
-		wait_wire(sh->shard[s], &w, "loss");
+		wals_shard_wait_wire(sh->shard[s], &w, "loss");
 		*loss += wals_wire_double(&w);
 		wals_wire_done(&w);
 		wals_shard_clear(sh->shard[s]);
@@ -397,7 +397,7 @@ end_shards(WalsShards *sh)
 	for (int s = 0; s < sh->n; s++)
 	{
 		appendStringInfo(&held, "%s%s", s > 0 ? ", " : "",
-						 wals_pretty_bytes((double) wait_int64(sh->shard[s], "memory")));
+						 wals_pretty_bytes((double) wals_shard_wait_int64(sh->shard[s], "memory")));
 		appendStringInfo(&workers, "%s%d", s > 0 ? ", " : "", sh->shard[s]->workers);
 	}
 	ereport(wals_call_notice_level(),

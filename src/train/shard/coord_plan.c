@@ -1,9 +1,9 @@
 /*
- * shard_plan.c
+ * coord_plan.c
  *	  The opening of a training on the servers of a sharded source, on the
  *	  coordinator: each shard reads, the ids are numbered, every user and
  *	  item gets its owner, and the cells go to their owners
- *	  (engine_shard.c then trains).
+ *	  (coord_engine.c then trains).
  *
  * Each shard reads its partitions as the caller's user mapping lets it,
  * and returns its distinct ids.  The coordinator numbers every id as a
@@ -90,7 +90,7 @@ load_all(WalsShards *sh)
 		}
 		for (int s = 0; s < sh->n; s++)
 			if (k < list_length(sh->shard[s]->parts))
-				wait_one(sh->shard[s]);
+				wals_shard_wait_none(sh->shard[s]);
 	}
 }
 
@@ -115,7 +115,7 @@ fetch_ids(WalsShards *sh, int s, int side, int64 n, int64 *ids)
 		a[1] = (WalsShardArg) {INT8OID, (const char *) &at, sizeof(at)};
 		a[2] = (WalsShardArg) {INT8OID, (const char *) &count, sizeof(count)};
 		wals_shard_send(sh->shard[s], "wals_shard_id_page", 3, a);
-		wait_wire(sh->shard[s], &w, "ids");
+		wals_shard_wait_wire(sh->shard[s], &w, "ids");
 		wals_wire_int64s(&w, ids + first, Min(page, n - first));
 		wals_wire_done(&w);
 		wals_shard_clear(sh->shard[s]);
@@ -139,7 +139,7 @@ count_ids(WalsShards *sh, WalsData *data, int64 *nu, int64 *ni, int64 *total_u,
 	{
 		WalsWire	w;
 
-		wait_wire(sh->shard[s], &w, "ids");
+		wals_shard_wait_wire(sh->shard[s], &w, "ids");
 		sh->shard[s]->rows = wals_wire_count(&w, PG_INT64_MAX);
 		rows += sh->shard[s]->rows;
 		data->null_ids += wals_wire_count(&w, PG_INT64_MAX);
@@ -262,7 +262,7 @@ plan_pages(WalsShards *sh, int side, const int64 *ids, const uint8 *owner, int64
 		a[1] = arg_bytes(BYTEAOID, &buf);
 		for (int s = 0; s < sh->n; s++)
 			wals_shard_send(sh->shard[s], "wals_shard_plan_page", 2, a);
-		wait_all(sh);
+		wals_shards_wait_none(sh);
 		pfree(buf.data);
 	}
 }
@@ -306,12 +306,12 @@ plan_all(WalsShards *sh, const WalsData *data)
 		sh->shard[s]->own_items = wals_shard_owned(sh->item_owner, sh->nitems, s,
 												   &sh->shard[s]->nown_items);
 	}
-	wait_all(sh);
+	wals_shards_wait_none(sh);
 	plan_pages(sh, 0, data->user_ids, sh->user_owner, sh->nusers);
 	plan_pages(sh, 1, data->item_ids, sh->item_owner, sh->nitems);
 	for (int s = 0; s < sh->n; s++)
 		wals_shard_send(sh->shard[s], "wals_shard_route", 0, NULL);
-	wait_all(sh);
+	wals_shards_wait_none(sh);
 }
 
 /* Every shard's cells of another's rows to that one, a chunk at a time. */
@@ -347,7 +347,7 @@ exchange(WalsShards *sh)
 				cells = (WalsShardArg) {BYTEAOID, chunk, len};
 				wals_shard_send(sh->shard[to], "wals_shard_inbox", 1, &cells);
 				wals_shard_clear(sh->shard[from]);
-				wait_one(sh->shard[to]);
+				wals_shard_wait_none(sh->shard[to]);
 			}
 		}
 }

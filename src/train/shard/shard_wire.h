@@ -1,10 +1,10 @@
 /*
  * shard_wire.h
- *	  The bytes a sharded training sends between the coordinator
- *	  (shard_plan.c, engine_shard.c) and its shards (shard_load.c,
- *	  shard_solve.c): bytea values whose integers and floats are
- *	  big-endian, as PostgreSQL's binary protocol has them, so that servers
- *	  of either byte order train together.
+ *	  What both sides of a sharded training agree on: the bytes sent
+ *	  between the coordinator (coord_plan.c, coord_engine.c) and its shards
+ *	  (peer_*.c), bytea values whose integers and floats are big-endian, as
+ *	  PostgreSQL's binary protocol has them, so that servers of either byte
+ *	  order train together; and which rows a shard owns.
  *
  * A reader never trusts a length: every read checks that the bytes are
  * there, and a short or long message is an error naming what was read.
@@ -226,6 +226,29 @@ wals_put_floats(StringInfo s, const float *v, int64 n)
 	}
 	s->len += (int) (sizeof(float) * n);
 	s->data[s->len] = '\0';
+}
+
+/* Shards of a training at most: an owner is a byte of the plan. */
+#define WALS_MAX_SHARDS			255
+
+/*
+ * The dense rows of one side that shard owns, increasing, from the owner
+ * of each row: as the coordinator and the shard both list them.
+ */
+static inline int32 *
+wals_shard_owned(const uint8 *owner, int64 n, int shard, int64 *nown)
+{
+	int32	   *own;
+	int64		k = 0;
+
+	*nown = 0;
+	for (int64 j = 0; j < n; j++)
+		*nown += owner[j] == shard;
+	own = palloc_extended(sizeof(int32) * Max(*nown, 1), MCXT_ALLOC_HUGE);
+	for (int64 j = 0; j < n; j++)
+		if (owner[j] == shard)
+			own[k++] = (int32) j;
+	return own;
 }
 
 #endif							/* WALS_SHARD_WIRE_H */

@@ -1,5 +1,5 @@
 /*
- * shard_parallel.c
+ * peer_parallel.c
  *	  A shard's half-sweep, and its users' part of the loss, computed by its
  *	  backend and parallel workers.
  *
@@ -10,13 +10,14 @@
  * in a parallel context of its own, since a call returns between two
  * half-sweeps and parallel mode may not outlast the statement; they map
  * the segment, and they and the backend claim chunks of rows (cut by cost
- * as engine_cpu.c cuts them) until none is left.  The rows are solved as
+ * as on one server, chunks.c) until none is left.  The rows are solved as
  * on one server whatever process solves them, so the factors are the same
  * bits with or without workers; with parallel_leader_participation off,
- * the backend leaves them all to its workers, as a Gather does.  A row that cannot be solved is recorded,
- * the lowest one winning, and the half-sweep's error is the one the
- * backend alone would raise.  A cancel, or an error in a worker, ends the
- * call, and the transaction's abort stops the workers.
+ * the backend leaves them all to its workers, as a Gather does.  A row
+ * that cannot be solved is recorded, the lowest one winning, and the
+ * half-sweep's error is the one the backend alone would raise.  A cancel,
+ * or an error in a worker, ends the call, and the transaction's abort
+ * stops the workers.
  */
 #include "postgres.h"
 
@@ -28,7 +29,7 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
-#include "shard_session.h"
+#include "shard_peer.h"
 
 #define WALS_KEY_SHARD_TASK		UINT64CONST(0x57414C5300000002)
 

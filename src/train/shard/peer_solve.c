@@ -1,7 +1,7 @@
 /*
- * shard_solve.c
+ * peer_solve.c
  *	  A shard's side of a sharded training, from its matrices on (after
- *	  shard_load.c):
+ *	  peer_route.c):
  *
  *	  wals_shard_start		both matrices of the owned rows
  *	  wals_shard_put		rows of factors: the owned rows' own, or the
@@ -30,7 +30,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
-#include "shard_session.h"
+#include "shard_peer.h"
 
 PG_FUNCTION_INFO_V1(wals_shard_start);
 PG_FUNCTION_INFO_V1(wals_shard_put);

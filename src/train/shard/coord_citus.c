@@ -1,5 +1,5 @@
 /*
- * shards_citus.c
+ * coord_citus.c
  *	  The shards of a Citus distributed table: its worker nodes, and the
  *	  connections that reach them.
  *
@@ -16,7 +16,7 @@
  * pg_dist_node, the settings of citus.node_conninfo, and the credentials
  * Citus keeps for that role and node (pg_dist_authinfo, through Citus's
  * GetAuthinfo).  So a training reaches nothing the caller's distributed
- * queries could not, on a connection of wals's own (shard_conn.c).
+ * queries could not, on a connection of wals's own (coord_conn.c).
  */
 #include "postgres.h"
 
@@ -34,7 +34,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rls.h"
 
-#include "wals_train.h"
+#include "shard_coord.h"
 
 /* Citus's own, found at run time. */
 typedef char *(*GetAuthinfoFn) (char *hostname, int32 port, char *user);
