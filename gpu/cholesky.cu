@@ -81,6 +81,91 @@ static_assert(CHOL_CHUNK <= CHOL_THREADS, "one thread stages each cell of a chun
  */
 #define CHOL_BATCHED_DIM	1024
 
+/* A row without ratings: A = I and b = 0 (chol_build). */
+static __device__ void
+chol_identity(float *Au, float *bu, int nb, int dim)
+{
+	for (size_t e = threadIdx.x; e < (size_t) nb * nb; e += blockDim.x)
+	{
+		size_t		col = e / nb;
+		size_t		row = e % nb;
+
+		Au[col * dim + row] = row == col ? 1.0f : 0.0f;
+	}
+	for (int k = threadIdx.x; k < nb; k += blockDim.x)
+		bu[k] = 0.0f;
+}
+
+/* The right-hand side of row u's system (chol_build), a thread an entry. */
+static __device__ void
+chol_rhs(Weights w, long long u, long long start, int nnz, const int *__restrict__ indices,
+		 const float *__restrict__ values, const float *__restrict__ Y, int f, int b0,
+		 int nb, float s, const float *__restrict__ yhat, const float *__restrict__ gx,
+		 const float *__restrict__ X, float *__restrict__ bu)
+{
+	for (int k = threadIdx.x; k < nb; k += blockDim.x)
+	{
+		float		acc = 0.0f;
+
+		for (int i = 0; i < nnz; i++)
+		{
+			float		c;
+			float		p;
+			float		t;
+
+			cell_weights(w, values[start + i], &c, &p);
+			t = c * p;
+			if (yhat != NULL)
+				t -= (c - w.w0) * yhat[start + i];
+			acc += t * Y[(size_t) indices[start + i] * f + b0 + k];
+		}
+		if (yhat != NULL)
+		{
+			acc -= w.lambda * s * X[(size_t) u * f + b0 + k];
+			if (w.w0 != 0.0f)
+				acc -= w.w0 * gx[(size_t) blockIdx.x * f + b0 + k];
+		}
+		bu[k] = acc;
+	}
+}
+
+/*
+ * Stage the chunk of cells [first, first + n) of a row for the tile in
+ * block row ta and block column tc: each cell's weighted y in the tile's
+ * rows, its y in the tile's columns.  The barrier before lets the previous
+ * chunk be consumed; the one after makes this one visible.
+ */
+static __device__ void
+chol_stage(Weights w, long long start, int first, int n, const int *__restrict__ indices,
+		   const float *__restrict__ values, const float *__restrict__ Y, int f, int b0,
+		   int nb, int ta, int tc, int *chunk_cell, float *chunk_weight,
+		   float (*tile_rows)[CHOL_TILE], float (*tile_cols)[CHOL_TILE])
+{
+	__syncthreads();
+	if (threadIdx.x < n)
+	{
+		float		c;
+		float		p;
+
+		cell_weights(w, values[start + first + threadIdx.x], &c, &p);
+		chunk_cell[threadIdx.x] = indices[start + first + threadIdx.x];
+		chunk_weight[threadIdx.x] = c - w.w0;
+	}
+	__syncthreads();
+	for (int e = threadIdx.x; e < n * CHOL_TILE; e += blockDim.x)
+	{
+		int			i = e / CHOL_TILE;
+		int			k = e % CHOL_TILE;
+		int			row = ta * CHOL_TILE + k;
+		int			col = tc * CHOL_TILE + k;
+		const float *y = Y + (size_t) chunk_cell[i] * f + b0;
+
+		tile_rows[i][k] = row < nb ? chunk_weight[i] * y[row] : 0.0f;
+		tile_cols[i][k] = col < nb ? y[col] : 0.0f;
+	}
+	__syncthreads();
+}
+
 /*
  * The system of the dimensions [b0, b0 + nb) of row lo + blockIdx.x into
  * slot blockIdx.x of the batch, column-major with leading dimension dim
@@ -121,42 +206,10 @@ chol_build(Weights w, RowScale rs, const long long *__restrict__ indptr,
 
 	if (nnz == 0)
 	{
-		for (size_t e = threadIdx.x; e < (size_t) nb * nb; e += blockDim.x)
-		{
-			size_t		col = e / nb;
-			size_t		row = e % nb;
-
-			Au[col * dim + row] = row == col ? 1.0f : 0.0f;
-		}
-		for (int k = threadIdx.x; k < nb; k += blockDim.x)
-			bu[k] = 0.0f;
+		chol_identity(Au, bu, nb, dim);
 		return;
 	}
-
-	for (int k = threadIdx.x; k < nb; k += blockDim.x)
-	{
-		float		acc = 0.0f;
-
-		for (int i = 0; i < nnz; i++)
-		{
-			float		c;
-			float		p;
-			float		t;
-
-			cell_weights(w, values[start + i], &c, &p);
-			t = c * p;
-			if (yhat != NULL)
-				t -= (c - w.w0) * yhat[start + i];
-			acc += t * Y[(size_t) indices[start + i] * f + b0 + k];
-		}
-		if (yhat != NULL)
-		{
-			acc -= w.lambda * s * X[(size_t) u * f + b0 + k];
-			if (w.w0 != 0.0f)
-				acc -= w.w0 * gx[(size_t) blockIdx.x * f + b0 + k];
-		}
-		bu[k] = acc;
-	}
+	chol_rhs(w, u, start, nnz, indices, values, Y, f, b0, nb, s, yhat, gx, X, bu);
 
 	for (int ta = 0; ta < tiles; ta++)
 		for (int tc = 0; tc <= ta; tc++)
@@ -167,30 +220,8 @@ chol_build(Weights w, RowScale rs, const long long *__restrict__ indptr,
 			{
 				int			n = min(CHOL_CHUNK, nnz - first);
 
-				/* the previous chunk's tiles are consumed before reuse */
-				__syncthreads();
-				if (threadIdx.x < n)
-				{
-					float		c;
-					float		p;
-
-					cell_weights(w, values[start + first + threadIdx.x], &c, &p);
-					chunk_cell[threadIdx.x] = indices[start + first + threadIdx.x];
-					chunk_weight[threadIdx.x] = c - w.w0;
-				}
-				__syncthreads();
-				for (int e = threadIdx.x; e < n * CHOL_TILE; e += blockDim.x)
-				{
-					int			i = e / CHOL_TILE;
-					int			k = e % CHOL_TILE;
-					int			row = ta * CHOL_TILE + k;
-					int			col = tc * CHOL_TILE + k;
-					const float *y = Y + (size_t) chunk_cell[i] * f + b0;
-
-					tile_rows[i][k] = row < nb ? chunk_weight[i] * y[row] : 0.0f;
-					tile_cols[i][k] = col < nb ? y[col] : 0.0f;
-				}
-				__syncthreads();
+				chol_stage(w, start, first, n, indices, values, Y, f, b0, nb, ta, tc,
+						   chunk_cell, chunk_weight, tile_rows, tile_cols);
 				for (int i = 0; i < n; i++)
 					for (int bi = 0; bi < CHOL_SUB; bi++)
 						for (int bj = 0; bj < CHOL_SUB; bj++)

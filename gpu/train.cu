@@ -543,6 +543,87 @@ loss_rows(Weights w, RowScale rs, bool cells, Pieces P, const long long *__restr
 }
 
 /*
+ * A warp's share of the cells of a piece (start to end) in line_rows'
+ * terms: its lane 0 adds them to acc.
+ */
+static __device__ void
+line_cells(Weights w, long long start, int nnz, const int *__restrict__ indices,
+		   const float *__restrict__ values, const float *__restrict__ x,
+		   const float *__restrict__ dx, const float *__restrict__ Y,
+		   const float *__restrict__ DY, int f, int lane, int warp, double *acc)
+{
+	for (int i = warp; i < nnz; i += WALS_CUDA_WARPS)
+	{
+		const float *y = Y + (size_t) indices[start + i] * f;
+		const float *dy = DY + (size_t) indices[start + i] * f;
+		float		a0 = 0.0f;
+		float		a1 = 0.0f;
+		float		a2 = 0.0f;
+
+		for (int k = lane; k < f; k += 32)
+		{
+			a0 += x[k] * y[k];
+			a1 += x[k] * dy[k] + dx[k] * y[k];
+			a2 += dx[k] * dy[k];
+		}
+		for (int off = 16; off > 0; off >>= 1)
+		{
+			a0 += __shfl_down_sync(0xffffffffu, a0, off);
+			a1 += __shfl_down_sync(0xffffffffu, a1, off);
+			a2 += __shfl_down_sync(0xffffffffu, a2, off);
+		}
+		if (lane == 0)
+		{
+			float		c;
+			float		p;
+			double		e;
+			double		cp;
+
+			cell_weights(w, values[start + i], &c, &p);
+			e = (double) c - (double) w.w0;
+			cp = (double) c * (double) p;
+			acc[0] += e * a0 * a0 - 2.0 * cp * a0 + cp * p;
+			acc[1] += 2.0 * e * a0 * a1 - 2.0 * cp * a1;
+			acc[2] += e * ((double) a1 * a1 + 2.0 * a0 * a2) - 2.0 * cp * a2;
+			acc[3] += 2.0 * e * a1 * a2;
+			acc[4] += e * a2 * a2;
+		}
+	}
+}
+
+/*
+ * The row's regularisation, ls |x + t dx|^2, in line_rows' terms, summed
+ * by one warp: its lane 0 adds it to acc.
+ */
+static __device__ void
+line_reg(double ls, const float *__restrict__ x, const float *__restrict__ dx, int f,
+		 int lane, double *acc)
+{
+	double		xx = 0.0;
+	double		xd = 0.0;
+	double		dd = 0.0;
+
+	for (int k = lane; k < f; k += 32)
+	{
+		xx += (double) x[k] * x[k];
+		xd += (double) x[k] * dx[k];
+		dd += (double) dx[k] * dx[k];
+	}
+	for (int off = 16; off > 0; off >>= 1)
+	{
+		xx += __shfl_down_sync(0xffffffffu, xx, off);
+		xd += __shfl_down_sync(0xffffffffu, xd, off);
+		dd += __shfl_down_sync(0xffffffffu, dd, off);
+	}
+	if (lane == 0)
+	{
+		acc[0] += ls * xx;
+		acc[1] += 2.0 * ls * xd;
+		acc[2] += ls * dd;
+	}
+}
+
+/*
  * Each piece's terms of L(z + t d) as the coefficients of t^0 to t^4, in
  * double as src/core's wals_line_rows sums them.  Along the line a cell's
  * x.y is a0 + a1 t + a2 t^2 (a0 = x.y, a1 = x.dy + dx.y, a2 = dx.dy), and
@@ -576,69 +657,10 @@ line_rows(Weights w, RowScale rs, bool cells, Pieces P, const long long *__restr
 	x = X + (size_t) u * f;
 	dx = DX + (size_t) u * f;
 	if (cells)
-		for (int i = warp; i < nnz; i += WALS_CUDA_WARPS)
-		{
-			const float *y = Y + (size_t) indices[start + i] * f;
-			const float *dy = DY + (size_t) indices[start + i] * f;
-			float		a0 = 0.0f;
-			float		a1 = 0.0f;
-			float		a2 = 0.0f;
-
-			for (int k = lane; k < f; k += 32)
-			{
-				a0 += x[k] * y[k];
-				a1 += x[k] * dy[k] + dx[k] * y[k];
-				a2 += dx[k] * dy[k];
-			}
-			for (int off = 16; off > 0; off >>= 1)
-			{
-				a0 += __shfl_down_sync(0xffffffffu, a0, off);
-				a1 += __shfl_down_sync(0xffffffffu, a1, off);
-				a2 += __shfl_down_sync(0xffffffffu, a2, off);
-			}
-			if (lane == 0)
-			{
-				float		c;
-				float		p;
-				double		e;
-				double		cp;
-
-				cell_weights(w, values[start + i], &c, &p);
-				e = (double) c - (double) w.w0;
-				cp = (double) c * (double) p;
-				acc[0] += e * a0 * a0 - 2.0 * cp * a0 + cp * p;
-				acc[1] += 2.0 * e * a0 * a1 - 2.0 * cp * a1;
-				acc[2] += e * ((double) a1 * a1 + 2.0 * a0 * a2) - 2.0 * cp * a2;
-				acc[3] += 2.0 * e * a1 * a2;
-				acc[4] += e * a2 * a2;
-			}
-		}
+		line_cells(w, start, nnz, indices, values, x, dx, Y, DY, f, lane, warp, acc);
 	if (q < nrows && warp == 0)
-	{
-		double		xx = 0.0;
-		double		xd = 0.0;
-		double		dd = 0.0;
-		double		ls = (double) w.lambda * row_scale(rs, indptr[u + 1] - indptr[u]);
-
-		for (int k = lane; k < f; k += 32)
-		{
-			xx += (double) x[k] * x[k];
-			xd += (double) x[k] * dx[k];
-			dd += (double) dx[k] * dx[k];
-		}
-		for (int off = 16; off > 0; off >>= 1)
-		{
-			xx += __shfl_down_sync(0xffffffffu, xx, off);
-			xd += __shfl_down_sync(0xffffffffu, xd, off);
-			dd += __shfl_down_sync(0xffffffffu, dd, off);
-		}
-		if (lane == 0)
-		{
-			acc[0] += ls * xx;
-			acc[1] += 2.0 * ls * xd;
-			acc[2] += ls * dd;
-		}
-	}
+		line_reg((double) w.lambda * row_scale(rs, indptr[u + 1] - indptr[u]), x, dx, f,
+				 lane, acc);
 	if (lane == 0)
 		for (int k = 0; k < WALS_CUDA_LINE_TERMS; k++)
 			red[warp][k] = acc[k];
