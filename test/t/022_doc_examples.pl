@@ -32,7 +32,10 @@ my $root = "$FindBin::RealBin/../..";
 # and 100 items (ids 1 to 99 and 1234, which the documents name), each cell
 # kept or not by a hash, in part 0 (the ratings), 1 (held out for testing)
 # or 2 (for validation), about 4,000 cells each; a training on part 0 takes
-# a tenth of a second.
+# a tenth of a second.  shards makes ratings a table partitioned by user
+# over two foreign tables of postgres_fdw, in two databases of the same
+# server with wals (doc_shard1, doc_shard2), each read by one process, so
+# that a training of it trains on those shards.
 my %fixture = (
 	sample => q{
 CREATE SCHEMA fixture;
@@ -66,6 +69,36 @@ SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model =>
 CREATE SCHEMA shop;
 CREATE TABLE shop.ratings AS SELECT user_id, item_id, rating FROM fixture.cells WHERE part = 0;
 SELECT model FROM wals_train('shop.ratings', 'user_id', 'item_id', 'rating', model => 'shop.ratings');
+},
+	shards => q{
+\set doc :DBNAME
+SELECT split_part(current_setting('unix_socket_directories'), ',', 1) AS host,
+       current_setting('port') AS port \gset
+CREATE DATABASE doc_shard1;
+CREATE DATABASE doc_shard2;
+\connect doc_shard1
+CREATE EXTENSION wals;
+CREATE TABLE ratings_part (user_id bigint NOT NULL, item_id bigint NOT NULL, rating real NOT NULL);
+\connect doc_shard2
+CREATE EXTENSION wals;
+CREATE TABLE ratings_part (user_id bigint NOT NULL, item_id bigint NOT NULL, rating real NOT NULL);
+\connect :doc
+ALTER DATABASE doc_shard1 SET max_parallel_maintenance_workers = 0;
+ALTER DATABASE doc_shard2 SET max_parallel_maintenance_workers = 0;
+CREATE EXTENSION postgres_fdw;
+CREATE SERVER shard1 FOREIGN DATA WRAPPER postgres_fdw
+  OPTIONS (host :'host', port :'port', dbname 'doc_shard1', batch_size '1000');
+CREATE SERVER shard2 FOREIGN DATA WRAPPER postgres_fdw
+  OPTIONS (host :'host', port :'port', dbname 'doc_shard2', batch_size '1000');
+CREATE USER MAPPING FOR CURRENT_USER SERVER shard1;
+CREATE USER MAPPING FOR CURRENT_USER SERVER shard2;
+CREATE TABLE ratings (user_id bigint NOT NULL, item_id bigint NOT NULL, rating real NOT NULL)
+  PARTITION BY RANGE (user_id);
+CREATE FOREIGN TABLE ratings_1 PARTITION OF ratings FOR VALUES FROM (MINVALUE) TO (100)
+  SERVER shard1 OPTIONS (table_name 'ratings_part');
+CREATE FOREIGN TABLE ratings_2 PARTITION OF ratings FOR VALUES FROM (100) TO (MAXVALUE)
+  SERVER shard2 OPTIONS (table_name 'ratings_part');
+INSERT INTO ratings SELECT user_id, item_id, rating FROM fixture.cells WHERE part = 0;
 },);
 
 # The fixtures of each document, in order; the documents not named take
@@ -74,8 +107,9 @@ SELECT model FROM wals_train('shop.ratings', 'user_id', 'item_id', 'rating', mod
 my %fixtures_of = (
 	'README.md' => [qw(sample ratings)],
 	'doc/operations.md' => [qw(sample)],
-	'doc/serving.md' => [qw(sample wals ratings catalog model)],
 	'doc/security.md' => [qw(sample wals shop)],
+	'doc/serving.md' => [qw(sample wals ratings catalog model)],
+	'doc/sharding.md' => [qw(sample wals shards)],
 	'doc/training.md' => [qw(sample wals held_out shop)],
 	'default' => [qw(sample wals ratings model)],
 	'new database' => [qw(sample wals)],);
