@@ -205,10 +205,10 @@ sub plan_block
 	if ($mark =~ /^skip (.*)$/)
 	{
 		my $why = $1;
-		my @named = $why =~ m{\b((?:t|sql)/[\w.]+\.(?:pl|sql))\b};
-		return (action => 'fault', why => "a skip must name the test that runs it (t/NNN_name.pl, sql/name.sql)")
+		my @named = $why =~ m{\b((?:test/)?t/\w+\.pl|test/sql/\w+\.sql)\b}g;
+		return (action => 'fault', why => "a skip must name the test that runs it, a file of test/t or test/sql")
 		  unless @named;
-		my @missing = grep { !-f "$root/test/$_" } @named;
+		my @missing = grep { !-f (m{^test/} ? "$root/$_" : "$root/test/$_") } @named;
 		return (action => 'fault', why => "a skip names a test that does not exist: @missing") if @missing;
 		return (action => 'skip', why => $why);
 	}
@@ -436,7 +436,7 @@ DOC
 my %expect = (
 	1 => "ok", 6 => "ok", 10 => "fail", 14 => "fail", 17 => "fail", 21 => "fail", 25 => "skip",
 	29 => "skip", 33 => "ok", 37 => "ok", 43 => "fail", 46 => "fail", 49 => "fail", 52 => "fail");
-my %got = map { (line_of($_) => $_->{status}) } check_document($node, 'self.md', $self);
+my %got = map { (line_of($_) => $_->{status}) } check_document($node, 'selfcheck', $self);
 is_deeply(\%got, \%expect, 'the check fails where it must, on a document of its own')
   or diag(explain(\%got));
 
