@@ -12,9 +12,10 @@
 # mark, an HTML comment on the line just before a block, says what else to
 # do with it (DEVELOPERS.md lists the marks); a block with no mark passes
 # when none of its statements fails.  A fenced block without a language is
-# refused, so that no SQL hides in one.  Before the documents, the same
-# check runs on a document of its own making, to show that it fails where
-# it must.
+# refused, so that no SQL hides in one, and so is a block that psql never
+# reached (it stops when it loses its connection).  Before the documents,
+# the same check runs on a document of its own making, to show that it
+# fails where it must.
 use strict;
 use warnings FATAL => 'all';
 
@@ -286,6 +287,8 @@ sub check_document
 	my ($node, $name, $text) = @_;
 	my ($blocks, $faults) = blocks_of($name, $text);
 	my @results = map { { where => "$name:$_->[0]", status => "fail", why => $_->[1] } } @$faults;
+	push @results, map { { where => "$name:$_->{line}", status => 'fail', why => "a mark above a block of $_->{lang}, not SQL" } }
+	  grep { $_->{lang} ne 'sql' && defined $_->{mark} } @$blocks;
 	my @sql = grep { $_->{lang} eq 'sql' } @$blocks;
 	return @results unless @sql;
 
@@ -314,6 +317,7 @@ sub check_document
 		$step{$where} = { %plan, result => { where => $where, status => 'ok', why => '' } };
 		push @results, $step{$where}{result};
 	}
+	$script .= "\\warn '@\@end'\n";
 
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 	my ($stdout, $stderr) = ('', '');
@@ -321,13 +325,14 @@ sub check_document
 		'<', \$script, '>', \$stdout, '2>', \$stderr);
 
 	# The errors of each step, and psql's own.
-	my (%errors, $current);
+	my (%errors, %seen, $current);
 	$current = "$name fixtures";
 	for (split /\n/, $stderr)
 	{
 		if (/^@\@step (\S+)(.*)$/)
 		{
 			$current = $2 eq '' ? $1 : "$1$2";
+			$seen{$current} = 1;
 			next;
 		}
 		push @{ $errors{$current} }, [ $1, $2 ]
@@ -358,8 +363,17 @@ sub check_document
 			$step->{result}{why} = "fails with $step->{error}, as it must";
 		}
 	}
-	for my $step (grep { defined $_->{error} && !$errors{ $_->{result}{where} } } values %step)
+	# A step that psql never reached (a lost connection ends it) has failed.
+	my $said = join(" ", grep { defined && !/^\@\@/ } (split /\n/, $stderr)[-3 .. -1]);
+	for my $step (grep { !$seen{ $_->{result}{where} } } values %step)
 	{
+		@{ $step->{result} }{qw(status why)} = ('fail', "psql stopped before it: $said");
+	}
+	push @results, { where => $name, status => 'fail', why => "psql stopped: $said" }
+	  unless $stderr =~ /^\@\@end$/m;
+	for my $step (grep { defined $_->{error} && $seen{ $_->{result}{where} } } values %step)
+	{
+		next if $errors{ $step->{result}{where} };
 		@{ $step->{result} }{qw(status why)} = ('fail', "expected $step->{error}, but it succeeds");
 	}
 	return sort { line_of($a) <=> line_of($b) } @results;
@@ -432,10 +446,22 @@ SELECT 1
 ```
 <!-- example: skip run by t/009_cron.pl -->
 
+<!-- example: sketch -->
+```text
+output
+```
+```sql
+\q
+SELECT 1;
+```
+```sql
+SELECT 1;
+```
 DOC
 my %expect = (
 	1 => "ok", 6 => "ok", 10 => "fail", 14 => "fail", 17 => "fail", 21 => "fail", 25 => "skip",
-	29 => "skip", 33 => "ok", 37 => "ok", 43 => "fail", 46 => "fail", 49 => "fail", 52 => "fail");
+	29 => "skip", 33 => "ok", 37 => "ok", 43 => "fail", 46 => "fail", 49 => "fail", 52 => "fail",
+	55 => "fail", 58 => "ok", 62 => "fail", 0 => "fail");
 my %got = map { (line_of($_) => $_->{status}) } check_document($node, 'selfcheck', $self);
 is_deeply(\%got, \%expect, 'the check fails where it must, on a document of its own')
   or diag(explain(\%got));
