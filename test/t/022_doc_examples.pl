@@ -156,7 +156,7 @@ sub blocks_of
 		my @body;
 		for ($n++; $n < @lines && $lines[$n] !~ /^\s*\Q$fence\E\s*$/; $n++)
 		{
-			push @body, substr($lines[$n], 0, $indent) =~ /^\s*$/ ? substr($lines[$n], $indent) : $lines[$n];
+			push @body, $lines[$n] =~ s/^ {0,$indent}//r;
 		}
 		if ($n >= @lines)
 		{
@@ -173,8 +173,8 @@ sub blocks_of
 }
 
 # The tests of test/t/ that run the file $file of examples/: those that
-# name its folder (postgres_fdw/, citus/, pg_cron/) or, for a file at the
-# top, the file.
+# name, at the start of a string, its folder (postgres_fdw/, citus/,
+# pg_cron/) or, for a file at the top, the file.
 sub recipe_tests
 {
 	my ($file) = @_;
@@ -446,6 +446,13 @@ SELECT 1
 ```
 <!-- example: skip run by t/009_cron.pl -->
 
+- a list item:
+
+  ```sql
+  SELECT 1;
+
+  SELECT 2;
+  ```
 <!-- example: sketch -->
 ```text
 output
@@ -461,7 +468,7 @@ DOC
 my %expect = (
 	1 => "ok", 6 => "ok", 10 => "fail", 14 => "fail", 17 => "fail", 21 => "fail", 25 => "skip",
 	29 => "skip", 33 => "ok", 37 => "ok", 43 => "fail", 46 => "fail", 49 => "fail", 52 => "fail",
-	55 => "fail", 58 => "ok", 62 => "fail", 0 => "fail");
+	56 => "ok", 62 => "fail", 65 => "ok", 69 => "fail", 0 => "fail");
 my %got = map { (line_of($_) => $_->{status}) } check_document($node, 'selfcheck', $self);
 is_deeply(\%got, \%expect, 'the check fails where it must, on a document of its own')
   or diag(explain(\%got));
