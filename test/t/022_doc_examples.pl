@@ -287,7 +287,8 @@ sub check_document
 	my ($node, $name, $text) = @_;
 	my ($blocks, $faults) = blocks_of($name, $text);
 	my @results = map { { where => "$name:$_->[0]", status => "fail", why => $_->[1] } } @$faults;
-	push @results, map { { where => "$name:$_->{line}", status => 'fail', why => "a mark above a block of $_->{lang}, not SQL" } }
+	push @results,
+	  map { { where => "$name:$_->{line}", status => 'fail', why => "a mark above a block of $_->{lang}, not SQL" } }
 	  grep { $_->{lang} ne 'sql' && defined $_->{mark} } @$blocks;
 	my @sql = grep { $_->{lang} eq 'sql' } @$blocks;
 	return @results unless @sql;
