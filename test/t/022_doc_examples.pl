@@ -290,6 +290,8 @@ sub check_document
 	push @results,
 	  map { { where => "$name:$_->{line}", status => 'fail', why => "a mark above a block of $_->{lang}, not SQL" } }
 	  grep { $_->{lang} ne 'sql' && defined $_->{mark} } @$blocks;
+	push @results, map { { where => "$name:$_->{line}", status => 'other', why => "$_->{lang}, not SQL" } }
+	  grep { $_->{lang} !~ /^(?:sql|)$/ && !defined $_->{mark} } @$blocks;
 	my @sql = grep { $_->{lang} eq 'sql' } @$blocks;
 	return @results unless @sql;
 
@@ -486,6 +488,11 @@ for my $name (@documents)
 	for my $result (check_document($node, $name, slurp_file("$root/$name")))
 	{
 		$count{ $result->{status} }++;
+		if ($result->{status} eq 'other')
+		{
+			note("$result->{where}: $result->{why}");
+			next;
+		}
 		if ($result->{status} eq 'skip')
 		{
 		  SKIP: { skip("$result->{where}: $result->{why}", 1); }
@@ -495,7 +502,8 @@ for my $name (@documents)
 			"$result->{where}" . ($result->{why} ne '' ? ": $result->{why}" : ''));
 	}
 }
-note(join(', ', map { "$_ " . ($count{$_} // 0) } qw(ok fail skip)));
+my %said = (ok => 'run', fail => 'failed', skip => 'skipped', other => 'not SQL');
+note('blocks: ' . join(', ', map { ($count{$_} // 0) . " $said{$_}" } qw(ok fail skip other)));
 ok(($count{ok} // 0) >= 15, 'at least 15 examples run');
 
 done_testing();
