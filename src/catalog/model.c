@@ -161,19 +161,6 @@ wals_lock_model(const char *schema, const char *name, WalsModelInfo *info, bool 
 	return may_write(nsp, schema, name, info, creating);
 }
 
-/* The schema-qualified, quoted name of a relation, looked up now. */
-char *
-wals_relation_name(Oid relid)
-{
-	char	   *name = get_rel_name(relid);
-
-	if (name == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name);
-}
-
 static bool
 relation_exists(Oid relid)
 {

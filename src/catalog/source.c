@@ -16,6 +16,19 @@
 
 #include "wals_catalog.h"
 
+/* The schema-qualified, quoted name of a relation, looked up now. */
+char *
+wals_relation_name(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name);
+}
+
 /*
  * Check a relation given as a source of ratings, or of test ratings: it must
  * exist and be something that can be selected from, and outlive the

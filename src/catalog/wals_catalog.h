@@ -190,9 +190,9 @@ extern void wals_drop_factor_tables(const WalsModelInfo *info, DropBehavior beha
 extern void wals_drop_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
 extern bool wals_factor_table_reusable(const WalsModelInfo *info, Oid relid, bool user_side);
 extern bool wals_model_has_tables(const WalsModelInfo *info);
-extern char *wals_relation_name(Oid relid);
 
 /* source.c: relations and columns of ratings */
+extern char *wals_relation_name(Oid relid);
 extern char *wals_check_source(Oid relid, const char *argname);
 extern void wals_check_readable(Oid relid, const char *const *cols, int ncols);
 extern void wals_check_readable_hint(Oid relid, const char *const *cols, int ncols,
