@@ -83,6 +83,35 @@ block_top_norm(const unsigned char *blk, int groups)
 	return ((const float *) (blk + 64 * (size_t) groups))[2 * BLOCK];
 }
 
+/* Relative slack on quantities computed in double before their use. */
+#define SLACK_DOUBLE 0x1p-30
+#define SLACK_FLOAT 0x1p-20
+
+/* The least float not below v. */
+static inline float
+float_up(double v)
+{
+	float		r = (float) v;
+
+	if ((double) r < v)
+		r = nextafterf(r, INFINITY);
+	return r;
+}
+
+/*
+ * v to the nearest integer in [-127, 127].  Adding and taking away 1.5
+ * 2^52 rounds a double of magnitude below 2^51 to an integer, to nearest
+ * (the default mode), with no branch on the sign, which random signs
+ * would mispredict half the time, and no call into the maths library in
+ * the build's inner loop.
+ */
+static inline int
+clamp_byte(double v)
+{
+	v = v > 127.0 ? 127.0 : v < -127.0 ? -127.0 : v;
+	return (int) ((v + 0x1.8p52) - 0x1.8p52);
+}
+
 /* What the first pass needs of a query, from prepare_query (score.c). */
 typedef struct Query
 {
