@@ -294,20 +294,6 @@ exact_topk(const WalsScoreIndex *ix, const float *x,
 
 /* ---------- the first pass ---------- */
 
-/* Where one query's first pass keeps its state. */
-typedef struct QueryScratch
-{
-	int32_t    *qx;				/* groups of four signed bytes */
-	int32_t    *offset;			/* see Query */
-	int32_t    *qx_ordered;
-	int32_t    *qabs_ordered;
-	int16_t    *pairs;			/* 16 per group, see Query */
-	float	   *floor;			/* the lower-bound heap, k entries */
-	int32_t    *cand;			/* candidates, n at most */
-	float	   *cand_upper;
-	uint16_t   *eligible;		/* a word per block, see Query */
-} QueryScratch;
-
 /*
  * Bytes of one query's scratch, and where its parts go from p (aligned)
  * when qs is not NULL.  The lower-bound heap only runs when k < n (see
@@ -340,125 +326,16 @@ query_scratch_layout(const WalsScoreIndex *ix, int k, unsigned char *p,
 }
 
 /*
- * Whether block_avx2 may add vpmaddubsw's int16 lanes of groups a and b
- * of query bytes (b may be none) without saturating or wrapping, as the
- * header explains (Paths).  A lane adds the products of bytes 0 and 1 of
- * a group, or of bytes 2 and 3.
- */
-static int
-lanes_fit(const int8_t *a, const int8_t *b)
-{
-	int			h;
-	int			j;
-
-	for (h = 0; h < 4; h += 2)
-	{
-		int			pos = 0;
-		int			neg = 0;
-
-		for (j = h; j < h + 2; j++)
-		{
-			pos += (a[j] > 0 ? a[j] : 0) + (b[j] > 0 ? b[j] : 0);
-			neg += (a[j] < 0 ? a[j] : 0) + (b[j] < 0 ? b[j] : 0);
-		}
-		if (pos > 128 || neg < -128)
-			return 0;
-	}
-	return 1;
-}
-
-/*
- * Narrow groups a group tries as partners: enough to pair nearly as many
- * as trying all of them does, in time linear in f.
- */
-#define PAIR_WINDOW 8
-
-/*
- * Order the groups of query bytes q8 for block_avx2: pairs of narrow
- * groups that fit one lane together, then the other narrow groups, then
- * the wide ones; the scratch receives their offsets in a block, their
- * bytes, and the bytes' absolute values.  q->paired and q->narrow count
- * the groups before the others and before the wide ones; q->corr_narrow
- * is the narrow groups' share of corr.
- */
-static void
-order_groups(const int8_t *q8, int groups, const QueryScratch *qs, Query *q)
-{
-	static const int8_t none[4] = {0};
-	int32_t    *order = qs->offset; /* group numbers, offsets at the end */
-	int			front = 0;
-	int			back;
-	int			n = 0;
-	int			i;
-	int			j;
-
-	for (i = 0; i < groups; i++)
-		if (lanes_fit(q8 + 4 * i, none))
-			order[n++] = i;
-	q->narrow = back = n;
-	for (i = 0; i < groups; i++)
-		if (!lanes_fit(q8 + 4 * i, none))
-			order[n++] = i;
-
-	/* Pairs gather at the front, narrow groups left alone at the back. */
-	while (front < back)
-	{
-		int32_t		g = order[front];
-
-		for (j = front + 1; j < back && j <= front + PAIR_WINDOW; j++)
-			if (lanes_fit(q8 + 4 * g, q8 + 4 * order[j]))
-				break;
-		if (j < back && j <= front + PAIR_WINDOW)
-		{
-			order[front] = order[j];
-			order[j] = order[front + 1];
-			order[front + 1] = g;
-			front += 2;
-		}
-		else
-		{
-			order[front] = order[--back];
-			order[back] = g;
-		}
-	}
-	q->paired = front;
-
-	q->corr_narrow = 0;
-	for (i = 0; i < groups; i++)
-	{
-		const int8_t *x = q8 + 4 * order[i];
-		uint8_t    *xabs = (uint8_t *) &qs->qabs_ordered[i];
-
-		memcpy(&qs->qx_ordered[i], x, 4);
-		for (j = 0; j < 4; j++)
-		{
-			xabs[j] = (uint8_t) abs(x[j]);
-			if (i < q->narrow)
-				q->corr_narrow -= 128 * x[j];
-		}
-		order[i] *= 64;
-	}
-}
-
-/*
- * What a path's block function reads of a query besides q_x and the
- * bound's terms: the int16 pairs of the portable path, the order of
- * block_avx2.  With the scan stopping early, preparing them for a path
- * that ignores them had come to a sixth of a query's time.
- */
-#define QUERY_PAIRS 1
-#define QUERY_ORDER 2
-
-/*
- * One instruction set's first pass, for nu queries at once, its bounds
- * alone (for tests), and the batch that suits it.
+ * One instruction set's preparation of a query, its first pass for nu
+ * queries at once, its bounds alone (for tests), and the batch that suits
+ * it.
  */
 typedef struct ScorePath ScorePath;
 
 struct ScorePath
 {
 	const char *name;
-	int			needs;			/* QUERY_PAIRS, QUERY_ORDER */
+	PrepareFn	prepare;		/* NULL where the block function reads q_x alone */
 	void		(*scan) (const WalsScoreIndex *ix, const Query *q, Scan *st,
 						 int nu);
 	void		(*bounds) (const WalsScoreIndex *ix, const Query *q,
@@ -474,12 +351,12 @@ static const ScorePath *score_path(void);
 
 /*
  * Quantise x into the scratch and derive the bound's terms, and what
- * needs asks for.  Returns 0 where the bounds do not apply: the query
- * must then scan exactly.
+ * the path's block function reads besides (prepare).  Returns 0 where the
+ * bounds do not apply: the query must then scan exactly.
  */
 static int
 prepare_query(const WalsScoreIndex *ix, const float *x, const QueryScratch *qs,
-			  int needs, Query *q)
+			  PrepareFn prepare, Query *q)
 {
 	int			f = ix->f;
 	int8_t	   *q8 = (int8_t *) qs->qx;
@@ -492,7 +369,6 @@ prepare_query(const WalsScoreIndex *ix, const float *x, const QueryScratch *qs,
 	double		en;
 	int64_t		qsum = 0;
 	float		s;
-	int			g;
 	int			j;
 
 	if (!ix->usable)
@@ -519,21 +395,11 @@ prepare_query(const WalsScoreIndex *ix, const float *x, const QueryScratch *qs,
 		xq2 += h * h;
 		e2 += (x[j] - h) * (x[j] - h);
 	}
-	for (g = 0; g < ix->groups && (needs & QUERY_PAIRS); g++)
-		for (j = 0; j < 8; j++)
-		{
-			qs->pairs[16 * g + j] = q8[4 * g + 2 * (j % 2)];
-			qs->pairs[16 * g + 8 + j] = q8[4 * g + 2 * (j % 2) + 1];
-		}
 	xqn = sqrt(xq2) * (1.0 + SLACK_DOUBLE);
 	en = sqrt(e2) * (1.0 + SLACK_DOUBLE);
-	if (needs & QUERY_ORDER)
-		order_groups(q8, ix->groups, qs, q);
+	if (prepare)
+		prepare(q8, ix->groups, qs, q);
 	q->qx = qs->qx;
-	q->offset = qs->offset;
-	q->qx_ordered = qs->qx_ordered;
-	q->qabs_ordered = qs->qabs_ordered;
-	q->pairs = qs->pairs;
 	q->corr = (int32_t) (-128 * qsum);
 	q->sx = s;
 	q->A = float_up(xqn * (1.0 + 8 * U_ROUND) * (1.0 + SLACK_FLOAT));
@@ -593,7 +459,7 @@ query_begin(const WalsScoreIndex *ix, const float *x,
 			Query *q, Scan *st)
 {
 	if (!prunes(ix, filter, k) ||
-		!prepare_query(ix, x, qs, score_path()->needs, q))
+		!prepare_query(ix, x, qs, score_path()->prepare, q))
 		return 0;
 	eligible_map(ix, filter, qs->eligible);
 	q->eligible = qs->eligible;
@@ -925,32 +791,32 @@ batch_portable(const WalsScoreIndex *ix, const float *X, int64_t lo,
 /* ---------- dispatch ---------- */
 
 static const ScorePath portable_path = {
-	"portable", QUERY_PAIRS, wals_score_scan_portable, wals_score_bounds_portable,
-	batch_portable
+	"portable", wals_score_prepare_portable, wals_score_scan_portable,
+	wals_score_bounds_portable, batch_portable
 };
 
 #ifdef SCORE_X86
 static const ScorePath vnni_path = {
-	"avx512vnni", 0, wals_score_scan_vnni, wals_score_bounds_vnni,
+	"avx512vnni", NULL, wals_score_scan_vnni, wals_score_bounds_vnni,
 	batch_first_pass
 };
 
 static const ScorePath avx2_path = {
-	"avx2", QUERY_ORDER, wals_score_scan_avx2, wals_score_bounds_avx2,
-	batch_first_pass
+	"avx2", wals_score_prepare_avx2, wals_score_scan_avx2,
+	wals_score_bounds_avx2, batch_first_pass
 };
 #endif
 
 #ifdef SCORE_NEON
 static const ScorePath neon_path = {
-	"neon", 0, wals_score_scan_neon, wals_score_bounds_neon,
+	"neon", NULL, wals_score_scan_neon, wals_score_bounds_neon,
 	batch_first_pass
 };
 #endif
 
 #ifdef SCORE_DOTPROD
 static const ScorePath dotprod_path = {
-	"neon-dotprod", 0, wals_score_scan_dotprod, wals_score_bounds_dotprod,
+	"neon-dotprod", NULL, wals_score_scan_dotprod, wals_score_bounds_dotprod,
 	batch_first_pass
 };
 #endif
@@ -1028,7 +894,7 @@ wals_score_bounds(const WalsScoreIndex *ix, const float *x, float *lower,
 	Query		q;
 
 	query_scratch_layout(ix, 1, wals_align_ptr(scratch), &qs);
-	if (!prepare_query(ix, x, &qs, score_path()->needs, &q))
+	if (!prepare_query(ix, x, &qs, score_path()->prepare, &q))
 		return 0;
 	score_path()->bounds(ix, &q, lower, upper);
 	return 1;

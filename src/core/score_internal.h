@@ -149,6 +149,38 @@ typedef struct Scan
 	int64_t		visited;		/* blocks passed before it stopped */
 } Scan;
 
+/* Where one query's first pass keeps its state. */
+typedef struct QueryScratch
+{
+	int32_t    *qx;				/* groups of four signed bytes */
+	int32_t    *offset;			/* see Query */
+	int32_t    *qx_ordered;
+	int32_t    *qabs_ordered;
+	int16_t    *pairs;			/* 16 per group, see Query */
+	float	   *floor;			/* the lower-bound heap, k entries */
+	int32_t    *cand;			/* candidates, n at most */
+	float	   *cand_upper;
+	uint16_t   *eligible;		/* a word per block, see Query */
+} QueryScratch;
+
+/*
+ * What a path's block function reads of a query besides q_x and the
+ * bound's terms, made from its bytes q8 into the scratch and pointed to
+ * by q: the int16 pairs of the portable path, the order of block_avx2.
+ * Each path that needs one has its own, beside its block function; with
+ * the scan stopping early, preparing them for a path that ignores them
+ * had come to a sixth of a query's time.
+ */
+typedef void (*PrepareFn) (const int8_t *q8, int groups,
+						   const QueryScratch *qs, Query *q);
+
+extern void wals_score_prepare_portable(const int8_t *q8, int groups,
+										const QueryScratch *qs, Query *q);
+#ifdef SCORE_X86
+extern void wals_score_prepare_avx2(const int8_t *q8, int groups,
+									const QueryScratch *qs, Query *q);
+#endif
+
 /*
  * Each path's first pass, for nu queries at once, and its bounds alone
  * (for tests): what score.c's table of paths points to.
