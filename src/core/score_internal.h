@@ -1,10 +1,10 @@
 /*
  * score_internal.h
  *	  What the files of the scoring engine share, and nothing outside them
- *	  uses: the blocks of an index, a query's first-pass state, the paths'
- *	  functions that score.c dispatches to, and the first pass's loops,
- *	  which each path's file compiles around its own block function.  The
- *	  design is explained at the head of score.c.
+ *	  uses: the blocks of an index, the terms of the bounds, a query's
+ *	  first-pass state, the functions of each file that score.c calls, and
+ *	  the first pass's loops, which each path's file compiles around its
+ *	  own block function.  The design is explained at the head of score.c.
  *
  * The loops are defined here, static, as kernels_simd.h defines its
  * kernels: each path inlines them into functions compiled for its own
@@ -112,6 +112,44 @@ clamp_byte(double v)
 	return (int) ((v + 0x1.8p52) - 0x1.8p52);
 }
 
+/* Past this |x| max|y|, scores may near overflow: scan exactly. */
+#define SCORE_MAX_PRODUCT 0x1p100
+
+#define U_ROUND 0x1p-24
+
+/* gamma of score.c's header, for the rounding of any f-term dot product. */
+static inline double
+dot_gamma(int f)
+{
+	double		mu = (f + 2) * U_ROUND;
+
+	return mu / (1.0 - mu);
+}
+
+/* The absolute allowance for underflow, eta of score.c's header. */
+static inline double
+underflow_eta(int f)
+{
+	return f * 0x1p-112;
+}
+
+/*
+ * The bounds prune when k is this many times smaller than the eligible
+ * items; above, nearly every item would be rescored anyway.
+ */
+#define PRUNE_RATIO 4
+
+/* Whether the bounds can prune enough for k among the filter's items. */
+static inline int
+prunes(const WalsScoreIndex *ix, const WalsScoreFilter *filter, int k)
+{
+	int64_t		items = ix->n;
+
+	if (filter && filter->allow && filter->nallow < items)
+		items = filter->nallow;
+	return (int64_t) k * PRUNE_RATIO < items;
+}
+
 /* What the first pass needs of a query, from prepare_query (score.c). */
 typedef struct Query
 {
@@ -216,6 +254,20 @@ extern void wals_score_bounds_dotprod(const WalsScoreIndex *ix,
 									  const Query *q, float *lower,
 									  float *upper);
 #endif
+
+/*
+ * The exact scan of one query, the reference, and the batch through the
+ * matrix product, with its scratch (score_exact.c).
+ */
+extern int	wals_score_exact_topk(const WalsScoreIndex *ix, const float *x,
+								  const WalsScoreFilter *filter, int k,
+								  int32_t *idx, float *score);
+extern size_t wals_score_product_scratch_size(const WalsScoreIndex *ix, int k);
+extern void wals_score_batch_product(const WalsScoreIndex *ix, const float *X,
+									 int64_t lo, int64_t hi,
+									 const WalsScoreFilter *filters, int k,
+									 int32_t *idx, float *score, int *count,
+									 unsigned char *scratch);
 
 /*
  * A path's core: the bounds of the 16 items of blk for query q; returns
