@@ -6,10 +6,10 @@
  *	  the first pass's loops, which each path's file compiles around its
  *	  own block function.  The design is explained at the head of score.c.
  *
- * The loops are defined here, static, as kernels_simd.h defines its
- * kernels: each path inlines them into functions compiled for its own
- * instruction set, and each file that includes this one keeps its own
- * copy of the helpers they call; score.c calls none of them.
+ * The loops are defined here, static, as the template of kernels_simd.h
+ * defines its kernels: each path inlines them into functions compiled for
+ * its own instruction set, and each file that includes this one keeps its
+ * own copy of the helpers they call; score.c calls none of them.
  */
 #ifndef SCORE_INTERNAL_H
 #define SCORE_INTERNAL_H

@@ -112,8 +112,8 @@ bounds8_avx2(__m256i sums, const float *meta, const Query *q,
 /*
  * Whether block_avx2 may add vpmaddubsw's int16 lanes of groups a and b
  * of query bytes (b may be none) without saturating or wrapping, as the
- * head of score.c explains (Paths).  A lane adds the products of bytes 0 and 1 of
- * a group, or of bytes 2 and 3.
+ * head of score.c explains (Paths).  A lane adds the products of bytes 0
+ * and 1 of a group, or of bytes 2 and 3.
  */
 static int
 lanes_fit(const int8_t *a, const int8_t *b)
