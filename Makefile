@@ -139,7 +139,7 @@ endif
 # The portable kernels pass 32-byte vectors between functions compiled for
 # the same instruction set; clang warns about the ABI when it emits the
 # bitcode for JIT inlining, which has no bearing on how they are called.
-src/core/kernels.bc: BITCODE_CFLAGS += -Wno-psabi
+src/core/kernels_generic.bc: BITCODE_CFLAGS += -Wno-psabi
 
 # PGXS tracks no header dependencies: rebuild every object when a shared
 # header changes, or a stale object would read structs of the old layout.

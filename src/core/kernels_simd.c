@@ -109,7 +109,7 @@ factors4_avx512(const WalsPassCoef *coef, const float *val, int live,
 }
 
 /*
- * The subspace pass's factors of a group (see sub_group in kernels_simd.h)
+ * The subspace pass's factors of a group (see sub_group in simd_subspace.h)
  * with the four sums and predictions in one vector, as factors4_avx512.
  */
 static SIMD_FN inline __attribute__((always_inline)) void

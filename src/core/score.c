@@ -133,90 +133,18 @@
  * take about as many instructions per item as the matrix product's
  * multiply-adds of four floats, and read a quarter of the memory.
  *
- * Files.  This one holds the index, the preparation of a query, the exact
- * scan and rescoring, both batches and the choice of path.  The first
- * pass of each path is in score_portable.c, score_x86.c or score_arm.c,
- * each built for its own instruction set around the loops that
- * score_internal.h shares with them.
+ * Files.  This one holds the preparation of a query, its rescoring, the
+ * batches through the first pass and the choice of path; score_index.c
+ * builds the index, and score_exact.c holds the exact scan and the batch
+ * through the matrix product.  The first pass of each path is in
+ * score_portable.c, score_x86.c or score_arm.c, each built for its own
+ * instruction set around the loops that score_internal.h shares with
+ * them, beside what the path reads of a query besides its bytes.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "score_internal.h"
-
-/*
- * Sums of f products of a byte and a signed byte stay inside int32, from
- * the byte offset's correction on: f (128 + 255) 127 < 2^31.
- */
-#define SCORE_MAX_F 32768
-
-/* Past this |x| max|y|, scores may near overflow: scan exactly. */
-#define SCORE_MAX_PRODUCT 0x1p100
-
-/*
- * The bounds prune when k is this many times smaller than the eligible
- * items; above, nearly every item would be rescored anyway.
- */
-#define PRUNE_RATIO 4
-
-/*
- * Batch blocks of the matrix product: 64 users by 2048 items of product
- * (512 KB) stay in the second-level cache while their rows are selected,
- * and measured fastest for OpenBLAS at f = 64 among 32 to 512 users and
- * 1024 to 27,000 items.
- */
-#define PRODUCT_USERS 64
-#define PRODUCT_ITEMS 2048
-
-#define U_ROUND 0x1p-24
-
-/* Relative slack on quantities computed in double before their use. */
-#define SLACK_DOUBLE 0x1p-30
-#define SLACK_FLOAT 0x1p-20
-
-/* The least float not below v. */
-static float
-float_up(double v)
-{
-	float		r = (float) v;
-
-	if ((double) r < v)
-		r = nextafterf(r, INFINITY);
-	return r;
-}
-
-/* gamma of the header, for the rounding of any f-term dot product. */
-static double
-dot_gamma(int f)
-{
-	double		mu = (f + 2) * U_ROUND;
-
-	return mu / (1.0 - mu);
-}
-
-/* The absolute allowance for underflow, eta of the header. */
-static double
-underflow_eta(int f)
-{
-	return f * 0x1p-112;
-}
-
-/*
- * v to the nearest integer in [-127, 127].  Adding and taking away 1.5
- * 2^52 rounds a double of magnitude below 2^51 to an integer, to nearest
- * (the default mode), with no branch on the sign, which random signs
- * would mispredict half the time, and no call into the maths library in
- * the build's inner loop.
- */
-static inline int
-clamp_byte(double v)
-{
-	v = v > 127.0 ? 127.0 : v < -127.0 ? -127.0 : v;
-	return (int) ((v + 0x1.8p52) - 0x1.8p52);
-}
 
 float
 wals_score_dot(const float *x, const float *y, int f)
@@ -224,396 +152,7 @@ wals_score_dot(const float *x, const float *y, int f)
 	return wals_kernels()->dot(x, y, f);
 }
 
-/* Bytes of an index's blocks, then of each of its two position maps. */
-static size_t
-index_blocks_size(int64_t n, int f)
-{
-	return (size_t) block_count(n) * block_bytes((f + 3) / 4);
-}
-
-static size_t
-index_map_size(int64_t n)
-{
-	return wals_align_size(sizeof(int32_t) * (size_t) n);
-}
-
-size_t
-wals_score_index_size(int64_t n, int f)
-{
-	if (n < 0 || f < 1 || f > SCORE_MAX_F)
-		return 0;
-	return index_blocks_size(n, f) + 2 * index_map_size(n) + WALS_ALIGN;
-}
-
-void
-wals_score_index_remap(WalsScoreIndex *ix, const float *Y, const void *blocks)
-{
-	const unsigned char *p = blocks;
-	size_t		bytes = index_blocks_size(ix->n, ix->f);
-
-	ix->Y = Y;
-	ix->blocks = p;
-	ix->item = (const int32_t *) (p + bytes);
-	ix->position = (const int32_t *) (p + bytes + index_map_size(ix->n));
-}
-
-/*
- * The norm |y| an item's lane stores, rounded up, as the bits of a
- * nonnegative float, which order as the floats do; 0 where y holds a
- * non-finite value, which leaves the index unusable (*usable cleared).
- * Four partial sums keep the loop from waiting on one addition; their
- * rounding is far inside SLACK_DOUBLE.
- */
-static uint32_t
-item_norm_bits(const float *y, int f, int *usable)
-{
-	double		s0 = 0.0,
-				s1 = 0.0,
-				s2 = 0.0,
-				s3 = 0.0;
-	float		norm;
-	uint32_t	bits;
-	int			j;
-
-	for (j = 0; j + 4 <= f; j += 4)
-	{
-		s0 += (double) y[j] * y[j];
-		s1 += (double) y[j + 1] * y[j + 1];
-		s2 += (double) y[j + 2] * y[j + 2];
-		s3 += (double) y[j + 3] * y[j + 3];
-	}
-	for (; j < f; j++)
-		s0 += (double) y[j] * y[j];
-	if (!isfinite((s0 + s1) + (s2 + s3)))
-	{
-		*usable = 0;
-		return 0;
-	}
-	norm = float_up(sqrt((s0 + s1) + (s2 + s3)) * (1.0 + SLACK_DOUBLE));
-	memcpy(&bits, &norm, sizeof(bits));
-	return bits;
-}
-
-/*
- * Positions by norm, largest first, ties by item: a stable radix sort of
- * the items on three 11-bit digits of their norm's bits, complemented so
- * that the largest comes first.  tmp holds n items.
- */
-static void
-order_by_norm(const uint32_t *bits, int64_t n, int32_t *out, int32_t *tmp)
-{
-	int32_t    *src = tmp;
-	int32_t    *dst = out;
-	int			shift;
-	int64_t		i;
-
-	for (i = 0; i < n; i++)
-		tmp[i] = (int32_t) i;
-	for (shift = 0; shift < 33; shift += 11)
-	{
-		int64_t		count[2049] = {0};
-		int32_t    *swap;
-		int			d;
-
-		for (i = 0; i < n; i++)
-			count[((~bits[src[i]] >> shift) & 0x7ff) + 1]++;
-		for (d = 0; d < 2048; d++)
-			count[d + 1] += count[d];
-		for (i = 0; i < n; i++)
-			dst[count[(~bits[src[i]] >> shift) & 0x7ff]++] = src[i];
-		swap = src;
-		src = dst;
-		dst = swap;
-	}
-	if (src != out)
-		memcpy(out, src, sizeof(int32_t) * (size_t) n);
-}
-
-/*
- * The byte of y_j scaled by inv, into the block, and its error's square
- * into e2.
- */
-static inline void
-quantise_factor(const float *y, int j, double inv, float s, unsigned char *bytes,
-				double *e2)
-{
-	int			q = clamp_byte(y[j] * inv);
-	double		e = y[j] - (double) s * q;
-
-	bytes[64 * (j / 4) + j % 4] = (unsigned char) (q + 128);
-	*e2 += e * e;
-}
-
-/*
- * Item y's lane of a block, whose norm norm_bits gave.  The error's four
- * partial sums, as the norm's, keep the loop from waiting on one addition.
- */
-static void
-quantise_item(const float *y, int f, uint32_t norm_bits, unsigned char *blk,
-			  int groups, int lane)
-{
-	float	   *meta = (float *) (blk + 64 * (size_t) groups);
-	unsigned char *bytes = blk + 4 * lane;
-	double		e0 = 0.0,
-				e1 = 0.0,
-				e2 = 0.0,
-				e3 = 0.0;
-	float		m = 0.0f;
-	double		inv;
-	float		s;
-	int			j;
-
-	for (j = 0; j < f; j++)
-		m = fabsf(y[j]) > m ? fabsf(y[j]) : m;
-	s = (float) (m / 127.0);
-	inv = s > 0.0f ? 1.0 / s : 0.0;
-	for (j = 0; j + 4 <= f; j += 4)
-	{
-		quantise_factor(y, j, inv, s, bytes, &e0);
-		quantise_factor(y, j + 1, inv, s, bytes, &e1);
-		quantise_factor(y, j + 2, inv, s, bytes, &e2);
-		quantise_factor(y, j + 3, inv, s, bytes, &e3);
-	}
-	for (; j < f; j++)
-		quantise_factor(y, j, inv, s, bytes, &e0);
-	meta[lane] = s;
-	meta[BLOCK + lane] = float_up(sqrt((e0 + e1) + (e2 + e3)) *
-								  (1.0 + SLACK_DOUBLE));
-	memcpy(&meta[2 * BLOCK + lane], &norm_bits, sizeof(float));
-}
-
-/*
- * The rows of Y are read in the order of their norms, not of memory, which
- * the hardware's prefetching cannot guess: asking for the row this many
- * items ahead took a build at f = 128 from 22 ms to 16.
- */
-#define PREFETCH_ITEMS 4
-
-static inline void
-prefetch_row(const float *y, int f)
-{
-	size_t		o;
-
-	for (o = 0; o < sizeof(float) * (size_t) f; o += 64)
-		SCORE_PREFETCH((const char *) y + o);
-}
-
-/*
- * The norms go first into the position map, which the sort needs by item
- * and the blocks by position, and the sort's second array into the
- * blocks, which are written after it: they hold at least 16 bytes an
- * item.  An index with a non-finite factor keeps the items in order: no
- * query reads its bounds, and its blocks are left unwritten.
- */
-WalsStatus
-wals_score_index_begin(WalsScoreIndex *ix, const float *Y, int64_t n, int f,
-					   void *buffer)
-{
-	int32_t    *item;
-	uint32_t   *bits;
-	int			usable = 1;
-	int64_t		i;
-
-	if (n < 0 || f < 1 || f > SCORE_MAX_F)
-		return WALS_EINVAL;
-	ix->n = n;
-	ix->f = f;
-	ix->groups = (f + 3) / 4;
-	wals_score_index_remap(ix, Y, wals_align_ptr(buffer));
-	item = (int32_t *) ix->item;
-	bits = (uint32_t *) ix->position;
-	for (i = 0; i < n; i++)
-		bits[i] = item_norm_bits(Y + (size_t) i * f, f, &usable);
-	if (usable)
-		order_by_norm(bits, n, item, (int32_t *) ix->blocks);
-	else
-		for (i = 0; i < n; i++)
-			item[i] = (int32_t) i;
-	ix->usable = usable;
-	ix->max_norm = 0.0f;
-	if (n > 0 && usable)
-		memcpy(&ix->max_norm, &bits[item[0]], sizeof(float));
-	return WALS_OK;
-}
-
-/*
- * Padding lanes and factors hold q = 0 with zero scale and norms, so they
- * add nothing to a sum; the scan masks padding items out anyway.
- */
-void
-wals_score_index_fill(const WalsScoreIndex *ix, int64_t lo, int64_t hi)
-{
-	size_t		bb = block_bytes(ix->groups);
-	unsigned char *blocks = (unsigned char *) ix->blocks;
-	const uint32_t *bits = (const uint32_t *) ix->position;
-	int			f = ix->f;
-	int64_t		b;
-	int64_t		i;
-
-	if (!ix->usable)
-		return;
-	for (b = lo; b < hi; b++)
-	{
-		memset(blocks + (size_t) b * bb, 128, 64 * (size_t) ix->groups);
-		memset(blocks + (size_t) b * bb + 64 * (size_t) ix->groups, 0, 3 * 64);
-	}
-	for (i = lo * BLOCK; i < hi * BLOCK && i < ix->n; i++)
-	{
-		if (i + PREFETCH_ITEMS < ix->n)
-			prefetch_row(ix->Y + (size_t) ix->item[i + PREFETCH_ITEMS] * f, f);
-		quantise_item(ix->Y + (size_t) ix->item[i] * f, f, bits[ix->item[i]],
-					  blocks + (size_t) (i / BLOCK) * bb, ix->groups,
-					  (int) (i % BLOCK));
-	}
-}
-
-void
-wals_score_index_end(const WalsScoreIndex *ix)
-{
-	int32_t    *position = (int32_t *) ix->position;
-	int64_t		i;
-
-	for (i = 0; i < ix->n; i++)
-		position[ix->item[i]] = (int32_t) i;
-}
-
-WalsStatus
-wals_score_index_build(WalsScoreIndex *ix, const float *Y, int64_t n, int f,
-					   void *buffer)
-{
-	WalsStatus	st = wals_score_index_begin(ix, Y, n, f, buffer);
-
-	if (st != WALS_OK)
-		return st;
-	wals_score_index_fill(ix, 0, block_count(n));
-	wals_score_index_end(ix);
-	return WALS_OK;
-}
-
-int64_t
-wals_score_index_blocks(const WalsScoreIndex *ix)
-{
-	return block_count(ix->n);
-}
-
-/* ---------- filters ---------- */
-
-/*
- * Positions in a filter's two lists, which only move forward, for the
- * paths that visit items in their own order: the exact scan and the
- * matrix product.
- */
-typedef struct Cursor
-{
-	const int32_t *skip;
-	int64_t		nskip;
-	int64_t		s;
-	const int32_t *allow;		/* NULL: every item */
-	int64_t		nallow;
-	int64_t		a;
-} Cursor;
-
-static void
-cursor_init(Cursor *c, const WalsScoreFilter *filter)
-{
-	memset(c, 0, sizeof(*c));
-	if (filter == NULL)
-		return;
-	c->skip = filter->skip;
-	c->nskip = filter->skip ? filter->nskip : 0;
-	c->allow = filter->allow;
-	c->nallow = filter->allow ? filter->nallow : 0;
-}
-
-/* Whether item i is in the skip list; items must come in increasing order. */
-static inline int
-cursor_skips(Cursor *c, int64_t i)
-{
-	while (c->s < c->nskip && c->skip[c->s] < i)
-		c->s++;
-	return c->s < c->nskip && c->skip[c->s] == i;
-}
-
-/* Whether item i is eligible; items must come in increasing order. */
-static inline int
-cursor_admits(Cursor *c, int64_t i)
-{
-	if (c->allow)
-	{
-		while (c->a < c->nallow && c->allow[c->a] < i)
-			c->a++;
-		if (c->a == c->nallow || c->allow[c->a] != i)
-			return 0;
-	}
-	return !cursor_skips(c, i);
-}
-
-/* Whether the bounds can prune enough for k among the filter's items. */
-static int
-prunes(const WalsScoreIndex *ix, const WalsScoreFilter *filter, int k)
-{
-	int64_t		items = ix->n;
-
-	if (filter && filter->allow && filter->nallow < items)
-		items = filter->nallow;
-	return (int64_t) k * PRUNE_RATIO < items;
-}
-
-/* ---------- the exact scan ---------- */
-
-/*
- * The reference itself: each eligible item scored in index order and
- * pushed into the heap, as wals_topk_select does with a skip list.
- */
-static int
-exact_topk(const WalsScoreIndex *ix, const float *x,
-		   const WalsScoreFilter *filter, int k, int32_t *idx, float *score)
-{
-	float		(*dot) (const float *, const float *, int) = wals_kernels()->dot;
-	int			f = ix->f;
-	WalsTopK	heap;
-	Cursor		c;
-	int64_t		i;
-
-	wals_topk_init(&heap, k, idx, score);
-	cursor_init(&c, filter);
-	if (c.allow)
-	{
-		int64_t		prev = -1;
-		int64_t		a;
-
-		for (a = 0; a < c.nallow; a++)
-		{
-			i = c.allow[a];
-			if (i <= prev || i >= ix->n)
-				continue;
-			prev = i;
-			if (!cursor_skips(&c, i))
-				wals_topk_push(&heap, (int32_t) i, dot(x, ix->Y + (size_t) i * f, f));
-		}
-	}
-	else
-		for (i = 0; i < ix->n; i++)
-			if (!cursor_skips(&c, i))
-				wals_topk_push(&heap, (int32_t) i, dot(x, ix->Y + (size_t) i * f, f));
-	return wals_topk_finish(&heap);
-}
-
 /* ---------- the first pass ---------- */
-
-/* Where one query's first pass keeps its state. */
-typedef struct QueryScratch
-{
-	int32_t    *qx;				/* groups of four signed bytes */
-	int32_t    *offset;			/* see Query */
-	int32_t    *qx_ordered;
-	int32_t    *qabs_ordered;
-	int16_t    *pairs;			/* 16 per group, see Query */
-	float	   *floor;			/* the lower-bound heap, k entries */
-	int32_t    *cand;			/* candidates, n at most */
-	float	   *cand_upper;
-	uint16_t   *eligible;		/* a word per block, see Query */
-} QueryScratch;
 
 /*
  * Bytes of one query's scratch, and where its parts go from p (aligned)
@@ -647,125 +186,16 @@ query_scratch_layout(const WalsScoreIndex *ix, int k, unsigned char *p,
 }
 
 /*
- * Whether block_avx2 may add vpmaddubsw's int16 lanes of groups a and b
- * of query bytes (b may be none) without saturating or wrapping, as the
- * header explains (Paths).  A lane adds the products of bytes 0 and 1 of
- * a group, or of bytes 2 and 3.
- */
-static int
-lanes_fit(const int8_t *a, const int8_t *b)
-{
-	int			h;
-	int			j;
-
-	for (h = 0; h < 4; h += 2)
-	{
-		int			pos = 0;
-		int			neg = 0;
-
-		for (j = h; j < h + 2; j++)
-		{
-			pos += (a[j] > 0 ? a[j] : 0) + (b[j] > 0 ? b[j] : 0);
-			neg += (a[j] < 0 ? a[j] : 0) + (b[j] < 0 ? b[j] : 0);
-		}
-		if (pos > 128 || neg < -128)
-			return 0;
-	}
-	return 1;
-}
-
-/*
- * Narrow groups a group tries as partners: enough to pair nearly as many
- * as trying all of them does, in time linear in f.
- */
-#define PAIR_WINDOW 8
-
-/*
- * Order the groups of query bytes q8 for block_avx2: pairs of narrow
- * groups that fit one lane together, then the other narrow groups, then
- * the wide ones; the scratch receives their offsets in a block, their
- * bytes, and the bytes' absolute values.  q->paired and q->narrow count
- * the groups before the others and before the wide ones; q->corr_narrow
- * is the narrow groups' share of corr.
- */
-static void
-order_groups(const int8_t *q8, int groups, const QueryScratch *qs, Query *q)
-{
-	static const int8_t none[4] = {0};
-	int32_t    *order = qs->offset; /* group numbers, offsets at the end */
-	int			front = 0;
-	int			back;
-	int			n = 0;
-	int			i;
-	int			j;
-
-	for (i = 0; i < groups; i++)
-		if (lanes_fit(q8 + 4 * i, none))
-			order[n++] = i;
-	q->narrow = back = n;
-	for (i = 0; i < groups; i++)
-		if (!lanes_fit(q8 + 4 * i, none))
-			order[n++] = i;
-
-	/* Pairs gather at the front, narrow groups left alone at the back. */
-	while (front < back)
-	{
-		int32_t		g = order[front];
-
-		for (j = front + 1; j < back && j <= front + PAIR_WINDOW; j++)
-			if (lanes_fit(q8 + 4 * g, q8 + 4 * order[j]))
-				break;
-		if (j < back && j <= front + PAIR_WINDOW)
-		{
-			order[front] = order[j];
-			order[j] = order[front + 1];
-			order[front + 1] = g;
-			front += 2;
-		}
-		else
-		{
-			order[front] = order[--back];
-			order[back] = g;
-		}
-	}
-	q->paired = front;
-
-	q->corr_narrow = 0;
-	for (i = 0; i < groups; i++)
-	{
-		const int8_t *x = q8 + 4 * order[i];
-		uint8_t    *xabs = (uint8_t *) &qs->qabs_ordered[i];
-
-		memcpy(&qs->qx_ordered[i], x, 4);
-		for (j = 0; j < 4; j++)
-		{
-			xabs[j] = (uint8_t) abs(x[j]);
-			if (i < q->narrow)
-				q->corr_narrow -= 128 * x[j];
-		}
-		order[i] *= 64;
-	}
-}
-
-/*
- * What a path's block function reads of a query besides q_x and the
- * bound's terms: the int16 pairs of the portable path, the order of
- * block_avx2.  With the scan stopping early, preparing them for a path
- * that ignores them had come to a sixth of a query's time.
- */
-#define QUERY_PAIRS 1
-#define QUERY_ORDER 2
-
-/*
- * One instruction set's first pass, for nu queries at once, its bounds
- * alone (for tests), and the batch that suits it.
+ * One instruction set's preparation of a query, its first pass for nu
+ * queries at once, its bounds alone (for tests), and the batch that suits
+ * it.
  */
 typedef struct ScorePath ScorePath;
 
 struct ScorePath
 {
 	const char *name;
-	int			needs;			/* QUERY_PAIRS, QUERY_ORDER */
+	PrepareFn	prepare;		/* NULL where the block function reads q_x alone */
 	void		(*scan) (const WalsScoreIndex *ix, const Query *q, Scan *st,
 						 int nu);
 	void		(*bounds) (const WalsScoreIndex *ix, const Query *q,
@@ -781,12 +211,12 @@ static const ScorePath *score_path(void);
 
 /*
  * Quantise x into the scratch and derive the bound's terms, and what
- * needs asks for.  Returns 0 where the bounds do not apply: the query
- * must then scan exactly.
+ * the path's block function reads besides (prepare).  Returns 0 where the
+ * bounds do not apply: the query must then scan exactly.
  */
 static int
 prepare_query(const WalsScoreIndex *ix, const float *x, const QueryScratch *qs,
-			  int needs, Query *q)
+			  PrepareFn prepare, Query *q)
 {
 	int			f = ix->f;
 	int8_t	   *q8 = (int8_t *) qs->qx;
@@ -799,7 +229,6 @@ prepare_query(const WalsScoreIndex *ix, const float *x, const QueryScratch *qs,
 	double		en;
 	int64_t		qsum = 0;
 	float		s;
-	int			g;
 	int			j;
 
 	if (!ix->usable)
@@ -826,21 +255,11 @@ prepare_query(const WalsScoreIndex *ix, const float *x, const QueryScratch *qs,
 		xq2 += h * h;
 		e2 += (x[j] - h) * (x[j] - h);
 	}
-	for (g = 0; g < ix->groups && (needs & QUERY_PAIRS); g++)
-		for (j = 0; j < 8; j++)
-		{
-			qs->pairs[16 * g + j] = q8[4 * g + 2 * (j % 2)];
-			qs->pairs[16 * g + 8 + j] = q8[4 * g + 2 * (j % 2) + 1];
-		}
 	xqn = sqrt(xq2) * (1.0 + SLACK_DOUBLE);
 	en = sqrt(e2) * (1.0 + SLACK_DOUBLE);
-	if (needs & QUERY_ORDER)
-		order_groups(q8, ix->groups, qs, q);
+	if (prepare)
+		prepare(q8, ix->groups, qs, q);
 	q->qx = qs->qx;
-	q->offset = qs->offset;
-	q->qx_ordered = qs->qx_ordered;
-	q->qabs_ordered = qs->qabs_ordered;
-	q->pairs = qs->pairs;
 	q->corr = (int32_t) (-128 * qsum);
 	q->sx = s;
 	q->A = float_up(xqn * (1.0 + 8 * U_ROUND) * (1.0 + SLACK_FLOAT));
@@ -900,7 +319,7 @@ query_begin(const WalsScoreIndex *ix, const float *x,
 			Query *q, Scan *st)
 {
 	if (!prunes(ix, filter, k) ||
-		!prepare_query(ix, x, qs, score_path()->needs, q))
+		!prepare_query(ix, x, qs, score_path()->prepare, q))
 		return 0;
 	eligible_map(ix, filter, qs->eligible);
 	q->eligible = qs->eligible;
@@ -930,194 +349,6 @@ rescore(const WalsScoreIndex *ix, const float *x, const Scan *st, int k,
 			wals_topk_push(&heap, st->cand[c],
 						   dot(x, ix->Y + (size_t) st->cand[c] * f, f));
 	return wals_topk_finish(&heap);
-}
-
-/* ---------- batch: through the matrix product ---------- */
-
-/* One user of a product block: its heap of products and its filter. */
-typedef struct ProductUser
-{
-	WalsTopK	heap;			/* the best products, k + 8 at most */
-	Cursor		cursor;
-	double		margin;			/* 2M of the header */
-	int			exact;			/* scanned alone instead */
-} ProductUser;
-
-/* Products a user's heap keeps: 0 where every user scans exactly. */
-static int
-product_keep(const WalsScoreIndex *ix, int k)
-{
-	if (k < 1 || !prunes(ix, NULL, k))
-		return 0;
-	return k + 8 < ix->n ? k + 8 : (int) ix->n;
-}
-
-/* Where a product batch keeps its state. */
-typedef struct ProductScratch
-{
-	float	   *product;		/* PRODUCT_USERS rows of up to PRODUCT_ITEMS */
-	ProductUser *users;
-	int32_t    *heap_idx;		/* keep per user */
-	float	   *heap_score;
-} ProductScratch;
-
-/* Bytes of a product batch's scratch, and where its parts go from p. */
-static size_t
-product_scratch_layout(const WalsScoreIndex *ix, int k, unsigned char *p,
-					   ProductScratch *ps)
-{
-	int64_t		items = ix->n < PRODUCT_ITEMS ? ix->n : PRODUCT_ITEMS;
-	size_t		keep = (size_t) product_keep(ix, k);
-	size_t		sp = wals_align_size(sizeof(float) * PRODUCT_USERS * (size_t) items);
-	size_t		su = wals_align_size(sizeof(ProductUser) * PRODUCT_USERS);
-	size_t		sh = wals_align_size(4 * PRODUCT_USERS * keep);
-
-	if (ps)
-	{
-		ps->product = (float *) p;
-		ps->users = (ProductUser *) (p + sp);
-		ps->heap_idx = (int32_t *) (p + sp + su);
-		ps->heap_score = (float *) (p + sp + su + sh);
-	}
-	return sp + su + 2 * sh;
-}
-
-static inline float
-heap_floor(const WalsTopK *heap)
-{
-	return heap->size == heap->k ? heap->score[0] : -INFINITY;
-}
-
-/*
- * Push the eligible items of one row of products, items base + j.  Only a
- * product above the heap's worst can enter: an equal one has a higher
- * index than everything already in.
- */
-static void
-product_select(const float *s, int64_t base, int m, ProductUser *u)
-{
-	float		t = heap_floor(&u->heap);
-	int			j;
-
-	for (j = 0; j < m; j++)
-		if (s[j] > t && cursor_admits(&u->cursor, base + j))
-		{
-			wals_topk_push(&u->heap, (int32_t) (base + j), s[j]);
-			t = heap_floor(&u->heap);
-		}
-}
-
-/*
- * Whether user x can be selected from the products: the same conditions
- * as the first pass of a single query, where its margin is set.
- */
-static int
-product_user_begin(const WalsScoreIndex *ix, const float *x,
-				   const WalsScoreFilter *filter, int k, int keep,
-				   int32_t *heap_idx, float *heap_score, ProductUser *u)
-{
-	double		x2 = 0.0;
-	double		xn;
-	int			j;
-
-	cursor_init(&u->cursor, filter);
-	wals_topk_init(&u->heap, keep, heap_idx, heap_score);
-	u->exact = 1;
-	if (keep == 0 || !ix->usable || !prunes(ix, filter, k))
-		return 0;
-	for (j = 0; j < ix->f; j++)
-	{
-		if (!isfinite(x[j]))
-			return 0;
-		x2 += (double) x[j] * x[j];
-	}
-	xn = sqrt(x2) * (1.0 + SLACK_DOUBLE);
-	if (xn * ix->max_norm > SCORE_MAX_PRODUCT)
-		return 0;
-	u->margin = 4.0 * (dot_gamma(ix->f) * xn * ix->max_norm +
-					   underflow_eta(ix->f)) * (1.0 + SLACK_FLOAT);
-	u->exact = 0;
-	return 1;
-}
-
-/*
- * The user's results from its heap of products, or from the exact scan
- * when the heap may have missed an item within the margin of the k-th.
- */
-static int
-product_user_finish(const WalsScoreIndex *ix, const float *x,
-					const WalsScoreFilter *filter, int k, ProductUser *u,
-					int32_t *idx, float *score)
-{
-	float		(*dot) (const float *, const float *, int) = wals_kernels()->dot;
-	int			f = ix->f;
-	WalsTopK	heap;
-	double		floor;
-	int			h;
-	int			j;
-
-	if (u->exact)
-		return exact_topk(ix, x, filter, k, idx, score);
-	h = wals_topk_finish(&u->heap);
-	floor = h >= k ? (double) u->heap.score[k - 1] - u->margin : -INFINITY;
-	if (h == u->heap.k && (double) u->heap.score[h - 1] >= floor)
-		return exact_topk(ix, x, filter, k, idx, score);
-	wals_topk_init(&heap, k, idx, score);
-	for (j = 0; j < h && (double) u->heap.score[j] >= floor; j++)
-		wals_topk_push(&heap, u->heap.idx[j],
-					   dot(x, ix->Y + (size_t) u->heap.idx[j] * f, f));
-	return wals_topk_finish(&heap);
-}
-
-/*
- * The batch where the first pass has no byte products in hardware: one
- * cblas_sgemm per block of users and items, whose products are selected
- * row by row.
- */
-static void
-batch_product(const WalsScoreIndex *ix, const float *X, int64_t lo,
-			  int64_t hi, const WalsScoreFilter *filters, int k,
-			  int32_t *idx, float *score, int *count, unsigned char *scratch)
-{
-	int			f = ix->f;
-	int			keep = product_keep(ix, k);
-	ProductScratch ps;
-	int64_t		u0;
-
-	product_scratch_layout(ix, k, scratch, &ps);
-	for (u0 = lo; u0 < hi; u0 += PRODUCT_USERS)
-	{
-		int			nu = hi - u0 < PRODUCT_USERS ? (int) (hi - u0) : PRODUCT_USERS;
-		int			selecting = 0;
-		int64_t		i0;
-		int			j;
-
-		for (j = 0; j < nu; j++)
-			selecting |= product_user_begin(ix, X + (size_t) (u0 + j) * f,
-											filters ? &filters[u0 + j] : NULL,
-											k, keep,
-											ps.heap_idx + (size_t) j * keep,
-											ps.heap_score + (size_t) j * keep,
-											&ps.users[j]);
-		for (i0 = 0; selecting && i0 < ix->n; i0 += PRODUCT_ITEMS)
-		{
-			int			m = ix->n - i0 < PRODUCT_ITEMS ? (int) (ix->n - i0) : PRODUCT_ITEMS;
-
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nu, m, f,
-						1.0f, X + (size_t) u0 * f, f, ix->Y + (size_t) i0 * f, f,
-						0.0f, ps.product, m);
-			for (j = 0; j < nu; j++)
-				if (!ps.users[j].exact)
-					product_select(ps.product + (size_t) j * m, i0, m,
-								   &ps.users[j]);
-		}
-		for (j = 0; j < nu; j++)
-			count[u0 + j] = product_user_finish(ix, X + (size_t) (u0 + j) * f,
-												filters ? &filters[u0 + j] : NULL,
-												k, &ps.users[j],
-												idx + (size_t) (u0 + j) * k,
-												score + (size_t) (u0 + j) * k);
-	}
 }
 
 /* ---------- batch: through the first pass ---------- */
@@ -1161,8 +392,9 @@ first_pass_group(const WalsScoreIndex *ix, const float *X, int64_t u0,
 						&q[active], &st[active]))
 			who[active++] = u;
 		else
-			count[u] = exact_topk(ix, X + (size_t) u * f, filter, k,
-								  idx + (size_t) u * k, score + (size_t) u * k);
+			count[u] = wals_score_exact_topk(ix, X + (size_t) u * f, filter, k,
+											 idx + (size_t) u * k,
+											 score + (size_t) u * k);
 	}
 	if (active)
 		score_path()->scan(ix, q, st, active);
@@ -1222,8 +454,9 @@ batch_portable(const WalsScoreIndex *ix, const float *X, int64_t lo,
 								   &scanned);
 		if (visited * PORTABLE_PRODUCT_RATIO > scanned * block_count(ix->n))
 		{
-			batch_product(ix, X, u0 + SCAN_USERS < hi ? u0 + SCAN_USERS : hi, hi,
-						  filters, k, idx, score, count, scratch);
+			wals_score_batch_product(ix, X,
+									 u0 + SCAN_USERS < hi ? u0 + SCAN_USERS : hi,
+									 hi, filters, k, idx, score, count, scratch);
 			return;
 		}
 	}
@@ -1232,32 +465,32 @@ batch_portable(const WalsScoreIndex *ix, const float *X, int64_t lo,
 /* ---------- dispatch ---------- */
 
 static const ScorePath portable_path = {
-	"portable", QUERY_PAIRS, wals_score_scan_portable, wals_score_bounds_portable,
-	batch_portable
+	"portable", wals_score_prepare_portable, wals_score_scan_portable,
+	wals_score_bounds_portable, batch_portable
 };
 
 #ifdef SCORE_X86
 static const ScorePath vnni_path = {
-	"avx512vnni", 0, wals_score_scan_vnni, wals_score_bounds_vnni,
+	"avx512vnni", NULL, wals_score_scan_vnni, wals_score_bounds_vnni,
 	batch_first_pass
 };
 
 static const ScorePath avx2_path = {
-	"avx2", QUERY_ORDER, wals_score_scan_avx2, wals_score_bounds_avx2,
-	batch_first_pass
+	"avx2", wals_score_prepare_avx2, wals_score_scan_avx2,
+	wals_score_bounds_avx2, batch_first_pass
 };
 #endif
 
 #ifdef SCORE_NEON
 static const ScorePath neon_path = {
-	"neon", 0, wals_score_scan_neon, wals_score_bounds_neon,
+	"neon", NULL, wals_score_scan_neon, wals_score_bounds_neon,
 	batch_first_pass
 };
 #endif
 
 #ifdef SCORE_DOTPROD
 static const ScorePath dotprod_path = {
-	"neon-dotprod", 0, wals_score_scan_dotprod, wals_score_bounds_dotprod,
+	"neon-dotprod", NULL, wals_score_scan_dotprod, wals_score_bounds_dotprod,
 	batch_first_pass
 };
 #endif
@@ -1322,7 +555,7 @@ wals_score_topk(const WalsScoreIndex *ix, const float *x,
 		return 0;
 	query_scratch_layout(ix, k, wals_align_ptr(scratch), &qs);
 	if (!query_begin(ix, x, filter, k, &qs, &q, &st))
-		return exact_topk(ix, x, filter, k, idx, score);
+		return wals_score_exact_topk(ix, x, filter, k, idx, score);
 	score_path()->scan(ix, &q, &st, 1);
 	return rescore(ix, x, &st, k, idx, score);
 }
@@ -1335,7 +568,7 @@ wals_score_bounds(const WalsScoreIndex *ix, const float *x, float *lower,
 	Query		q;
 
 	query_scratch_layout(ix, 1, wals_align_ptr(scratch), &qs);
-	if (!prepare_query(ix, x, &qs, score_path()->needs, &q))
+	if (!prepare_query(ix, x, &qs, score_path()->prepare, &q))
 		return 0;
 	score_path()->bounds(ix, &q, lower, upper);
 	return 1;
@@ -1356,7 +589,7 @@ wals_score_batch_scratch_bound(int64_t n, int f, int k)
 size_t
 wals_score_batch_scratch_size(const WalsScoreIndex *ix, int k)
 {
-	size_t		product = product_scratch_layout(ix, k, NULL, NULL);
+	size_t		product = wals_score_product_scratch_size(ix, k);
 	size_t		first_pass = first_pass_scratch_size(ix, k);
 
 	return WALS_ALIGN + (product > first_pass ? product : first_pass);

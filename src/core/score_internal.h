@@ -1,15 +1,15 @@
 /*
  * score_internal.h
  *	  What the files of the scoring engine share, and nothing outside them
- *	  uses: the blocks of an index, a query's first-pass state, the paths'
- *	  functions that score.c dispatches to, and the first pass's loops,
- *	  which each path's file compiles around its own block function.  The
- *	  design is explained at the head of score.c.
+ *	  uses: the blocks of an index, the terms of the bounds, a query's
+ *	  first-pass state, the functions of each file that score.c calls, and
+ *	  the first pass's loops, which each path's file compiles around its
+ *	  own block function.  The design is explained at the head of score.c.
  *
- * The loops are defined here, static, as kernels_simd.h defines its
- * kernels: each path inlines them into functions compiled for its own
- * instruction set, and each file that includes this one keeps its own
- * copy of the helpers they call; score.c calls none of them.
+ * The loops are defined here, static, as the template of kernels_simd.h
+ * defines its kernels: each path inlines them into functions compiled for
+ * its own instruction set, and each file that includes this one keeps its
+ * own copy of the helpers they call; score.c calls none of them.
  */
 #ifndef SCORE_INTERNAL_H
 #define SCORE_INTERNAL_H
@@ -83,6 +83,73 @@ block_top_norm(const unsigned char *blk, int groups)
 	return ((const float *) (blk + 64 * (size_t) groups))[2 * BLOCK];
 }
 
+/* Relative slack on quantities computed in double before their use. */
+#define SLACK_DOUBLE 0x1p-30
+#define SLACK_FLOAT 0x1p-20
+
+/* The least float not below v. */
+static inline float
+float_up(double v)
+{
+	float		r = (float) v;
+
+	if ((double) r < v)
+		r = nextafterf(r, INFINITY);
+	return r;
+}
+
+/*
+ * v to the nearest integer in [-127, 127].  Adding and taking away 1.5
+ * 2^52 rounds a double of magnitude below 2^51 to an integer, to nearest
+ * (the default mode), with no branch on the sign, which random signs
+ * would mispredict half the time, and no call into the maths library in
+ * the build's inner loop.
+ */
+static inline int
+clamp_byte(double v)
+{
+	v = v > 127.0 ? 127.0 : v < -127.0 ? -127.0 : v;
+	return (int) ((v + 0x1.8p52) - 0x1.8p52);
+}
+
+/* Past this |x| max|y|, scores may near overflow: scan exactly. */
+#define SCORE_MAX_PRODUCT 0x1p100
+
+#define U_ROUND 0x1p-24
+
+/* gamma of score.c's header, for the rounding of any f-term dot product. */
+static inline double
+dot_gamma(int f)
+{
+	double		mu = (f + 2) * U_ROUND;
+
+	return mu / (1.0 - mu);
+}
+
+/* The absolute allowance for underflow, eta of score.c's header. */
+static inline double
+underflow_eta(int f)
+{
+	return f * 0x1p-112;
+}
+
+/*
+ * The bounds prune when k is this many times smaller than the eligible
+ * items; above, nearly every item would be rescored anyway.
+ */
+#define PRUNE_RATIO 4
+
+/* Whether the bounds can prune enough for k among the filter's items. */
+static inline int
+prunes(const WalsScoreIndex *ix, const WalsScoreFilter *filter, int k)
+{
+	int64_t		items = ix->n;
+
+	if (filter && filter->allow && filter->nallow < items)
+		items = filter->nallow;
+	return (int64_t) k * PRUNE_RATIO < items;
+}
+
 /* What the first pass needs of a query, from prepare_query (score.c). */
 typedef struct Query
 {
@@ -120,6 +187,38 @@ typedef struct Scan
 	int64_t		visited;		/* blocks passed before it stopped */
 } Scan;
 
+/* Where one query's first pass keeps its state. */
+typedef struct QueryScratch
+{
+	int32_t    *qx;				/* groups of four signed bytes */
+	int32_t    *offset;			/* see Query */
+	int32_t    *qx_ordered;
+	int32_t    *qabs_ordered;
+	int16_t    *pairs;			/* 16 per group, see Query */
+	float	   *floor;			/* the lower-bound heap, k entries */
+	int32_t    *cand;			/* candidates, n at most */
+	float	   *cand_upper;
+	uint16_t   *eligible;		/* a word per block, see Query */
+} QueryScratch;
+
+/*
+ * What a path's block function reads of a query besides q_x and the
+ * bound's terms, made from its bytes q8 into the scratch and pointed to
+ * by q: the int16 pairs of the portable path, the order of block_avx2.
+ * Each path that needs one has its own, beside its block function; with
+ * the scan stopping early, preparing them for a path that ignores them
+ * had come to a sixth of a query's time.
+ */
+typedef void (*PrepareFn) (const int8_t *q8, int groups,
+						   const QueryScratch *qs, Query *q);
+
+extern void wals_score_prepare_portable(const int8_t *q8, int groups,
+										const QueryScratch *qs, Query *q);
+#ifdef SCORE_X86
+extern void wals_score_prepare_avx2(const int8_t *q8, int groups,
+									const QueryScratch *qs, Query *q);
+#endif
+
 /*
  * Each path's first pass, for nu queries at once, and its bounds alone
  * (for tests): what score.c's table of paths points to.
@@ -155,6 +254,20 @@ extern void wals_score_bounds_dotprod(const WalsScoreIndex *ix,
 									  const Query *q, float *lower,
 									  float *upper);
 #endif
+
+/*
+ * The exact scan of one query, the reference, and the batch through the
+ * matrix product, with its scratch (score_exact.c).
+ */
+extern int	wals_score_exact_topk(const WalsScoreIndex *ix, const float *x,
+								  const WalsScoreFilter *filter, int k,
+								  int32_t *idx, float *score);
+extern size_t wals_score_product_scratch_size(const WalsScoreIndex *ix, int k);
+extern void wals_score_batch_product(const WalsScoreIndex *ix, const float *X,
+									 int64_t lo, int64_t hi,
+									 const WalsScoreFilter *filters, int k,
+									 int32_t *idx, float *score, int *count,
+									 unsigned char *scratch);
 
 /*
  * A path's core: the bounds of the 16 items of blk for query q; returns

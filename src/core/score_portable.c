@@ -84,6 +84,26 @@ block_sums(const unsigned char *blk, int groups, const int16_t *pairs,
 #endif
 
 /*
+ * The portable path's PrepareFn: per group, q_x of positions 0 and 2 in 8
+ * alternating int16, then of 1 and 3 (Query.pairs), for block_sums.
+ */
+void
+wals_score_prepare_portable(const int8_t *q8, int groups,
+							const QueryScratch *qs, Query *q)
+{
+	int			g;
+	int			j;
+
+	for (g = 0; g < groups; g++)
+		for (j = 0; j < 8; j++)
+		{
+			qs->pairs[16 * g + j] = q8[4 * g + 2 * (j % 2)];
+			qs->pairs[16 * g + 8 + j] = q8[4 * g + 2 * (j % 2) + 1];
+		}
+	q->pairs = qs->pairs;
+}
+
+/*
  * The portable BlockFn.  The integer sums are exact in any order and with
  * either byte offset, so every path gives the same a.
  */

@@ -1,12 +1,16 @@
 /*
  * score_x86.c
  *	  The first pass on x86: AVX-512 with VNNI (vpdpbusd), and AVX2
- *	  (vpmaddubsw), which AVX-512 without VNNI uses too.
+ *	  (vpmaddubsw), which AVX-512 without VNNI uses too, with the order of
+ *	  a query's groups that the AVX2 path reads.
  *
  * On its own because its functions are compiled for their instruction
  * sets through target attributes, with intrinsics that only x86 compilers
  * know; on other machines the file compiles to nothing.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "score_internal.h"
 
 #ifdef SCORE_X86
@@ -106,12 +110,117 @@ bounds8_avx2(__m256i sums, const float *meta, const Query *q,
 }
 
 /*
+ * Whether block_avx2 may add vpmaddubsw's int16 lanes of groups a and b
+ * of query bytes (b may be none) without saturating or wrapping, as the
+ * head of score.c explains (Paths).  A lane adds the products of bytes 0
+ * and 1 of a group, or of bytes 2 and 3.
+ */
+static int
+lanes_fit(const int8_t *a, const int8_t *b)
+{
+	int			h;
+	int			j;
+
+	for (h = 0; h < 4; h += 2)
+	{
+		int			pos = 0;
+		int			neg = 0;
+
+		for (j = h; j < h + 2; j++)
+		{
+			pos += (a[j] > 0 ? a[j] : 0) + (b[j] > 0 ? b[j] : 0);
+			neg += (a[j] < 0 ? a[j] : 0) + (b[j] < 0 ? b[j] : 0);
+		}
+		if (pos > 128 || neg < -128)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Narrow groups a group tries as partners: enough to pair nearly as many
+ * as trying all of them does, in time linear in f.
+ */
+#define PAIR_WINDOW 8
+
+/*
+ * The AVX2 path's PrepareFn: the groups of query bytes q8 ordered for
+ * block_avx2, pairs of narrow groups that fit one lane together, then the
+ * other narrow groups, then the wide ones; the scratch receives their
+ * offsets in a block, their bytes, and the bytes' absolute values.
+ * q->paired and q->narrow count the groups before the others and before
+ * the wide ones; q->corr_narrow is the narrow groups' share of corr.
+ */
+void
+wals_score_prepare_avx2(const int8_t *q8, int groups, const QueryScratch *qs,
+						Query *q)
+{
+	static const int8_t none[4] = {0};
+	int32_t    *order = qs->offset; /* group numbers, offsets at the end */
+	int			front = 0;
+	int			back;
+	int			n = 0;
+	int			i;
+	int			j;
+
+	for (i = 0; i < groups; i++)
+		if (lanes_fit(q8 + 4 * i, none))
+			order[n++] = i;
+	q->narrow = back = n;
+	for (i = 0; i < groups; i++)
+		if (!lanes_fit(q8 + 4 * i, none))
+			order[n++] = i;
+
+	/* Pairs gather at the front, narrow groups left alone at the back. */
+	while (front < back)
+	{
+		int32_t		g = order[front];
+
+		for (j = front + 1; j < back && j <= front + PAIR_WINDOW; j++)
+			if (lanes_fit(q8 + 4 * g, q8 + 4 * order[j]))
+				break;
+		if (j < back && j <= front + PAIR_WINDOW)
+		{
+			order[front] = order[j];
+			order[j] = order[front + 1];
+			order[front + 1] = g;
+			front += 2;
+		}
+		else
+		{
+			order[front] = order[--back];
+			order[back] = g;
+		}
+	}
+	q->paired = front;
+
+	q->corr_narrow = 0;
+	for (i = 0; i < groups; i++)
+	{
+		const int8_t *x = q8 + 4 * order[i];
+		uint8_t    *xabs = (uint8_t *) &qs->qabs_ordered[i];
+
+		memcpy(&qs->qx_ordered[i], x, 4);
+		for (j = 0; j < 4; j++)
+		{
+			xabs[j] = (uint8_t) abs(x[j]);
+			if (i < q->narrow)
+				q->corr_narrow -= 128 * x[j];
+		}
+		order[i] *= 64;
+	}
+	q->offset = qs->offset;
+	q->qx_ordered = qs->qx_ordered;
+	q->qabs_ordered = qs->qabs_ordered;
+}
+
+/*
  * block_portable in AVX2, eight items a vector, in the order of
- * order_groups (score.c); why no int16 lane saturates or wraps is told
- * at the head of score.c (Paths).  Per vector, a pair of narrow groups
- * costs two vpmaddubsw, a vpaddw and one vpmaddwd, a wide group a vpxor, a
- * vpsignb, a vpmaddubsw and a vpmaddwd; only ports 0 and 1 run the
- * multiplies and vpsignb, so those counts bound the loop.
+ * wals_score_prepare_avx2 (above); why no int16 lane saturates or wraps
+ * is told at the head of score.c (Paths).  Per vector, a pair of narrow
+ * groups costs two vpmaddubsw, a vpaddw and one vpmaddwd, a wide group a
+ * vpxor, a vpsignb, a vpmaddubsw and a vpmaddwd; only ports 0 and 1 run
+ * the multiplies and vpsignb, so those counts bound the loop.
  */
 static WALS_AVX2_INLINE uint32_t
 block_avx2(const unsigned char *blk, int groups, const Query *q,

@@ -89,7 +89,7 @@ extern WalsStatus wals_solve_rows_subspace(const WalsParams *params,
 										   int64_t lo, int64_t hi,
 										   float *scratch, int64_t *bad_row);
 
-/* ---------- vector kernels (kernels.c, kernels_simd.c) ---------- */
+/* ---------- vector kernels (kernels.c) ---------- */
 
 /*
  * Floats per vector register of the widest instruction set a kernel may use.
@@ -290,6 +290,9 @@ extern const WalsKernels *wals_kernels_isa(WalsIsa isa);
  * that tests and benchmarks can run every variant through the solvers.
  */
 extern void wals_kernels_force(const WalsKernels *kernels);
+
+/* The portable family's table (kernels_generic.c). */
+extern const WalsKernels wals_generic_kernels;
 
 /* The table kernels_simd.c built for isa, NULL where it built none. */
 extern const WalsKernels *wals_kernels_simd(WalsIsa isa);
