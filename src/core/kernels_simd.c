@@ -1,14 +1,14 @@
 /*
  * kernels_simd.c
- *	  The kernels of kernels_simd.h for each instruction set with vector
- *	  registers: the primitives it is written in, its register budgets,
- *	  and one inclusion of the template.
+ *	  The kernels of the template (simd_family.h) for each instruction
+ *	  set with vector registers: the primitives it is written in, its
+ *	  register budgets, and one inclusion of the template.
  *
  * Every function carries its target attribute (intrinsics must be compiled
  * for it), so the file builds with the baseline flags of PGXS; none of it
  * runs unless kernels.c found the instruction set at run time.  The
  * budgets say how many vectors the register file holds at once: AVX-512
- * and NEON have 32 registers, AVX2 16 (see kernels_simd.h).
+ * and NEON have 32 registers, AVX2 16 (see simd_base.h).
  */
 #include <math.h>
 #include <string.h>
@@ -139,7 +139,7 @@ from_avx512(int first)
 	return (__mmask16) (0xffffu << first);
 }
 
-#include "kernels_simd.h"
+#include "simd_family.h"
 
 /* ---------- AVX2 with FMA (x86-64-v3) ---------- */
 
@@ -266,7 +266,7 @@ put_avx2(__m256 x, int pos, int n, const float *xs)
 	return _mm256_loadu_ps(t);
 }
 
-#include "kernels_simd.h"
+#include "simd_family.h"
 
 const WalsKernels *
 wals_kernels_simd(WalsIsa isa)
@@ -408,7 +408,7 @@ put_neon(float32x4_t x, int pos, int n, const float *xs)
 	return vld1q_f32(t);
 }
 
-#include "kernels_simd.h"
+#include "simd_family.h"
 
 const WalsKernels *
 wals_kernels_simd(WalsIsa isa)

@@ -4,7 +4,7 @@
  *	  reference, and the result wherever the bounds do not apply), and the
  *	  batch through the matrix product, which the portable path turns to
  *	  where its first pass would not stop early.  Why the product's
- *	  selection is exact is told at the head of score.c.
+ *	  selection is exact is told at the head of score_query.c.
  */
 #include <math.h>
 #include <string.h>
@@ -116,7 +116,7 @@ typedef struct ProductUser
 {
 	WalsTopK	heap;			/* the best products, k + 8 at most */
 	Cursor		cursor;
-	double		margin;			/* 2M of score.c's header */
+	double		margin;			/* 2M of score_query.c's header */
 	int			exact;			/* scanned alone instead */
 } ProductUser;
 

@@ -3,7 +3,7 @@
  *	  The scoring engine's index of the item factors: their bytes, scales,
  *	  error norms and norms, in blocks of 16 items ordered by norm, which
  *	  the first pass reads instead of the float rows.  Its layout, and why
- *	  the items go by norm, are told at the head of score.c (Layout,
+ *	  the items go by norm, are told at the head of score_query.c (Layout,
  *	  Order).
  */
 #include <math.h>

@@ -2,14 +2,15 @@
  * score_internal.h
  *	  What the files of the scoring engine share, and nothing outside them
  *	  uses: the blocks of an index, the terms of the bounds, a query's
- *	  first-pass state, the functions of each file that score.c calls, and
- *	  the first pass's loops, which each path's file compiles around its
- *	  own block function.  The design is explained at the head of score.c.
+ *	  first-pass state, the functions of each file that score_query.c
+ *	  calls, and the first pass's loops, which each path's file compiles
+ *	  around its own block function.  The design is explained at the head
+ *	  of score_query.c.
  *
- * The loops are defined here, static, as the template of kernels_simd.h
+ * The loops are defined here, static, as the template of simd_family.h
  * defines its kernels: each path inlines them into functions compiled for
  * its own instruction set, and each file that includes this one keeps its
- * own copy of the helpers they call; score.c calls none of them.
+ * own copy of the helpers they call; score_query.c calls none of them.
  */
 #ifndef SCORE_INTERNAL_H
 #define SCORE_INTERNAL_H
@@ -117,7 +118,10 @@ clamp_byte(double v)
 
 #define U_ROUND 0x1p-24
 
-/* gamma of score.c's header, for the rounding of any f-term dot product. */
+/*
+ * gamma of score_query.c's header, for the rounding of any f-term dot
+ * product.
+ */
 static inline double
 dot_gamma(int f)
 {
@@ -126,7 +130,7 @@ dot_gamma(int f)
 	return mu / (1.0 - mu);
 }
 
-/* The absolute allowance for underflow, eta of score.c's header. */
+/* The absolute allowance for underflow, eta of score_query.c's header. */
 static inline double
 underflow_eta(int f)
 {
@@ -150,7 +154,7 @@ prunes(const WalsScoreIndex *ix, const WalsScoreFilter *filter, int k)
 	return (int64_t) k * PRUNE_RATIO < items;
 }
 
-/* What the first pass needs of a query, from prepare_query (score.c). */
+/* What the first pass needs of a query, from prepare_query (score_query.c). */
 typedef struct Query
 {
 	const int32_t *qx;			/* q_x, groups of four signed bytes */
@@ -165,10 +169,10 @@ typedef struct Query
 								 * alternating int16, then of 1 and 3 */
 	int32_t		corr;			/* -128 sum_j q_x,j: the byte offset's share */
 	float		sx;				/* s_x */
-	float		A;				/* the terms of E, see score.c */
+	float		A;				/* the terms of E, see score_query.c */
 	float		B;
 	float		eta;
-	/* where the scan may stop, see score.c (Order) */
+	/* where the scan may stop, see score_query.c (Order) */
 	const uint16_t *eligible;	/* per block, the lanes the filter admits */
 	float		reach;			/* r <= reach |y| + reach_eta for any item */
 	float		reach_eta;
@@ -221,7 +225,7 @@ extern void wals_score_prepare_avx2(const int8_t *q8, int groups,
 
 /*
  * Each path's first pass, for nu queries at once, and its bounds alone
- * (for tests): what score.c's table of paths points to.
+ * (for tests): what score_query.c's table of paths points to.
  */
 extern void wals_score_scan_portable(const WalsScoreIndex *ix,
 									 const Query *q, Scan *st, int nu);
@@ -357,9 +361,9 @@ scan_take(Scan *st, const int32_t *item, uint32_t cand, const float *lower,
  * The first pass of nu queries at once, block by block, so that a block
  * read from memory serves them all while it is in the first-level cache.
  * A query leaves the pass at the first block whose items cannot reach its
- * floor by their norms, nor can any item after it (score.c, Order).  Each
- * path inlines this body with its own block function, compiled for its
- * own instruction set.
+ * floor by their norms, nor can any item after it (score_query.c, Order).
+ * Each path inlines this body with its own block function, compiled for
+ * its own instruction set.
  */
 static SCORE_INLINE void
 scan_body(const WalsScoreIndex *ix, const Query *q, Scan *st, int nu,

@@ -112,7 +112,7 @@ bounds8_avx2(__m256i sums, const float *meta, const Query *q,
 /*
  * Whether block_avx2 may add vpmaddubsw's int16 lanes of groups a and b
  * of query bytes (b may be none) without saturating or wrapping, as the
- * head of score.c explains (Paths).  A lane adds the products of bytes 0
+ * head of score_query.c explains (Paths).  A lane adds the products of bytes 0
  * and 1 of a group, or of bytes 2 and 3.
  */
 static int
@@ -217,7 +217,7 @@ wals_score_prepare_avx2(const int8_t *q8, int groups, const QueryScratch *qs,
 /*
  * block_portable in AVX2, eight items a vector, in the order of
  * wals_score_prepare_avx2 (above); why no int16 lane saturates or wraps
- * is told at the head of score.c (Paths).  Per vector, a pair of narrow
+ * is told at the head of score_query.c (Paths).  Per vector, a pair of narrow
  * groups costs two vpmaddubsw, a vpaddw and one vpmaddwd, a wide group a
  * vpxor, a vpsignb, a vpmaddubsw and a vpmaddwd; only ports 0 and 1 run
  * the multiplies and vpsignb, so those counts bound the loop.

@@ -1,10 +1,9 @@
 /*
  * simd_cg.h
- *	  The conjugate-gradient sweep's kernels, for any vector width: the
- *	  row pass (a row's cells' share of A v), the product with the Gram
- *	  (symv), and CG's own steps on f-vectors (dot, axpy, xpay).  Part of
- *	  the template of kernels_simd.h, which includes it once per
- *	  instruction set.
+ *	  The conjugate-gradient sweep's kernels, for any vector width: the row
+ *	  pass (a row's cells' share of A v), the product with the Gram (symv), and
+ *	  CG's own steps on f-vectors (dot, axpy, xpay).  Part of the template that
+ *	  simd_family.h puts together once per instruction set.
  *
  * A row pass reads each of the row's cells once: the dot product y_i.v and
  * the update out += t_i y_i share the loaded y_i.  While v fits in the

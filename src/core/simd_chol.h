@@ -1,9 +1,9 @@
 /*
  * simd_chol.h
- *	  The Cholesky system solved, for any vector width: factorised
- *	  left-looking by panels of four rows, or in registers where it is one
- *	  vector wide, then the two substitutions.  Part of the template of
- *	  kernels_simd.h, which includes it once per instruction set.
+ *	  The Cholesky system solved, for any vector width: factorised left-looking
+ *	  by panels of four rows, or in registers where it is one vector wide, then
+ *	  the two substitutions.  Part of the template that simd_family.h puts
+ *	  together once per instruction set.
  *
  * At f = 64 LAPACK's small-matrix path costs more in calls and copies than
  * in arithmetic, so the vector families factorise here rather than call

@@ -1,9 +1,9 @@
 /*
  * simd_dots.h
- *	  The predictions of a row's cells, for any vector width: x.y_i (the
- *	  loss, the subspace solver's start) and two vectors at once (the line
- *	  search of accel.c).  Part of the template of kernels_simd.h, which
- *	  includes it once per instruction set.
+ *	  The predictions of a row's cells, for any vector width: x.y_i (the loss,
+ *	  the subspace solver's start) and two vectors at once (the line search of
+ *	  accel.c).  Part of the template that simd_family.h puts together once per
+ *	  instruction set.
  */
 
 /* x.y_i of four cells at a time, x in registers (nv a constant). */

@@ -1,10 +1,10 @@
 /*
  * simd_gram.h
- *	  The Cholesky system built, for any vector width: the row's cells
- *	  gathered and weighted (chol_gather), then their Gram accumulated
- *	  (gram_acc) by an outer-product kernel on register tiles of 4 rows
- *	  by SIMD_ACC / 4 vectors.  Part of the template of kernels_simd.h,
- *	  which includes it once per instruction set.
+ *	  The Cholesky system built, for any vector width: the row's cells gathered
+ *	  and weighted (chol_gather), then their Gram accumulated (gram_acc) by an
+ *	  outer-product kernel on register tiles of 4 rows by SIMD_ACC / 4
+ *	  vectors.  Part of the template that simd_family.h puts together once per
+ *	  instruction set.
  */
 
 /*

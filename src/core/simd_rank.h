@@ -1,9 +1,8 @@
 /*
  * simd_rank.h
- *	  The ranks of relevant items among all the scores of a user, which
- *	  the metrics count (metrics.c), for any vector width.  Part of the
- *	  template of kernels_simd.h, which includes it once per instruction
- *	  set.
+ *	  The ranks of relevant items among all the scores of a user, which the
+ *	  metrics count (metrics.c), for any vector width.  Part of the template
+ *	  that simd_family.h puts together once per instruction set.
  */
 
 /*

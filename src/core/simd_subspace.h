@@ -1,9 +1,9 @@
 /*
  * simd_subspace.h
- *	  The subspace solver's kernels (see subspace.c), for any vector width:
- *	  the product of a block of the Gram with the rows of X (gemm_nt) and
- *	  the block pass over a row's cells (sub_block).  Part of the template
- *	  of kernels_simd.h, which includes it once per instruction set.
+ *	  The subspace solver's kernels (see subspace.c), for any vector width: the
+ *	  product of a block of the Gram with the rows of X (gemm_nt) and the block
+ *	  pass over a row's cells (sub_block).  Part of the template that
+ *	  simd_family.h puts together once per instruction set.
  *
  * The block pass goes over a row's cells once for each block B = [k0,
  * k0 + b) of dimensions.  Each cell reads two short pieces of its factor

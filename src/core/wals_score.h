@@ -45,7 +45,7 @@ typedef struct WalsScoreIndex
 	int			groups;			/* f in groups of 4 bytes, padded */
 	int			usable;			/* every factor finite, norms in range */
 	float		max_norm;		/* the largest |y_i|, rounded up */
-	const unsigned char *blocks;	/* blocks of 16 items, see score.c */
+	const unsigned char *blocks;	/* blocks of 16 items, see score_query.c */
 	const int32_t *item;		/* the item at each position of the blocks */
 	const int32_t *position;	/* and each item's position */
 } WalsScoreIndex;

@@ -1,5 +1,5 @@
 /*
- * score.c
+ * score_query.c
  *	  Exact top-k recommendation scores: an int8 first pass with provable
  *	  bounds, exact rescoring of the items those bounds cannot rule out,
  *	  and batches of users that share the first pass or, on the portable

@@ -1,14 +1,17 @@
 /*
- * kernels_simd.h
- *	  The solvers' inner loops, written once for any vector width;
- *	  kernels_simd.c instantiates them for AVX-512, AVX2 and NEON.
+ * simd_base.h
+ *	  The base of the solvers' inner loops, written once for any vector
+ *	  width: what every operation of the template builds on (simd_family.h
+ *	  puts them together, and kernels_simd.c instantiates the family for
+ *	  AVX-512, AVX2 and NEON).
  *
- * This file holds what the operations share and the family's table; each
- * operation is a file of its own, included at the end, once per
- * instruction set: the CG sweep (simd_cg.h), the predictions of a row's
- * cells (simd_dots.h), the ranks the metrics count (simd_rank.h), the
- * Cholesky system's gather and Gram (simd_gram.h), its factorisation and
- * substitutions (simd_chol.h), and the subspace solver's block pass
+ * This file holds what the operations share: the checks of the including
+ * file's budgets, the dispatch on constant widths, and the reading of a
+ * row's cells.  Each operation is a file of its own, which simd_family.h
+ * includes after this one: the CG sweep (simd_cg.h), the predictions of a
+ * row's cells (simd_dots.h), the ranks the metrics count (simd_rank.h),
+ * the Cholesky system's gather and Gram (simd_gram.h), its factorisation
+ * and substitutions (simd_chol.h), and the subspace solver's block pass
  * (simd_subspace.h).
  *
  * A pass over a row's cells takes them four at a time (group_rows, dots4
@@ -34,7 +37,7 @@
  * multiple of the width, as f = 32, 64, 128 are), which need no short
  * loads at all; fully unrolled, their arrays of vectors become registers.
  *
- * The including file defines, before including this one:
+ * The file that includes simd_family.h defines, before it:
  *	 SIMD_W			floats per vector
  *	 V				the vector type
  *	 SIMD_FN		the attributes of every function (its target)
@@ -215,64 +218,3 @@ SIMD(dots4) (const float *const *y, const V *vv, int nv, int tail, V *d)
 		d[3] = vfma(SIMD(ldv) (y[3], c, nv, tail), vv[c], d[3]);
 	}
 }
-
-#include "simd_cg.h"
-#include "simd_dots.h"
-#include "simd_rank.h"
-#include "simd_gram.h"
-#include "simd_chol.h"
-#include "simd_subspace.h"
-
-static const WalsKernels SIMD(kernels) = {
-	SIMD_NAME,
-	SIMD_ISA,
-	SIMD(row_pass),
-	SIMD(symv),
-	SIMD(dots),
-	SIMD(dots2),
-	SIMD(dot),
-	SIMD(axpy),
-	SIMD(xpay),
-	SIMD(chol_gather),
-	SIMD(gram_acc),
-	SIMD(chol_solve),
-	SIMD(gemm_nt),
-	SIMD(sub_block),
-	SIMD(rank_counts)
-};
-
-#undef SIMD_INLINE
-#undef SIMD_UNROLL
-#undef SIMD_TILE
-#undef PREFETCH_CELLS
-#undef PREFETCH_FLOATS
-#undef SIMD_DISPATCH
-#undef SIMD_DISPATCH_F
-#undef SIMD_W
-#undef V
-#undef SIMD_FN
-#undef SIMD
-#undef SIMD_ISA
-#undef SIMD_NAME
-#undef SIMD_ONE
-#undef SIMD_BOTH
-#undef SIMD_ACC
-#undef vzero
-#undef vset1
-#undef vld
-#undef vst
-#undef vldn
-#undef vstn
-#undef vfma
-#undef vfnma
-#undef vmul
-#undef vadd
-#undef vlane
-#undef vfirst
-#undef vrsqrt
-#undef vsum4
-#undef vreduce
-#undef vkeep_from
-#undef vput
-#undef vfactors4
-#undef vsubfactors4
