@@ -24,18 +24,12 @@
 
 #include "libpq-fe.h"
 
-#include "access/xact.h"
-#include "catalog/partition.h"
 #include "catalog/pg_class.h"
-#include "catalog/pg_foreign_table.h"
 #include "catalog/pg_inherits.h"
-#include "catalog/pg_type.h"
 #include "commands/defrem.h"
-#include "fmgr.h"
 #include "foreign/foreign.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rls.h"
