@@ -100,7 +100,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-validation bench-tune bench-shards bench-shard-load test-pg17 test-pg18
+BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-validation bench-tune bench-shards bench-shard-load test-pg17 test-pg18 ci-fresh
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # Every TAP test copies test/installcheck.sh's initdb template, on 15 too
@@ -215,7 +215,7 @@ $(EMU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h $(wildcard test/gpu/emu/*)
 		-shared -Itest/gpu/emu -Igpu $(BLAS_CFLAGS) -o $@ -x c++ $(GPU_SRCS) -x none \
 		test/gpu/emu/emu.cc $(BLAS_LDFLAGS)
 
-.PHONY: unit sql-texts version-check names-check gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench
+.PHONY: unit sql-texts version-check names-check scripts-check gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench
 gpu-check: test/gpu/check_train test/gpu/host_engine$(DLSUFFIX)
 	./test/gpu/check_train $(abspath test/gpu/host_engine$(DLSUFFIX))
 	./test/gpu/check_train $(abspath gpu/wals_cuda$(DLSUFFIX))
@@ -240,6 +240,11 @@ version-check:
 names-check:
 	perl test/names_check.pl
 
+# The helpers another script reads through $(...) answer alone on standard
+# output, on a machine still missing their packages (apt stood in for).
+scripts-check:
+	./test/scripts_check.sh
+
 deps:
 	./test/install_deps.sh
 
@@ -254,7 +259,7 @@ demo: deps
 # aarch64 build and unit tests (test-arm64) are among the first.
 NPROC := $(shell nproc 2>/dev/null || echo 1)
 TEST_PROGRAMS = test/unit/wals_unit test/gpu/check_train test/gpu/host_engine$(DLSUFFIX) $(EMU_LIB)
-TEST_CHECKS = unit sql-texts version-check names-check gpu-check test-gpu-emu
+TEST_CHECKS = unit sql-texts version-check names-check scripts-check gpu-check test-gpu-emu
 ifeq ($(MULTIARCH),x86_64-linux-gnu)
 TEST_DEPS = deps-arm64
 TEST_PROGRAMS += $(ARM64_DIR)/wals$(DLSUFFIX) test/unit/wals_unit_arm64
@@ -297,6 +302,16 @@ test-pg17: deps
 
 test-pg18: deps
 	./test/pg_test.sh 18 release
+
+# .ci/run from a clean clone of HEAD inside a new Debian 12 root made by
+# debootstrap (gcc, make and git in it, nothing else of this machine's but
+# /usr/local/cuda where there is one), with an empty server cache: what CI
+# does on a machine that has never run it, each step timed
+# (test/ci_fresh.sh).  As root; the root is left in /var/tmp/wals-ci-fresh.
+.PHONY: ci-fresh
+ci-fresh:
+	./test/install_deps.sh --ci-fresh
+	./test/ci_fresh.sh
 
 # aarch64 without an Arm machine: Debian's cross compiler builds wals.so
 # (every object with the flags PGXS uses here, against the server headers,

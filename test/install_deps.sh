@@ -18,8 +18,15 @@
 # benchmarks need besides the build: numpy and scipy for the data and
 # scores, gnuplot for the plots.  Does nothing when all are present.  This
 # is the only place anything is installed: the Makefile's targets that need
-# packages (deps, demo, test, deb, the benchmarks) call it.
+# packages (deps, demo, test, deb, the benchmarks) call it.  With
+# --ci-fresh, what `make ci-fresh` needs to make a Debian root: debootstrap.
+#
+# It answers nothing: everything it and apt print goes to standard error,
+# so that a script that reads another's answer through $(...) (pg_build.sh's
+# prefix, read by pg_test.sh) gets that answer alone on a machine where the
+# packages are still missing.
 set -e
+exec >&2
 if [ "${1:-}" = "--arm64" ]; then
 	PACKAGES="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 		libopenblas-serial-dev:arm64 libopenblas0-serial:arm64"
@@ -29,6 +36,8 @@ elif [ "${1:-}" = "--pg-build" ]; then
 elif [ "${1:-}" = "--deb" ]; then
 	PACKAGES="debhelper dpkg-dev postgresql-server-dev-all postgresql-common
 		libopenblas-serial-dev pkgconf make gcc"
+elif [ "${1:-}" = "--ci-fresh" ]; then
+	PACKAGES="debootstrap git"
 elif [ "${1:-}" = "--bench" ]; then
 	PACKAGES="python3-numpy python3-scipy gnuplot-nox"
 else
@@ -43,7 +52,7 @@ for p in $PACKAGES; do
 done
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
-	echo "wals: missing packages:$missing (run as root to install them)" >&2
+	echo "wals: missing packages:$missing (run as root to install them)"
 	exit 1
 fi
 echo "wals: installing$missing"

@@ -35,7 +35,12 @@
 # apt has no deb-src line for the major's Debian suite, adds one for the
 # archive the machine already uses.
 set -eu
-say() { echo "pg_build.sh: $*" >&2; }
+# The prefix is the one answer on standard output (pg_test.sh reads it
+# through $(...)); everything else, apt's and the build's lines included,
+# goes to standard error whatever prints it.
+exec 3>&1 >&2
+answer() { echo "$1" >&3; }
+say() { echo "pg_build.sh: $*"; }
 
 if [ $# -ne 2 ]; then
 	say "usage: $0 MAJOR cassert|release|portable"
@@ -75,7 +80,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${WALS_PG_CACHE:-/var/cache/wals}
 prefix=$cache/pg$major-$flavour
 if [ -x "$prefix/bin/postgres" ] && [ -x "$prefix/bin/pg_config" ]; then
-	echo "$prefix"
+	answer "$prefix"
 	exit 0
 fi
 
@@ -85,7 +90,7 @@ mkdir -p "$cache"
 exec 9<"$cache"
 flock 9
 if [ -x "$prefix/bin/postgres" ] && [ -x "$prefix/bin/pg_config" ]; then
-	echo "$prefix"
+	answer "$prefix"
 	exit 0
 fi
 
@@ -114,32 +119,8 @@ has_deb_src() {
 		}
 		END { exit !found }' /etc/apt/sources.list.d/*.sources 2>/dev/null
 }
-# The URI of the Debian archive the machine installs its own release from.
-archive_uri() {
-	codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-	awk -v suite="$codename" '
-		BEGIN { RS = "" }
-		{
-			n = split($0, line, "\n")
-			uris = ""
-			suites = ""
-			for (i = 1; i <= n; i++) {
-				if (line[i] ~ /^URIs:/)
-					uris = substr(line[i], 6)
-				if (line[i] ~ /^Suites:/)
-					suites = " " substr(line[i], 8) " "
-			}
-			gsub(/[ \t]+/, " ", suites)
-			if (index(suites, " " suite " ")) {
-				split(uris, uri, " ")
-				print uri[1]
-				exit
-			}
-		}' /etc/apt/sources.list.d/*.sources 2>/dev/null
-}
 if ! has_deb_src "$suite"; then
-	uri=$(archive_uri)
-	uri=${uri:-http://deb.debian.org/debian}
+	uri=$("$root/test/archive_uri.sh")
 	say "adding the source packages of $suite ($uri) to apt"
 	cat >"/etc/apt/sources.list.d/wals-$suite-src.sources" <<SRC
 Types: deb-src
@@ -159,7 +140,7 @@ log=$work/build.log
 # Each step's output goes to the log, shown only when the step fails.
 quiet() {
 	if ! "$@" >>"$log" 2>&1; then
-		tail -n 60 "$log" >&2
+		tail -n 60 "$log"
 		say "failed: $*"
 		exit 1
 	fi
@@ -193,7 +174,7 @@ fetch_source() {
 	minor=${upstream#"$major".}
 	case $minor in
 	'' | *[!0-9]*)
-		grep -E '^(E|Err):' source.log >&2
+		grep -E '^(E|Err):' source.log
 		say "apt-get source postgresql-$major/$suite failed, and apt names no version $major.N of it (\"$version\") to look before"
 		exit 1
 		;;
@@ -211,7 +192,7 @@ fetch_source() {
 		dsc=""
 	done
 	if [ -z "$dsc" ]; then
-		grep -E '^(E|Err):' source.log >&2
+		grep -E '^(E|Err):' source.log
 		say "apt-get source postgresql-$major/$suite ($version) failed, and $pool has none of$tried"
 		exit 1
 	fi
@@ -219,7 +200,7 @@ fetch_source() {
 	if ! gpgv --keyring /usr/share/keyrings/debian-keyring.gpg \
 		--keyring /usr/share/keyrings/debian-maintainers.gpg \
 		--output "$dsc.signed" "$dsc" >>"$log" 2>&1; then
-		tail -n 20 "$log" >&2
+		tail -n 20 "$log"
 		say "$pool/$dsc: no good signature of a Debian developer or maintainer (debian-keyring); not building it"
 		exit 1
 	fi
@@ -292,4 +273,4 @@ quiet make -C config install DESTDIR="$stage"
 rm -rf "$prefix"
 mv "$stage$prefix" "$prefix"
 say "built $("$prefix/bin/pg_config" --version) into $prefix in $(( ($(date +%s) - started + 30) / 60 )) minutes"
-echo "$prefix"
+answer "$prefix"

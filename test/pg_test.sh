@@ -39,7 +39,17 @@ major=$1
 flavour=$2
 shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
+# A prefix the answer must be: one absolute path to a server's folder,
+# never a line some installer printed before it.
+server_prefix() {
+	case $1 in
+	/*) [ -x "$1/bin/pg_config" ] && return 0 ;;
+	esac
+	say "test/pg_build.sh $2 answered \"$1\", not the prefix of a server"
+	exit 1
+}
 prefix=$("$root/test/pg_build.sh" "$major" "$flavour")
+server_prefix "$prefix" "$major $flavour"
 pg_config=$prefix/bin/pg_config
 
 # A copy of the tree in the new folder $1: everything but what the server's
@@ -81,6 +91,7 @@ install_wals() {
 
 if [ "$major" -gt 15 ]; then
 	old_install=$("$root/test/pg_build.sh" 15 cassert)
+	server_prefix "$old_install" "15 cassert"
 	old_build=$(mktemp -d "${TMPDIR:-/tmp}/wals_pg15-upgrade.XXXXXX")
 	copy_tree "$old_build"
 	install_wals "$old_build" "$old_install/bin/pg_config"
