@@ -274,7 +274,15 @@ endif
 # and no test reads it.  `make install` and the package (make deb) build
 # and ship it; the bitcode of an earlier install is removed first, so that
 # JIT never inlines another build's code into this one's.
+#
+# The suites run in a make started once the packages are in: on a new
+# machine this one read the Makefile before make deps installed PGXS, and
+# so has none of its variables (DLSUFFIX, bitcodedir).
 test: $(TEST_DEPS)
+	$(MAKE) test-run
+
+.PHONY: test-run
+test-run:
 	$(MAKE) -j$(NPROC) all $(TEST_PROGRAMS) WERROR=-Werror with_llvm=no
 	rm -rf '$(DESTDIR)$(bitcodedir)/$(MODULE_big)' '$(DESTDIR)$(bitcodedir)/$(MODULE_big).index.bc'
 	$(MAKE) install with_llvm=no
