@@ -14,14 +14,18 @@
 
 #include <math.h>
 
+#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/table.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_rewrite.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -66,9 +70,43 @@ check_column(const WalsModelInfo *info, Oid relid, const char *name, Oid type)
 }
 
 /*
+ * Error when relid has a rule.  wals's statements on a factor table are
+ * written to do one thing (replace the rows, read them); a rule makes them
+ * do another, or nothing, behind wals's back: refused, naming it, where
+ * every other addition of the owner's (an index, a policy, a trigger) runs
+ * as the owner and is kept (roles.c).
+ */
+void
+wals_check_no_rules(const WalsModelInfo *info, Oid relid)
+{
+	Relation	rewrite = table_open(RewriteRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	char	   *rule = NULL;
+
+	ScanKeyInit(&key, Anum_pg_rewrite_ev_class, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rewrite, RewriteRelRulenameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+		rule = pstrdup(NameStr(((Form_pg_rewrite) GETSTRUCT(tuple))->rulename));
+	systable_endscan(scan);
+	table_close(rewrite, AccessShareLock);
+	if (rule != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("factor table %s of model \"%s\" has rule \"%s\"",
+						wals_relation_name(relid), info->display, rule),
+				 errdetail("wals reads and writes the factor tables of a model itself; a rule would change what its statements do."),
+				 errhint("Drop the rule: DROP RULE %s ON %s.", quote_identifier(rule),
+						 wals_relation_name(relid))));
+}
+
+/*
  * Check the columns of a factor table before any statement reads it:
  * user_id or item_id bigint, factors real[], and on the user side the
- * packed rated items, bytea.
+ * packed rated items, bytea; and that no rule rewrites what wals runs.
  */
 void
 wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side)
@@ -83,6 +121,7 @@ wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side)
 	{
 		check_column(info, relid, "rated", BYTEAOID);
 	}
+	wals_check_no_rules(info, relid);
 }
 
 /*

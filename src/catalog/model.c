@@ -33,6 +33,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -205,10 +206,38 @@ check_snapshot_sees(const WalsModelInfo *info, Oid relid)
 }
 
 /*
+ * Serving reads the factor tables as the model's owner (roles.c), so a
+ * caller whom row-level security would filter on relid would be served
+ * the rows its policies hide: refused instead.  The owner, and the roles
+ * row security does not apply to (superusers, BYPASSRLS, members of the
+ * owner role on a table that does not force it), are served what the
+ * owner sees.
+ */
+static void
+check_row_security(const WalsModelInfo *info, Oid relid)
+{
+	Oid			owner = wals_model_owner(info);
+	char	   *rel;
+
+	if (GetUserId() == owner || check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED)
+		return;
+	rel = wals_relation_name(relid);
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("row-level security of %s applies to role %s, which serves model \"%s\"",
+					rel, wals_role_display(GetUserId()), info->display),
+			 errdetail("wals reads the factor tables of a model as its owner, role %s, and cannot serve a role only the rows its policies allow.",
+					   wals_role_display(owner)),
+			 errhint("Serve this role a model trained on what it may see, or exempt it from the policies (ALTER TABLE %s DISABLE ROW LEVEL SECURITY, or BYPASSRLS).",
+					 rel)));
+}
+
+/*
  * Error unless relid, a factor table of the model as its catalog row names
  * it, is still the one wals created and the caller may read it (USAGE on
- * its schema, SELECT on its columns), before it is locked.  A table gone
- * meanwhile is left to the caller, which reads the row again.
+ * its schema, SELECT on its columns, and no row security that would filter
+ * it), before it is locked.  A table gone meanwhile is left to the caller,
+ * which reads the row again.
  */
 static void
 may_read(const WalsModelInfo *info, Oid relid, const char *suffix)
@@ -223,6 +252,7 @@ may_read(const WalsModelInfo *info, Oid relid, const char *suffix)
 		wals_model_check_tables(info);
 	wals_check_readable_hint(relid, user_side ? user_cols : item_cols, user_side ? 3 : 2,
 							 wals_model_grant_hint(info));
+	check_row_security(info, relid);
 }
 
 /*
@@ -432,9 +462,26 @@ wals_model_has_tables(const WalsModelInfo *info)
 bool
 wals_factor_table_reusable(const WalsModelInfo *info, Oid relid, bool user_side)
 {
-	return relation_exists(relid) &&
-		not_ours(info, relid, user_side ? WALS_USER_SUFFIX : WALS_ITEM_SUFFIX) == NULL &&
-		wals_factor_table_in_form(relid, user_side);
+	if (!relation_exists(relid) ||
+		not_ours(info, relid, user_side ? WALS_USER_SUFFIX : WALS_ITEM_SUFFIX) != NULL ||
+		!wals_factor_table_in_form(relid, user_side))
+		return false;
+	wals_check_no_rules(info, relid);
+	return true;
+}
+
+/*
+ * Error when a factor table that is still the model's carries a rule
+ * (factors.c): checked before a training reads anything, rather than
+ * after it has run.
+ */
+void
+wals_model_check_rules(const WalsModelInfo *info)
+{
+	if (relation_exists(info->user_rel) && not_ours(info, info->user_rel, WALS_USER_SUFFIX) == NULL)
+		wals_check_no_rules(info, info->user_rel);
+	if (relation_exists(info->item_rel) && not_ours(info, info->item_rel, WALS_ITEM_SUFFIX) == NULL)
+		wals_check_no_rules(info, info->item_rel);
 }
 
 /*

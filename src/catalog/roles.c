@@ -8,16 +8,26 @@
  * - the catalog (wals_models, wals_training_log, the version sequence) is
  *   written as the extension's owner: no other role has any write privilege
  *   on it, so no role can make it name another role's tables;
- * - the work wals does on a model's own relations on behalf of a member of
- *   its owner role (creating and filling its factor tables, reading its
- *   source for wals_refresh_users) runs as the model's owner, so that a
- *   superuser who retrains or refreshes a tenant's model never runs the
- *   tenant's code (a view's functions, a trigger) with superuser rights.
+ * - every read or write of a model's own relations, whoever calls and
+ *   whatever for (serving, a refresh, a warm start, a retraining, creating
+ *   and filling its factor tables), runs as the model's owner through
+ *   wals_become_model_owner, planning included, so that no role's code
+ *   ever runs with another's rights: the planner evaluates an index
+ *   expression, a partial index's predicate or an IMMUTABLE function of a
+ *   table as the role that plans, and a row-security policy or a trigger
+ *   runs as the role that reads or writes.  A superuser who serves,
+ *   retrains or refreshes a tenant's model, or a member of a group role
+ *   that owns one, runs the owner's code only as the owner.
  *
  * Both run as a security-restricted operation with search_path pinned to
- * pg_catalog, as PostgreSQL runs REFRESH MATERIALIZED VIEW and index
- * expressions: code reached from there cannot change the role back, nor
- * find objects through the caller's search_path.  This was chosen over
+ * pg_catalog, as PostgreSQL runs VACUUM, ANALYZE, REINDEX and REFRESH
+ * MATERIALIZED VIEW since CVE-2022-1552: code reached from there cannot
+ * change the role back, nor find objects through the caller's
+ * search_path.  The other way to close the class, checking that a table
+ * carries nothing wals did not make, would refuse what owners rightly add
+ * (an index of pgvector on the factors, a policy, a trigger); only rules,
+ * which change what wals's own statements do, are refused (factors.c).
+ * This was chosen over
  * SECURITY DEFINER helper functions because the checks and the statements
  * stay in one place in C, and no function that writes the catalog is
  * callable from SQL at all.  An error inside unwinds the role and the
@@ -35,6 +45,7 @@
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 #include "utils/guc.h"
+#include "utils/syscache.h"
 
 #include "wals_catalog.h"
 
@@ -55,6 +66,26 @@ wals_unbecome(const WalsRoleSave *save)
 {
 	AtEOXact_GUC(false, save->guc_level);
 	SetUserIdAndSecContext(save->userid, save->sec_context);
+}
+
+/*
+ * Become the owner of a model to work on its relations, as described
+ * above: the one switch every path that reads or writes a model's tables
+ * or source goes through.  The caller's own rights (SELECT to serve, the
+ * owner's privileges to write) were checked before.  A model whose owner
+ * was dropped has no table of that owner left to read, and only a
+ * superuser passes the owner's check to retrain it, which then makes it
+ * the superuser's (train.c): that work runs as the caller, restricted all
+ * the same.
+ */
+void
+wals_become_model_owner(const WalsModelInfo *info, WalsRoleSave *save)
+{
+	Oid			owner = wals_model_owner(info);
+
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)))
+		owner = GetUserId();
+	wals_become(owner, save);
 }
 
 /*

@@ -19,17 +19,29 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "executor/spi.h"
 #include "utils/guc.h"
 
 #include "wals_catalog.h"
 
+#define PINNED_PATH "pg_catalog, pg_temp"
+
+/*
+ * Returns the GUC nest level to unpin, or -1 when the path is pinned
+ * already (inside wals_become, which pins it for all the owner's work):
+ * the same string resolves the same names, and serving a user then costs
+ * one setting of the path rather than two.
+ */
 static int
 pin(void)
 {
-	int			level = NewGUCNestLevel();
+	int			level;
 
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+	if (namespace_search_path != NULL && strcmp(namespace_search_path, PINNED_PATH) == 0)
+		return -1;
+	level = NewGUCNestLevel();
+	(void) set_config_option("search_path", PINNED_PATH, PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
@@ -38,7 +50,35 @@ pin(void)
 static void
 unpin(int level)
 {
-	AtEOXact_GUC(true, level);
+	if (level >= 0)
+		AtEOXact_GUC(true, level);
+}
+
+/*
+ * Error unless a statement of wals on relid (InvalidOid: on no one table)
+ * returned the SPI result it was written for.  A table's owner can make
+ * a statement return another (a rule rewrites it: SPI_OK_REWRITTEN, or a
+ * DO INSTEAD of another kind), which is the owner's doing, not a fault of
+ * wals: 55000, naming the table.
+ */
+void
+wals_sql_expect(int rc, int expected, Oid relid)
+{
+	char	   *rel;
+
+	if (rc == expected)
+		return;
+	rel = OidIsValid(relid) ? wals_relation_name(relid) : NULL;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 rel != NULL ?
+			 errmsg("a statement of wals on relation %s did not run as written", rel) :
+			 errmsg("a statement of wals did not run as written"),
+			 errdetail("It returned %s where %s was expected: a rule rewrote it.",
+					   SPI_result_code_string(rc), SPI_result_code_string(expected)),
+			 rel != NULL ?
+			 errhint("Drop the rules on %s: wals reads and writes the relations of a model itself.", rel) :
+			 errhint("Drop the rules on the relations of the model: wals reads and writes them itself.")));
 }
 
 /*
@@ -66,8 +106,8 @@ wals_spi_exec(const char *query, int nargs, const Oid *types,
 {
 	int			rc = wals_sql(query, nargs, types, values, NULL, false, 0);
 
-	if (expected >= 0 && rc != expected)
-		elog(ERROR, "wals: query \"%s\" failed: %s", query, SPI_result_code_string(rc));
+	if (expected >= 0)
+		wals_sql_expect(rc, expected, InvalidOid);
 }
 
 /* Run a query with SPI's options (a receiver of its own, a row limit). */

@@ -44,7 +44,7 @@ fill_rated(const WalsModelInfo *info, const char *table)
 	WalsSourceNames src;
 
 	wals_model_source(info, &src);
-	wals_spi_exec(psprintf("UPDATE %s AS t SET rated = %s.wals_upgrade_pack_rated(r.items, r.ratings)"
+	wals_sql_expect(wals_sql(psprintf("UPDATE %s AS t SET rated = %s.wals_upgrade_pack_rated(r.items, r.ratings)"
 						   " FROM (SELECT u, pg_catalog.array_agg(i ORDER BY i) AS items,"
 						   " pg_catalog.array_agg(v ORDER BY i) AS ratings"
 						   " FROM (SELECT (%s)::pg_catalog.int8 AS u, (%s)::pg_catalog.int8 AS i, %s AS v"
@@ -53,7 +53,8 @@ fill_rated(const WalsModelInfo *info, const char *table)
 						   table, quote_identifier(get_namespace_name(wals_extension_schema())),
 						   src.user_col, src.item_col, merged_rating(info, &src), src.relation,
 						   src.user_col, src.item_col),
-				  0, NULL, NULL, SPI_OK_UPDATE);
+							 0, NULL, NULL, NULL, false, 0),
+					SPI_OK_UPDATE, info->user_rel);
 }
 
 /*
@@ -76,7 +77,7 @@ wals_upgrade_keep_rated(PG_FUNCTION_ARGS)
 	if (!wals_catalog_lookup(schema, model, &info))
 		wals_no_such_model(schema, model);
 	table = wals_relation_name(info.user_rel);
-	wals_become(wals_model_owner(&info), &save);
+	wals_become_model_owner(&info, &save);
 	/* '\x0000': no rated item */
 	wals_spi_exec(psprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS rated pg_catalog.bytea"
 						   " NOT NULL DEFAULT '\\x0000'", table),

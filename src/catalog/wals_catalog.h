@@ -166,6 +166,7 @@ extern int	wals_sql(const char *query, int nargs, const Oid *types, const Datum 
 					 const char *nulls, bool read_only, long count);
 extern void wals_spi_exec(const char *query, int nargs, const Oid *types,
 						  const Datum *values, int expected);
+extern void wals_sql_expect(int rc, int expected, Oid relid);
 extern int	wals_sql_extended(const char *query, const SPIExecuteOptions *options);
 extern SPIPlanPtr wals_sql_prepare(const char *query, int nargs, Oid *types);
 extern SPIPlanPtr wals_keep_plan(const char *query, int nargs, Oid *types);
@@ -189,6 +190,7 @@ extern void wals_model_check_tables(const WalsModelInfo *info);
 extern void wals_drop_factor_tables(const WalsModelInfo *info, DropBehavior behavior);
 extern void wals_drop_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
 extern bool wals_factor_table_reusable(const WalsModelInfo *info, Oid relid, bool user_side);
+extern void wals_model_check_rules(const WalsModelInfo *info);
 extern bool wals_model_has_tables(const WalsModelInfo *info);
 
 /* source.c: relations and columns of ratings */
@@ -204,6 +206,7 @@ extern void wals_model_source(const WalsModelInfo *info, WalsSourceNames *src);
 
 /* factors.c: what is read back from factor tables, checked */
 extern void wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool user_side);
+extern void wals_check_no_rules(const WalsModelInfo *info, Oid relid);
 extern bool wals_factor_table_in_form(Oid relid, bool user_side);
 extern bool wals_factor_table_keyed(Oid relid, bool user_side);
 extern void wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
@@ -225,6 +228,7 @@ extern void wals_description_parse(const char *text, const char *display, WalsCa
 /* roles.c */
 extern void wals_become(Oid role, WalsRoleSave *save);
 extern void wals_unbecome(const WalsRoleSave *save);
+extern void wals_become_model_owner(const WalsModelInfo *info, WalsRoleSave *save);
 extern void wals_become_catalog_writer(WalsRoleSave *save);
 extern char *wals_role_display(Oid role);
 extern Oid	wals_extension_schema(void);

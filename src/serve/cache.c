@@ -5,12 +5,26 @@
  *
  * A call reads the model's catalog row and locks its factor tables
  * (wals_model_get); when the row's version and the tables are those cached,
- * the call goes straight to scoring.  Every training draws a new version and
- * creates new tables, and a drop removes the row, so a retraining or drop
- * committed by any session is seen by the next call here.  The cache holds
- * the factors in one aligned matrix with their ids, Y^T Y for fold-in, the
- * compact index of the scoring engine, and the plans of the per-call
- * queries, so that a call parses and plans nothing.
+ * the call goes straight to scoring.  Every training draws a new version
+ * (a retraining writes into the same tables, a replacement may make new
+ * ones), and a drop removes the row, so a retraining or drop committed by
+ * any session is seen by the next call here.  The cache holds the factors
+ * in one aligned matrix with their ids, Y^T Y for fold-in, the compact
+ * index of the scoring engine, and the plans of the per-call queries, so
+ * that a call parses and plans nothing.
+ *
+ * The caller's rights are checked on every call (SELECT on both tables,
+ * wals_model_get), but the tables are read, and the queries planned, as
+ * the model's owner in a security-restricted operation (roles.c): an index
+ * expression, a policy or an IMMUTABLE function the owner put on a factor
+ * table runs as the owner, never as a superuser or application role that
+ * serves the model.  So what is cached is what the owner sees, the same for
+ * every role; a role that row-level security would filter is refused
+ * (model.c) rather than served rows its policies hide.  What the owner sees
+ * changes with the item table's definition as well as with its rows (a
+ * policy, row security forced on the owner): any change of it, which
+ * PostgreSQL announces to every backend as a relation cache invalidation,
+ * makes the entry stale, and the next call reads the items again.
  *
  * Each user's rated items are kept with the model, in its user factor
  * table, beside the user's factors: serving never reads the model's source,
@@ -30,6 +44,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
@@ -60,7 +75,7 @@ static WalsServeModel *models[WALS_SERVE_MODELS];
  * reading them, so they are freed only once no call is running.
  */
 static List *retired = NIL;
-static bool xact_callback_registered = false;
+static bool callbacks_registered = false;
 
 static void *
 alloc_aligned(MemoryContext cxt, Size size)
@@ -103,6 +118,15 @@ xact_callback(XactEvent event, void *arg)
 		forget_retired();
 }
 
+/* relid's definition changed (InvalidOid: any relation's may have). */
+static void
+relcache_callback(Datum arg, Oid relid)
+{
+	for (int i = 0; i < WALS_SERVE_MODELS; i++)
+		if (models[i] != NULL && (!OidIsValid(relid) || models[i]->info.item_rel == relid))
+			models[i]->stale = true;
+}
+
 /* Free an entry no longer cached, unless a call outside this one may hold it. */
 static void
 release(WalsServeModel *m)
@@ -127,13 +151,12 @@ static void
 load_items(WalsServeModel *m, const WalsModelInfo *info)
 {
 	int			f = info->factors;
-	char	   *query = psprintf("SELECT item_id, factors FROM %s ORDER BY item_id",
-								 wals_relation_name(info->item_rel));
-	int			rc = wals_sql(query, 0, NULL, NULL, NULL, true, 0);
 	size_t		index_size;
 
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "wals: query \"%s\" failed: %s", query, SPI_result_code_string(rc));
+	wals_sql_expect(wals_sql(psprintf("SELECT item_id, factors FROM %s ORDER BY item_id",
+									  wals_relation_name(info->item_rel)),
+							 0, NULL, NULL, NULL, true, 0),
+					SPI_OK_SELECT, info->item_rel);
 	m->factors = f;
 	m->nitems = (int64) SPI_processed;
 	m->ids = MemoryContextAllocHuge(m->cxt, sizeof(int64) * Max(m->nitems, 1));
@@ -189,7 +212,8 @@ copy_info(WalsServeModel *m, const WalsModelInfo *info)
 
 /*
  * A fresh entry for info, built completely before it replaces anything, so
- * that an error or a cancel while loading leaves no half-built entry.
+ * that an error or a cancel while loading leaves no half-built entry.  Read
+ * and planned as the model's owner (see the head of the file).
  */
 static WalsServeModel *
 load(const WalsModelInfo *info)
@@ -197,16 +221,18 @@ load(const WalsModelInfo *info)
 	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "wals served model",
 											  ALLOCSET_DEFAULT_SIZES);
 	WalsServeModel *volatile m = MemoryContextAllocZero(cxt, sizeof(WalsServeModel));
+	WalsRoleSave save;
 
 	m->cxt = cxt;
-	m->loaded_by = GetUserId();
 	PG_TRY();
 	{
 		wals_check_factor_table(info, info->user_rel, true);
 		wals_check_factor_table(info, info->item_rel, false);
 		copy_info(m, info);
+		wals_become_model_owner(info, &save);
 		load_items(m, info);
 		prepare_plans(m, info);
+		wals_unbecome(&save);
 	}
 	PG_CATCH();
 	{
@@ -215,20 +241,6 @@ load(const WalsModelInfo *info)
 	}
 	PG_END_TRY();
 	return m;
-}
-
-/* Whether row-level security is enabled on a table, for any role. */
-static bool
-has_row_security(Oid relid)
-{
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	bool		rls;
-
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "wals: cache lookup failed for relation %u", relid);
-	rls = ((Form_pg_class) GETSTRUCT(tuple))->relrowsecurity;
-	ReleaseSysCache(tuple);
-	return rls;
 }
 
 static bool
@@ -242,9 +254,8 @@ same_model(const WalsModelInfo *a, const WalsModelInfo *b)
  * version or tables changed.  The caller needs USAGE on their schemas and
  * SELECT on both factor tables, checked on every call (by wals_model_get,
  * before it locks them): the cache is shared by every role this backend
- * runs as, except where row-level security on the item factors
- * makes what a role sees depend on the role, and the items are read again
- * for each new role.  Must run inside an SPI connection.
+ * runs as, since it holds what the model's owner sees.  Must run inside an
+ * SPI connection.
  */
 WalsServeModel *
 wals_serve_model(text *model)
@@ -254,10 +265,11 @@ wals_serve_model(text *model)
 	WalsServeModel *m;
 
 	Assert(wals_call_depth() > 0);
-	if (!xact_callback_registered)
+	if (!callbacks_registered)
 	{
 		RegisterXactCallback(xact_callback, NULL);
-		xact_callback_registered = true;
+		CacheRegisterRelcacheCallback(relcache_callback, (Datum) 0);
+		callbacks_registered = true;
 	}
 	if (wals_call_depth() == 1)
 		forget_retired();
@@ -273,7 +285,7 @@ wals_serve_model(text *model)
 	m = models[slot];
 	if (m == NULL || m->info.version != info->version || m->info.item_rel != info->item_rel ||
 		m->info.user_rel != info->user_rel || !same_model(&m->info, info) ||
-		(m->loaded_by != GetUserId() && has_row_security(info->item_rel)))
+		m->info.owner != info->owner || m->stale)
 	{
 		WalsServeModel *fresh = load(info);
 
@@ -296,21 +308,25 @@ wals_serve_item(const WalsServeModel *m, int64 id)
 
 /*
  * The factors of user_id into x, and, unless rated is NULL, the user's rated
- * items; false for a user the model does not know.
+ * items; false for a user the model does not know.  The kept plan runs, and
+ * is planned again when what it reads changed, as the model's owner.
  */
 bool
 wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	Datum		arg = Int64GetDatum(user_id);
-	int			rc = wals_sql_plan(m->user_plan, &arg, NULL, true, 1);
+	WalsRoleSave save;
+	int			rc;
 	HeapTuple	tuple;
 	TupleDesc	desc;
 
+	wals_become_model_owner(&m->info, &save);
+	rc = wals_sql_plan(m->user_plan, &arg, NULL, true, 1);
+	wals_unbecome(&save);
 	/* SPI leaves its own context current: allocate in the caller's */
 	MemoryContextSwitchTo(cxt);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "wals: reading user factors failed: %s", SPI_result_code_string(rc));
+	wals_sql_expect(rc, SPI_OK_SELECT, m->info.user_rel);
 	if (SPI_processed == 0)
 		return false;
 	tuple = SPI_tuptable->vals[0];
@@ -323,11 +339,12 @@ wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated)
 }
 
 /*
- * Run query with ids[0..n) as its bigint[] $1 and hand every row to
- * each_row, a batch of rows at a time, in the caller's memory context.
+ * Run query over m's user table with ids[0..n) as its bigint[] $1 and hand
+ * every row to each_row, a batch of rows at a time, in the caller's memory
+ * context; planned and run as the model's owner.
  */
 static void
-each_row(const char *query, const int64 *ids, int n,
+each_row(const WalsServeModel *m, const char *query, const int64 *ids, int n,
 		 void (*row) (HeapTuple tuple, TupleDesc desc, void *state), void *state)
 {
 	MemoryContext cxt = CurrentMemoryContext;
@@ -335,10 +352,12 @@ each_row(const char *query, const int64 *ids, int n,
 	Oid			type = INT8ARRAYOID;
 	Datum		arg;
 	Portal		portal;
+	WalsRoleSave save;
 
 	for (int i = 0; i < n; i++)
 		elems[i] = Int64GetDatum(ids[i]);
 	arg = PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	wals_become_model_owner(&m->info, &save);
 	portal = wals_sql_cursor(query, ids != NULL ? 1 : 0, &type, &arg, NULL, true, 0);
 	for (;;)
 	{
@@ -354,6 +373,7 @@ each_row(const char *query, const int64 *ids, int n,
 	}
 	SPI_freetuptable(SPI_tuptable);
 	SPI_cursor_close(portal);
+	wals_unbecome(&save);
 	MemoryContextSwitchTo(cxt);
 }
 
@@ -406,7 +426,7 @@ wals_serve_users(WalsServeModel *m, int64 *ids, int n, float *X, WalsRated *rate
 	int			f = m->factors;
 	int			known = 0;
 
-	each_row(psprintf("SELECT user_id, factors, rated FROM %s"
+	each_row(m, psprintf("SELECT user_id, factors, rated FROM %s"
 					  " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
 					  wals_relation_name(m->info.user_rel)),
 			 ids, n, user_row, &s);
@@ -457,7 +477,7 @@ wals_serve_known_users(WalsServeModel *m, int64 *ids, int *n)
 		return false;
 	s.known = palloc0(sizeof(bool) * *n);
 
-	each_row(psprintf("SELECT user_id FROM %s", wals_relation_name(m->info.user_rel)),
+	each_row(m, psprintf("SELECT user_id FROM %s", wals_relation_name(m->info.user_rel)),
 			 NULL, 0, known_row, &s);
 	for (int u = 0; u < *n; u++)
 		if (s.known[u])

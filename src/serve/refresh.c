@@ -9,10 +9,12 @@
  * and rated items, are replaced in place.  The item side does not change,
  * so the model keeps its version and every backend's cache stays valid.
  *
- * Refreshing needs the privileges of the model's owner, and the source is
- * read and the user table written as that owner, in a security-restricted
- * operation (roles.c): a superuser refreshing a tenant's model never runs
- * the tenant's view or trigger code with superuser rights.
+ * Refreshing needs the privileges of the model's owner, and everything it
+ * reads and writes, the item factors, the source and the user table, is
+ * read and written as that owner, in a security-restricted operation
+ * (roles.c): a superuser refreshing a tenant's model, or a member of the
+ * group role that owns it, never runs the owner's view, policy or trigger
+ * code with their own rights.
  */
 #include "postgres.h"
 
@@ -31,12 +33,9 @@
 PG_FUNCTION_INFO_V1(wals_refresh_users);
 
 static void
-exec_plan(SPIPlanPtr plan, Datum *values, int expected)
+exec_plan(const WalsModelInfo *info, SPIPlanPtr plan, Datum *values, int expected)
 {
-	int			rc = wals_sql_plan(plan, values, NULL, false, 0);
-
-	if (rc != expected)
-		elog(ERROR, "wals: updating user factors failed: %s", SPI_result_code_string(rc));
+	wals_sql_expect(wals_sql_plan(plan, values, NULL, false, 0), expected, info->user_rel);
 }
 
 /*
@@ -52,9 +51,7 @@ read_ratings(WalsServeModel *m, SPIPlanPtr plan, int64 user, WalsRated *rated)
 	bool		implicit = m->info.params.feedback == WALS_IMPLICIT;
 
 	MemoryContextSwitchTo(cxt);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "wals: reading the ratings of user " INT64_FORMAT " failed: %s",
-			 user, SPI_result_code_string(rc));
+	wals_sql_expect(rc, SPI_OK_SELECT, m->info.source);
 	rated->items = palloc(sizeof(int32) * Max(SPI_processed, 1));
 	rated->ratings = palloc(sizeof(float) * Max(SPI_processed, 1));
 	rated->n = 0;
@@ -136,7 +133,7 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 		read_ratings(m, select, users[i], &rated);
 		if (rated.n == 0)
 		{
-			exec_plan(remove, values, SPI_OK_DELETE);
+			exec_plan(info, remove, values, SPI_OK_DELETE);
 			*removed += SPI_processed;
 			continue;
 		}
@@ -145,10 +142,10 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 		values[1] = PointerGetDatum(wals_real_array(x, m->factors));
 		values[2] = PointerGetDatum(wals_rated_bytea(m->ids, row.indices, row.values,
 													 row.indptr[1]));
-		exec_plan(update, values, SPI_OK_UPDATE);
+		exec_plan(info, update, values, SPI_OK_UPDATE);
 		if (SPI_processed == 0)
 		{
-			exec_plan(insert, values, SPI_OK_INSERT);
+			exec_plan(info, insert, values, SPI_OK_INSERT);
 			(*added)++;
 		}
 		stored++;
@@ -186,15 +183,18 @@ refresh_users_call(PG_FUNCTION_ARGS)
 	qsort(users, n, sizeof(int64), wals_compare_int64);
 
 	SPI_connect();
-	/* A training of the model would replace the table under us: wait for it. */
+	/*
+	 * A training of the model would replace the table under us: wait for
+	 * it.  The lock is taken once the caller's rights as an owner were
+	 * checked (wals_lock_model); from there on the work is the owner's.
+	 */
 	wals_model_resolve(model, &found);
 	if (!wals_lock_model(found.schema, found.name, &found, false))
 		wals_no_such_model(found.schema, found.name);
+	wals_become_model_owner(&found, &save);
 	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
-	wals_model_check_owner(&m->info);
+	wals_check_factor_table(&m->info, m->info.user_rel, true);
 	wals_model_source(&m->info, &source);
-
-	wals_become(wals_model_owner(&m->info), &save);
 	stored = refresh(m, &source, users, n, &added, &removed);
 	wals_unbecome(&save);
 	if (added != removed)

@@ -22,7 +22,7 @@ typedef struct WalsServeModel
 {
 	MemoryContext cxt;
 	WalsModelInfo info;			/* the catalog row, copied into cxt */
-	Oid			loaded_by;		/* the role the item factors were read as */
+	bool		stale;			/* the item table's definition changed since */
 	int			factors;
 	int64		nitems;
 	int64	   *ids;			/* increasing */

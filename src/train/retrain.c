@@ -242,7 +242,6 @@ retrain_call(PG_FUNCTION_ARGS)
 	WalsTrainSummary summary;
 	WalsModelInfo info;
 	char	   *held = NULL;
-	Oid			owner;
 	WalsRoleSave save;
 
 	wals_train_request_init(&train);
@@ -262,20 +261,15 @@ retrain_call(PG_FUNCTION_ARGS)
 				ObjectIdGetDatum(stored_relation(held, &info)), false);
 
 	/*
-	 * The source is the one the owner chose, not the caller: a superuser or
-	 * another member of the owner role retrains as the owner, so that the
-	 * owner's views and their functions never run with the caller's rights
-	 * (as wals_refresh_users reads the source).
+	 * The source is the one the owner chose, not the caller: whoever
+	 * retrains (the owner, a member of the owner role, a superuser) does so
+	 * as the owner, in a security-restricted operation, so that the owner's
+	 * views, policies and triggers never run with the caller's rights, as
+	 * every other path that works on a model's relations (roles.c).
 	 */
-	owner = wals_model_owner(&info);
-	if (owner == GetUserId())
-		wals_train_run(&train, &summary);
-	else
-	{
-		wals_become(owner, &save);
-		wals_train_run(&train, &summary);
-		wals_unbecome(&save);
-	}
+	wals_become_model_owner(&info, &save);
+	wals_train_run(&train, &summary);
+	wals_unbecome(&save);
 	wals_train_summary_row(fcinfo, &summary);
 	SPI_finish();
 	return (Datum) 0;

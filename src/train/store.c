@@ -289,7 +289,9 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	if (OidIsValid(old) && wals_factor_table_reusable(args->old, old, user_side))
 	{
 		wals_become(args->owner, &save);
-		wals_spi_exec(psprintf("DELETE FROM ONLY %s", qualified), 0, NULL, NULL, SPI_OK_DELETE);
+		wals_sql_expect(wals_sql(psprintf("DELETE FROM ONLY %s", qualified), 0, NULL, NULL, NULL,
+								 false, 0),
+						SPI_OK_DELETE, old);
 		CommandCounterIncrement();
 		write_rows(args, data, user_side, F, old, false);
 		CommandCounterIncrement();

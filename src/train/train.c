@@ -157,6 +157,8 @@ check_before_reading(WalsTrainArgs *args)
 				 errhint("Pass factors => %d, or warm_start => false.", args->old->factors)));
 	if (args->warm_start && args->old != NULL)
 		wals_model_check_tables(args->old);
+	if (args->old != NULL)
+		wals_model_check_rules(args->old);
 	wals_check_factor_tables_free(args);
 	check_source_size(args);
 	wals_device_check(args);

@@ -15,7 +15,11 @@
 
 #include "wals_train.h"
 
-/* Copy the stored rows of relid into F where their id is known; count them. */
+/*
+ * Copy the stored rows of relid into F where their id is known; count them.
+ * Read as the model's owner (roles.c), whoever trains: a superuser's or a
+ * member's warm start runs no code of the table's as themselves.
+ */
 static int64
 load_side(const WalsModelInfo *old, Oid relid, const char *id_col, const int64 *ids, int64 n,
 		  float *F)
@@ -24,8 +28,10 @@ load_side(const WalsModelInfo *old, Oid relid, const char *id_col, const int64 *
 	Portal		portal;
 	int			f = old->factors;
 	SPIPlanPtr	plan;
+	WalsRoleSave save;
 
 	wals_check_factor_table(old, relid, strcmp(id_col, "user_id") == 0);
+	wals_become_model_owner(old, &save);
 	plan = wals_sql_prepare(psprintf("SELECT %s, factors FROM %s", id_col, wals_relation_name(relid)),
 							0, NULL);
 	portal = wals_sql_cursor_plan(plan, NULL, NULL, true);
@@ -51,6 +57,7 @@ load_side(const WalsModelInfo *old, Oid relid, const char *id_col, const int64 *
 	}
 	SPI_cursor_close(portal);
 	SPI_freeplan(plan);
+	wals_unbecome(&save);
 	return reused;
 }
 

@@ -112,8 +112,10 @@ SELECT wals_predict(1, 1, 'Shop.Shop Model');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
--- row-level security on the item factors: each role is served the items it
--- may see, even from a backend that cached them for another role
+-- row-level security on the item factors: wals reads them as the model's
+-- owner, so a role that the policies would filter is refused rather than
+-- served the rows they hide, even from a backend that cached the model
+-- for the owner
 GRANT SELECT ON "Shop"."Shop Model_item_factors" TO wals_app;
 ALTER TABLE "Shop"."Shop Model_item_factors" ENABLE ROW LEVEL SECURITY;
 CREATE POLICY few_items ON "Shop"."Shop Model_item_factors" FOR SELECT TO wals_app USING (item_id <= 5);
@@ -123,6 +125,17 @@ SELECT count(*) AS app_sees, max(item_id) <= 5 AS only_its_items
 FROM wals_recommend(1, 30, 'Shop.Shop Model', exclude_rated => false);
 RESET ROLE;
 SELECT count(*) AS owner_sees_again FROM wals_recommend(1, 30, 'Shop.Shop Model', exclude_rated => false);
+-- forced on the owner, a policy runs as the owner for every role served,
+-- a superuser included; the cached items follow the table's definition
+CREATE POLICY owner_few ON "Shop"."Shop Model_item_factors" FOR SELECT TO wals_trainer
+  USING (item_id <= 7);
+ALTER TABLE "Shop"."Shop Model_item_factors" FORCE ROW LEVEL SECURITY;
+SELECT count(*) AS superuser_sees, max(item_id) <= 7 AS only_owner_items
+FROM wals_recommend(1, 30, 'Shop.Shop Model', exclude_rated => false);
+ALTER TABLE "Shop"."Shop Model_item_factors" NO FORCE ROW LEVEL SECURITY;
+SELECT count(*) AS superuser_sees_again
+FROM wals_recommend(1, 30, 'Shop.Shop Model', exclude_rated => false);
+DROP POLICY owner_few ON "Shop"."Shop Model_item_factors";
 
 -- row-level security on the source: a training sees only the caller's rows
 ALTER TABLE "Shop"."Item Views" ENABLE ROW LEVEL SECURITY;

@@ -211,6 +211,139 @@ for my $sql (
 }
 
 # ---------------------------------------------------------------------------
+# 13. A model's tables are read and written as its owner, in a
+# security-restricted operation, planning included.  The planner evaluates
+# an IMMUTABLE function of constant arguments as the role that plans:
+# mallory hangs one on her factor tables wherever the planner folds it (an
+# index expression, a partial index's predicate, an extended statistics
+# expression, the CHECK constraint of an inheritance child), and through a
+# volatile function it notes in public.seen whom it ran as.  Whoever serves,
+# refreshes or retrains her model, it runs as mallory, never as them.
+($ret, $out, $err) = as_role(
+	'mallory', q{
+CREATE FUNCTION mallory.note(what text) RETURNS bool LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO public.seen VALUES (current_user, what); RETURN true; END$$;
+CREATE FUNCTION mallory.zero(what text) RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS
+  $$BEGIN PERFORM mallory.note(what); RETURN 0; END$$;
+SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'planned',
+  factors => 4, iterations => 2);
+GRANT SELECT ON mallory.planned_user_factors, mallory.planned_item_factors TO PUBLIC;
+CREATE INDEX ON mallory.planned_user_factors ((user_id + mallory.zero('index expression')));
+CREATE INDEX ON mallory.planned_item_factors (item_id) WHERE mallory.zero('partial index') = 0;
+CREATE STATISTICS mallory.planned_stats ON (item_id + mallory.zero('statistics'))
+  FROM mallory.planned_item_factors;
+CREATE TABLE mallory.planned_kid (CHECK (user_id > mallory.zero('check')))
+  INHERITS (mallory.planned_user_factors);
+ANALYZE mallory.planned_item_factors;});
+works($ret, $err, 'mallory hangs an IMMUTABLE function on her factor tables') or diag($err);
+$node->safe_psql('postgres', 'DELETE FROM public.seen');
+my $planned_all = q{
+SELECT count(*) FROM wals_recommend(1, 5, 'mallory.planned');
+SELECT count(*) FROM wals_recommend_batch('{1,2,3,4}', 5, 'mallory.planned');
+SELECT count(*) FROM wals_recommend_items('{1,2,3}', NULL, 5, 'mallory.planned');
+SELECT count(*) FROM wals_similar_items(1, 5, 'mallory.planned');
+SELECT count(*) FROM wals_explain(1, 2, 'mallory.planned');
+SELECT count(*) FROM wals_rated_items(1, 'mallory.planned');
+SELECT wals_predict(1, 2, 'mallory.planned');
+SELECT count(*) FROM wals_evaluate('mallory.planned', 'public.test_ratings', 'user_id', 'item_id');
+};
+for my $sql (
+	$planned_all,
+	q{SELECT wals_refresh_users('{1,2,3}', 'mallory.planned')},
+	q{SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'mallory.planned',
+	  factors => 4, iterations => 2, warm_start => true)},
+	q{SELECT model FROM wals_retrain('mallory.planned', warm_start => true)},
+	$planned_all)
+{
+	# a new session each time: a backend folds an index's expressions once
+	($ret, $out, $err) = $node->psql('postgres', $sql);
+	works($ret, $err, "the superuser: $sql") or diag($err);
+}
+($ret, $out, $err) = as_role('alice', $planned_all);
+works($ret, $err, "alice serves mallory's model with every function") or diag($err);
+is($node->safe_psql('postgres',
+	q{SELECT count(*) FROM public.seen WHERE who <> 'mallory'}), '0',
+	'no function mallory hung on her factor tables ran as anyone but mallory');
+is($node->safe_psql('postgres',
+	q{SELECT string_agg(DISTINCT what, ',' ORDER BY what) FROM public.seen WHERE who = 'mallory'}),
+	'check,index expression,partial index,statistics',
+	'each of them ran, as mallory');
+$node->safe_psql('postgres', 'DELETE FROM public.seen');
+
+# 13. The owner's work is never done as a member of the owner role.  team
+# owns team.m; alice and mallory are members, and mallory forces a
+# row-security policy that notes whom it runs as on its item factors.
+# alice's refresh, warm start and retraining run it as team; alice serving
+# team.m is refused, since the policy that applies to her is not the one
+# wals reads with; a superuser is served what team sees.
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE team NOLOGIN;
+GRANT team TO alice, mallory;
+CREATE SCHEMA team AUTHORIZATION team;
+SET ROLE team;
+CREATE TABLE team.r AS
+  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, 1 + (u + g) % 3 AS rating
+  FROM generate_series(1, 60) u, generate_series(1, 6) g;
+SELECT model FROM wals_train('team.r', 'user_id', 'item_id', 'rating', model => 'team.m',
+  factors => 4, iterations => 2);});
+($ret, $out, $err) = as_role(
+	'mallory', q{
+ALTER TABLE team.m_item_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY p ON team.m_item_factors USING (mallory.note('team policy'));});
+works($ret, $err, 'mallory, a member of team, forces a policy on team\'s item factors')
+  or diag($err);
+for my $sql (
+	q{SELECT wals_refresh_users('{1,2,3}', 'team.m')},
+	q{SELECT model FROM wals_train('team.r', 'user_id', 'item_id', 'rating', model => 'team.m',
+	  factors => 4, iterations => 2, warm_start => true)},
+	q{SELECT model FROM wals_retrain('team.m', warm_start => true)})
+{
+	($ret, $out, $err) = as_role('alice', $sql);
+	works($ret, $err, "alice, a member of team: $sql") or diag($err);
+}
+is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT who, ',') FROM public.seen}),
+	'team', "the forced policy ran as team, never as alice");
+($ret, $out, $err) = as_role('alice', q{SELECT count(*) FROM wals_recommend(1, 5, 'team.m')});
+like($err,
+	qr/ERROR:  42501: row-level security of team.m_item_factors applies to role "alice", which serves model "team.m"/,
+	'alice is refused serving what the policy that applies to her would filter');
+$node->safe_psql('postgres', 'DELETE FROM public.seen');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_recommend(1, 5, 'team.m')}), '5',
+	'a superuser is served team.m');
+is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT who, ',') FROM public.seen}),
+	'team', 'as team sees it');
+$node->safe_psql('postgres', 'DELETE FROM public.seen');
+
+# 13. No internal error from a table owner's DDL: a rule on a factor table
+# is refused by name, before a retraining or a refresh does anything.
+as_role('mallory', q{SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating',
+  model => 'ruled', factors => 4, iterations => 2)});
+for my $rule (
+	q{CREATE RULE r AS ON DELETE TO mallory.ruled_user_factors DO INSTEAD NOTHING},
+	q{CREATE RULE r AS ON UPDATE TO mallory.ruled_user_factors DO INSTEAD NOTHING},
+	q{CREATE RULE r AS ON INSERT TO mallory.ruled_user_factors DO INSTEAD NOTHING},
+	q{CREATE RULE r AS ON DELETE TO mallory.ruled_item_factors DO INSTEAD SELECT 1})
+{
+	my ($table) = $rule =~ /TO (\S+)/;
+	($ret, $out, $err) = as_role('mallory', $rule);
+	works($ret, $err, "mallory: $rule") or diag($err);
+	for my $sql (
+		q{SELECT model FROM wals_retrain('mallory.ruled')},
+		q{SELECT wals_refresh_users('{1,2,3,999}', 'mallory.ruled')},
+		q{SELECT count(*) FROM wals_recommend(1, 5, 'mallory.ruled')})
+	{
+		($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql");
+		like($err, qr/ERROR:  55000: factor table \Q$table\E of model "mallory.ruled" has rule "r"/,
+			"$rule, then the superuser: $sql");
+	}
+	as_role('mallory', "DROP RULE r ON $table");
+}
+($ret, $out, $err) = $node->psql('postgres', q{SELECT model FROM wals_retrain('mallory.ruled')});
+works($ret, $err, 'once the rule is dropped, the model retrains') or diag($err);
+ok(secret_intact(), 'the superuser\'s tables are intact');
+
+# ---------------------------------------------------------------------------
 # 6. Names: each role's names are its own, and nobody can block them.
 ($ret, $out, $err) = as_role('mallory',
 	q{SELECT * FROM wals_train('mallory.r', 'user_id', 'item_id', model => 'public.r')});
@@ -485,9 +618,8 @@ for my $k (0 .. $#edits)
 	$cases++;
 }
 ok(secret_intact(), "after $cases fuzz cases the superuser's tables are intact");
-# A row-level security policy on a model's table runs as whoever reads the
-# table, as PostgreSQL runs policies for any SELECT, but never as a
-# superuser, who bypasses row-level security.
+# A row-level security policy on a model's table runs as the model's owner,
+# whoever serves it (roles.c), and so never as the superuser.
 is($node->safe_psql('postgres', q{SELECT count(*) FROM public.seen WHERE who = 'postgres'}), '0',
 	"and no code of mallory ran as the superuser");
 
@@ -586,7 +718,7 @@ CREATE POLICY p ON mallory.victim_user_factors
 };
 ($ret, $out, $err) = as_role('mallory', $nest);
 works($ret, $err, 'mallory trains nine models and puts a policy that serves eight on one') or diag($err);
-for my $role ('mallory', 'alice')
+for my $role ('mallory', 'postgres')
 {
 	for my $sql (q{SELECT count(*) FROM wals_recommend(1, 5, 'mallory.victim')},
 		q{SELECT count(*) FROM wals_recommend_batch('{1,2,3}', 5, 'mallory.victim')},
@@ -597,6 +729,9 @@ for my $role ('mallory', 'alice')
 		  or diag($err);
 	}
 }
+($ret, $out, $err) = as_role('alice', q{SELECT count(*) FROM wals_recommend(1, 5, 'mallory.victim')});
+like($err, qr/ERROR:  42501: row-level security of mallory.victim_user_factors applies to role "alice"/,
+	'alice, whom the forced policy would filter, is refused');
 for my $write (
 	q{SELECT count(*) FROM public.wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.victim', factors => 4, iterations => 1)},
 	q{SELECT count(*) FROM public.wals_tune('mallory.r', 'user_id', 'item_id', model => 'mallory.t', max_trials => 1)},
