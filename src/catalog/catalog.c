@@ -303,10 +303,7 @@ prepare_plans(void)
 static void
 run_plan(SPIPlanPtr plan, Datum *values)
 {
-	int			rc = wals_sql_plan(plan, values, NULL, true, 0);
-
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "wals: reading the model catalog failed: %s", SPI_result_code_string(rc));
+	wals_sql_expect(wals_sql_plan(plan, values, NULL, true, 0), SPI_OK_SELECT, InvalidOid);
 }
 
 /* The schemas of search_path, as a name[]; temporary schemas hold no model. */

@@ -403,9 +403,8 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 		log_values[6] = CStringGetTextDatum(result->iteration_ncg[it] ? "ncg" : "als");
 		log_values[7] = Float8GetDatum(result->iteration_score[it]);
 		log_nulls[7] = isnan(result->iteration_score[it]) ? 'n' : ' ';
-		if (wals_sql(query, 8, log_types, log_values, log_nulls, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "wals: could not write the training log of model \"%s\"",
-				 args->model_display);
+		wals_sql_expect(wals_sql(query, 8, log_types, log_values, log_nulls, false, 0),
+						SPI_OK_INSERT, InvalidOid);
 	}
 	wals_unbecome(&save);
 	wals_model_describe(&row);

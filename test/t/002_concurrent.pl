@@ -206,8 +206,10 @@ my $final = fresh_recs();
 is($sb->query_safe($recs_sql), $final, 'B serves the final model');
 is($sa->query_safe($recs_sql), $final, 'A serves the final model');
 
-# Both autocommit and overlapping, the first lasting a few tenths of a second.
-send_query($sa, train_sql(5, 'medium', 40));
+# Both autocommit and overlapping, the first lasting a second or two: long
+# enough that B starts waiting before A ends on a machine busy with other
+# work (with 40 iterations A once ended first, under two other test runs).
+send_query($sa, train_sql(5, 'medium', 200));
 ok( $node->poll_query_until(
 		'postgres', qq{SELECT EXISTS (SELECT 1 FROM pg_locks
 		  WHERE pid = $a_pid AND locktype = 'object' AND classid = 'wals_model_locks'::regclass AND granted)}),

@@ -5,9 +5,11 @@
 # logs the SQLSTATE it ended with; it is planted as a row-security policy
 # on both factor tables (serving, refresh, warm start), in the source view
 # (training, tuning, refresh), in a test source view (wals_evaluate), in a
-# held-out cells view (validation_table) and as a trigger on the user
-# factor table (the rows wals_refresh_users writes), and in the tables
-# wals_attach_model reads of a model whose catalog row is gone.  Each function of wals
+# held-out cells view (validation_table), as a trigger on the user
+# factor table (the rows wals_refresh_users writes), in an index
+# expression and a partial index's predicate of the factor tables, which
+# the planner folds while it plans wals's statements (planning), and in the
+# tables wals_attach_model reads of a model whose catalog row is gone.  Each function of wals
 # is then called from outside.  Nothing may crash, no call may end in an
 # internal error (XX000) inside or outside, and what the hook calls from
 # inside either serves or is refused with 55006.
@@ -81,6 +83,12 @@ BEGIN
   PERFORM pg_catalog.set_config('mallory.hook_at', 'done', true);
   RETURN true;
 END $$;
+-- folded by the planner, as the model's owner, whoever plans
+CREATE FUNCTION mallory.hook_planned() RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  PERFORM mallory.hook('planning');
+  RETURN 0;
+END $$;
 CREATE FUNCTION mallory.hook_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM mallory.hook('trigger');
@@ -114,6 +122,9 @@ ALTER TABLE mallory.m_item_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SE
 DROP POLICY IF EXISTS p ON mallory.m_user_factors;
 DROP POLICY IF EXISTS p ON mallory.m_item_factors;
 DROP TRIGGER IF EXISTS t ON mallory.m_user_factors;
+DROP INDEX IF EXISTS mallory.m_user_planned, mallory.m_item_planned;
+CREATE INDEX m_user_planned ON mallory.m_user_factors ((user_id + mallory.hook_planned()));
+CREATE INDEX m_item_planned ON mallory.m_item_factors (item_id) WHERE mallory.hook_planned() = 0;
 CREATE POLICY p ON mallory.m_user_factors USING (mallory.hook('user factors'));
 CREATE POLICY p ON mallory.m_item_factors USING (mallory.hook('item factors'));
 CREATE TRIGGER t BEFORE INSERT OR UPDATE ON mallory.m_user_factors
@@ -125,6 +136,10 @@ CREATE TRIGGER t BEFORE INSERT OR UPDATE ON mallory.m_user_factors
 my @outer = (
 	[ 'user factors', q{SELECT count(*) FROM wals_recommend(1, 3, 'mallory.m')} ],
 	[ 'item factors', q{SELECT count(*) FROM wals_recommend(1, 3, 'mallory.m')} ],
+	[ 'planning', q{SELECT count(*) FROM wals_recommend(1, 3, 'mallory.m')} ],
+	[ 'planning', q{SELECT count(*) FROM wals_recommend_batch('{1,2,3}', 3, 'mallory.m')} ],
+	[ 'planning', q{SELECT wals_refresh_users('{1,2}', 'mallory.m')} ],
+	[ 'planning', q{SELECT count(*) FROM wals_retrain('mallory.m', warm_start => true)} ],
 	[ 'user factors', q{SELECT count(*) FROM wals_recommend_batch('{1,2,3}', 3, 'mallory.m')} ],
 	[ 'item factors', q{SELECT count(*) FROM wals_recommend_items('{1,2}', NULL, 3, 'mallory.m')} ],
 	[ 'item factors', q{SELECT count(*) FROM wals_similar_items(1, 3, 'mallory.m')} ],
