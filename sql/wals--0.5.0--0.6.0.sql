@@ -34,11 +34,13 @@
 --   and never one of pg_catalog, information_schema or another system or
 --   temporary schema.
 --
--- A name that resolves to no relation becomes NULL, with a NOTICE naming
--- the model and saying how to give the table again; the model keeps its
--- validation metric, and wals_retrain refuses it until a validation table
--- (or validation => 0) is given.  Nothing here runs a role's code: only
--- the system catalogs are read.
+-- A name that resolves to no relation becomes NULL, with a WARNING naming
+-- the model and saying how to give the table again (a WARNING: ALTER
+-- EXTENSION raises client_min_messages to WARNING while it runs a script,
+-- so a NOTICE would reach no one); the model keeps its validation metric,
+-- and wals_retrain refuses it until a validation table (or validation =>
+-- 0) is given.  Nothing here runs a role's code: only the system catalogs
+-- are read.
 
 CREATE FUNCTION wals_upgrade_validation_table(model_schema name, model_name text,
 											  source_rel regclass, model_owner regrole,
@@ -137,7 +139,7 @@ BEGIN
 	END IF;
 
 	IF relid IS NULL THEN
-		RAISE NOTICE 'the validation table "%" of model "%.%" could not be resolved, and is no longer recorded',
+		RAISE WARNING 'the validation table "%" of model "%.%" could not be resolved, and is no longer recorded',
 			recorded, model_schema, model_name
 			USING DETAIL = pg_catalog.format('wals 0.4.0 and 0.5.0 recorded a validation table by its name alone; %s.', where_looked),
 				  HINT = pg_catalog.format('Give it again with SELECT wals_retrain(%L, validation_table => ...), or retrain with validation => 0 to train without one; until then wals_retrain refuses the model.',
