@@ -62,12 +62,16 @@ static const char *const stored_columns =
 
 /*
  * The validation table as the catalog row records it: the relation's OID
- * and the role that owned it when a training read it, or neither.
+ * and the role that owned it when a training read it, or neither; unknown
+ * where the row keeps validation_table NULL beside a validation_metric
+ * and no validation share: a table the update to 0.6.0, or
+ * wals_attach_model, could not tell from the name the model had of it.
  */
 typedef struct StoredValidation
 {
 	Oid			relid;
 	Oid			owner;
+	bool		unknown;
 } StoredValidation;
 
 static void
@@ -97,16 +101,12 @@ name_datum(const char *name)
 }
 
 /*
- * Refuse a retraining of a model whose recorded validation is no longer
- * known: wals_models keeps validation_table NULL beside a validation_metric
- * where the update to 0.6.0, or wals_attach_model, could not tell which
- * relation the model's name of it meant.
+ * Refuse a retraining of a model whose recorded validation table is not
+ * known (see StoredValidation), unless an argument replaced it.
  */
 static void
-unknown_validation_table(const WalsTrainRequest *train, const WalsModelInfo *info)
+unknown_validation_table(const WalsModelInfo *info)
 {
-	if (train->isnull[WALS_ARG_VALIDATION_METRIC] || !train->isnull[WALS_ARG_VALIDATION])
-		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_TABLE),
 			 errmsg("the validation table of model \"%s\" is not known", info->display),
@@ -130,11 +130,10 @@ stored_validation_table(WalsTrainRequest *train, const StoredValidation *held,
 {
 	Oid			owner;
 
+	if (held->unknown)
+		unknown_validation_table(info);
 	if (!OidIsValid(held->relid))
-	{
-		unknown_validation_table(train, info);
 		return;
-	}
 	owner = wals_relation_owner(held->relid);
 	if (!OidIsValid(owner))
 		ereport(ERROR,
@@ -233,6 +232,8 @@ fill_from_catalog(FunctionCallInfo fcinfo, WalsTrainRequest *train, WalsModelInf
 		held->owner = InvalidOid;
 	set_stored(train, WALS_ARG_VALIDATION_METRIC, 10);
 	set_stored(train, WALS_ARG_PATIENCE, 11);
+	held->unknown = !OidIsValid(held->relid) && train->isnull[WALS_ARG_VALIDATION] &&
+		!train->isnull[WALS_ARG_VALIDATION_METRIC];
 	*out = info;
 }
 

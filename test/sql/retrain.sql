@@ -126,6 +126,8 @@ SELECT validation_table, validation_metric FROM wals_models WHERE model = 'rt_v'
 DROP TABLE rt_held;
 SELECT * FROM wals_retrain('rt_v');
 SELECT model FROM wals_retrain('rt_v', validation => 0);
+-- a metric alone, for a model that no longer validates, is refused as by wals_train
+SELECT * FROM wals_retrain('rt_v', validation_metric => 'auc');
 DROP TABLE rt_other;
 SELECT * FROM wals_retrain('rt_m');
 
