@@ -24,6 +24,14 @@
  *   owner may both read them; otherwise the model is attached without one,
  *   with a NOTICE.  Serving needs no source; wals_refresh_users is refused
  *   until the model is trained again from one.
+ * - the validation table, likewise, with the source's user and item
+ *   columns: named schema-qualified, it is that relation; named alone, as
+ *   0.4.0 and 0.5.0 described it, it is looked for in the model's schema,
+ *   then in its source's, and taken only where it belongs to the model's
+ *   owner or to its source's owner, whose relations a training of the model
+ *   read (a relation of another role of that name may be anyone's).  A
+ *   model attached without it keeps its validation metric, and
+ *   wals_retrain asks for a validation table or validation => 0.
  *
  * The model gets a new version, as a training does, so that no model
  * cache takes it for one it holds; its training log starts empty.
@@ -58,13 +66,10 @@ typedef struct Tables
 static Oid
 relation_owner(Oid relid)
 {
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
+	Oid			owner = wals_relation_owner(relid);
 
-	if (!HeapTupleIsValid(tuple))
+	if (!OidIsValid(owner))
 		elog(ERROR, "wals: cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
-	ReleaseSysCache(tuple);
 	return owner;
 }
 
@@ -260,48 +265,132 @@ has_column(Oid relid, const char *name, bool id)
 }
 
 /*
+ * Why relid cannot be read as a model's source or validation table, with
+ * the columns cols[0..ncols) (the first two of ids), by the caller and by
+ * role owner; NULL when it can.  what names it in the reason.
+ */
+static const char *
+unreadable(Oid relid, const char *const *cols, int ncols, Oid owner, const char *what)
+{
+	char		relkind = get_rel_relkind(relid);
+
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_VIEW &&
+		relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE &&
+		relkind != RELKIND_PARTITIONED_TABLE)
+		return psprintf("Its %s %s is not a table or view.", what, wals_relation_name(relid));
+	if (get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
+		return psprintf("Its %s %s is temporary.", what, wals_relation_name(relid));
+	for (int k = 0; k < ncols; k++)
+		if (!has_column(relid, cols[k], k < 2))
+			return psprintf("Its %s %s no longer has the columns the model was trained from.",
+							what, wals_relation_name(relid));
+	if (!may_read(relid, GetUserId(), cols, ncols))
+		return psprintf("You may not read its %s %s.", what, wals_relation_name(relid));
+	if (!may_read(relid, owner, cols, ncols))
+		return psprintf("Role \"%s\", which owns the model, may not read its %s %s.",
+						role_name(owner), what, wals_relation_name(relid));
+	return NULL;
+}
+
+/* The relation named name in the schema named schema; InvalidOid if none. */
+static Oid
+relation_in(const char *schema, const char *name)
+{
+	Oid			nsp = get_namespace_oid(schema, true);
+
+	return OidIsValid(nsp) ? get_relname_relid(name, nsp) : InvalidOid;
+}
+
+/*
  * The source the description names, where it can be the model's (see the
  * head of the file); else InvalidOid, with a NOTICE that says why.  Looks
  * at the system catalog only, and locks nothing.
  */
 static Oid
-find_source(const char *schema, const char *table, const WalsCatalogRow *row, Oid owner,
+find_source(const WalsDescribedRelation *source, const WalsCatalogRow *row, Oid owner,
 			const char *display)
 {
 	const char *cols[3] = {row->user_col, row->item_col, row->rating_col};
-	int			ncols = row->rating_col != NULL ? 3 : 2;
-	Oid			nsp;
 	Oid			relid = InvalidOid;
-	char		relkind;
-	const char *why = NULL;
+	const char *why;
 
-	if (schema == NULL)
+	if (source->name == NULL)
 		why = "Its description names none.";
-	else if (!OidIsValid(nsp = get_namespace_oid(schema, true)) ||
-			 !OidIsValid(relid = get_relname_relid(table, nsp)))
+	else if (!OidIsValid(relid = relation_in(source->schema, source->name)))
 		why = psprintf("Its source %s, which its description names, does not exist here.",
-					   quote_qualified_identifier(schema, table));
-	else if ((relkind = get_rel_relkind(relid)) != RELKIND_RELATION && relkind != RELKIND_VIEW &&
-			 relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE &&
-			 relkind != RELKIND_PARTITIONED_TABLE)
-		why = psprintf("Its source %s is not a table or view.", wals_relation_name(relid));
-	else if (get_rel_persistence(relid) == RELPERSISTENCE_TEMP)
-		why = psprintf("Its source %s is temporary.", wals_relation_name(relid));
-	else if (!has_column(relid, row->user_col, true) || !has_column(relid, row->item_col, true) ||
-			 (row->rating_col != NULL && !has_column(relid, row->rating_col, false)))
-		why = psprintf("Its source %s no longer has the columns the model was trained from.",
-					   wals_relation_name(relid));
-	else if (!may_read(relid, GetUserId(), cols, ncols))
-		why = psprintf("You may not read its source %s.", wals_relation_name(relid));
-	else if (!may_read(relid, owner, cols, ncols))
-		why = psprintf("Role \"%s\", which owns the model, may not read its source %s.",
-					   role_name(owner), wals_relation_name(relid));
+					   quote_qualified_identifier(source->schema, source->name));
+	else
+		why = unreadable(relid, cols, row->rating_col != NULL ? 3 : 2, owner, "source");
 	if (why == NULL)
 		return relid;
 	ereport(NOTICE,
 			(errmsg("model \"%s\" is attached without a source", display),
 			 errdetail("%s", why),
 			 errhint("It serves as it is. wals_refresh_users() needs a source: train the model again with wals_train() (warm_start => true keeps its factors) to give it one.")));
+	return InvalidOid;
+}
+
+/*
+ * The relation a validation table named alone means (see the head of the
+ * file): in the model's schema, then in its source's, of the model's owner
+ * or its source's; InvalidOid if none.
+ */
+static Oid
+validation_named_alone(const char *name, const char *schema, Oid source, Oid owner)
+{
+	Oid			source_owner = OidIsValid(source) ? wals_relation_owner(source) : InvalidOid;
+	Oid			schemas[2] = {get_namespace_oid(schema, true),
+	OidIsValid(source) ? get_rel_namespace(source) : InvalidOid};
+
+	for (int i = 0; i < 2; i++)
+	{
+		Oid			relid = OidIsValid(schemas[i]) ? get_relname_relid(name, schemas[i]) :
+			InvalidOid;
+		Oid			relowner = OidIsValid(relid) ? wals_relation_owner(relid) : InvalidOid;
+
+		if (OidIsValid(relid) && (relowner == owner || relowner == source_owner))
+			return relid;
+	}
+	return InvalidOid;
+}
+
+/*
+ * The validation table the description names, where it can be the
+ * model's (see the head of the file); else InvalidOid, with a NOTICE that
+ * says why and how to give it again.  Looks at the system catalog only,
+ * and locks nothing.
+ */
+static Oid
+find_validation(const WalsDescribedRelation *table, const WalsCatalogRow *row, Oid owner,
+				const char *display)
+{
+	const char *cols[2] = {row->user_col, row->item_col};
+	Oid			relid;
+	const char *why;
+
+	if (table->name == NULL)
+		return InvalidOid;
+	if (table->schema != NULL)
+	{
+		relid = relation_in(table->schema, table->name);
+		why = OidIsValid(relid) ? unreadable(relid, cols, 2, owner, "validation table") :
+			psprintf("Its validation table %s, which its description names, does not exist here.",
+					 quote_qualified_identifier(table->schema, table->name));
+	}
+	else
+	{
+		relid = validation_named_alone(table->name, row->schema, row->source, owner);
+		why = OidIsValid(relid) ? unreadable(relid, cols, 2, owner, "validation table") :
+			psprintf("Its description names its validation table \"%s\" alone, as wals 0.4.0 and 0.5.0 wrote it, and no relation of that name in schema \"%s\" or its source's schema belongs to the model's owner or to its source's owner.",
+					 table->name, row->schema);
+	}
+	if (why == NULL)
+		return relid;
+	ereport(NOTICE,
+			(errmsg("model \"%s\" is attached without its validation table", display),
+			 errdetail("%s", why),
+			 errhint("It serves as it is. To retrain it, give the table again with SELECT wals_retrain(%s, validation_table => ...), or pass validation => 0 to train without one.",
+					 quote_literal_cstr(wals_model_argument(row->schema, row->model)))));
 	return InvalidOid;
 }
 
@@ -333,8 +422,8 @@ attach_model_call(PG_FUNCTION_ARGS)
 	Tables		again;
 	WalsModelInfo info;
 	WalsCatalogRow row;
-	char	   *source_schema;
-	char	   *source_table;
+	WalsDescribedRelation source;
+	WalsDescribedRelation validation;
 	int64		users;
 	int64		items;
 	AclResult	acl;
@@ -381,13 +470,16 @@ attach_model_call(PG_FUNCTION_ARGS)
 
 	memset(&row, 0, sizeof(row));
 	wals_description_parse(description(t.user_rel, display), display, &row,
-						   &source_schema, &source_table);
+						   &source, &validation);
 	users = check_rows(t.user_rel, true, row.params.factors, t.owner, display);
 	items = check_rows(t.item_rel, false, row.params.factors, t.owner, display);
 
 	row.schema = schema;
 	row.model = mn.name;
-	row.source = find_source(source_schema, source_table, &row, t.owner, display);
+	row.source = find_source(&source, &row, t.owner, display);
+	row.validation_table = find_validation(&validation, &row, t.owner, display);
+	row.validation_owner = OidIsValid(row.validation_table) ?
+		wals_relation_owner(row.validation_table) : InvalidOid;
 	row.user_rel = t.user_rel;
 	row.item_rel = t.item_rel;
 	row.owner = t.owner;

@@ -809,7 +809,7 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 			 errhint("Pass model => one of %s, or set wals.default_model.", models)));
 }
 
-#define NCATALOG 44
+#define NCATALOG 45
 
 /* The values of the catalog row's columns, in their order, as SPI takes them. */
 typedef struct CatalogParams
@@ -882,7 +882,8 @@ outcome_params(CatalogParams *c, const WalsCatalogRow *row)
 	param(c, FLOAT4OID, Float4GetDatum(p->reg_exponent), !p->frequency_scaled);
 	param(c, FLOAT4OID, Float4GetDatum(row->init_std), row->init_std < 0);
 	param(c, FLOAT4OID, Float4GetDatum((float) row->validation), row->validation <= 0);
-	param(c, TEXTOID, row->validation_table ? CStringGetTextDatum(row->validation_table) : (Datum) 0, row->validation_table == NULL);
+	param(c, OIDOID, ObjectIdGetDatum(row->validation_table), !OidIsValid(row->validation_table));
+	param(c, OIDOID, ObjectIdGetDatum(row->validation_owner), !OidIsValid(row->validation_table));
 	param(c, TEXTOID, validating ? CStringGetTextDatum(row->validation_metric) : (Datum) 0, !validating);
 	param(c, INT4OID, Int32GetDatum(row->patience), !validating);
 	param(c, INT4OID, Int32GetDatum(row->best_iteration), !validating);
@@ -919,12 +920,12 @@ wals_catalog_write(const WalsCatalogRow *row)
 					 " users, items, ratings, loss, device, workers, load_s, train_s,"
 					 " store_s, total_s, version, user_factors, item_factors,"
 					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
-					 " validation, validation_table, validation_metric, patience,"
-					 " best_iteration, validation_score, owner, trained_at)"
+					 " validation, validation_table, validation_owner, validation_metric,"
+					 " patience, best_iteration, validation_score, owner, trained_at)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
 					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
-					 " $41, $42, $43, $44)",
+					 " $41, $42, $43, $44, $45)",
 					 wals_catalog_table("wals_models"));
 	if (wals_sql(query, c.n, c.types, c.values, c.nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"",

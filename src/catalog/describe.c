@@ -6,10 +6,11 @@
  * The catalog (wals_models) belongs to the extension, and pg_dump dumps it
  * only with the whole database: a dump of one schema (pg_dump -n) or of
  * some tables (-t) holds a model's factor tables but not its catalog row.
- * So every training also writes what that row holds (the source, by name,
- * the settings, the size, the loss) as JSON in the comment on column
- * "factors" of the model's user factor table, which pg_dump dumps with the
- * table, after WALS_DESCRIPTION_PREFIX.  The comment is written with
+ * So every training also writes what that row holds (the source and the
+ * validation table, by their schema-qualified names, the settings, the
+ * size, the loss) as JSON in the comment on column "factors" of the
+ * model's user factor table, which pg_dump dumps with the table, after
+ * WALS_DESCRIPTION_PREFIX.  The comment is written with
  * CreateComments, as COMMENT ON would write it, and no SQL text is made of
  * it.  A comment the owner put there in its place is left as it is (with
  * a NOTICE): a training never overwrites what is not its own.
@@ -43,8 +44,14 @@
 #include "wals_catalog.h"
 #include "wals_metrics.h"
 
-/* The version of the description's layout, its field "format". */
-#define DESCRIPTION_FORMAT		1
+/*
+ * The version of the description's layout, its field "format": 2 since
+ * 0.6.0, which names the validation table schema-qualified, as the source;
+ * 1, written by 0.4.0 and 0.5.0, gave the validation table's name alone,
+ * and is read still.
+ */
+#define DESCRIPTION_FORMAT		2
+#define DESCRIPTION_FORMAT_NAME_ALONE	1
 
 /*
  * The longest description read: a training writes well under 2 kB, and a
@@ -52,7 +59,7 @@
  */
 #define DESCRIPTION_MAX_BYTES	(64 * 1024)
 
-/* The longest text field read: names, and a validation table as given. */
+/* The longest text field read: names, qualified or not. */
 #define DESCRIPTION_MAX_TEXT	1024
 
 /* ---------- writing ---------- */
@@ -130,22 +137,30 @@ iso_time(TimestampTz t)
 					tm.tm_hour, tm.tm_min, tm.tm_sec, (int) fsec);
 }
 
+/* A relation's schema-qualified name, quoted; NULL for none or one gone. */
+static char *
+qualified_name(Oid relid)
+{
+	char	   *name = OidIsValid(relid) ? get_rel_name(relid) : NULL;
+
+	if (name == NULL)
+		return NULL;
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name);
+}
+
 /*
  * The description of a model: its catalog row as JSON, less what only
  * this database knows (the numbers of its relations and roles), with the
- * source by its schema-qualified name.
+ * source and the validation table by their schema-qualified names.
  */
 char *
 wals_description_text(const WalsCatalogRow *row)
 {
 	const WalsParams *p = &row->params;
 	bool		validating = row->validation_metric != NULL;
-	char	   *source = NULL;
+	char	   *source = qualified_name(row->source);
 	StringInfoData buf;
 
-	if (OidIsValid(row->source) && get_rel_name(row->source) != NULL)
-		source = quote_qualified_identifier(get_namespace_name(get_rel_namespace(row->source)),
-											get_rel_name(row->source));
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
 	add_int(&buf, "format", DESCRIPTION_FORMAT, false);
@@ -171,7 +186,7 @@ wals_description_text(const WalsCatalogRow *row)
 	add_text(&buf, "accelerate", row->accelerate);
 	add_real(&buf, "init_std", row->init_std, row->init_std < 0);
 	add_real(&buf, "validation", (float) row->validation, row->validation <= 0);
-	add_text(&buf, "validation_table", row->validation_table);
+	add_text(&buf, "validation_table", qualified_name(row->validation_table));
 	add_text(&buf, "validation_metric", row->validation_metric);
 	add_int(&buf, "patience", row->patience, !validating);
 	add_int(&buf, "best_iteration", row->best_iteration, !validating);
@@ -410,23 +425,31 @@ reading_context(void *arg)
 	errcontext("reading the description of model \"%s\"", (const char *) arg);
 }
 
+/*
+ * A relation the description names by its schema-qualified name, split
+ * into out, which the caller resolves and checks; both NULL for a null.
+ */
+static void
+qualified_field(Reader *r, const char *key, WalsDescribedRelation *out)
+{
+	char	   *given = text_field(r, key, true, DESCRIPTION_MAX_TEXT);
+	List	   *parts;
+
+	out->schema = out->name = NULL;
+	if (given == NULL)
+		return;
+	if (!SplitIdentifierString(pstrdup(given), '.', &parts) || list_length(parts) != 2)
+		bad(r, key, psprintf("is \"%s\", and must be a schema-qualified relation name",
+							 shown(given)));
+	out->schema = linitial(parts);
+	out->name = lsecond(parts);
+}
+
 /* The source and the columns, which the caller resolves and checks. */
 static void
-read_columns(Reader *r, WalsCatalogRow *row, char **source_schema, char **source_table)
+read_columns(Reader *r, WalsCatalogRow *row, WalsDescribedRelation *source)
 {
-	char	   *source = text_field(r, "source", true, DESCRIPTION_MAX_TEXT);
-
-	*source_schema = *source_table = NULL;
-	if (source != NULL)
-	{
-		List	   *parts;
-
-		if (!SplitIdentifierString(pstrdup(source), '.', &parts) || list_length(parts) != 2)
-			bad(r, "source", psprintf("is \"%s\", and must be a schema-qualified relation name",
-									  shown(source)));
-		*source_schema = linitial(parts);
-		*source_table = lsecond(parts);
-	}
+	qualified_field(r, "source", source);
 	row->user_col = text_field(r, "user_col", false, NAMEDATALEN - 1);
 	row->item_col = text_field(r, "item_col", false, NAMEDATALEN - 1);
 	if (strcmp(row->user_col, row->item_col) == 0)
@@ -489,8 +512,13 @@ validation_field_given(Reader *r, const char *key, bool isnull, bool validating)
 			"is given without \"validation\" or \"validation_table\"");
 }
 
+/*
+ * The validation: a share, or a table (left in table for the caller to
+ * resolve: by its schema-qualified name, or in format 1 by its name alone,
+ * schema NULL), with its metric, patience and outcome.
+ */
 static void
-read_validation(Reader *r, WalsCatalogRow *row)
+read_validation(Reader *r, int format, WalsCatalogRow *row, WalsDescribedRelation *table)
 {
 	bool		isnull;
 	bool		validating;
@@ -499,10 +527,16 @@ read_validation(Reader *r, WalsCatalogRow *row)
 
 	row->validation = number_field(r, "validation", 0, WALS_MAX_VALIDATION, true, true,
 								   &isnull);
-	row->validation_table = text_field(r, "validation_table", true, DESCRIPTION_MAX_TEXT);
-	if (!isnull && row->validation_table != NULL)
+	if (format == DESCRIPTION_FORMAT_NAME_ALONE)
+	{
+		table->schema = NULL;
+		table->name = text_field(r, "validation_table", true, NAMEDATALEN - 1);
+	}
+	else
+		qualified_field(r, "validation_table", table);
+	if (!isnull && table->name != NULL)
 		bad(r, "validation_table", "is given with \"validation\", and only one of them may be");
-	validating = !isnull || row->validation_table != NULL;
+	validating = !isnull || table->name != NULL;
 	row->validation_metric = text_field(r, "validation_metric", true, DESCRIPTION_MAX_TEXT);
 	validation_field_given(r, "validation_metric", row->validation_metric == NULL, validating);
 	if (validating &&
@@ -567,18 +601,19 @@ check_json(const char *text, const char *display)
 
 /*
  * Read a description (the comment after WALS_DESCRIPTION_PREFIX) into row,
- * every value checked; display names the model in errors.  The source is
- * left to the caller, as the schema and the name of the relation the
- * description names (both NULL: none).  Fills what the description holds,
- * nothing else of row.
+ * every value checked; display names the model in errors.  The source and
+ * the validation table are left to the caller, as the relations the
+ * description names (see WalsDescribedRelation).  Fills what the
+ * description holds, nothing else of row.
  */
 void
 wals_description_parse(const char *text, const char *display, WalsCatalogRow *row,
-					   char **source_schema, char **source_table)
+					   WalsDescribedRelation *source, WalsDescribedRelation *validation)
 {
 	ErrorContextCallback context;
 	Jsonb	   *jb;
 	Reader		r;
+	int64		format;
 
 	check_json(text, display);
 	context.callback = reading_context;
@@ -593,12 +628,13 @@ wals_description_parse(const char *text, const char *display, WalsCatalogRow *ro
 				 errhint("Train the model again with wals_train(), or write its description back as wals wrote it.")));
 	r.root = &jb->root;
 	r.display = display;
-	if (int_field(&r, "format", PG_INT32_MIN, PG_INT32_MAX, NULL) != DESCRIPTION_FORMAT)
-		bad(&r, "format", psprintf("is not %d, the only format this version of wals reads",
-								   DESCRIPTION_FORMAT));
-	read_columns(&r, row, source_schema, source_table);
+	format = int_field(&r, "format", PG_INT32_MIN, PG_INT32_MAX, NULL);
+	if (format != DESCRIPTION_FORMAT && format != DESCRIPTION_FORMAT_NAME_ALONE)
+		bad(&r, "format", psprintf("is not %d or %d, the formats this version of wals reads",
+								   DESCRIPTION_FORMAT_NAME_ALONE, DESCRIPTION_FORMAT));
+	read_columns(&r, row, source);
 	read_params(&r, row);
-	read_validation(&r, row);
+	read_validation(&r, (int) format, row, validation);
 	read_outcome(&r, row);
 	error_context_stack = context.previous;
 }

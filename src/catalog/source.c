@@ -6,6 +6,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
@@ -27,6 +28,20 @@ wals_relation_name(Oid relid)
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
 	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name);
+}
+
+/* The owner of a relation, looked up now; InvalidOid when it is gone. */
+Oid
+wals_relation_owner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
 }
 
 /*

@@ -77,7 +77,10 @@ typedef struct WalsCatalogRow
 	const char *accelerate;
 	float		init_std;		/* negative: NULL */
 	double		validation;		/* 0: NULL */
-	const char *validation_table;	/* as given; NULL: none */
+	Oid			validation_table;	/* InvalidOid: NULL, no table, or one no
+									 * longer known (validation_metric set) */
+	Oid			validation_owner;	/* its owner when it was read; InvalidOid
+									 * with it */
 	const char *validation_metric;	/* NULL: no validation, and the three
 									 * below NULL */
 	int			patience;
@@ -89,6 +92,18 @@ typedef struct WalsCatalogRow
 
 /* What starts the description of a model's user factor table (describe.c). */
 #define WALS_DESCRIPTION_PREFIX		"wals model settings: "
+
+/*
+ * A relation a model's description names (describe.c), for the caller to
+ * look up: its schema and its name, both NULL where it names none.  The
+ * schema is NULL alone where the description gives the name alone, as the
+ * validation table of a description of 0.4.0 and 0.5.0 (format 1).
+ */
+typedef struct WalsDescribedRelation
+{
+	char	   *schema;
+	char	   *name;
+} WalsDescribedRelation;
 
 /* A model's name as given: schema is NULL when it is not qualified. */
 typedef struct WalsModelName
@@ -195,6 +210,7 @@ extern bool wals_model_has_tables(const WalsModelInfo *info);
 
 /* source.c: relations and columns of ratings */
 extern char *wals_relation_name(Oid relid);
+extern Oid	wals_relation_owner(Oid relid);
 extern char *wals_check_source(Oid relid, const char *argname);
 extern void wals_check_readable(Oid relid, const char *const *cols, int ncols);
 extern void wals_check_readable_hint(Oid relid, const char *const *cols, int ncols,
@@ -223,7 +239,8 @@ extern bytea *wals_rated_bytea(const int64 *item_ids, const int32 *indices,
 extern void wals_model_describe(const WalsCatalogRow *row);
 extern char *wals_description_text(const WalsCatalogRow *row);
 extern void wals_description_parse(const char *text, const char *display, WalsCatalogRow *row,
-								   char **source_schema, char **source_table);
+								   WalsDescribedRelation *source,
+								   WalsDescribedRelation *validation);
 
 /* roles.c */
 extern void wals_become(Oid role, WalsRoleSave *save);

@@ -262,6 +262,15 @@ validation_args(const WalsTrainRequest *req, WalsTrainArgs *args)
 						  args->item_col, "item_col", true);
 		wals_check_readable(args->validation_table,
 							(const char *[]) {args->user_col, args->item_col}, 2);
+
+		/*
+		 * The owner the catalog will record, for a retraining to know the
+		 * relation again: that of a table the catalog gave as it recorded
+		 * it, which wals_retrain checked; store.c checks it once more once
+		 * the training has read, and so locked, the relation.
+		 */
+		args->validation_owner = OidIsValid(req->validation_owner) ? req->validation_owner :
+			wals_relation_owner(args->validation_table);
 	}
 	if (!req->isnull[WALS_ARG_VALIDATION_METRIC])
 		metric = text_to_cstring(DatumGetTextPP(req->value[WALS_ARG_VALIDATION_METRIC]));

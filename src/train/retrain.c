@@ -12,7 +12,6 @@
  */
 #include "postgres.h"
 
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -20,8 +19,6 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
-#include "utils/regproc.h"
-#include "utils/varlena.h"
 
 #include "wals_train.h"
 
@@ -54,10 +51,28 @@ enum
 	R_NARGS
 };
 
-/* The settings of the catalog row that WalsModelInfo does not hold. */
+/*
+ * The settings of the catalog row that WalsModelInfo does not hold, and the
+ * owner recorded with the validation table.
+ */
 static const char *const stored_columns =
 "max_iterations, seed, tolerance, accelerate, block_size, regularization_exponent,"
-" init_std, validation, validation_table, validation_metric, patience";
+" init_std, validation, validation_table, validation_metric, patience,"
+" validation_owner::pg_catalog.oid";
+
+/*
+ * The validation table as the catalog row records it: the relation's OID
+ * and the role that owned it when a training read it, or neither; unknown
+ * where the row keeps validation_table NULL beside a validation_metric
+ * and no validation share: a table the update to 0.6.0, or
+ * wals_attach_model, could not tell from the name the model had of it.
+ */
+typedef struct StoredValidation
+{
+	Oid			relid;
+	Oid			owner;
+	bool		unknown;
+} StoredValidation;
 
 static void
 set_arg(WalsTrainRequest *train, int arg, Datum value, bool isnull)
@@ -86,34 +101,73 @@ name_datum(const char *name)
 }
 
 /*
- * The relation a stored qualified name means now, for a validation table:
- * the catalog keeps its name as given, since an OID would outlive it.
+ * Refuse a retraining of a model whose recorded validation table is not
+ * known (see StoredValidation), unless an argument replaced it.
  */
-static Oid
-stored_relation(const char *name, const WalsModelInfo *info)
+static void
+unknown_validation_table(const WalsModelInfo *info)
 {
-	Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
-										 NoLock, true);
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_TABLE),
+			 errmsg("the validation table of model \"%s\" is not known", info->display),
+			 errdetail("The model stopped early on the cells of a table that wals could not find again when it was updated to 0.6.0, or when the model was attached."),
+			 errhint("Pass validation_table => the relation of its held-out cells, or validation => 0 to train without one.")));
+}
 
-	if (!OidIsValid(relid))
+/*
+ * The validation table the catalog row records, checked as every relation
+ * wals keeps is checked at each use, before anything locks it: still
+ * there, and still the relation the model validated on, which the owner
+ * recorded with it tells (a dump and restore keeps the number of a
+ * relation dropped before the dump, which may then name another role's);
+ * and readable by the caller, as by the model's owner, as whom the
+ * training reads it (args.c).  Renamed or moved, it is still the same
+ * relation, and followed.
+ */
+static void
+stored_validation_table(WalsTrainRequest *train, const StoredValidation *held,
+						const WalsModelInfo *info)
+{
+	Oid			owner;
+
+	if (held->unknown)
+		unknown_validation_table(info);
+	if (!OidIsValid(held->relid))
+		return;
+	owner = wals_relation_owner(held->relid);
+	if (!OidIsValid(owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("the validation table \"%s\" of model \"%s\" no longer exists", name,
-						info->display),
+				 errmsg("the validation table of model \"%s\" no longer exists", info->display),
+				 errdetail("The relation the model validated on was dropped."),
 				 errhint("Pass validation_table => another relation, or validation => 0 to train without one.")));
-	return relid;
+	if (owner != held->owner)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the validation table of model \"%s\" is no longer the relation it validated on",
+						info->display),
+				 OidIsValid(held->owner) ?
+				 errdetail("Relation %s belongs to role %s, and the model validated on a relation of role %s: it was given to another role, or the model's catalog row outlived its relation (a dump and restore keeps such a row's number, which then names another relation).",
+						   wals_relation_name(held->relid), wals_role_display(owner),
+						   wals_role_display(held->owner)) :
+				 errdetail("The catalog records no owner for relation %s.",
+						   wals_relation_name(held->relid)),
+				 errhint("Pass validation_table => the relation to validate on, or validation => 0 to train without one.")));
+	wals_check_readable(held->relid, (const char *[]) {info->user_col, info->item_col}, 2);
+	set_arg(train, WALS_ARG_VALIDATION_TABLE, ObjectIdGetDatum(held->relid), false);
+	train->validation_owner = held->owner;
 }
 
 /*
  * Fill train, wals_train's arguments, from the catalog row of the model
- * given, and info with that row.  The name of a
- * recorded validation table is left in held, resolved only if no argument
- * replaces it.
+ * given, and info with that row.  A recorded validation table is left in
+ * held, checked only if no argument replaces it.
  */
 static void
 fill_from_catalog(FunctionCallInfo fcinfo, WalsTrainRequest *train, WalsModelInfo *out,
-				  char **held)
+				  StoredValidation *held)
 {
+	bool		isnull;
 	WalsModelInfo info;
 	Oid			types[2] = {NAMEOID, TEXTOID};
 	Datum		key[2];
@@ -168,14 +222,18 @@ fill_from_catalog(FunctionCallInfo fcinfo, WalsTrainRequest *train, WalsModelInf
 	set_stored(train, WALS_ARG_REGULARIZATION_EXPONENT, 6);
 	set_stored(train, WALS_ARG_INIT_STD, 7);
 	set_stored(train, WALS_ARG_VALIDATION, 8);
-	set_stored(train, WALS_ARG_VALIDATION_TABLE, 9);
-	if (!train->isnull[WALS_ARG_VALIDATION_TABLE])
-	{
-		*held = TextDatumGetCString(train->value[WALS_ARG_VALIDATION_TABLE]);
-		set_arg(train, WALS_ARG_VALIDATION_TABLE, (Datum) 0, true);
-	}
+	held->relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												 9, &isnull));
+	if (isnull)
+		held->relid = InvalidOid;
+	held->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												 12, &isnull));
+	if (isnull)
+		held->owner = InvalidOid;
 	set_stored(train, WALS_ARG_VALIDATION_METRIC, 10);
 	set_stored(train, WALS_ARG_PATIENCE, 11);
+	held->unknown = !OidIsValid(held->relid) && train->isnull[WALS_ARG_VALIDATION] &&
+		!train->isnull[WALS_ARG_VALIDATION_METRIC];
 	*out = info;
 }
 
@@ -241,7 +299,7 @@ retrain_call(PG_FUNCTION_ARGS)
 	WalsTrainRequest train;
 	WalsTrainSummary summary;
 	WalsModelInfo info;
-	char	   *held = NULL;
+	StoredValidation held;
 	WalsRoleSave save;
 
 	wals_train_request_init(&train);
@@ -256,9 +314,8 @@ retrain_call(PG_FUNCTION_ARGS)
 		elog(ERROR, "wals: SPI_connect failed");
 	fill_from_catalog(fcinfo, &train, &info, &held);
 	apply_overrides(fcinfo, &train);
-	if (held != NULL && PG_ARGISNULL(R_VALIDATION) && PG_ARGISNULL(R_VALIDATION_TABLE))
-		set_arg(&train, WALS_ARG_VALIDATION_TABLE,
-				ObjectIdGetDatum(stored_relation(held, &info)), false);
+	if (PG_ARGISNULL(R_VALIDATION) && PG_ARGISNULL(R_VALIDATION_TABLE))
+		stored_validation_table(&train, &held, &info);
 
 	/*
 	 * The source is the one the owner chose, not the caller: whoever

@@ -331,6 +331,32 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 }
 
 /*
+ * Error unless the validation table still belongs to the role whose it was
+ * when the training checked it (or, retrained, when the catalog recorded
+ * it), the role the catalog records with it.  The training has read the
+ * relation, and holds its lock until the end of the transaction: no owner
+ * changes from now on, and a change before the lock is caught here.
+ */
+static void
+check_validation_owner(const WalsTrainArgs *args)
+{
+	Oid			owner;
+
+	if (!OidIsValid(args->validation_table))
+		return;
+	owner = wals_relation_owner(args->validation_table);
+	if (owner != args->validation_owner)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the validation table of model \"%s\" changed owner during the training",
+						args->model_display),
+				 errdetail("Relation %s belongs to role %s, and belonged to role %s when the training began.",
+						   wals_relation_name(args->validation_table), wals_role_display(owner),
+						   wals_role_display(args->validation_owner)),
+				 errhint("Train the model again.")));
+}
+
+/*
  * Replace the catalog row of the model, append its training log, and
  * describe its settings on its user factor table (describe.c), so that a
  * dump of its schema alone carries them.
@@ -344,6 +370,7 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	char	   *query;
 	WalsRoleSave save;
 
+	check_validation_owner(args);
 	memset(&row, 0, sizeof(row));
 	row.schema = get_namespace_name(args->schema);
 	row.model = args->model;
@@ -373,8 +400,9 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	row.accelerate = wals_accelerate_name(args->accelerate);
 	row.init_std = args->init_std;
 	row.validation = args->validation;
-	row.validation_table = OidIsValid(args->validation_table) ?
-		args->validation_table_display : NULL;
+	row.validation_table = args->validation_table;
+	row.validation_owner = OidIsValid(args->validation_table) ? args->validation_owner :
+		InvalidOid;
 	row.validation_metric = validating ? args->validation_metric : NULL;
 	row.patience = args->patience;
 	row.best_iteration = result->best_iteration;

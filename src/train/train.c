@@ -549,6 +549,7 @@ train_call(PG_FUNCTION_ARGS)
 		req.isnull[a] = PG_ARGISNULL(a);
 	}
 	req.trial = false;
+	req.validation_owner = InvalidOid;
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	wals_train_run(&req, &summary);
 	wals_train_summary_row(fcinfo, &summary);

@@ -58,6 +58,7 @@ typedef struct WalsTrainArgs
 								 * from N(0, WALS_INIT_SCALE) */
 	double		validation;		/* share held out for early stopping; 0: none */
 	Oid			validation_table;	/* or the cells of this relation */
+	Oid			validation_owner;	/* its owner, as the catalog records it */
 	char	   *validation_table_display;
 	char	   *validation_metric;	/* as parsed into kind and k */
 	WalsMetricKind validation_kind;
@@ -179,6 +180,9 @@ typedef struct WalsTrainRequest
 	Datum		value[WALS_TRAIN_NARGS];
 	bool		isnull[WALS_TRAIN_NARGS];
 	bool		trial;
+	Oid			validation_owner;	/* the owner the catalog recorded for the
+									 * validation table (wals_retrain);
+									 * InvalidOid: the caller named it */
 } WalsTrainRequest;
 
 /* What a training did: wals_train's summary row, and a trial's score. */

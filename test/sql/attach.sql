@@ -56,6 +56,51 @@ SELECT (SELECT array_agg(item_id ORDER BY item_id) FROM served) =
        (SELECT array_agg(item_id ORDER BY item_id) FROM wals_recommend(1, 5, 'att.m')) AS same;
 SELECT count(*) AS log_rows FROM wals_training_log WHERE schema = 'att' AND model = 'm';
 
+-- a validation table, which the description names schema-qualified
+CREATE TABLE att.held AS SELECT u AS user_id, (u * 7 + 6 * 13) % 40 + 1 AS item_id FROM generate_series(1, 100) u;
+SELECT model FROM wals_train('att.plays', 'user_id', 'item_id', 'n', model => 'att.v',
+    factors => 4, iterations => 2, validation_table => 'att.held', patience => 5);
+CREATE TEMP TABLE v_described AS
+SELECT substr(col_description('att.v_user_factors'::regclass, 2), 22)::jsonb AS d;
+SELECT d->>'format' AS format, d->>'validation_table' AS validation_table FROM v_described;
+CREATE FUNCTION pg_temp.describe_v(d jsonb) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM wals_models WHERE schema = 'att' AND model = 'v';
+  EXECUTE format('COMMENT ON COLUMN att.v_user_factors.factors IS %L',
+                 'wals model settings: ' || d::text);
+END$$;
+SELECT pg_temp.describe_v(d) FROM v_described;
+SELECT wals_attach_model('att.v');
+SELECT validation_table, validation_owner = current_user::regrole AS owner_recorded,
+       validation_metric, patience
+FROM wals_models WHERE schema = 'att' AND model = 'v';
+-- 0.4.0 and 0.5.0 (format 1) named it alone: it is looked for in the
+-- model's schema, then in its source's, among the relations of the
+-- model's owner or of the source's owner
+SELECT pg_temp.describe_v(d || '{"format": 1, "validation_table": "held"}') FROM v_described;
+SELECT wals_attach_model('att.v');
+SELECT validation_table, validation_owner = current_user::regrole AS owner_recorded
+FROM wals_models WHERE schema = 'att' AND model = 'v';
+-- not found, or of another role: the model is attached without it, keeps
+-- its metric, and a retraining asks for one
+CREATE ROLE wals_att_other;
+CREATE TABLE att.planted (user_id int, item_id int);
+ALTER TABLE att.planted OWNER TO wals_att_other;
+SET client_min_messages = notice;
+SELECT pg_temp.describe_v(d || '{"format": 1, "validation_table": "planted"}') FROM v_described;
+SELECT wals_attach_model('att.v');
+SELECT pg_temp.describe_v(d || '{"validation_table": "att.gone"}') FROM v_described;
+SELECT wals_attach_model('att.v');
+SET client_min_messages = warning;
+SELECT validation_table, validation_owner, validation_metric, patience
+FROM wals_models WHERE schema = 'att' AND model = 'v';
+SELECT * FROM wals_retrain('att.v');
+SELECT model FROM wals_retrain('att.v', validation_table => 'att.held');
+SELECT validation_table FROM wals_models WHERE schema = 'att' AND model = 'v';
+SELECT wals_drop_model('att.v');
+DROP TABLE att.held, att.planted;
+DROP ROLE wals_att_other;
+
 -- errors
 SELECT wals_attach_model(NULL);
 SELECT wals_attach_model('att.m');

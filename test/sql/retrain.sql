@@ -97,9 +97,37 @@ SELECT * FROM wals_retrain('rt_m', factors => 0);
 SELECT * FROM wals_retrain('rt_m', warm_start => NULL);
 SELECT model FROM wals_train('rt', 'user_id', 'item_id', 'stars', model => 'rt_v',
   factors => 4, iterations => 2, validation_table => 'rt_held');
+-- the validation table is kept by OID, with its owner: renamed or moved,
+-- it is still the relation the model validated on, and is followed
+SELECT validation_table, validation_owner = current_user::regrole AS owner_recorded
+FROM wals_models WHERE model = 'rt_v';
+CREATE SCHEMA rt_elsewhere;
+ALTER TABLE rt_held RENAME TO rt_held_moved;
+ALTER TABLE rt_held_moved SET SCHEMA rt_elsewhere;
+SELECT model FROM wals_retrain('rt_v', iterations => 1);
+SELECT validation_table FROM wals_models WHERE model = 'rt_v';
+-- given to another role, it is no longer that relation (as after a dump
+-- and restore, where a number kept for a relation dropped before the dump
+-- may name another role's): refused before it is read
+CREATE ROLE wals_rt_other;
+ALTER TABLE rt_elsewhere.rt_held_moved OWNER TO wals_rt_other;
+SELECT * FROM wals_retrain('rt_v');
+ALTER TABLE rt_elsewhere.rt_held_moved OWNER TO CURRENT_USER;
+ALTER TABLE rt_elsewhere.rt_held_moved SET SCHEMA public;
+ALTER TABLE rt_held_moved RENAME TO rt_held;
+DROP SCHEMA rt_elsewhere;
+DROP ROLE wals_rt_other;
+-- one wals no longer knows, as the update to 0.6.0 leaves a name it could
+-- not resolve: the validation metric stays, and a retraining asks for one
+UPDATE wals_models SET validation_table = NULL, validation_owner = NULL WHERE model = 'rt_v';
+SELECT * FROM wals_retrain('rt_v');
+SELECT model FROM wals_retrain('rt_v', validation_table => 'rt_held');
+SELECT validation_table, validation_metric FROM wals_models WHERE model = 'rt_v';
 DROP TABLE rt_held;
 SELECT * FROM wals_retrain('rt_v');
 SELECT model FROM wals_retrain('rt_v', validation => 0);
+-- a metric alone, for a model that no longer validates, is refused as by wals_train
+SELECT * FROM wals_retrain('rt_v', validation_metric => 'auc');
 DROP TABLE rt_other;
 SELECT * FROM wals_retrain('rt_m');
 

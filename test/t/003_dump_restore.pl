@@ -5,7 +5,10 @@
 # where it was.  A model whose factor table its owner dropped keeps, in the
 # dump, the number of the table it named, which after a restore may name
 # another role's table: that table is then never read, written or taken for
-# the model's owner, and the model can still be dropped.
+# the model's owner, and the model can still be dropped.  A validation table
+# is restored by name, as the source is; one dropped before the dump keeps
+# its number, and a relation of another role behind it is never read by a
+# retraining.
 use strict;
 use warnings FATAL => 'all';
 
@@ -30,8 +33,11 @@ CREATE TABLE shop.purchases AS
   FROM generate_series(1, 1000) c, generate_series(1, 10) g;
 SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
   factors => 16, iterations => 5, feedback => 'explicit', regularization => 0.05);
+CREATE TABLE shop.held AS
+  SELECT c AS customer, (c * 11 + 33) % 300 + 1 AS product FROM generate_series(1, 1000) c;
 SELECT 1 FROM wals_train('shop.purchases', 'customer', 'product', model => 'shop.Shop Model',
-  factors => 8, iterations => 4, alpha => 2, seed => 3, tolerance => 0.0001);
+  factors => 8, iterations => 4, alpha => 2, seed => 3, tolerance => 0.0001,
+  validation_table => 'shop.held', patience => 10);
 -- retrained: the log holds two versions of m
 SELECT 1 FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'm',
   factors => 16, iterations => 6, feedback => 'explicit', regularization => 0.05, seed => 5);
@@ -145,6 +151,15 @@ for my $db ('restored_c', 'restored_p')
 	is($node->safe_psql($db, $queries{'recommendations of Shop Model'}),
 		$before->{'recommendations of Shop Model'},
 		"$db: Shop Model still serves the same recommendations");
+	is($node->safe_psql($db,
+			q{SELECT validation_table = 'shop.held'::regclass, validation_owner = current_user::regrole
+			  FROM wals_models WHERE model = 'Shop Model'}),
+		't|t', "$db: its validation table is the restored shop.held, of its owner");
+	$node->safe_psql($db, q{SELECT 1 FROM wals_retrain('shop.Shop Model', iterations => 2)});
+	is($node->safe_psql($db,
+			q{SELECT validation_table = 'shop.held'::regclass AND validation_score IS NOT NULL
+			  FROM wals_models WHERE model = 'Shop Model'}),
+		't', "$db: and Shop Model retrains, validating on it");
 
 	# A new model, and dropping a restored one.
 	$node->safe_psql($db,
@@ -183,6 +198,10 @@ CREATE VIEW tenant.v AS SELECT user_id, item_id FROM tenant.r WHERE tenant.spy()
 SELECT 1 FROM wals_train('tenant.v', 'user_id', 'item_id', model => 'tenant.dangling',
   factors => 2, iterations => 1);
 DROP TABLE tenant.dangling_user_factors;
+CREATE TABLE tenant.held AS SELECT user_id, (user_id * 3) % 30 + 1 AS item_id FROM tenant.r;
+SELECT 1 FROM wals_train('tenant.r', 'user_id', 'item_id', model => 'tenant.validated',
+  factors => 2, iterations => 2, validation_table => 'tenant.held');
+DROP TABLE tenant.held;
 });
 $node->command_ok([ 'pg_dump', '-Fc', '-f', "$tmp/dsrc.dump", '-d', 'dsrc' ],
 	'pg_dump of a database with a dangling model');
@@ -208,6 +227,26 @@ for my $sql (
 }
 is($node->safe_psql('drestored', q{SELECT count(*) FROM seen}), '0',
 	'no code of the tenant ran, as itself or as the superuser');
+
+# The validation table the tenant dropped before the dump: its number is
+# made to name a view of the superuser's, which records who reads it and
+# which the tenant may read.  It is not the relation the model validated
+# on, and no retraining reads it.
+$node->safe_psql('drestored', q{
+CREATE FUNCTION public.watch() RETURNS bool LANGUAGE sql
+  AS $$INSERT INTO public.seen VALUES (current_user) RETURNING true$$;
+CREATE VIEW public.peek AS SELECT user_id, item_id FROM tenant.r WHERE public.watch();
+GRANT SELECT ON public.peek TO tenant;
+UPDATE wals_models SET validation_table = 'public.peek'::regclass WHERE model = 'validated'});
+for my $role ('tenant', 'postgres')
+{
+	my ($ret, $out, $err) = $node->psql('drestored',
+		"SET ROLE $role; SELECT * FROM wals_retrain('tenant.validated')");
+	like($err, qr/the validation table of model "tenant.validated" is no longer the relation it validated on/,
+		"as $role, a retraining is refused where the validation table's number names another role's relation");
+}
+is($node->safe_psql('drestored', q{SELECT count(*) FROM seen}), '0',
+	'which no retraining read');
 my ($ret, $out, $err) = $node->psql('drestored', q{SET ROLE tenant; SELECT wals_drop_model('tenant.dangling')});
 is($ret, 0, 'its owner can drop the dangling model') or diag($err);
 like($err, qr/relation public.secret was left in place: it is no longer the table wals created/,

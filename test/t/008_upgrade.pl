@@ -113,10 +113,10 @@ is($ret, 0, 'ALTER EXTENSION wals UPDATE succeeds');
 # that reaches it from 0.1.0: every release's step, the last one included.
 my $default = $node->safe_psql('postgres',
 	q{SELECT default_version FROM pg_available_extensions WHERE name = 'wals'});
-is($default, '0.5.0', 'the control file installs 0.5.0');
+is($default, '0.6.0', 'the control file installs 0.6.0');
 is($node->safe_psql('postgres',
 		qq{SELECT path FROM pg_extension_update_paths('wals') WHERE source = '0.1.0' AND target = '$default'}),
-	'0.1.0--0.2.0--0.3.0--0.4.0--0.5.0', 'the update from 0.1.0 runs every step, 0.4.0 to 0.5.0 last');
+	'0.1.0--0.2.0--0.3.0--0.4.0--0.5.0--0.6.0', 'the update from 0.1.0 runs every step, 0.5.0 to 0.6.0 last');
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'wals'}),
 	$default, 'updated to the default version');
 like($stderr, qr/WARNING:  model "evil" was removed from the catalog: /,
@@ -209,6 +209,120 @@ like($stderr, qr/drop cascades to model "mallory.mm".*drop cascades to model "pu
 	'and DROP EXTENSION wals CASCADE drops the models');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_class WHERE relname ~ '^mm?_(user|item)_factors$'}),
 	'0', 'with their factor tables');
+
+# 0.4.0 and 0.5.0 recorded a model's validation table by name; the update
+# to 0.6.0 makes each a regclass, resolved without the updater's
+# search_path.  The models are trained by this version in another
+# database, their schemas dumped into a database on 0.5.0, and their
+# catalog rows written there as 0.5.0 kept them, each with a name of its
+# validation table: qualified ('data.held'), alone in the model's schema
+# ('held', while the superuser updating has a public.held on its path),
+# alone beside the model's source ('beside'), alone where only a relation
+# of another role has it ('planted'), and nowhere ('gone').  The last two
+# become NULL, with a WARNING each (ALTER EXTENSION shows no NOTICE of its
+# scripts), and the model is refused a retraining until it is given a
+# table again.
+my $tmp = PostgreSQL::Test::Utils::tempdir;
+$node->safe_psql('postgres', q{
+CREATE ROLE tenant LOGIN;
+CREATE ROLE intruder LOGIN;
+CREATE DATABASE v060;
+CREATE DATABASE from_050;
+});
+$node->safe_psql(
+	'v060', q{
+CREATE EXTENSION wals;
+CREATE SCHEMA tenant AUTHORIZATION tenant;
+CREATE SCHEMA data AUTHORIZATION tenant;
+SET ROLE tenant;
+CREATE TABLE tenant.r AS
+  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id
+  FROM generate_series(1, 80) u, generate_series(1, 6) g;
+CREATE TABLE tenant.held AS
+  SELECT u AS user_id, (u * 3 + 1) % 40 + 1 AS item_id FROM generate_series(1, 80) u;
+CREATE TABLE data.r AS SELECT * FROM tenant.r;
+CREATE TABLE data.beside AS SELECT * FROM tenant.held;
+CREATE TABLE data.held AS
+  SELECT u AS user_id, (u * 11 + 5) % 40 + 1 AS item_id FROM generate_series(1, 80) u;
+SELECT count(*) FROM wals_train('tenant.r', 'user_id', 'item_id', model => 'tenant.q',
+  factors => 4, iterations => 4, workers => 0, validation_table => 'data.held', patience => 9);
+SELECT count(*) FROM wals_train('tenant.r', 'user_id', 'item_id', model => 'tenant.u',
+  factors => 4, iterations => 4, workers => 0, validation_table => 'tenant.held', patience => 9);
+SELECT count(*) FROM wals_train('data.r', 'user_id', 'item_id', model => 'tenant.s',
+  factors => 4, iterations => 4, workers => 0, validation_table => 'data.beside', patience => 9);
+SELECT count(*) FROM wals_train('tenant.r', 'user_id', 'item_id', model => 'tenant.p',
+  factors => 4, iterations => 4, workers => 0, validation_table => 'tenant.held', patience => 9);
+SELECT count(*) FROM wals_train('tenant.r', 'user_id', 'item_id', model => 'tenant.g',
+  factors => 4, iterations => 4, workers => 0, validation_table => 'tenant.held', patience => 9);
+});
+my $rows_050 = $node->safe_psql(
+	'v060', q{
+SELECT string_agg(format('INSERT INTO wals_models SELECT (jsonb_populate_record(NULL::wals_models, %L)).*;',
+  to_jsonb(m) - 'validation_owner' || jsonb_build_object('validation_table',
+    CASE model WHEN 'q' THEN 'data.held' WHEN 'u' THEN 'held' WHEN 's' THEN 'beside'
+               WHEN 'p' THEN 'planted' ELSE 'gone' END)), E'\n' ORDER BY model)
+FROM wals_models m WHERE schema = 'tenant'});
+$node->command_ok([ 'pg_dump', '-n', 'tenant', '-n', 'data', '-f', "$tmp/tenant.sql", '-d', 'v060' ],
+	'pg_dump of the schemas of models trained with validation tables');
+$node->safe_psql('from_050', q{CREATE EXTENSION wals VERSION '0.5.0'});
+$node->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'from_050', '-f', "$tmp/tenant.sql" ],
+	'restored into a database on 0.5.0');
+$node->safe_psql(
+	'from_050', qq{
+CREATE TABLE public.held AS
+  SELECT u AS user_id, (u * 17 + 2) % 40 + 1 AS item_id FROM generate_series(1, 80) u;
+GRANT CREATE ON SCHEMA tenant TO intruder;
+SET ROLE intruder;
+CREATE TABLE tenant.planted AS
+  SELECT u AS user_id, (u * 17 + 2) % 40 + 1 AS item_id FROM generate_series(1, 80) u;
+RESET ROLE;
+$rows_050
+SELECT setval('wals_model_version_seq', (SELECT max(version) FROM wals_models));
+});
+is($node->safe_psql('from_050',
+		q{SELECT string_agg(model || ':' || validation_table, ' ' ORDER BY model) FROM wals_models}),
+	'g:gone p:planted q:data.held s:beside u:held', 'the 0.5.0 catalog holds the names');
+
+($ret, $stdout, $stderr) = $node->psql('from_050', 'ALTER EXTENSION wals UPDATE');
+is($ret, 0, 'the database on 0.5.0 is updated') or diag($stderr);
+my $resolved_sql = q{
+SELECT m.model, coalesce(n.nspname || '.' || c.relname, 'NULL'), coalesce(m.validation_owner::text, 'NULL')
+FROM wals_models m
+LEFT JOIN pg_class c ON c.oid = m.validation_table
+LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
+ORDER BY m.model};
+is($node->safe_psql('from_050', $resolved_sql),
+	"g|NULL|NULL\np|NULL|NULL\nq|data.held|tenant\ns|data.beside|tenant\nu|tenant.held|tenant",
+	'a qualified name resolves exactly, a name alone in the model\'s schema, else beside its source, '
+	  . 'never on the updater\'s path nor to another role\'s relation');
+is($node->safe_psql('from_050',
+		q{SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+		  WHERE attrelid = 'wals_models'::regclass AND attname IN ('validation_table', 'validation_owner')
+		  ORDER BY attname}),
+	"regrole\nregclass", 'validation_table is a regclass, validation_owner a regrole');
+for my $m ([ 'g', 'gone' ], [ 'p', 'planted' ])
+{
+	my ($model, $name) = @$m;
+	like($stderr,
+		qr/WARNING:  the validation table "$name" of model "tenant.$model" could not be resolved, and is no longer recorded\n.*\nHINT:  Give it again with SELECT wals_retrain\('tenant.$model', validation_table => \.\.\.\)/,
+		"a WARNING names model tenant.$model, whose \"$name\" resolves to nothing, and says how to give it again");
+}
+unlike($stderr, qr/model "tenant.[qsu]"/, 'the names resolved go without a WARNING');
+
+# The model updated retrains, as the superuser with public.held on its
+# path, on tenant.held: the validation score of the training in v060.
+my $score_sql = q{SELECT round(validation_score::numeric, 6) FROM wals_models WHERE model = 'u'};
+$node->safe_psql('from_050', q{SELECT count(*) FROM wals_retrain('tenant.u', workers => 0)});
+is($node->safe_psql('from_050', $score_sql), $node->safe_psql('v060', $score_sql),
+	'the model retrains on the relation its name resolved to');
+($ret, $stdout, $stderr) = $node->psql('from_050', q{SELECT count(*) FROM wals_retrain('tenant.g')});
+like($stderr, qr/ERROR:  the validation table of model "tenant.g" is not known/,
+	'one whose name resolved to nothing is refused');
+$node->safe_psql('from_050',
+	q{SET ROLE tenant; SELECT count(*) FROM wals_retrain('tenant.g', validation_table => 'tenant.held')});
+is($node->safe_psql('from_050',
+		q{SELECT validation_table = 'tenant.held'::regclass FROM wals_models WHERE model = 'g'}),
+	't', 'until its owner gives the table again');
 
 $node->stop;
 done_testing();

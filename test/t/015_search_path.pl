@@ -9,7 +9,11 @@
 # that reach its SQL texts (every solver, warm start, validations,
 # fold-in, tuning, retraining, refresh, evaluation, attaching, dropping,
 # and last DROP EXTENSION wals, which runs wals_uninstall): each must work
-# as it does without the shadows, and none may reach a shadow.  A function
+# as it does without the shadows, and none may reach a shadow.  A
+# validation table named on mallory's path stays the one it named: a
+# superuser's retraining, with another table of that name on its own path,
+# validates on mallory's, and refuses once hers is dropped and another
+# role's made under its name.  A function
 # of the extension that this test does not call fails it, so that the next
 # one is added here.  The peer functions of sharded training are called
 # by a coordinator and checked in t/014_hostile_shards.pl.
@@ -221,6 +225,87 @@ is($ret, 0, 'the one model on the caller\'s path is found by its path') or diag(
 is($out, '5', 'and serves');
 ok($node->safe_psql('postgres', q{SELECT pg_catalog.count(*) FROM wals_models WHERE model = 'r'}) eq '1',
 	'a model named after its source went to the first schema of the path');
+
+# A validation table given by name is resolved on the trainer's path and
+# kept by OID: mallory trains with validation_table => 'vt', which her path
+# finds as mallory.vt; the superuser, whose path finds public.vt under that
+# name, retrains her model, which must validate on mallory.vt still.  The
+# two tables hold other cells, so that the validation score says which one
+# was read (a model of mallory's validated on public.vt shows the other
+# score); the tables hold no code, so nothing of mallory's runs as the
+# superuser, and the retraining reads them as mallory, the model's owner.
+$node->safe_psql(
+	'postgres', q{
+CREATE SCHEMA mallory AUTHORIZATION mallory;
+CREATE TABLE public.vt AS
+  SELECT u AS user_id, (u * 13 + 7) % 40 + 1 AS item_id FROM generate_series(1, 80) u;
+GRANT SELECT ON public.vt TO mallory, alice;
+SET ROLE mallory;
+SET search_path = mallory, public;
+CREATE TABLE mallory.r AS
+  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id
+  FROM generate_series(1, 80) u, generate_series(1, 8) g;
+CREATE TABLE mallory.vt AS
+  SELECT u AS user_id, (u * 3 + 1) % 40 + 1 AS item_id FROM generate_series(1, 80) u;
+SELECT pg_catalog.count(*) FROM wals_train('r', 'user_id', 'item_id', model => 'mallory.v',
+  factors => 4, iterations => 6, workers => 0, validation_table => 'vt', patience => 10);
+SELECT pg_catalog.count(*) FROM wals_train('r', 'user_id', 'item_id', model => 'mallory.p',
+  factors => 4, iterations => 6, workers => 0, validation_table => 'public.vt', patience => 10);
+});
+my $score_sql = q{SELECT pg_catalog.round(validation_score::pg_catalog.numeric, 6)
+  FROM wals_models WHERE schema = 'mallory' AND model = };
+my $on_own = $node->safe_psql('postgres', "$score_sql 'v'");
+my $on_public = $node->safe_psql('postgres', "$score_sql 'p'");
+isnt($on_own, $on_public, "mallory.vt and public.vt give mallory's model other validation scores");
+is($node->safe_psql('postgres',
+		q{SELECT validation_table = 'mallory.vt'::regclass, validation_owner = 'mallory'::regrole
+		  FROM wals_models WHERE schema = 'mallory' AND model = 'v'}),
+	't|t', 'the catalog records the relation the trainer named, mallory.vt, and its owner');
+
+($ret, $out, $err) = $node->psql('postgres',
+	q{SET search_path = public; SELECT pg_catalog.count(*) FROM wals_retrain('mallory.v', workers => 0)},
+	on_error_stop => 1);
+is($ret, 0, 'the superuser retrains mallory\'s model with public.vt on its path') or diag($err);
+is($node->safe_psql('postgres', "$score_sql 'v'"), $on_own,
+	'and it validated on mallory.vt, not on the public.vt its path finds under that name');
+is($node->safe_psql('postgres',
+		q{SELECT validation_table = 'mallory.vt'::regclass FROM wals_models
+		  WHERE schema = 'mallory' AND model = 'v'}),
+	't', 'which it still records');
+
+# mallory.vt dropped, and a relation of another role made under its name
+# (alice's view, which records who reads it): the model's validation table
+# no longer exists, and no retraining, by the superuser or by mallory,
+# takes the new relation for it.
+$node->safe_psql(
+	'postgres', q{
+SET ROLE mallory;
+DROP TABLE mallory.vt;
+RESET ROLE;
+CREATE TABLE alice.seen (who name);
+ALTER TABLE alice.seen OWNER TO alice;
+GRANT INSERT ON alice.seen TO PUBLIC;
+SET ROLE alice;
+CREATE FUNCTION alice.spy() RETURNS bool LANGUAGE sql
+  AS $$INSERT INTO alice.seen VALUES (current_user) RETURNING true$$;
+RESET ROLE;
+CREATE VIEW mallory.vt AS SELECT user_id, item_id FROM public.vt WHERE alice.spy();
+ALTER VIEW mallory.vt OWNER TO alice;
+GRANT SELECT ON mallory.vt TO PUBLIC;
+SET ROLE alice;
+GRANT USAGE ON SCHEMA alice TO mallory;
+});
+for my $who ('', 'SET ROLE mallory;')
+{
+	($ret, $out, $err) = $node->psql('postgres',
+		"$who SET search_path = mallory, public; SELECT pg_catalog.count(*) FROM wals_retrain('mallory.v', workers => 0)");
+	like($err, qr/ERROR:  the validation table of model "mallory.v" no longer exists/,
+		($who ? 'as mallory' : 'as the superuser') . ', a retraining is refused once mallory.vt is another relation');
+}
+is($node->safe_psql('postgres', q{SELECT pg_catalog.count(*) FROM alice.seen}), '0',
+	'the relation now named mallory.vt was never read');
+$node->safe_psql('postgres',
+	q{SET ROLE mallory; SELECT wals_drop_model('mallory.v'), wals_drop_model('mallory.p')});
 
 my @functions = split /\n/, $node->safe_psql(
 	'postgres', q{
