@@ -44,3 +44,9 @@ wals_poll_due(void)
 	if (poll_hook != NULL)
 		poll_hook();
 }
+
+void
+wals_zero_floats(float *p, size_t n)
+{
+	wals_fill_floats(p, NULL, n);
+}

@@ -75,9 +75,11 @@ cursor_admits(Cursor *c, int64_t i)
 /*
  * Items of the exact scan between two counts of its work towards the next
  * poll, less one (a mask): per item, the count would cost a tenth of a dot
- * product at f = 64.
+ * product at f = 64.  An item's work is its dot product and its push into
+ * the heap, which with a large k costs more than the product.
  */
 #define EXACT_POLL_ITEMS 255
+#define EXACT_ITEM_WORK(f) (2 * (int64_t) (f) + 256)
 
 /*
  * The reference itself: each eligible item scored in index order and
@@ -104,7 +106,7 @@ wals_score_exact_topk(const WalsScoreIndex *ix, const float *x,
 		for (a = 0; a < c.nallow; a++)
 		{
 			if ((a & EXACT_POLL_ITEMS) == EXACT_POLL_ITEMS)
-				wals_poll((int64_t) 2 * (EXACT_POLL_ITEMS + 1) * f);
+				wals_poll((EXACT_POLL_ITEMS + 1) * EXACT_ITEM_WORK(f));
 			i = c.allow[a];
 			if (i <= prev || i >= ix->n)
 				continue;
@@ -117,7 +119,7 @@ wals_score_exact_topk(const WalsScoreIndex *ix, const float *x,
 		for (i = 0; i < ix->n; i++)
 		{
 			if ((i & EXACT_POLL_ITEMS) == EXACT_POLL_ITEMS)
-				wals_poll((int64_t) 2 * (EXACT_POLL_ITEMS + 1) * f);
+				wals_poll((EXACT_POLL_ITEMS + 1) * EXACT_ITEM_WORK(f));
 			if (!cursor_skips(&c, i))
 				wals_topk_push(&heap, (int32_t) i, dot(x, ix->Y + (size_t) i * f, f));
 		}

@@ -49,7 +49,7 @@ scaled_gram(const WalsParams *params, const float *G, float *wG)
 	int			a;
 	int			c;
 
-	memset(wG, 0, sizeof(float) * f * fp);
+	wals_fill_floats(wG, NULL, (size_t) f * fp);
 	if (params->w0 == 0.0f)
 		return;
 	for (a = 0; a < f; a++)
@@ -81,9 +81,8 @@ solve_row_cholesky(const WalsParams *params, const WalsKernels *kern,
 	int			lo;
 	int			k;
 
-	memcpy(A, wG, sizeof(float) * f * fp);
+	wals_fill_floats(A, wG, (size_t) f * fp);
 	memset(b, 0, sizeof(float) * fp);
-	wals_poll((int64_t) f * fp / 2);
 	for (lo = 0; lo < nnz; lo += WALS_CHOL_BLOCK)
 	{
 		int			m = nnz - lo < WALS_CHOL_BLOCK ? nnz - lo : WALS_CHOL_BLOCK;

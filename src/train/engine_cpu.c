@@ -324,7 +324,7 @@ compute_gram(const float *Y, int64 nrows, int f, float *G)
 {
 	int64		step = WALS_ROWS_PER_CHECK * 16;
 
-	memset(G, 0, sizeof(float) * f * f);
+	wals_zero_floats(G, (size_t) f * f);
 	for (int64 lo = 0; lo < nrows; lo += step)
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -665,7 +665,7 @@ cpu_line(void *state, int base, int dir, double coef[WALS_LINE_TERMS], WalsFailu
 	if (params->w0 == 0.0f)
 		return true;
 
-	memset(M, 0, sizeof(float) * WALS_LINE_GRAMS * ff);
+	wals_zero_floats(M, WALS_LINE_GRAMS * ff);
 	/* ALS-NCG searches from the factors a sweep has just left. */
 	if (base == WALS_VEC_FACTORS && e->grams_current)
 	{
