@@ -50,8 +50,8 @@ TAP_TESTS = 1
 # another test's work rather than at the end.
 TAP_SLOWEST = test/t/010_hostile.pl test/t/012_shards.pl test/t/017_recipes.pl \
 	test/t/009_cron.pl test/t/011_gpu_emulated.pl test/t/016_reentry.pl \
-	test/t/021_pg_upgrade.pl test/t/001_cancel.pl test/t/019_dump_schema.pl \
-	test/t/003_dump_restore.pl test/t/005_gpu_engine.pl
+	test/t/021_pg_upgrade.pl test/t/001_cancel.pl test/t/023_cancel_wide.pl \
+	test/t/019_dump_schema.pl test/t/003_dump_restore.pl test/t/005_gpu_engine.pl
 PROVE_TESTS = $(TAP_SLOWEST) $(filter-out $(TAP_SLOWEST),$(sort $(wildcard test/t/*.pl)))
 EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/bench/poll_bench test/gpu/check_train test/gpu/host_engine.so test/gpu/wals_cuda_emu.so gpu/wals_cuda.so results regression.diffs regression.out
 

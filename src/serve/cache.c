@@ -155,7 +155,17 @@ load_items(WalsServeModel *m, const WalsModelInfo *info)
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	m->G = MemoryContextAllocZero(m->cxt, sizeof(float) * f * f);
+	/*
+	 * What follows is arithmetic alone, O(items f^2) for the Gram, seconds
+	 * at f = 4096, in which the core polls for a cancel; said at DEBUG1 for
+	 * whoever wonders where a first call's time goes (t/023_cancel_wide.pl
+	 * waits for it).
+	 */
+	ereport(DEBUG1,
+			(errmsg("wals: read the %lld item factors of model \"%s\"; computing their Gram and index",
+					(long long) m->nitems, info->display)));
+	m->G = MemoryContextAllocHuge(m->cxt, sizeof(float) * f * f);
+	wals_zero_floats(m->G, (size_t) f * f);
 	wals_gram_rows(m->Y, 0, m->nitems, f, m->G);
 	index_size = wals_score_index_size(m->nitems, f);
 	wals_report_core_status(wals_score_index_build(&m->index, m->Y, m->nitems, f,
