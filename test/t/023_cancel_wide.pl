@@ -6,7 +6,7 @@
 # 20,000 items, whose Gram and index are built then; (c) wals_recommend_items
 # over all of them, one fold-in row of 20,000 cells.  Each is interrupted
 # in its heavy part and must answer within a generous bound (the code
-# before took 4.5 to 6.3 s on a 2-core EPYC, now 1 to 60 ms); the measured
+# before took 3.6 to 6.3 s on a 2-core EPYC, now 1 to 60 ms); the measured
 # latency is printed, never asserted tight.  About 30 s on 2 cores, and
 # 1 GB of memory in the serving backend, 0.6 GB in the training.
 use strict;
