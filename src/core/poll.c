@@ -50,3 +50,9 @@ wals_zero_floats(float *p, size_t n)
 {
 	wals_fill_floats(p, NULL, n);
 }
+
+void
+wals_copy_floats(float *dst, const float *src, size_t n)
+{
+	wals_fill_floats(dst, src, n);
+}

@@ -497,8 +497,8 @@ cpu_factors(void *state, float *X, float *Y, WalsFailure *failure)
 	WalsWorkspace *ws = e->ws;
 	int			f = ws->shape.factors;
 
-	memcpy(X, ws->X, sizeof(float) * ws->shape.nusers * f);
-	memcpy(Y, ws->Y, sizeof(float) * ws->shape.nitems * f);
+	wals_copy_floats(X, ws->X, (size_t) ws->shape.nusers * f);
+	wals_copy_floats(Y, ws->Y, (size_t) ws->shape.nitems * f);
 	return true;
 }
 
@@ -669,8 +669,8 @@ cpu_line(void *state, int base, int dir, double coef[WALS_LINE_TERMS], WalsFailu
 	/* ALS-NCG searches from the factors a sweep has just left. */
 	if (base == WALS_VEC_FACTORS && e->grams_current)
 	{
-		memcpy(M, ws->GX, sizeof(float) * ff);
-		memcpy(M + 3 * ff, ws->GY, sizeof(float) * ff);
+		wals_copy_floats(M, ws->GX, ff);
+		wals_copy_floats(M + 3 * ff, ws->GY, ff);
 	}
 	else
 	{
