@@ -208,6 +208,7 @@ static WALS_ALWAYS_INLINE void
 row_pass_body(const float *Y, const int32_t *idx, const float *val, int n,
 			  int f, const WalsPassCoef *coef, const float *v, float *out)
 {
+	int64_t		work = 0;
 	int			i = 0;
 
 	memset(out, 0, sizeof(float) * f);
@@ -226,8 +227,9 @@ row_pass_body(const float *Y, const int32_t *idx, const float *val, int n,
 			t[j] = (coef->a0 + coef->a1 * val[i + j]) +
 				(coef->b0 + coef->b1 * val[i + j]) * d[j];
 		axpy4_body(t[0], t[1], t[2], t[3], y0, y1, y2, y3, out, 0, f);
-		wals_poll((int64_t) 8 * f);
+		wals_poll_local(&work, (int64_t) 8 * f);
 	}
+	wals_poll(work);
 	for (; i < n; i++)
 	{
 		const float *y = Y + (size_t) idx[i] * f;
@@ -295,6 +297,7 @@ gram_acc_body(float *A, int f, const float *W, const float *Y,
 			  const int32_t *idx, int n)
 {
 	int			fp = wals_pad(f);
+	int64_t		work = 0;
 	int			j = 0;
 	int			a;
 
@@ -312,7 +315,7 @@ gram_acc_body(float *A, int f, const float *W, const float *Y,
 		for (a = 0; a < f; a++)
 			axpy4_body(y0[a], y1[a], y2[a], y3[a], w0, w1, w2, w3,
 					   A + (size_t) a * fp, a / WALS_VEC * WALS_VEC, fp);
-		wals_poll((int64_t) 2 * f * fp);
+		wals_poll_local(&work, (int64_t) 2 * f * fp);
 	}
 	for (; j < n; j++)
 	{
@@ -325,8 +328,9 @@ gram_acc_body(float *A, int f, const float *W, const float *Y,
 
 			axpy_body(y[a], w + c0, A + (size_t) a * fp + c0, fp - c0);
 		}
-		wals_poll((int64_t) f * fp / 2);
+		wals_poll_local(&work, (int64_t) f * fp / 2);
 	}
+	wals_poll(work);
 }
 
 /*

@@ -122,6 +122,7 @@ SIMD(row_pass_mem) (const float *Y, const int32_t *idx, const float *val,
 {
 	int			tail = SIMD(tail_of) (f);
 	int			nv = (f + SIMD_W - 1) / SIMD_W;
+	int64_t		work = 0;
 	const float *y[4];
 	V			t[4];
 	int			i;
@@ -156,8 +157,9 @@ SIMD(row_pass_mem) (const float *Y, const int32_t *idx, const float *val,
 			o = vfma(t[3], SIMD(ldv) (y[3], c, nv, tail), o);
 			SIMD(stv) (out, c, nv, tail, o);
 		}
-		wals_poll((int64_t) 8 * f);
+		wals_poll_local(&work, (int64_t) 8 * f);
 	}
+	wals_poll(work);
 }
 
 static SIMD_FN void

@@ -140,6 +140,7 @@ static SIMD_FN int
 SIMD(chol_factor) (float *A, int f)
 {
 	int			np = wals_pad(f) / SIMD_W;
+	int64_t		work = 0;
 	int			kb;
 
 	for (kb = 0; kb < f; kb += 4)
@@ -159,8 +160,9 @@ SIMD(chol_factor) (float *A, int f)
 			if (!ok)
 				return 0;
 		}
-		wals_poll((int64_t) 4 * (kb + 1) * (SIMD_W * np - kb));
+		wals_poll_local(&work, (int64_t) 4 * (kb + 1) * (SIMD_W * np - kb));
 	}
+	wals_poll(work);
 	return 1;
 }
 

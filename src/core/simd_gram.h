@@ -163,6 +163,7 @@ SIMD(gram_acc) (float *A, int f, const float *W, const float *Y,
 				const int32_t *idx, int n)
 {
 	int			np = wals_pad(f) / SIMD_W;
+	int64_t		work = 0;
 	int			a0;
 	int			c0;
 
@@ -171,7 +172,8 @@ SIMD(gram_acc) (float *A, int f, const float *W, const float *Y,
 	{
 		for (c0 = a0 / SIMD_W; c0 < np; c0 += SIMD_TILE)
 			SIMD_DISPATCH(np - c0 < SIMD_TILE ? np - c0 : SIMD_TILE, SIMD_TILE, TILE);
-		wals_poll((int64_t) 4 * SIMD_W * (np - a0 / SIMD_W) * n);
+		wals_poll_local(&work, (int64_t) 4 * SIMD_W * (np - a0 / SIMD_W) * n);
 	}
+	wals_poll(work);
 #undef TILE
 }

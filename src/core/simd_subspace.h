@@ -354,6 +354,7 @@ static SIMD_FN void
 SIMD(sub_gram) (float *A, int b, const float *yc, const float *wc, int m)
 {
 	int			nv = (b + SIMD_W - 1) / SIMD_W;
+	int64_t		work = 0;
 	int			rows;
 	int			a0;
 	int			c0;
@@ -365,7 +366,7 @@ SIMD(sub_gram) (float *A, int b, const float *yc, const float *wc, int m)
 		int			need = nv - a0 / SIMD_W;
 
 		rows = need * 16 <= SIMD_ACC ? 16 : need * 8 <= SIMD_ACC ? 8 : 4;
-		wals_poll((int64_t) rows * SIMD_W * need * m);
+		wals_poll_local(&work, (int64_t) rows * SIMD_W * need * m);
 		for (c0 = a0 / SIMD_W; c0 < nv; c0 += SIMD_ACC / rows)
 		{
 			int			w = nv - c0 < SIMD_ACC / rows ? nv - c0 : SIMD_ACC / rows;
@@ -380,6 +381,7 @@ SIMD(sub_gram) (float *A, int b, const float *yc, const float *wc, int m)
 				SIMD_DISPATCH(w, SIMD_TILE, GRAM_TILE4);
 		}
 	}
+	wals_poll(work);
 #undef GRAM_TILE4
 #undef GRAM_TILE
 }

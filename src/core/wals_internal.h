@@ -152,6 +152,24 @@ wals_fill_floats(float *dst, const float *src, size_t n)
 extern int64_t wals_piece_rows(int64_t row_work, int n, int64_t k, int *stripe);
 
 /*
+ * For the inner loops of the kernels, whose steps are a few dozen cycles at
+ * f = 64, where even wals_poll's subtraction and test in memory showed:
+ * the work is summed in a local variable, which stays in a register, and
+ * handed on once it reaches a sixteenth of the budget; the loop hands on
+ * what is left when it ends (wals_poll(*local), which may be 0).
+ */
+static inline void
+wals_poll_local(int64_t *local, int64_t work)
+{
+	*local += work;
+	if (*local >= WALS_POLL_WORK / 16)
+	{
+		wals_poll(*local);
+		*local = 0;
+	}
+}
+
+/*
  * C += alpha A A^T on the lower triangle of C (n x n), A being n x k, both
  * column-major with leading dimensions lda and ldc: one cblas_ssyrk where
  * it is within WALS_BLAS_PIECE, else pieces of k and stripes of C's
