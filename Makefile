@@ -50,10 +50,10 @@ TAP_TESTS = 1
 # another test's work rather than at the end.
 TAP_SLOWEST = test/t/010_hostile.pl test/t/012_shards.pl test/t/017_recipes.pl \
 	test/t/009_cron.pl test/t/011_gpu_emulated.pl test/t/016_reentry.pl \
-	test/t/021_pg_upgrade.pl test/t/001_cancel.pl test/t/019_dump_schema.pl \
-	test/t/003_dump_restore.pl test/t/005_gpu_engine.pl
+	test/t/021_pg_upgrade.pl test/t/001_cancel.pl test/t/023_cancel_wide.pl \
+	test/t/019_dump_schema.pl test/t/003_dump_restore.pl test/t/005_gpu_engine.pl
 PROVE_TESTS = $(TAP_SLOWEST) $(filter-out $(TAP_SLOWEST),$(sort $(wildcard test/t/*.pl)))
-EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/gpu/check_train test/gpu/host_engine.so test/gpu/wals_cuda_emu.so gpu/wals_cuda.so results regression.diffs regression.out
+EXTRA_CLEAN = test/unit/wals_unit test/bench/solver_bench test/bench/score_bench test/bench/csr_bench test/bench/poll_bench test/gpu/check_train test/gpu/host_engine.so test/gpu/wals_cuda_emu.so gpu/wals_cuda.so results regression.diffs regression.out
 
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 # OpenBLAS, which carries LAPACK (spotrf_, spotrs_) as well, found through
@@ -181,13 +181,18 @@ test/unit/wals_unit: $(HOST_CORE_OBJS) $(UNIT_SRCS:%.c=$(HOST_DIR)/%.o)
 #   csr_bench: seconds of each pass of the matrix build, one level against
 #     two, on synthetic ratings,
 #     ./test/bench/csr_bench [users items draws sorted|user|random huge|4k reps]
-BENCH_PROGS = test/bench/solver_bench test/bench/score_bench test/bench/csr_bench
+#   poll_bench: the longest stretch between two polls for a cancel of each
+#     operation whose work grows as f^2 or f^3, and the Gram in pieces
+#     against one ssyrk, ./test/bench/poll_bench [f ...]
+BENCH_PROGS = test/bench/solver_bench test/bench/score_bench test/bench/csr_bench \
+	test/bench/poll_bench
 $(BENCH_PROGS): test/bench/%: $(HOST_DIR)/test/bench/%.o $(HOST_CORE_OBJS)
 	$(HOST_CC) -o $@ $^ $(BLAS_LDFLAGS)
 
 solver-bench: test/bench/solver_bench
 score-bench: test/bench/score_bench
 csr-bench: test/bench/csr_bench
+poll-bench: test/bench/poll_bench
 
 # The GPU engine against src/core; it skips, saying why, where the engine
 # was not built or the machine has no GPU (no device, no driver), and fails
@@ -215,7 +220,7 @@ $(EMU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h $(wildcard test/gpu/emu/*)
 		-shared -Itest/gpu/emu -Igpu $(BLAS_CFLAGS) -o $@ -x c++ $(GPU_SRCS) -x none \
 		test/gpu/emu/emu.cc $(BLAS_LDFLAGS)
 
-.PHONY: unit sql-texts version-check names-check scripts-check gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench
+.PHONY: unit sql-texts version-check names-check scripts-check gpu-check test-gpu-emu deps demo test bench solver-bench score-bench csr-bench poll-bench
 gpu-check: test/gpu/check_train test/gpu/host_engine$(DLSUFFIX)
 	./test/gpu/check_train $(abspath test/gpu/host_engine$(DLSUFFIX))
 	./test/gpu/check_train $(abspath gpu/wals_cuda$(DLSUFFIX))

@@ -4,12 +4,19 @@
  *
  * The module needs no shared_preload_libraries: it is loaded by the first
  * call of one of its functions, and every setting can be changed per session.
+ *
+ * It also gives src/core its poll hook, CHECK_FOR_INTERRUPTS: the core's
+ * long loops call it every few milliseconds of arithmetic, so that a
+ * cancel or statement_timeout is answered in the middle of a Cholesky row
+ * or a Gram at any f (DESIGN section 6, rule 14).  _PG_init runs in every
+ * process that loads the library, parallel workers included.
  */
 #include "postgres.h"
 
 #include <limits.h>
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "wals.h"
@@ -62,9 +69,23 @@ assign_kernels(const char *newval, void *extra)
 	wals_kernels_use(newval);
 }
 
+/*
+ * The core's poll hook.  A pending cancel, timeout or termination raises
+ * its error here and longjmps out through the core's frames, which hold
+ * nothing to release (wals_set_poll_hook); nothing is raised where
+ * interrupts are held off (a critical section, an LWLock held).
+ */
+static void
+poll_interrupts(void)
+{
+	CHECK_FOR_INTERRUPTS();
+}
+
 void
 _PG_init(void)
 {
+	wals_set_poll_hook(poll_interrupts);
+
 	DefineCustomStringVariable("wals.default_model",
 							   gettext_noop("Model used by the serving functions when they are given none and more than one model exists."),
 							   NULL,

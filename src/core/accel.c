@@ -102,8 +102,10 @@ wals_line_rows(const WalsParams *params, const WalsCsr *R,
 				coef[3] += cw * 2.0 * b * q;
 				coef[4] += cw * q * q;
 			}
+			wals_poll((int64_t) 4 * m * f);
 		}
 		add_reg(params->regularization * s, x, dx, f, coef);
+		wals_poll((int64_t) 3 * f);
 	}
 }
 
@@ -120,17 +122,48 @@ wals_line_reg_rows(const WalsParams *params, const WalsCsr *Rt,
 		double		s = wals_row_scale(params, Rt->indptr[i + 1] - Rt->indptr[i], Rt->ncols);
 
 		add_reg(params->regularization * s, Y + i * f, DY + i * f, f, coef);
+		wals_poll((int64_t) 3 * f);
 	}
 }
 
+/*
+ * One sgemm where it is within WALS_BLAS_PIECE, else cut as the Gram is
+ * (wals_piece_rows): pieces of rows, and stripes of C's rows where even
+ * a few hundred rows cost too much; a poll after each.
+ */
 void
 wals_cross_rows(const float *X, const float *D, int64_t lo, int64_t hi,
 				int f, float *C)
 {
+	int64_t		per = (int64_t) f * f;
+	int64_t		kc;
+	int64_t		k0;
+	int			h;
+
 	if (hi <= lo || f <= 0)
 		return;
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, f, f, (int) (hi - lo),
-				1.0f, X + lo * f, f, D + lo * f, f, 1.0f, C, f);
+	if (per * (hi - lo) <= WALS_BLAS_PIECE)
+	{
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, f, f, (int) (hi - lo),
+					1.0f, X + lo * f, f, D + lo * f, f, 1.0f, C, f);
+		wals_poll(per * (hi - lo));
+		return;
+	}
+	kc = wals_piece_rows(per, f, hi - lo, &h);
+	for (k0 = lo; k0 < hi; k0 += kc)
+	{
+		int			m = (int) (hi - k0 < kc ? hi - k0 : kc);
+		int			a0;
+
+		for (a0 = 0; a0 < f; a0 += h)
+		{
+			int			w = f - a0 < h ? f - a0 : h;
+
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, f, m, 1.0f,
+						X + k0 * f + a0, f, D + k0 * f, f, 1.0f, C + (size_t) a0 * f, f);
+			wals_poll((int64_t) w * f * m);
+		}
+	}
 }
 
 /*
@@ -154,6 +187,7 @@ wals_line_unobserved(const WalsParams *params,
 	if (w0 == 0.0)
 		return;
 	for (a = 0; a < f; a++)
+	{
 		for (b = 0; b < f; b++)
 		{
 			size_t		ab = (size_t) a * f + b;
@@ -165,6 +199,9 @@ wals_line_unobserved(const WalsParams *params,
 				for (j = 0; j < 3; j++)
 					s[i][j] += x[i] * y[j];
 		}
+		/* nine products an entry, and CX[ba] read down a column */
+		wals_poll((int64_t) 16 * f);
+	}
 	for (i = 0; i < 3; i++)
 		for (j = 0; j < 3; j++)
 			coef[i + j] += w0 * s[i][j];

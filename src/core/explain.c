@@ -47,6 +47,7 @@ wals_explain_row(const WalsParams *params, const float *G, const float *Y,
 		for (int a = 0; a < f; a++)
 			for (int c = 0; c <= a; c++)
 				A[a * f + c] += cw * y[a] * y[c];
+		wals_poll((int64_t) f * f / 2);
 	}
 	for (int a = 0; a < f; a++)
 		A[a * f + a] += (double) params->regularization * s;
@@ -67,6 +68,7 @@ wals_explain_row(const WalsParams *params, const float *G, const float *Y,
 			else
 				A[a * f + a] = sqrt(sum);
 		}
+		wals_poll((int64_t) a * a / 2 + f);
 	}
 	for (int a = 0; a < f; a++)
 	{
@@ -75,6 +77,7 @@ wals_explain_row(const WalsParams *params, const float *G, const float *Y,
 		for (int k = 0; k < a; k++)
 			sum -= A[a * f + k] * w[k];
 		w[a] = sum / A[a * f + a];
+		wals_poll(a + 1);
 	}
 	for (int a = f - 1; a >= 0; a--)
 	{
@@ -83,6 +86,8 @@ wals_explain_row(const WalsParams *params, const float *G, const float *Y,
 		for (int k = a + 1; k < f; k++)
 			sum -= A[k * f + a] * w[k];
 		w[a] = sum / A[a * f + a];
+		/* down a column of A */
+		wals_poll((int64_t) 8 * (f - a));
 	}
 
 	for (int64_t j = 0; j < n; j++)
@@ -95,6 +100,7 @@ wals_explain_row(const WalsParams *params, const float *G, const float *Y,
 		contrib[j] = (float) (((double) cl.cp0 + (double) cl.cp1 * val[j]) * d);
 		if (!isfinite(contrib[j]))
 			return WALS_ENONFINITE;
+		wals_poll(f);
 	}
 	return WALS_OK;
 }

@@ -11,8 +11,6 @@
  */
 #include <string.h>
 
-#include <cblas.h>
-
 #include "wals_internal.h"
 #include "wals_metrics.h"
 #include "wals_score.h"
@@ -244,8 +242,7 @@ score_block_all(const WalsScoreIndex *ix, const WalsCsr *train, const WalsCsr *h
 {
 	int64_t		nitems = ix->n;
 
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, (int) nitems, ix->f, 1.0f, hs->xs,
-				ix->f, ix->Y, ix->f, 0.0f, hs->scores, (int) nitems);
+	wals_score_product(hs->xs, n, ix->Y, nitems, ix->f, hs->scores);
 	for (int r = 0; r < n; r++)
 	{
 		int64_t		u = users[r];

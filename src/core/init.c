@@ -52,5 +52,7 @@ wals_init_rows(float *X, const int64_t *ids, int64_t lo, int64_t hi,
 			X[r * f + k] = (float) (scale * sqrt(-2.0 * log(u1)) *
 									cos(WALS_TWO_PI * u2));
 		}
+		/* six hashes, a logarithm and a cosine an entry: some 30 ns */
+		wals_poll((int64_t) 128 * f);
 	}
 }

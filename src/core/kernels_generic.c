@@ -9,6 +9,8 @@
  */
 #include <string.h>
 
+#include <cblas.h>
+
 #include "wals_internal.h"
 
 /* LAPACK's Fortran entry points, exported by the serial OpenBLAS. */
@@ -206,6 +208,7 @@ static WALS_ALWAYS_INLINE void
 row_pass_body(const float *Y, const int32_t *idx, const float *val, int n,
 			  int f, const WalsPassCoef *coef, const float *v, float *out)
 {
+	int64_t		work = 0;
 	int			i = 0;
 
 	memset(out, 0, sizeof(float) * f);
@@ -224,7 +227,9 @@ row_pass_body(const float *Y, const int32_t *idx, const float *val, int n,
 			t[j] = (coef->a0 + coef->a1 * val[i + j]) +
 				(coef->b0 + coef->b1 * val[i + j]) * d[j];
 		axpy4_body(t[0], t[1], t[2], t[3], y0, y1, y2, y3, out, 0, f);
+		wals_poll_local(&work, (int64_t) 8 * f);
 	}
+	wals_poll(work);
 	for (; i < n; i++)
 	{
 		const float *y = Y + (size_t) idx[i] * f;
@@ -292,6 +297,7 @@ gram_acc_body(float *A, int f, const float *W, const float *Y,
 			  const int32_t *idx, int n)
 {
 	int			fp = wals_pad(f);
+	int64_t		work = 0;
 	int			j = 0;
 	int			a;
 
@@ -309,6 +315,7 @@ gram_acc_body(float *A, int f, const float *W, const float *Y,
 		for (a = 0; a < f; a++)
 			axpy4_body(y0[a], y1[a], y2[a], y3[a], w0, w1, w2, w3,
 					   A + (size_t) a * fp, a / WALS_VEC * WALS_VEC, fp);
+		wals_poll_local(&work, (int64_t) 2 * f * fp);
 	}
 	for (; j < n; j++)
 	{
@@ -321,7 +328,9 @@ gram_acc_body(float *A, int f, const float *W, const float *Y,
 
 			axpy_body(y[a], w + c0, A + (size_t) a * fp + c0, fp - c0);
 		}
+		wals_poll_local(&work, (int64_t) f * fp / 2);
 	}
+	wals_poll(work);
 }
 
 /*
@@ -365,6 +374,7 @@ sub_block_body(const float *Y, const int32_t *idx, const float *val, int n,
 				wc[(size_t) j * bp + c] = -slope * y[k0 + c];
 			}
 		}
+		wals_poll((int64_t) 2 * m * (b + pb));
 		for (j = 0; j + 4 <= m; j += 4)
 		{
 			const float *y0 = yc + (size_t) j * bp;
@@ -374,12 +384,57 @@ sub_block_body(const float *Y, const int32_t *idx, const float *val, int n,
 				axpy4_body(y0[a], y0[bp + a], y0[2 * bp + a], y0[3 * bp + a],
 						   w0, w0 + bp, w0 + 2 * bp, w0 + 3 * bp,
 						   A + (size_t) a * bp, a, b);
+			wals_poll((int64_t) 2 * b * b);
 		}
 		for (; j < m; j++)
+		{
 			for (a = 0; a < b; a++)
 				axpy_body(yc[(size_t) j * bp + a], wc + (size_t) j * bp + a,
 						  A + (size_t) a * bp + a, b - a);
+			wals_poll((int64_t) b * b / 2);
+		}
 	}
+}
+
+/*
+ * Columns of a panel of the blocked factorisation below: spotrf on the
+ * panel's diagonal block, strsm below it, and the trailing update by
+ * wals_syrk_pieces.
+ */
+#define CHOL_PANEL 128
+
+/*
+ * A = L L^T in LAPACK's lower triangle (lda fp), by panels of CHOL_PANEL
+ * columns, so that no call into LAPACK or BLAS exceeds WALS_BLAS_PIECE
+ * and the poll hook comes between them; 0 where a pivot is not
+ * positive.  It rounds otherwise than one spotrf, so it is only taken
+ * where spotrf alone would run too long.
+ */
+static int
+chol_factor_panels(float *A, int f, int fp)
+{
+	int			j;
+
+	for (j = 0; j < f; j += CHOL_PANEL)
+	{
+		int			jb = f - j < CHOL_PANEL ? f - j : CHOL_PANEL;
+		int			rest = f - j - jb;
+		float	   *Ajj = A + (size_t) j * fp + j;
+		int			info = 0;
+
+		spotrf_("L", &jb, Ajj, &fp, &info);
+		if (info != 0)
+			return 0;
+		if (rest > 0)
+		{
+			cblas_strsm(CblasColMajor, CblasRight, CblasLower, CblasTrans,
+						CblasNonUnit, rest, jb, 1.0f, Ajj, fp, Ajj + jb, fp);
+			wals_poll((int64_t) jb * jb * rest / 2);
+			wals_syrk_pieces(rest, jb, -1.0f, Ajj + jb, fp,
+							 Ajj + jb + (size_t) jb * fp, fp);
+		}
+	}
+	return 1;
 }
 
 /*
@@ -387,8 +442,9 @@ sub_block_body(const float *Y, const int32_t *idx, const float *val, int n,
  * one, with the padded stride as leading dimension.  spotrf's blocked code
  * only pays off well above the usual f, but the portable kernels are the
  * fallback, where a well-tested factorisation matters more than speed.
- */
-/*
+ * Above f = 1476, where spotrf alone is more than WALS_BLAS_PIECE
+ * multiply-adds (f^3 / 6), the factorisation goes by panels instead.
+ *
  * OpenBLAS's spotrf lets a NaN or infinite pivot through (its test is
  * pivot <= 0): its factor's diagonal, the pivots' square roots, is checked
  * as the vector kernels check the pivots (wals_pivot_ok).
@@ -401,7 +457,10 @@ chol_solve_lapack(float *A, int f, float *b, float *x)
 	int			info = 0;
 	int			k;
 
-	spotrf_("L", &f, A, &fp, &info);
+	if ((int64_t) f * f / 6 * f <= WALS_BLAS_PIECE)
+		spotrf_("L", &f, A, &fp, &info);
+	else if (!chol_factor_panels(A, f, fp))
+		return 0;
 	if (info != 0)
 		return 0;
 	for (k = 0; k < f; k++)

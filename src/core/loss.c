@@ -58,6 +58,7 @@ row_loss(const WalsParams *params, const WalsKernels *kern, const float *x,
 			e = (double) p - pred[j];
 			acc[j & 3] += (double) c * e * e - w0 * pred[j] * pred[j];
 		}
+		wals_poll((int64_t) 2 * m * params->factors);
 	}
 	return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
@@ -86,6 +87,7 @@ wals_loss_rows(const WalsParams *params, const WalsCsr *R,
 		total += row_loss(params, kern, x, Y, R->indices + start,
 						  R->values + start, nnz);
 		total += params->regularization * s * sqnorm(x, f);
+		wals_poll(f);
 	}
 	return total;
 }
@@ -104,6 +106,7 @@ wals_reg_rows(const WalsParams *params, const WalsCsr *Rt,
 		double		s = wals_row_scale(params, Rt->indptr[i + 1] - Rt->indptr[i], Rt->ncols);
 
 		total += s * sqnorm(Y + i * f, f);
+		wals_poll(f);
 	}
 	return params->regularization * total;
 }
@@ -118,11 +121,16 @@ wals_loss_unobserved(const WalsParams *params,
 {
 	int			f = params->factors;
 	double		total = 0.0;
-	int			k;
+	int			a;
+	int			b;
 
 	if (params->w0 == 0.0f)
 		return 0.0;
-	for (k = 0; k < f * f; k++)
-		total += (double) GX[k] * GY[k];
+	for (a = 0; a < f; a++)
+	{
+		for (b = 0; b < f; b++)
+			total += (double) GX[(size_t) a * f + b] * GY[(size_t) a * f + b];
+		wals_poll(f);
+	}
 	return params->w0 * total;
 }

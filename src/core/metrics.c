@@ -424,6 +424,8 @@ wals_metrics_user(WalsMetricsAcc *acc, const float *scores, int64_t nitems,
 		acc->auc_users++;
 		acc->auc_sum += (double) twice / (2.0 * (double) nrel * (double) nneg);
 	}
+	/* the top k and AUC's counts: a few passes over every item's score */
+	wals_poll((int64_t) 8 * nitems);
 	return WALS_OK;
 }
 

@@ -73,6 +73,15 @@ cursor_admits(Cursor *c, int64_t i)
 }
 
 /*
+ * Items of the exact scan between two counts of its work towards the next
+ * poll, less one (a mask): per item, the count would cost a tenth of a dot
+ * product at f = 64.  An item's work is its dot product and its push into
+ * the heap, which with a large k costs more than the product.
+ */
+#define EXACT_POLL_ITEMS 255
+#define EXACT_ITEM_WORK(f) (2 * (int64_t) (f) + 256)
+
+/*
  * The reference itself: each eligible item scored in index order and
  * pushed into the heap, as wals_topk_select does with a skip list.
  */
@@ -96,6 +105,8 @@ wals_score_exact_topk(const WalsScoreIndex *ix, const float *x,
 
 		for (a = 0; a < c.nallow; a++)
 		{
+			if ((a & EXACT_POLL_ITEMS) == EXACT_POLL_ITEMS)
+				wals_poll((EXACT_POLL_ITEMS + 1) * EXACT_ITEM_WORK(f));
 			i = c.allow[a];
 			if (i <= prev || i >= ix->n)
 				continue;
@@ -106,8 +117,12 @@ wals_score_exact_topk(const WalsScoreIndex *ix, const float *x,
 	}
 	else
 		for (i = 0; i < ix->n; i++)
+		{
+			if ((i & EXACT_POLL_ITEMS) == EXACT_POLL_ITEMS)
+				wals_poll((EXACT_POLL_ITEMS + 1) * EXACT_ITEM_WORK(f));
 			if (!cursor_skips(&c, i))
 				wals_topk_push(&heap, (int32_t) i, dot(x, ix->Y + (size_t) i * f, f));
+		}
 	return wals_topk_finish(&heap);
 }
 
@@ -295,6 +310,8 @@ wals_score_batch_product(const WalsScoreIndex *ix, const float *X,
 				if (!ps.users[j].exact)
 					product_select(ps.product + (size_t) j * m, i0, m,
 								   &ps.users[j]);
+			/* at most WALS_BLAS_PIECE, at f = 4096 */
+			wals_poll((int64_t) nu * m * (f + 2));
 		}
 		for (j = 0; j < nu; j++)
 			count[u0 + j] = product_user_finish(ix, X + (size_t) (u0 + j) * f,
@@ -302,5 +319,35 @@ wals_score_batch_product(const WalsScoreIndex *ix, const float *X,
 												k, &ps.users[j],
 												idx + (size_t) (u0 + j) * k,
 												score + (size_t) (u0 + j) * k);
+	}
+}
+
+/*
+ * One cblas_sgemm where the product is within WALS_BLAS_PIECE, else
+ * blocks of items, each its own call followed by a poll.
+ */
+void
+wals_score_product(const float *X, int m, const float *Y, int64_t n, int f,
+				   float *scores)
+{
+	int64_t		per_item = (int64_t) m * f;
+	int64_t		step = n;
+	int64_t		i0;
+
+	if (m <= 0 || n <= 0)
+		return;
+	if (per_item * n > WALS_BLAS_PIECE)
+	{
+		step = WALS_BLAS_PIECE / (per_item > 0 ? per_item : 1);
+		step -= step % BLOCK;
+		step = step < BLOCK ? BLOCK : step;
+	}
+	for (i0 = 0; i0 < n; i0 += step)
+	{
+		int			nb = (int) (n - i0 < step ? n - i0 : step);
+
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nb, f, 1.0f, X, f,
+					Y + (size_t) i0 * f, f, 0.0f, scores + i0, (int) n);
+		wals_poll(per_item * nb);
 	}
 }

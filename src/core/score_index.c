@@ -117,6 +117,8 @@ order_by_norm(const uint32_t *bits, int64_t n, int32_t *out, int32_t *tmp)
 		swap = src;
 		src = dst;
 		dst = swap;
+		/* a scatter to random places: tens of ns an item */
+		wals_poll((int64_t) 128 * n);
 	}
 	if (src != out)
 		memcpy(out, src, sizeof(int32_t) * (size_t) n);
@@ -216,7 +218,10 @@ wals_score_index_begin(WalsScoreIndex *ix, const float *Y, int64_t n, int f,
 	item = (int32_t *) ix->item;
 	bits = (uint32_t *) ix->position;
 	for (i = 0; i < n; i++)
+	{
 		bits[i] = item_norm_bits(Y + (size_t) i * f, f, &usable);
+		wals_poll(2 * (int64_t) f + 64);
+	}
 	if (usable)
 		order_by_norm(bits, n, item, (int32_t *) ix->blocks);
 	else
@@ -249,6 +254,8 @@ wals_score_index_fill(const WalsScoreIndex *ix, int64_t lo, int64_t hi)
 	{
 		memset(blocks + (size_t) b * bb, 128, 64 * (size_t) ix->groups);
 		memset(blocks + (size_t) b * bb + 64 * (size_t) ix->groups, 0, 3 * 64);
+		/* the first touch of the buffer's pages (wals_fill_floats) */
+		wals_poll((int64_t) bb / sizeof(float) * WALS_TOUCH_WORK);
 	}
 	for (i = lo * BLOCK; i < hi * BLOCK && i < ix->n; i++)
 	{
@@ -257,6 +264,11 @@ wals_score_index_fill(const WalsScoreIndex *ix, int64_t lo, int64_t hi)
 		quantise_item(ix->Y + (size_t) ix->item[i] * f, f, bits[ix->item[i]],
 					  blocks + (size_t) (i / BLOCK) * bb, ix->groups,
 					  (int) (i % BLOCK));
+		/*
+		 * two passes over the row, a rounding and an error an entry, and
+		 * the row read out of order
+		 */
+		wals_poll((int64_t) 8 * f + 256);
 	}
 }
 

@@ -407,6 +407,9 @@ scan_body(const WalsScoreIndex *ix, const Query *q, Scan *st, int nu,
 			if (cand)
 				scan_take(&st[u], ix->item + b * BLOCK, cand, lower, upper);
 		}
+		/* a block is 16 f bytes read, and 16 f byte products a query */
+		if ((b & 15) == 15)
+			wals_poll((int64_t) 64 * ix->f * (nu + 1));
 	}
 	for (u = 0; u < nu; u++)
 		if (live >> u & 1)
@@ -434,6 +437,7 @@ bounds_body(const WalsScoreIndex *ix, const Query *q, float *lower,
 			lower[ix->item[b * BLOCK + j]] = lo[j];
 			upper[ix->item[b * BLOCK + j]] = up[j];
 		}
+		wals_poll((int64_t) 8 * ix->f);
 	}
 }
 

@@ -346,8 +346,12 @@ rescore(const WalsScoreIndex *ix, const float *x, const Scan *st, int k,
 	wals_topk_init(&heap, k, idx, score);
 	for (c = 0; c < st->ncand; c++)
 		if (st->cand_upper[c] >= st->threshold)
+		{
 			wals_topk_push(&heap, st->cand[c],
 						   dot(x, ix->Y + (size_t) st->cand[c] * f, f));
+			/* a row read from memory, out of order */
+			wals_poll((int64_t) 2 * f);
+		}
 	return wals_topk_finish(&heap);
 }
 

@@ -154,19 +154,26 @@ SIMD(gram_tile) (float *A, int f, int a0, int c0, const float *W,
 /*
  * Tiles cover the upper triangle: rows a0..a0+3 need the vectors from the
  * one holding column a0 on, so the diagonal tiles also write some entries
- * below the diagonal, which nothing reads.
+ * below the diagonal, which nothing reads.  A block of cells at f = 4096
+ * is half a billion multiply-adds, so each band of four rows counts its
+ * own towards the next poll.
  */
 static SIMD_FN void
 SIMD(gram_acc) (float *A, int f, const float *W, const float *Y,
 				const int32_t *idx, int n)
 {
 	int			np = wals_pad(f) / SIMD_W;
+	int64_t		work = 0;
 	int			a0;
 	int			c0;
 
 #define TILE(k) SIMD(gram_tile) (A, f, a0, c0, W, Y, idx, n, k)
 	for (a0 = 0; a0 < f; a0 += 4)
+	{
 		for (c0 = a0 / SIMD_W; c0 < np; c0 += SIMD_TILE)
 			SIMD_DISPATCH(np - c0 < SIMD_TILE ? np - c0 : SIMD_TILE, SIMD_TILE, TILE);
+		wals_poll_local(&work, (int64_t) 4 * SIMD_W * (np - a0 / SIMD_W) * n);
+	}
+	wals_poll(work);
 #undef TILE
 }

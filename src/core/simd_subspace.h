@@ -346,12 +346,15 @@ SIMD(sub_gram_tile) (float *A, int b, const float *yc, const float *wc,
  * A += the Gram of m gathered cells, by tiles over its upper triangle:
  * rows from a0 need the vectors from the one holding column a0 on, and
  * tiles take as many rows as the accumulators hold for that many vectors
- * (16, 8 or 4), so that narrow blocks take few tiles.
+ * (16, 8 or 4), so that narrow blocks take few tiles.  A chunk of a block
+ * of 4096 is half a billion multiply-adds: each band of rows counts its
+ * own towards the next poll.
  */
 static SIMD_FN void
 SIMD(sub_gram) (float *A, int b, const float *yc, const float *wc, int m)
 {
 	int			nv = (b + SIMD_W - 1) / SIMD_W;
+	int64_t		work = 0;
 	int			rows;
 	int			a0;
 	int			c0;
@@ -363,6 +366,7 @@ SIMD(sub_gram) (float *A, int b, const float *yc, const float *wc, int m)
 		int			need = nv - a0 / SIMD_W;
 
 		rows = need * 16 <= SIMD_ACC ? 16 : need * 8 <= SIMD_ACC ? 8 : 4;
+		wals_poll_local(&work, (int64_t) rows * SIMD_W * need * m);
 		for (c0 = a0 / SIMD_W; c0 < nv; c0 += SIMD_ACC / rows)
 		{
 			int			w = nv - c0 < SIMD_ACC / rows ? nv - c0 : SIMD_ACC / rows;
@@ -377,6 +381,7 @@ SIMD(sub_gram) (float *A, int b, const float *yc, const float *wc, int m)
 				SIMD_DISPATCH(w, SIMD_TILE, GRAM_TILE4);
 		}
 	}
+	wals_poll(work);
 #undef GRAM_TILE4
 #undef GRAM_TILE
 }
@@ -417,6 +422,7 @@ SIMD(sub_block) (const float *Y, const int32_t *idx, const float *val, int n,
 		else
 			SIMD(sub_pass_mem) (Y, idx + i0, val + i0, m, f, coef, yhat + i0,
 								dp, p0, pb, k0, b, rhs, yc, wc);
+		wals_poll((int64_t) 2 * m * (b + pb));
 		SIMD(sub_gram) (A, b, yc, wc, m);
 	}
 #undef PASS

@@ -49,12 +49,15 @@ scaled_gram(const WalsParams *params, const float *G, float *wG)
 	int			a;
 	int			c;
 
-	memset(wG, 0, sizeof(float) * f * fp);
+	wals_fill_floats(wG, NULL, (size_t) f * fp);
 	if (params->w0 == 0.0f)
 		return;
 	for (a = 0; a < f; a++)
+	{
 		for (c = 0; c < f; c++)
-			wG[a * fp + c] = params->w0 * G[a * f + c];
+			wG[(size_t) a * fp + c] = params->w0 * G[(size_t) a * f + c];
+		wals_poll(fp);
+	}
 }
 
 /*
@@ -78,7 +81,7 @@ solve_row_cholesky(const WalsParams *params, const WalsKernels *kern,
 	int			lo;
 	int			k;
 
-	memcpy(A, wG, sizeof(float) * f * fp);
+	wals_fill_floats(A, wG, (size_t) f * fp);
 	memset(b, 0, sizeof(float) * fp);
 	for (lo = 0; lo < nnz; lo += WALS_CHOL_BLOCK)
 	{
@@ -86,11 +89,13 @@ solve_row_cholesky(const WalsParams *params, const WalsKernels *kern,
 
 		kern->chol_gather(Y, idx + lo, val + lo, m, f, &coef, W, b);
 		kern->gram_acc(A, f, W, Y, idx + lo, m);
+		wals_poll((int64_t) m * f * (f / 2 + 2));
 	}
 	for (k = 0; k < f; k++)
-		A[k * fp + k] += params->regularization * s;
+		A[(size_t) k * fp + k] += params->regularization * s;
 	if (!kern->chol_solve(A, f, b, x))
 		return WALS_ESINGULAR;
+	wals_poll((int64_t) f * f / 6 * f + (int64_t) f * f);
 	return wals_all_finite(x, f) ? WALS_OK : WALS_ENONFINITE;
 }
 
@@ -132,6 +137,8 @@ solve_row_cg(const WalsParams *params, const WalsKernels *kern,
 	float	   *Ap = p + fp;
 	WalsPassCoef resid = {cl->cp0, cl->cp1, -cl->cw0, -cl->cw1};
 	WalsPassCoef apply = {0.0f, 0.0f, cl->cw0, cl->cw1};
+	int64_t		step_work = (int64_t) 2 * nnz * f +
+		(params->w0 != 0.0f ? (int64_t) f * f : 0);
 	float		rsold;
 	int			step;
 
@@ -141,6 +148,7 @@ solve_row_cg(const WalsParams *params, const WalsKernels *kern,
 	kern->axpy(-params->regularization * s, x, r, f);
 	memcpy(p, r, sizeof(float) * f);
 	rsold = kern->dot(r, r, f);
+	wals_poll(step_work);
 	if (!isfinite(rsold))
 		return WALS_ENONFINITE;
 
@@ -151,6 +159,7 @@ solve_row_cg(const WalsParams *params, const WalsKernels *kern,
 		float		rsnew;
 
 		apply_a(params, kern, &apply, Y, G, idx, val, nnz, s, p, Ap);
+		wals_poll(step_work);
 		pap = kern->dot(p, Ap, f);
 		if (!isfinite(pap))
 			return WALS_ENONFINITE;

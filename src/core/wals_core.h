@@ -6,8 +6,10 @@
  * Everything here works on buffers the caller owns and, where work can be
  * split, on a half-open row range [lo, hi), so that one function serves a
  * single backend, each parallel worker and the unit tests alike.  Functions
- * report failure through a WalsStatus and never allocate, longjmp or print;
- * the server glue turns a status into an ereport in one place.
+ * report failure through a WalsStatus and never allocate or print; the
+ * server glue turns a status into an ereport in one place.  Their long
+ * loops call the caller's poll hook every few milliseconds of work (see
+ * wals_set_poll_hook below), which may leave them without returning.
  *
  * Matrices are dense row-major float: row r of an n x f factor matrix starts
  * at r * f.  Sparse matrices are CSR with int64 row pointers (nnz may exceed
@@ -46,6 +48,44 @@ typedef enum WalsStatus
 
 /* A short lower-case description of a status, for error details. */
 extern const char *wals_status_string(WalsStatus status);
+
+/* ---------- interrupts (poll.c) ---------- */
+
+/*
+ * A function of the caller's that the core calls from inside its long
+ * loops, between pieces of work of about WALS_POLL_WORK multiply-adds
+ * (wals_internal.h): a few milliseconds on any CPU, whatever the number
+ * of factors, so that every call of the core, from the Cholesky solve of
+ * one row at f = 4096 to the Gram of a wide model, reaches the hook
+ * within about 10 ms of arithmetic.  Work too small to need it (a row at
+ * f = 64, a short scan) calls it rarely or never.
+ *
+ * The hook may return, and the core goes on; or it may not return: the
+ * server's hook is CHECK_FOR_INTERRUPTS(), which on a cancel or a
+ * statement_timeout longjmps out through the core's frames.  The core
+ * allows that: it holds nothing across a poll that must be released (it
+ * allocates nothing, takes no lock, changes no global state but the
+ * budget), so leaving it there loses nothing.  What the call was writing
+ * into the caller's buffers (factors, a Gram, an index, results) is then
+ * partly written, and the caller must not use it, as after a failure.
+ * The hook must not call back into the core.
+ *
+ * One hook per process, installed once (the server at _PG_init, so that
+ * its parallel workers have it too); NULL, the default, polls nothing, as
+ * the unit tests and the benchmarks run.
+ */
+typedef void (*WalsPollHook) (void);
+
+extern void wals_set_poll_hook(WalsPollHook hook);
+
+/*
+ * p[0..n) = 0, and dst[0..n) = src[0..n), polling between slices: the first
+ * write to a fresh page costs microseconds, 170 ms for an f x f matrix at
+ * f = 4096 and a second for the factors of 20,000 rows, so the caller's
+ * clears of a Gram and copies of factors go through these.
+ */
+extern void wals_zero_floats(float *p, size_t n);
+extern void wals_copy_floats(float *dst, const float *src, size_t n);
 
 typedef enum WalsFeedback
 {

@@ -9,6 +9,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #include "wals_core.h"
 
@@ -74,6 +75,108 @@ wals_cell_linear(const WalsParams *params)
 	}
 	return w;
 }
+
+/* ---------- interrupts (poll.c) ---------- */
+
+/*
+ * Units of work between two calls of the poll hook: multiply-adds of the
+ * vector kernels (a pass over memory counts each element it reads as a
+ * few, a random normal as many).  2^24 is about 1 ms of a kernel that
+ * computes and 5 to 10 ms of one that waits on memory, on the 2-core
+ * machine of doc/performance.md.
+ */
+#define WALS_POLL_WORK (INT64_C(1) << 24)
+
+/*
+ * Multiply-adds of one call into BLAS at most, which cannot poll inside:
+ * 2^29 is 10 to 30 ms of OpenBLAS's sgemm on one core.  Products are cut
+ * into pieces of this size (wals_syrk_pieces, the matrix products of
+ * scoring), each followed by a poll; where a whole product is within it,
+ * it stays one call, and its result does not change.
+ */
+#define WALS_BLAS_PIECE (INT64_C(1) << 29)
+
+/* The work left until the next poll; only wals_poll and poll.c touch it. */
+extern int64_t wals_poll_budget;
+
+/* Renew the budget and call the hook (which may not return). */
+extern void wals_poll_due(void);
+
+/*
+ * Count work units of work just done, and poll when the budget is spent.
+ * Call it where the core holds nothing it would have to release.
+ */
+static inline void
+wals_poll(int64_t work)
+{
+	wals_poll_budget -= work;
+	if (wals_poll_budget < 0)
+		wals_poll_due();
+}
+
+/*
+ * The first write to a page of a fresh buffer is a fault of microseconds:
+ * about 10 ns a float, dozens of multiply-adds, on the 2-core machine, so
+ * that clearing or copying an f x f system at f = 4096 (64 MB) into fresh
+ * scratch took 170 ms.  Large clears and copies go by slices of
+ * WALS_SLICE_FLOATS, each counting WALS_TOUCH_WORK a float.
+ */
+#define WALS_SLICE_FLOATS ((size_t) 1 << 16)
+#define WALS_TOUCH_WORK 32
+
+/* dst[0..n) = src[0..n), or 0 where src is NULL, by slices, polling. */
+static inline void
+wals_fill_floats(float *dst, const float *src, size_t n)
+{
+	size_t		k;
+
+	for (k = 0; k < n; k += WALS_SLICE_FLOATS)
+	{
+		size_t		m = n - k < WALS_SLICE_FLOATS ? n - k : WALS_SLICE_FLOATS;
+
+		if (src != NULL)
+			memcpy(dst + k, src + k, sizeof(float) * m);
+		else
+			memset(dst + k, 0, sizeof(float) * m);
+		wals_poll((int64_t) m * WALS_TOUCH_WORK);
+	}
+}
+
+/*
+ * How a product of k rows, each costing row_work multiply-adds over its
+ * whole output of n columns, is cut (gram.c): the rows a piece takes, and
+ * in *stripe the columns of the output it covers, all n unless a piece
+ * of a few hundred rows (or of all k, if fewer) would still exceed
+ * WALS_BLAS_PIECE.
+ */
+extern int64_t wals_piece_rows(int64_t row_work, int n, int64_t k, int *stripe);
+
+/*
+ * For the inner loops of the kernels, whose steps are a few dozen cycles at
+ * f = 64, where even wals_poll's subtraction and test in memory showed:
+ * the work is summed in a local variable, which stays in a register, and
+ * handed on once it reaches a sixteenth of the budget; the loop hands on
+ * what is left when it ends (wals_poll(*local), which may be 0).
+ */
+static inline void
+wals_poll_local(int64_t *local, int64_t work)
+{
+	*local += work;
+	if (*local >= WALS_POLL_WORK / 16)
+	{
+		wals_poll(*local);
+		*local = 0;
+	}
+}
+
+/*
+ * C += alpha A A^T on the lower triangle of C (n x n), A being n x k, both
+ * column-major with leading dimensions lda and ldc: one cblas_ssyrk where
+ * it is within WALS_BLAS_PIECE, else pieces of k and stripes of C's
+ * columns as wals_piece_rows cuts them, each followed by a poll.
+ */
+extern void wals_syrk_pieces(int n, int64_t k, float alpha, const float *A,
+							 int lda, float *C, int ldc);
 
 /* ---------- the subspace solver (subspace.c) ---------- */
 

@@ -119,6 +119,17 @@ extern void wals_score_topk_batch(const WalsScoreIndex *ix, const float *X,
 								  void *scratch);
 
 /*
+ * The scores of m users (rows of X) against n items (rows of Y), both of f
+ * factors: scores[u n + i] = x_u.y_i by the matrix product (cblas_sgemm),
+ * cut into blocks of items where it would exceed the core's bound on one
+ * call into BLAS, with a poll after each (wals_set_poll_hook).  Each score
+ * rounds as the product rounds it, not as wals_score_dot: for metrics over
+ * every item, not for results that must match a query's.
+ */
+extern void wals_score_product(const float *X, int m, const float *Y, int64_t n,
+							   int f, float *scores);
+
+/*
  * For tests: lower[i] <= wals_score_dot(x, y_i) <= upper[i] for every item,
  * as the first pass of a query bounds them, computed by the same code.
  * Returns 0, writing nothing, where a query would scan exactly instead.

@@ -178,7 +178,17 @@ load_items(WalsServeModel *m, const WalsModelInfo *info)
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	m->G = MemoryContextAllocZero(m->cxt, sizeof(float) * f * f);
+	/*
+	 * What follows is arithmetic alone, O(items f^2) for the Gram, seconds
+	 * at f = 4096, in which the core polls for a cancel; said at DEBUG1 for
+	 * whoever wonders where a first call's time goes (t/023_cancel_wide.pl
+	 * waits for it).
+	 */
+	ereport(DEBUG1,
+			(errmsg("wals: read the %lld item factors of model \"%s\"; computing their Gram and index",
+					(long long) m->nitems, info->display)));
+	m->G = MemoryContextAllocHuge(m->cxt, sizeof(float) * f * f);
+	wals_zero_floats(m->G, (size_t) f * f);
 	wals_gram_rows(m->Y, 0, m->nitems, f, m->G);
 	index_size = wals_score_index_size(m->nitems, f);
 	wals_report_core_status(wals_score_index_build(&m->index, m->Y, m->nitems, f,
@@ -490,19 +500,24 @@ wals_serve_known_users(WalsServeModel *m, int64 *ids, int *n)
 /*
  * The index over the unit rows of Y, for cosine similarity, built the first
  * time a call needs it.  A zero row stays zero: its similarity to anything
- * is 0.
+ * is 0.  It is built in a context of the call's, which an error or a
+ * cancel frees, and joins the entry's only once whole: a cancelled build
+ * leaves the long-lived entry no larger.
  */
 const WalsScoreIndex *
 wals_serve_cosine(WalsServeModel *m)
 {
 	int			f = m->factors;
+	MemoryContext cxt;
 	float	   *unit;
 	WalsScoreIndex *ix;
 	size_t		index_size;
 
 	if (m->cosine != NULL)
 		return m->cosine;
-	unit = alloc_aligned(m->cxt, sizeof(float) * f * Max(m->nitems, 1));
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "wals cosine index",
+								ALLOCSET_DEFAULT_SIZES);
+	unit = alloc_aligned(cxt, sizeof(float) * f * Max(m->nitems, 1));
 	for (int64 i = 0; i < m->nitems; i++)
 	{
 		const float *y = m->Y + i * f;
@@ -513,12 +528,15 @@ wals_serve_cosine(WalsServeModel *m)
 		norm = sqrt(norm);
 		for (int a = 0; a < f; a++)
 			unit[i * f + a] = norm > 0.0 ? (float) (y[a] / norm) : 0.0f;
+		if ((i & 255) == 255)
+			CHECK_FOR_INTERRUPTS();
 	}
-	ix = MemoryContextAllocZero(m->cxt, sizeof(WalsScoreIndex));
+	ix = MemoryContextAllocZero(cxt, sizeof(WalsScoreIndex));
 	index_size = wals_score_index_size(m->nitems, f);
 	wals_report_core_status(wals_score_index_build(ix, unit, m->nitems, f,
-												   MemoryContextAllocHuge(m->cxt, Max(index_size, 1))),
+												   MemoryContextAllocHuge(cxt, Max(index_size, 1))),
 							psprintf("indexing the item factors of model \"%s\"", m->info.display));
+	MemoryContextSetParent(cxt, m->cxt);
 	m->cosine = ix;
 	return ix;
 }

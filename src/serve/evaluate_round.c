@@ -8,8 +8,9 @@
  * the leader places them in one area by offsets, with a copy of the item
  * factors, in a parallel context's segment; the processes take chunks of
  * WALS_EVAL_CHUNK users from an atomic counter, score each chunk over every
- * item with one matrix product, and write each user's sums and status into
- * the user's own slot.  The leader adds the slots up in user order, so the
+ * item with one matrix product (wals_score_product, which cuts it where
+ * one call would keep a cancel waiting), and write each user's sums and
+ * status into the user's own slot.  The leader adds the slots up in user order, so the
  * figures have the same bits whatever the number of workers, and reports
  * the first user that failed in that order.  With no worker (none allowed,
  * too few users, or a leader already in parallel mode, as that of a
@@ -22,8 +23,6 @@
  * both cores on two.
  */
 #include "postgres.h"
-
-#include <cblas.h>
 
 #include "access/parallel.h"
 #include "miscadmin.h"
@@ -125,9 +124,7 @@ score_chunk(char *base, const float *Y, int64 lo, int64 hi, float *scores, void 
 	WalsRmseAcc *sq = (WalsRmseAcc *) (base + a->sq);
 	int		   *status = (int *) (base + a->status);
 
-	if (a->nitems > 0)
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int) (hi - lo), (int) a->nitems,
-					a->f, 1.0f, X + lo * a->f, a->f, Y, a->f, 0.0f, scores, (int) a->nitems);
+	wals_score_product(X + lo * a->f, (int) (hi - lo), Y, a->nitems, a->f, scores);
 	for (int64 u = lo; u < hi; u++)
 	{
 		const float *s = scores + (u - lo) * a->nitems;

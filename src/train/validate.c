@@ -310,8 +310,8 @@ wals_validation_step(const WalsTrainArgs *args, const WalsData *data, const Wals
 	v->best_it = it;
 	if (engine->validate != NULL)
 		return engine->factors(state, v->best_X, v->best_Y, failure);
-	memcpy(v->best_X, v->X, sizeof(float) * data->nusers * args->params.factors);
-	memcpy(v->best_Y, v->Y, sizeof(float) * data->nitems * args->params.factors);
+	wals_copy_floats(v->best_X, v->X, (size_t) data->nusers * args->params.factors);
+	wals_copy_floats(v->best_Y, v->Y, (size_t) data->nitems * args->params.factors);
 	return true;
 }
 
@@ -332,7 +332,7 @@ wals_validation_end(const WalsData *data, const WalsValidation *v, int f, float 
 	result->validation_s = v->seconds;
 	if (v->best_it == result->iterations - 1)
 		return;
-	memcpy(X, v->best_X, sizeof(float) * data->nusers * f);
-	memcpy(Y, v->best_Y, sizeof(float) * data->nitems * f);
+	wals_copy_floats(X, v->best_X, (size_t) data->nusers * f);
+	wals_copy_floats(Y, v->best_Y, (size_t) data->nitems * f);
 	result->loss = result->iteration_loss[v->best_it];
 }

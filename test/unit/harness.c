@@ -433,6 +433,7 @@ static const struct
 	{"rated", test_rated},
 	{"accel", test_accel},
 	{"holdout", test_holdout},
+	{"poll", test_poll},
 };
 
 #define NSUITES (sizeof(suites) / sizeof(suites[0]))

@@ -108,5 +108,6 @@ extern void test_score(void);
 extern void test_rated(void);
 extern void test_accel(void);
 extern void test_holdout(void);
+extern void test_poll(void);
 
 #endif							/* WALS_HARNESS_H */
