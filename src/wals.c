@@ -27,6 +27,7 @@ char	   *wals_default_model = NULL;
 int			wals_device = WALS_DEVICE_AUTO;
 int			wals_max_memory = 0;
 int			wals_shard_message_size = WALS_DEFAULT_SHARD_MESSAGE_KB;
+bool		wals_shared_items = true;
 static char *wals_kernels_setting = NULL;
 
 static const struct config_enum_entry wals_device_options[] = {
@@ -94,6 +95,15 @@ _PG_init(void)
 							   PGC_USERSET,
 							   0,
 							   NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("wals.shared_items",
+							 gettext_noop("Serves a model version from the one copy of its items built for every backend of the server."),
+							 gettext_noop("Off, a backend reads the item factors itself, at its first call of each version, and sees edits made to the table since the training."),
+							 &wals_shared_items,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("wals.device",
 							 gettext_noop("Device that trains when wals_train is given none."),

@@ -101,6 +101,7 @@ extern int	wals_max_memory;	/* kB; 0 means no limit */
 extern char *wals_cuda_library;
 extern int	wals_gpu_min_ratings;
 extern int	wals_shard_message_size;	/* kB */
+extern bool wals_shared_items;
 
 /* Whose row a failure concerns. */
 typedef enum WalsSide

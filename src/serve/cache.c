@@ -8,10 +8,11 @@
  * the call goes straight to scoring.  Every training draws a new version
  * (a retraining writes into the same tables, a replacement may make new
  * ones), and a drop removes the row, so a retraining or drop committed by
- * any session is seen by the next call here.  The cache holds the factors
- * in one aligned matrix with their ids, Y^T Y for fold-in, the compact
- * index of the scoring engine, and the plans of the per-call queries, so
- * that a call parses and plans nothing.
+ * any session is seen by the next call here.  An entry holds the plans of
+ * the per-call queries, so that a call parses and plans nothing, and maps
+ * the version's items (the factors in one aligned matrix with their ids,
+ * Y^T Y for fold-in, the compact index of the scoring engine), which the
+ * training built once for every backend of the server (shared.c).
  *
  * The caller's rights are checked on every call (SELECT on both tables,
  * wals_model_get), but the tables are read, and the queries planned, as
@@ -96,6 +97,7 @@ forget(WalsServeModel *m)
 {
 	if (m->user_plan != NULL)
 		SPI_freeplan(m->user_plan);
+	wals_items_release(m);
 	MemoryContextDelete(m->cxt);
 }
 
@@ -143,59 +145,6 @@ release(WalsServeModel *m)
 	MemoryContextSwitchTo(old);
 }
 
-/*
- * Read the item factors of info's table into m: ids strictly increasing,
- * so that lookups by binary search are sound whatever the table holds.
- */
-static void
-load_items(WalsServeModel *m, const WalsModelInfo *info)
-{
-	int			f = info->factors;
-	size_t		index_size;
-
-	wals_sql_expect(wals_sql(psprintf("SELECT item_id, factors FROM %s ORDER BY item_id",
-									  wals_relation_name(info->item_rel)),
-							 0, NULL, NULL, NULL, true, 0),
-					SPI_OK_SELECT, info->item_rel);
-	m->factors = f;
-	m->nitems = (int64) SPI_processed;
-	m->ids = MemoryContextAllocHuge(m->cxt, sizeof(int64) * Max(m->nitems, 1));
-	m->Y = alloc_aligned(m->cxt, sizeof(float) * f * Max(m->nitems, 1));
-	for (int64 i = 0; i < m->nitems; i++)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-
-		m->ids[i] = wals_read_id(tuple, SPI_tuptable->tupdesc, 1, info, NULL);
-		if (i > 0 && m->ids[i] <= m->ids[i - 1])
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_EXCEPTION),
-					 errmsg("the item factor table of model \"%s\" holds item " INT64_FORMAT " twice",
-							info->display, m->ids[i]),
-					 errhint("Train the model again with wals_train().")));
-		wals_read_factors(tuple, SPI_tuptable->tupdesc, 2, f, m->Y + i * f, info);
-		if ((i & 1023) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
-	SPI_freetuptable(SPI_tuptable);
-
-	/*
-	 * What follows is arithmetic alone, O(items f^2) for the Gram, seconds
-	 * at f = 4096, in which the core polls for a cancel; said at DEBUG1 for
-	 * whoever wonders where a first call's time goes (t/023_cancel_wide.pl
-	 * waits for it).
-	 */
-	ereport(DEBUG1,
-			(errmsg("wals: read the %lld item factors of model \"%s\"; computing their Gram and index",
-					(long long) m->nitems, info->display)));
-	m->G = MemoryContextAllocHuge(m->cxt, sizeof(float) * f * f);
-	wals_zero_floats(m->G, (size_t) f * f);
-	wals_gram_rows(m->Y, 0, m->nitems, f, m->G);
-	index_size = wals_score_index_size(m->nitems, f);
-	wals_report_core_status(wals_score_index_build(&m->index, m->Y, m->nitems, f,
-												   MemoryContextAllocHuge(m->cxt, Max(index_size, 1))),
-							psprintf("indexing the item factors of model \"%s\"", info->display));
-}
-
 /* The plan of the query for one user's row. */
 static void
 prepare_plans(WalsServeModel *m, const WalsModelInfo *info)
@@ -223,10 +172,11 @@ copy_info(WalsServeModel *m, const WalsModelInfo *info)
 /*
  * A fresh entry for info, built completely before it replaces anything, so
  * that an error or a cancel while loading leaves no half-built entry.  Read
- * and planned as the model's owner (see the head of the file).
+ * and planned as the model's owner (see the head of the file); retire: as
+ * for wals_items_load.
  */
 static WalsServeModel *
-load(const WalsModelInfo *info)
+load(const WalsModelInfo *info, bool retire)
 {
 	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "wals served model",
 											  ALLOCSET_DEFAULT_SIZES);
@@ -239,8 +189,8 @@ load(const WalsModelInfo *info)
 		wals_check_factor_table(info, info->user_rel, true);
 		wals_check_factor_table(info, info->item_rel, false);
 		copy_info(m, info);
+		wals_items_load(m, info, retire);
 		wals_become_model_owner(info, &save);
-		load_items(m, info);
 		prepare_plans(m, info);
 		wals_unbecome(&save);
 	}
@@ -259,6 +209,34 @@ same_model(const WalsModelInfo *a, const WalsModelInfo *b)
 	return strcmp(a->schema, b->schema) == 0 && strcmp(a->name, b->name) == 0;
 }
 
+static void
+register_callbacks(void)
+{
+	if (callbacks_registered)
+		return;
+	RegisterXactCallback(xact_callback, NULL);
+	CacheRegisterRelcacheCallback(relcache_callback, (Datum) 0);
+	callbacks_registered = true;
+}
+
+/* Put m first in the cache, in place of slot's entry. */
+static void
+put_first(WalsServeModel *m, int slot)
+{
+	memmove(&models[1], &models[0], sizeof(WalsServeModel *) * slot);
+	models[0] = m;
+}
+
+/* The slot of the model info names, or the last slot, the least recently used. */
+static int
+slot_of(const WalsModelInfo *info)
+{
+	for (int i = 0; i < WALS_SERVE_MODELS; i++)
+		if (models[i] != NULL && same_model(&models[i]->info, info))
+			return i;
+	return WALS_SERVE_MODELS - 1;
+}
+
 /*
  * The served state of the model a call names, loaded or reloaded when its
  * version or tables changed.  The caller needs USAGE on their schemas and
@@ -271,42 +249,51 @@ WalsServeModel *
 wals_serve_model(text *model)
 {
 	WalsModelInfo *info;
-	int			slot = WALS_SERVE_MODELS - 1;
+	int			slot;
 	WalsServeModel *m;
 
 	Assert(wals_call_depth() > 0);
-	if (!callbacks_registered)
-	{
-		RegisterXactCallback(xact_callback, NULL);
-		CacheRegisterRelcacheCallback(relcache_callback, (Datum) 0);
-		callbacks_registered = true;
-	}
+	register_callbacks();
 	if (wals_call_depth() == 1)
 		forget_retired();
 	info = wals_model_get(model);
-
-
-	for (int i = 0; i < WALS_SERVE_MODELS; i++)
-		if (models[i] != NULL && same_model(&models[i]->info, info))
-		{
-			slot = i;
-			break;
-		}
+	slot = slot_of(info);
 	m = models[slot];
 	if (m == NULL || m->info.version != info->version || m->info.item_rel != info->item_rel ||
 		m->info.user_rel != info->user_rel || !same_model(&m->info, info) ||
-		m->info.owner != info->owner || m->stale)
+		m->info.owner != info->owner || m->stale || m->own_items != !wals_shared_items)
 	{
-		WalsServeModel *fresh = load(info);
+		WalsServeModel *fresh = load(info, true);
 
 		if (m != NULL)
 			release(m);
 		m = fresh;
 	}
-	/* Most recently used first. */
-	memmove(&models[1], &models[0], sizeof(WalsServeModel *) * slot);
-	models[0] = m;
+	put_first(m, slot);
 	return m;
+}
+
+/*
+ * Build the items of the version of model schema.name that the caller's
+ * transaction has just stored, for every backend of the server, and cache
+ * them here: the training's own, so that no reader pays for it after the
+ * commit.  The caller holds the model's lock and wrote its rows.
+ */
+void
+wals_serve_preload(const char *schema, const char *name)
+{
+	WalsModelInfo info;
+	int			slot;
+	WalsServeModel *fresh;
+
+	register_callbacks();
+	if (!wals_catalog_lookup(schema, name, &info))
+		return;
+	fresh = load(&info, false);
+	slot = slot_of(&info);
+	if (models[slot] != NULL)
+		release(models[slot]);
+	put_first(fresh, slot);
 }
 
 /* Index of item id in m, or -1. */

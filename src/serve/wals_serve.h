@@ -7,6 +7,7 @@
 #define WALS_SERVE_H
 
 #include "executor/spi.h"
+#include "storage/dsm.h"
 #include "utils/array.h"
 
 #include "wals_catalog.h"
@@ -14,15 +15,19 @@
 #include "wals_score.h"
 
 /*
- * The item side of one version of a model, in its own memory context under
- * TopMemoryContext, with the plans of the queries a call runs against the
- * model's tables.
+ * The item side of one version of a model, with the plans of the queries a
+ * call runs against the model's tables, in its own memory context under
+ * TopMemoryContext; the items themselves (ids, Y, G, the index) lie in the
+ * version's shared segment where it has one (shared.c), else in that
+ * context.  All of them are read-only once loaded.
  */
 typedef struct WalsServeModel
 {
 	MemoryContext cxt;
 	WalsModelInfo info;			/* the catalog row, copied into cxt */
 	bool		stale;			/* the item table's definition changed since */
+	dsm_segment *seg;			/* mapping of the shared items, or NULL */
+	bool		own_items;		/* read for this backend alone (wals.shared_items off) */
 	int			factors;
 	int64		nitems;
 	int64	   *ids;			/* increasing */
@@ -37,11 +42,16 @@ typedef struct WalsServeModel
 
 /* cache.c */
 extern WalsServeModel *wals_serve_model(text *model);
+extern void wals_serve_preload(const char *schema, const char *name);
 extern int64 wals_serve_item(const WalsServeModel *m, int64 id);
 extern bool wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated);
 extern int	wals_serve_users(WalsServeModel *m, int64 *ids, int n, float *X, WalsRated *rated);
 extern bool wals_serve_known_users(WalsServeModel *m, int64 *ids, int *n);
 extern const WalsScoreIndex *wals_serve_cosine(WalsServeModel *m);
+
+/* shared.c */
+extern void wals_items_load(WalsServeModel *m, const WalsModelInfo *info, bool retire);
+extern void wals_items_release(WalsServeModel *m);
 
 /*
  * evaluate_round.c: wals_evaluate's test users, gathered a round at a time

@@ -24,7 +24,8 @@
  * or by a superuser, leaves the model with its owner; and the catalog row is
  * written as the extension's owner (roles.c).  The user factor table keeps
  * each user's rated items, the merged cells the training saw, so that
- * serving never reads the source.
+ * serving never reads the source.  Last, the items of the new version are
+ * built for every backend of the server (serve/shared.c).
  */
 #include "postgres.h"
 
@@ -49,6 +50,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "wals_serve.h"
 #include "wals_shard.h"
 #include "wals_train.h"
 
@@ -494,4 +496,12 @@ wals_store_model(const WalsTrainArgs *args, const WalsData *data,
 	result->store_s = INSTR_TIME_GET_DOUBLE(end);
 	result->total_s = result->load_s + result->train_s + result->store_s;
 	write_catalog(args, data, result, user_rel, item_rel);
+	wals_call_new_snapshot();
+
+	/*
+	 * The items every backend will serve, built now, in this transaction,
+	 * as readers would build them (serve/shared.c): so that no reader pays
+	 * for the retraining once it commits.
+	 */
+	wals_serve_preload(get_namespace_name(args->schema), args->model);
 }

@@ -210,10 +210,10 @@ SELECT count(*) FROM wals_recommend(1, 3, 'x"; DROP TABLE good; --');
 UPDATE good_user_factors SET factors = '{1,2}' WHERE user_id = 1;
 SELECT * FROM wals_recommend(1, 3, 'good');
 \echo :LAST_ERROR_SQLSTATE
--- (in a new session: item factors are read once per model version and session)
+-- (read by a backend of its own: the copy of the items shared by every
+-- backend is the training's)
 UPDATE good_item_factors SET factors = '{1,NULL,3,4}' WHERE item_id = 2;
-\c -
-SET client_min_messages = warning;
+SET wals.shared_items = off;
 SELECT wals_predict(2, 2, 'good');
 \echo :LAST_ERROR_SQLSTATE
 

@@ -13,9 +13,9 @@ UPDATE ev_item_factors SET factors = ARRAY[item_id, 0]::real[];
 UPDATE ev_user_factors SET factors = CASE user_id WHEN 2 THEN '{-1,0}' ELSE '{1,0}' END::real[];
 UPDATE evx_item_factors SET factors = ARRAY[item_id, 0]::real[];
 UPDATE evx_user_factors SET factors = CASE user_id WHEN 2 THEN '{-1,0}' ELSE '{1,0}' END::real[];
--- (a new session: the item factors are read once per model version and session)
-\c -
-SET client_min_messages = warning;
+-- (read by a backend of its own: the copy of the items shared by every
+-- backend is the training's)
+SET wals.shared_items = off;
 CREATE TABLE ev_test (u bigint, i bigint, stars real);
 INSERT INTO ev_test VALUES
   (1, 5, 4), (1, 2, 2), (1, 99, 3),   -- item 99 is unknown to the model

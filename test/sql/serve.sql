@@ -53,7 +53,12 @@ SELECT count(*) FROM wals_recommend(NULL, 10);
 CREATE TABLE tie_user AS SELECT 1 AS user_id, 1 AS item_id, 1 AS r;
 SELECT model FROM wals_train('tie_user', 'user_id', 'item_id', 'r', factors => 2, iterations => 1);
 INSERT INTO tie_user_item_factors SELECT i, '{1,1}' FROM generate_series(2, 6) i;
+-- (items added by hand: served by a backend that reads the items itself)
+SET wals.shared_items = off;
 SELECT item_id FROM wals_recommend(1, 3, 'tie_user', exclude_rated => false) WHERE item_id > 1;
+-- the shared copy is the training's, without them
+RESET wals.shared_items;
+SELECT count(*) AS shared_items FROM wals_recommend(1, 10, 'tie_user', exclude_rated => false);
 
 -- model resolution: with several models and no setting, an error lists them
 SELECT count(*) FROM wals_recommend(42, 3);

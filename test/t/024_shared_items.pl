@@ -1,0 +1,183 @@
+
+# One copy of a model's items for every backend (src/serve/shared.c): the
+# training builds the items of the version it stores, and every backend
+# maps them at its first call, building nothing; a retraining's version is
+# ready when it commits, and the first backend that loads it retires the
+# older one; what a backend builds itself is said at DEBUG1, so that each
+# build is counted here.  Then the cases where a backend builds: after a
+# restart (segments die with the server, the registry's files do not, and
+# a stale one is never taken), on a standby, on a version the files no
+# longer name (a REPEATABLE READ snapshot of a retired one), and, never
+# shared, an item table that forces row security on its owner.  Answers
+# always equal a plain scan of the factor tables in SQL.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('primary');
+$node->init(allows_streaming => 1);
+$node->append_conf('postgresql.conf', 'client_min_messages = warning');
+$node->start;
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION wals;
+CREATE ROLE tenant LOGIN;
+CREATE SCHEMA tenant AUTHORIZATION tenant;
+GRANT USAGE ON SCHEMA tenant TO PUBLIC;
+SET ROLE tenant;
+CREATE TABLE tenant.r AS
+  SELECT u AS user_id, (u * 7 + g * 13) % 900 + 1 AS item_id, 1 + (u + g) % 5 AS rating
+  FROM generate_series(1, 3000) u, generate_series(1, 12) g;
+SELECT model FROM wals_train('tenant.r', 'user_id', 'item_id', 'rating', model => 'tenant.m',
+  factors => 16, iterations => 3);
+GRANT SELECT ON tenant.m_user_factors, tenant.m_item_factors TO PUBLIC;
+});
+
+my $build_message = qr/computing their Gram and index/;
+
+# The output and the number of builds of the items of a call made in a new
+# session of $who's.
+sub call
+{
+	my ($sql, $on) = @_;
+	$on //= $node;
+	my ($ret, $out, $err) = $on->psql('postgres',
+		"SET client_min_messages = debug1;\n$sql", on_error_stop => 1);
+	die "$sql failed: $err" if $ret != 0;
+	my $builds = () = $err =~ /$build_message/g;
+	return ($out, $builds);
+}
+
+# The top 5 of user $u as wals_recommend gives them, and as a plain scan.
+my $served = q{SELECT string_agg(item_id || ':' || round(score::numeric, 4), ',' ORDER BY ord)
+  FROM wals_recommend(%d, 5, 'tenant.m', exclude_rated => false) WITH ORDINALITY r(item_id, score, ord)};
+my $scanned = q{SELECT string_agg(item_id || ':' || round(s::numeric, 4), ',' ORDER BY s DESC, item_id)
+  FROM (SELECT i.item_id, (SELECT sum(a * b) FROM unnest(u.factors, i.factors) AS p(a, b))::real AS s
+        FROM tenant.m_user_factors u, tenant.m_item_factors i WHERE u.user_id = %d
+        ORDER BY s DESC, i.item_id LIMIT 5) t};
+
+sub files
+{
+	my ($on) = @_;
+	$on //= $node;
+	return $on->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_ls_dir('pg_stat_tmp') f WHERE f ~ '^wals\.[0-9.]+$'});
+}
+
+sub version
+{
+	return $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'm'});
+}
+
+# 1. New backends build nothing: the training did.
+for my $u (1, 2, 3)
+{
+	my ($out, $builds) = call(sprintf($served, $u));
+	is($builds, 0, "a new backend serving user $u builds nothing");
+	is($out, $node->safe_psql('postgres', sprintf($scanned, $u)),
+		"user $u: the answer of a plain scan");
+}
+is(files(), '1', 'one version is published');
+
+# 2. A retraining builds its own version; readers after its commit build
+# nothing, and the first of them retires the version before.
+my ($out, $builds) = call(q{SELECT model FROM wals_retrain('tenant.m', seed => 7)});
+is($builds, 1, 'the retraining builds the items of its version');
+is(files(), '2', 'until a reader loads the new version, both are published');
+($out, $builds) = call(sprintf($served, 1));
+is($builds, 0, 'the first call after the retraining builds nothing');
+is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'and serves the new version');
+is(files(), '1', 'and retires the version before');
+
+# 3. A session that keeps a snapshot of the version before, through a
+# retraining and the retirement: it still serves that version, and a new
+# REPEATABLE READ session with an old snapshot builds its own copy of it.
+my $old = $node->background_psql('postgres', on_error_stop => 0);
+$old->query_safe(q{BEGIN ISOLATION LEVEL REPEATABLE READ});
+my $old_answer = $old->query_safe(sprintf($served, 5));
+my $holder = $node->background_psql('postgres', on_error_stop => 0);
+$holder->query_safe(q{BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM tenant.r});
+call(q{SELECT model FROM wals_retrain('tenant.m', seed => 8)});
+call(sprintf($served, 1));
+is($old->query_safe(sprintf($served, 5)), $old_answer,
+	'a snapshot taken before the retraining still serves the version it saw');
+my $holder_answer = $holder->query_safe(sprintf($served, 5));
+is($holder_answer, $old_answer,
+	'another snapshot of that version, loaded after its retirement, gives its answers');
+$old->query_safe('COMMIT');
+$holder->query_safe('COMMIT');
+$old->quit;
+$holder->quit;
+
+# 4. An item table that forces row security on its owner is never shared:
+# each backend reads what the owner sees through the policies itself.
+$node->safe_psql(
+	'postgres', q{
+SET ROLE tenant;
+ALTER TABLE tenant.m_item_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY few ON tenant.m_item_factors USING (item_id <= 300);});
+($out, $builds) = call(q{SELECT count(*) FROM wals_recommend(1, 900, 'tenant.m', exclude_rated => false)});
+is($out, '300', 'under the forced policy, the owner\'s 300 items are served');
+is($builds, 1, 'by a copy of the backend\'s own');
+$node->safe_psql(
+	'postgres', q{
+SET ROLE tenant;
+DROP POLICY few ON tenant.m_item_factors;
+ALTER TABLE tenant.m_item_factors NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;});
+($out, $builds) = call(q{SELECT count(*) FROM wals_recommend(1, 900, 'tenant.m', exclude_rated => false)});
+is($out, '900', 'without it, every item');
+is($builds, 0, 'from the shared copy');
+
+# 5. A training rolled back leaves a version no row will name; the next
+# version loaded retires it.
+$node->safe_psql('postgres', q{BEGIN;
+  SELECT model FROM wals_retrain('tenant.m', seed => 9);
+  ROLLBACK;});
+is(files(), '2', 'a training rolled back leaves its version published');
+call(q{SELECT model FROM wals_retrain('tenant.m', seed => 10)});
+call(sprintf($served, 1));
+is(files(), '1', 'until a later version is loaded');
+
+# 6. A dropped model's version goes at the next publication in the database.
+$node->safe_psql(
+	'postgres', q{
+SET ROLE tenant;
+SELECT model FROM wals_train('tenant.r', 'user_id', 'item_id', model => 'tenant.gone',
+  factors => 4, iterations => 1);
+SELECT wals_drop_model('tenant.gone');});
+is(files(), '2', 'a dropped model\'s version stays until the next publication');
+call(q{SELECT model FROM wals_retrain('tenant.m', seed => 11)});
+call(sprintf($served, 1));
+is(files(), '1', 'which retires it');
+
+# 7. After a restart the segments are gone and the files left name nothing
+# (or another segment, never taken for the model's): the first backend
+# builds, the next ones map its copy.
+$node->restart;
+($out, $builds) = call(sprintf($served, 1));
+is($builds, 1, 'after a restart, the first call builds');
+is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'and serves the model');
+($out, $builds) = call(sprintf($served, 2));
+is($builds, 0, 'the next backend maps its copy');
+
+# 8. A standby serves the replayed version; its first backend builds for
+# the standby's others.
+$node->backup('b');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($node, 'b', has_streaming => 1);
+$standby->start;
+call(q{SELECT model FROM wals_retrain('tenant.m', seed => 12)});
+$node->wait_for_catchup($standby);
+($out, $builds) = call(sprintf($served, 1), $standby);
+is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'a standby serves the new version');
+is($builds, 1, 'built by its first backend');
+($out, $builds) = call(sprintf($served, 2), $standby);
+is($builds, 0, 'and mapped by the next');
+$standby->stop;
+
+$node->stop;
+done_testing();
