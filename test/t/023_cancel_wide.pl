@@ -60,6 +60,10 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM wide_item_factors'),
 my $bg = $node->background_psql('postgres', on_error_stop => 0, timeout => 300);
 my $ctl = $node->background_psql('postgres', on_error_stop => 0, timeout => 300);
 $bg->query_safe('\set VERBOSITY verbose');
+# The wide model's items were added to its table by hand, after the
+# training built the copy every backend shares: this session reads them
+# itself, as any does with wals.shared_items off.
+$bg->query_safe('SET wals.shared_items = off');
 my $pid = $bg->query_safe('SELECT pg_backend_pid()');
 
 # Wait for $what's error in the interrupted session, whole (its last line,
