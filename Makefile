@@ -100,7 +100,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-validation bench-tune bench-shards bench-shard-load test-pg17 test-pg18 ci-fresh
+BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-shared bench-validation bench-tune bench-shards bench-shard-load test-pg17 test-pg18 ci-fresh
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # Every TAP test copies test/installcheck.sh's initdb template, on 15 too
@@ -452,6 +452,15 @@ bench-evaluate: deps-bench
 
 # The seconds of an iteration with a validation share against one without
 # (RATINGS, VALIDATION_WORKERS, VALIDATION_FACTORS, VALIDATION_ITERATIONS).
+# A new backend's first call, a serving backend's memory and the slowest
+# call while a retraining commits, with the items shared by every backend
+# and without (test/bench/shared.sh).
+.PHONY: bench-shared
+bench-shared: deps-bench
+	$(MAKE) all
+	$(MAKE) install
+	./test/bench/shared.sh
+
 .PHONY: bench-validation
 bench-validation: deps-bench
 	$(MAKE) all

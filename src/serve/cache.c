@@ -12,7 +12,7 @@
  * the per-call queries, so that a call parses and plans nothing, and maps
  * the version's items (the factors in one aligned matrix with their ids,
  * Y^T Y for fold-in, the compact index of the scoring engine), which the
- * training built once for every backend of the server (shared.c).
+ * training built once for every backend of the server (items.c).
  *
  * The caller's rights are checked on every call (SELECT on both tables,
  * wals_model_get), but the tables are read, and the queries planned, as
@@ -77,14 +77,6 @@ static WalsServeModel *models[WALS_SERVE_MODELS];
  */
 static List *retired = NIL;
 static bool callbacks_registered = false;
-
-static void *
-alloc_aligned(MemoryContext cxt, Size size)
-{
-	char	   *p = MemoryContextAllocHuge(cxt, size + 64);
-
-	return (void *) TYPEALIGN(64, p);
-}
 
 static char *
 copy_text(MemoryContext cxt, const char *s)
@@ -482,48 +474,4 @@ wals_serve_known_users(WalsServeModel *m, int64 *ids, int *n)
 	pfree(s.known);
 	*n = known;
 	return true;
-}
-
-/*
- * The index over the unit rows of Y, for cosine similarity, built the first
- * time a call needs it.  A zero row stays zero: its similarity to anything
- * is 0.  It is built in a context of the call's, which an error or a
- * cancel frees, and joins the entry's only once whole: a cancelled build
- * leaves the long-lived entry no larger.
- */
-const WalsScoreIndex *
-wals_serve_cosine(WalsServeModel *m)
-{
-	int			f = m->factors;
-	MemoryContext cxt;
-	float	   *unit;
-	WalsScoreIndex *ix;
-	size_t		index_size;
-
-	if (m->cosine != NULL)
-		return m->cosine;
-	cxt = AllocSetContextCreate(CurrentMemoryContext, "wals cosine index",
-								ALLOCSET_DEFAULT_SIZES);
-	unit = alloc_aligned(cxt, sizeof(float) * f * Max(m->nitems, 1));
-	for (int64 i = 0; i < m->nitems; i++)
-	{
-		const float *y = m->Y + i * f;
-		double		norm = 0.0;
-
-		for (int a = 0; a < f; a++)
-			norm += (double) y[a] * y[a];
-		norm = sqrt(norm);
-		for (int a = 0; a < f; a++)
-			unit[i * f + a] = norm > 0.0 ? (float) (y[a] / norm) : 0.0f;
-		if ((i & 255) == 255)
-			CHECK_FOR_INTERRUPTS();
-	}
-	ix = MemoryContextAllocZero(cxt, sizeof(WalsScoreIndex));
-	index_size = wals_score_index_size(m->nitems, f);
-	wals_report_core_status(wals_score_index_build(ix, unit, m->nitems, f,
-												   MemoryContextAllocHuge(cxt, Max(index_size, 1))),
-							psprintf("indexing the item factors of model \"%s\"", m->info.display));
-	MemoryContextSetParent(cxt, m->cxt);
-	m->cosine = ix;
-	return ix;
 }

@@ -34,7 +34,7 @@ similar_items_call(PG_FUNCTION_ARGS)
 	item = PG_ARGISNULL(0) ? -1 : wals_serve_item(m, PG_GETARG_INT64(0));
 	if (item >= 0)
 	{
-		const WalsScoreIndex *cosine = wals_serve_cosine(m);
+		const WalsScoreIndex *cosine = wals_cosine_load(m);
 		const float *unit = cosine->Y + item * m->factors;
 		int32		self = (int32) item;
 		WalsScoreFilter filter = {&self, 1, NULL, 0};

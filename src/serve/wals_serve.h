@@ -18,7 +18,7 @@
  * The item side of one version of a model, with the plans of the queries a
  * call runs against the model's tables, in its own memory context under
  * TopMemoryContext; the items themselves (ids, Y, G, the index) lie in the
- * version's shared segment where it has one (shared.c), else in that
+ * version's shared segment where it has one (items.c), else in that
  * context.  All of them are read-only once loaded.
  */
 typedef struct WalsServeModel
@@ -27,6 +27,7 @@ typedef struct WalsServeModel
 	WalsModelInfo info;			/* the catalog row, copied into cxt */
 	bool		stale;			/* the item table's definition changed since */
 	dsm_segment *seg;			/* mapping of the shared items, or NULL */
+	dsm_segment *cosine_seg;	/* and of the shared cosine index */
 	bool		own_items;		/* read for this backend alone (wals.shared_items off) */
 	int			factors;
 	int64		nitems;
@@ -47,10 +48,10 @@ extern int64 wals_serve_item(const WalsServeModel *m, int64 id);
 extern bool wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated);
 extern int	wals_serve_users(WalsServeModel *m, int64 *ids, int n, float *X, WalsRated *rated);
 extern bool wals_serve_known_users(WalsServeModel *m, int64 *ids, int *n);
-extern const WalsScoreIndex *wals_serve_cosine(WalsServeModel *m);
 
-/* shared.c */
+/* items.c */
 extern void wals_items_load(WalsServeModel *m, const WalsModelInfo *info, bool retire);
+extern const WalsScoreIndex *wals_cosine_load(WalsServeModel *m);
 extern void wals_items_release(WalsServeModel *m);
 
 /*

@@ -25,7 +25,7 @@
  * written as the extension's owner (roles.c).  The user factor table keeps
  * each user's rated items, the merged cells the training saw, so that
  * serving never reads the source.  Last, the items of the new version are
- * built for every backend of the server (serve/shared.c).
+ * built for every backend of the server (serve/items.c).
  */
 #include "postgres.h"
 
@@ -500,7 +500,7 @@ wals_store_model(const WalsTrainArgs *args, const WalsData *data,
 
 	/*
 	 * The items every backend will serve, built now, in this transaction,
-	 * as readers would build them (serve/shared.c): so that no reader pays
+	 * as readers would build them (serve/items.c): so that no reader pays
 	 * for the retraining once it commits.
 	 */
 	wals_serve_preload(get_namespace_name(args->schema), args->model);

@@ -1,5 +1,5 @@
 
-# One copy of a model's items for every backend (src/serve/shared.c): the
+# One copy of a model's items for every backend (src/serve/items.c): the
 # training builds the items of the version it stores, and every backend
 # maps them at its first call, building nothing; a retraining's version is
 # ready when it commits, and the first backend that loads it retires the
@@ -49,7 +49,8 @@ sub call
 		"SET client_min_messages = debug1;\n$sql", on_error_stop => 1);
 	die "$sql failed: $err" if $ret != 0;
 	my $builds = () = $err =~ /$build_message/g;
-	return ($out, $builds);
+	my $cosine = () = $err =~ /indexing the unit rows/g;
+	return ($out, $builds, $cosine);
 }
 
 # The top 5 of user $u as wals_recommend gives them, and as a plain scan.
@@ -83,15 +84,32 @@ for my $u (1, 2, 3)
 }
 is(files(), '1', 'one version is published');
 
+# wals_similar_items's index of the unit rows: built by the first backend
+# that needs it, for the others.
+my $similar = q{SELECT string_agg(item_id::text, ',' ORDER BY ord)
+  FROM wals_similar_items(3, 5, 'tenant.m') WITH ORDINALITY r(item_id, score, ord)};
+my ($similar1, $b1, $cosine1) = call($similar);
+my ($similar2, $b2, $cosine2) = call($similar);
+is("$b1 $cosine1 $b2 $cosine2", '0 1 0 0',
+	'the first backend serving similar items builds their index, the next maps it');
+is($similar2, $similar1, 'and both give the same items');
+is($similar1, $node->safe_psql('postgres', q{SELECT string_agg(item_id::text, ',' ORDER BY s DESC, item_id)
+  FROM (SELECT i.item_id, (SELECT sum(a * b) FROM unnest(t.factors, i.factors) AS p(a, b))
+          / sqrt((SELECT sum(a * a) FROM unnest(i.factors) a) * (SELECT sum(a * a) FROM unnest(t.factors) a)) AS s
+        FROM tenant.m_item_factors t, tenant.m_item_factors i
+        WHERE t.item_id = 3 AND i.item_id <> 3 ORDER BY s DESC, i.item_id LIMIT 5) x}),
+	'the items of highest cosine, as a plain scan finds them');
+is(files(), '2', 'the version\'s items and their cosine index are published');
+
 # 2. A retraining builds its own version; readers after its commit build
 # nothing, and the first of them retires the version before.
 my ($out, $builds) = call(q{SELECT model FROM wals_retrain('tenant.m', seed => 7)});
 is($builds, 1, 'the retraining builds the items of its version');
-is(files(), '2', 'until a reader loads the new version, both are published');
+is(files(), '3', 'until a reader loads the new version, both versions are published');
 ($out, $builds) = call(sprintf($served, 1));
 is($builds, 0, 'the first call after the retraining builds nothing');
 is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'and serves the new version');
-is(files(), '1', 'and retires the version before');
+is(files(), '1', 'and retires the version before, its cosine index with it');
 
 # 3. A session that keeps a snapshot of the version before, through a
 # retraining and the retirement: it still serves that version, and a new
