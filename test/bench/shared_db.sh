@@ -47,9 +47,10 @@ for mode in on off; do
 SET wals.shared_items = $mode;
 LOAD 'wals';
 SELECT pg_backend_pid() AS pid \gset
-\! awk '/^(RssAnon|RssShmem):/ { printf "%s ", \$2 }' /proc/:pid/status
+\setenv WALS_PID :pid
+\! awk '/^(RssAnon|RssShmem):/ { printf "%s ", \$2 }' /proc/\$WALS_PID/status
 SELECT count(*) FROM generate_series(1, 50) u, wals_recommend(u, 10, 'm');
-\! awk '/^(RssAnon|RssShmem):/ { printf "%s ", \$2 }' /proc/:pid/status
+\! awk '/^(RssAnon|RssShmem):/ { printf "%s ", \$2 }' /proc/\$WALS_PID/status
 SQL
 )
 	set -- $mem
@@ -66,7 +67,7 @@ SQL
 	wait "$bench"
 	# client transaction latency(us) script epoch(s) us
 	cat "$work"/pgbench_log.* > "$work/all"
-	tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$work/pgbench.out" | head -1)
+	tps=$(sed -n 's/^tps = \([0-9]*\).*/\1/p' "$work/pgbench.out" | head -1)
 	echo "  4 clients while a retraining commits: $tps calls/s, slowest $(awk '{ print $3 / 1000 }' "$work/all" | pct 1) ms, p99 $(awk '{ print $3 / 1000 }' "$work/all" | pct 0.99) ms;" \
 		"slowest ending within 2 s after the commit $(awk -v c="$committed" '{ t = $5 * 1000000 + $6; if (t >= c && t < c + 2000000) print $3 / 1000 }' "$work/all" | pct 1) ms"
 done
