@@ -172,12 +172,22 @@ call(q{SELECT model FROM wals_retrain('tenant.m', seed => 11)});
 call(sprintf($served, 1));
 is(files(), '1', 'which retires it');
 
-# 7. After a restart the segments are gone and the files left name nothing
+# 7. After a crash the segments are gone and the files left name nothing
 # (or another segment, never taken for the model's): the first backend
-# builds, the next ones map its copy.
-$node->restart;
+# builds, the next ones map its copy.  The crash comes in the middle of a
+# retraining, which is then rolled back.
+my $crashed = $node->background_psql('postgres', on_error_stop => 0);
+$crashed->query_until(qr/starting/, q{\echo starting
+SELECT model FROM wals_retrain('tenant.m', iterations => 100000, tolerance => 0);
+});
+$node->poll_query_until('postgres',
+	q{SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%iteration%of 100000%'})
+  or die 'the retraining did not start';
+$node->stop('immediate');
+eval { $crashed->quit };
+$node->start;
 ($out, $builds) = call(sprintf($served, 1));
-is($builds, 1, 'after a restart, the first call builds');
+is($builds, 1, 'after a crash, the first call builds');
 is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'and serves the model');
 ($out, $builds) = call(sprintf($served, 2));
 is($builds, 0, 'the next backend maps its copy');
