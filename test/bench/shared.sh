@@ -19,9 +19,10 @@
 # 3. for each setting: SHARED_CONNECTIONS (default 40) new connections
 #    that each load the library and time their first wals_recommend;
 #    the private memory (RssAnon) and the shared memory mapped (RssShmem)
-#    a backend adds by serving; pgbench with 4 clients for 16 s while a
-#    retraining commits in its middle: the slowest call, and the slowest
-#    of those that ended within 2 s after the commit;
+#    a backend adds by serving; pgbench with 4 clients from before a
+#    retraining to 4 s after its commit: the slowest call (after each
+#    client's first), and the slowest of those that ended within 2 s
+#    after the commit;
 # 4. prints the CPU, the kernels and the figures, also written to
 #    test/bench/out/shared.txt.
 #
