@@ -7,6 +7,7 @@
 
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "port/pg_bitutils.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
@@ -61,6 +62,14 @@ wals_arg_ids(FunctionCallInfo fcinfo, int arg, const char *name, int *n)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("\"%s\" must be a one-dimensional array", name)));
+	if (ARR_ELEMTYPE(array) == INT8OID && !ARR_HASNULL(array))
+	{
+		/* the elements as they lie: no Datum and null flag each */
+		*n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+		ids = palloc(sizeof(int64) * Max(*n, 1));
+		memcpy(ids, ARR_DATA_PTR(array), sizeof(int64) * *n);
+		return ids;
+	}
 	deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, n);
 	ids = palloc(sizeof(int64) * Max(*n, 1));
 	for (int i = 0; i < *n; i++)
@@ -132,13 +141,16 @@ wals_sort_cells(int32 *items, float *ratings, int64 n)
 }
 
 /*
- * The sorted item indices of ids; ids the model does not know are left out
- * and counted in *unknown.
+ * The indices in m of the items ids[0..n) names, sorted, in *count; ids m
+ * does not know are counted in *unknown.  Repeats may be dropped: filters
+ * ignore them.  A long list goes through a bitmap of m's items rather than
+ * a sort: 20,000 ids cost 4 ms a call through qsort at 41,000 items.
  */
 int32 *
 wals_ids_to_items(const WalsServeModel *m, const int64 *ids, int n, int64 *count, int *unknown)
 {
 	int32	   *items = palloc(sizeof(int32) * Max(n, 1));
+	int64		words = (m->nitems + 63) / 64;
 	int64		c = 0;
 
 	*unknown = 0;
@@ -151,7 +163,20 @@ wals_ids_to_items(const WalsServeModel *m, const int64 *ids, int n, int64 *count
 		else
 			(*unknown)++;
 	}
-	qsort(items, c, sizeof(int32), wals_compare_int32);
+	if ((int64) c * 16 < words)
+		qsort(items, c, sizeof(int32), wals_compare_int32);
+	else
+	{
+		uint64	   *bits = palloc0(sizeof(uint64) * Max(words, 1));
+
+		for (int64 i = 0; i < c; i++)
+			bits[items[i] / 64] |= UINT64CONST(1) << (items[i] % 64);
+		c = 0;
+		for (int64 w = 0; w < words; w++)
+			for (uint64 b = bits[w]; b != 0; b &= b - 1)
+				items[c++] = (int32) (w * 64 + pg_rightmost_one_pos64(b));
+		pfree(bits);
+	}
 	*count = c;
 	return items;
 }
