@@ -22,7 +22,8 @@
  * version; a backend maps at most WALS_SERVE_MODELS models).  A version no
  * catalog row will name (its training rolled back) is older than the next
  * one loaded, and goes then; the files of item tables that no longer exist
- * (a model dropped) go at the next publication in the database.
+ * (a model dropped) go at the next publication in the database, and those
+ * of a database dropped at the next publication in any.
  */
 #include "postgres.h"
 
@@ -225,28 +226,33 @@ retire(const char *path)
 /*
  * Retire the files of this database that name an area of a version of
  * item table relid below version, and, when sweep, those of item tables
- * that no longer exist.
+ * that no longer exist and of databases that no longer exist (no backend
+ * of theirs is left to do it).
  */
 static void
 retire_files(Oid relid, int64 version, bool sweep)
 {
 	DIR		   *dir = AllocateDir(PG_STAT_TMP_DIR);
 	struct dirent *de;
-	char	   *prefix = psprintf("wals.%u.", MyDatabaseId);
 
 	while ((de = ReadDir(dir, PG_STAT_TMP_DIR)) != NULL)
 	{
+		unsigned int db;
 		unsigned int rel;
 		long long	v;
 		int			kind;
 		int			end = 0;
+		bool		gone;
 
-		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
-			sscanf(de->d_name + strlen(prefix), "%u.%lld.%d%n", &rel, &v, &kind, &end) != 3 ||
-			de->d_name[strlen(prefix) + end] != '\0')
+		if (sscanf(de->d_name, "wals.%u.%u.%lld.%d%n", &db, &rel, &v, &kind, &end) != 4 ||
+			de->d_name[end] != '\0')
 			continue;
-		if (((Oid) rel == relid && v < version) ||
-			(sweep && !SearchSysCacheExists1(RELOID, ObjectIdGetDatum((Oid) rel))))
+		if ((Oid) db != MyDatabaseId)
+			gone = sweep && !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum((Oid) db));
+		else
+			gone = ((Oid) rel == relid && v < version) ||
+				(sweep && !SearchSysCacheExists1(RELOID, ObjectIdGetDatum((Oid) rel)));
+		if (gone)
 			retire(psprintf("%s/%s", PG_STAT_TMP_DIR, de->d_name));
 	}
 	FreeDir(dir);
@@ -312,7 +318,7 @@ write_entry(const WalsArea *h, dsm_segment *seg)
  * h, for every backend: pinned, then named by its file.  Returns the
  * segment that holds the area now, used once more: seg, or, where another
  * backend published the same area first, theirs (seg is then dropped).
- * Files of item tables that no longer exist go meanwhile.
+ * Files of item tables and databases that no longer exist go meanwhile.
  */
 dsm_segment *
 wals_segment_publish(const WalsArea *h, dsm_segment *seg)

@@ -172,6 +172,21 @@ call(q{SELECT model FROM wals_retrain('tenant.m', seed => 11)});
 call(sprintf($served, 1));
 is(files(), '1', 'which retires it');
 
+# 6b. A dropped database's versions go at the next publication in any
+# database: no backend of its own is left to retire them.
+$node->safe_psql('postgres', 'CREATE DATABASE gone_db');
+$node->safe_psql(
+	'gone_db', q{
+CREATE EXTENSION wals;
+CREATE TABLE r AS SELECT u AS user_id, u % 50 + 1 AS item_id FROM generate_series(1, 400) u;
+SELECT model FROM wals_train('r', 'user_id', 'item_id', model => 'm', factors => 4, iterations => 1);});
+is(files(), '2', 'another database\'s version has its own file');
+$node->safe_psql('postgres', 'DROP DATABASE gone_db');
+is(files(), '2', 'which stays when the database is dropped');
+call(q{SELECT model FROM wals_retrain('tenant.m', seed => 12)});
+call(sprintf($served, 1));
+is(files(), '1', 'until a publication in another database retires it');
+
 # 7. After a crash the segments are gone and the files left name nothing
 # (or another segment, never taken for the model's): the first backend
 # builds, the next ones map its copy.  The crash comes in the middle of a
