@@ -18,6 +18,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
@@ -170,4 +171,51 @@ wals_mark_read(const char *source, const char *col, Oid type, Datum *value)
 		*value = datumCopy(*value, byval, len);
 	}
 	return !isnull;
+}
+
+/* Whether some index of relid starts with column col. */
+static bool
+index_leads_with(Oid relid, const char *col)
+{
+	Oid			types[2] = {OIDOID, INT2OID};
+	Datum		args[2];
+	bool		isnull;
+
+	args[0] = ObjectIdGetDatum(relid);
+	args[1] = Int16GetDatum(get_attnum(relid, col));
+	if (wals_sql("SELECT EXISTS (SELECT FROM pg_catalog.pg_index"
+				 " WHERE indrelid OPERATOR(pg_catalog.=) $1"
+				 " AND indkey[0] OPERATOR(pg_catalog.=) $2)",
+				 2, types, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "wals: could not read the indexes of relation %u", relid);
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * Say, when a table source lacks them, which indexes make wals_refresh
+ * cheap: one on the changed column (the rows above the mark) and one that
+ * starts with the user column (the pairs read again).  A view's are its
+ * tables', which are not looked into.
+ */
+void
+wals_changed_col_advice(Oid source, const char *source_name, const char *col,
+						const char *user_col, const char *item_col)
+{
+	char		kind = get_rel_relkind(source);
+
+	if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE)
+		return;
+	if (!index_leads_with(source, col))
+		ereport(NOTICE,
+				(errmsg("no index of \"%s\" starts with its changed column \"%s\"",
+						source_name, col),
+				 errdetail("wals_refresh reads the ratings above the mark; without an index it reads the whole table."),
+				 errhint("CREATE INDEX ON %s (%s);", source_name, quote_identifier(col))));
+	if (!index_leads_with(source, user_col))
+		ereport(NOTICE,
+				(errmsg("no index of \"%s\" starts with its user column \"%s\"",
+						source_name, user_col),
+				 errdetail("wals_refresh reads every row of the (user, item) pairs that changed again; without an index it reads the whole table."),
+				 errhint("CREATE INDEX ON %s (%s, %s);", source_name, quote_identifier(user_col),
+						 quote_identifier(item_col))));
 }

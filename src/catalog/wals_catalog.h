@@ -243,6 +243,8 @@ extern Oid	wals_changed_col_type(Oid relid, const char *col, const char *display
 extern char *wals_mark_text(Datum value, Oid type);
 extern Datum wals_mark_value(const char *text, Oid type, const char *display);
 extern bool wals_mark_read(const char *source, const char *col, Oid type, Datum *value);
+extern void wals_changed_col_advice(Oid source, const char *source_name, const char *col,
+									const char *user_col, const char *item_col);
 
 /* describe.c: the settings a model's tables carry, for wals_attach_model */
 extern void wals_model_describe(const WalsCatalogRow *row);

@@ -11,17 +11,17 @@
  * a row was updated in place or another row added for it.  Then, each side
  * solved exactly against the other held fixed:
  *
- * 1. the items to solve: those the model does not know yet, from their
- *    ratings read, and with solve_items => 'touched' every item the
- *    changed rows name, from all of its ratings in the source (which, on a
+ * 1. with solve_items => 'touched', every item the changed rows name that
+ *    the model knows, from all of its ratings in the source (which, on a
  *    skewed catalog, is most of the ratings: a few changes reach every
- *    popular item);
+ *    popular item), against the users as they are;
  * 2. every user the changed rows name, new ones included, from their
  *    stored ratings (the rated column of the user factor table, which the
- *    training wrote) with the pairs read in their place, against the item
- *    factors, the new ones among them;
- * 3. the new items again, against the users just solved, who may have had
- *    no factors in 1.
+ *    training wrote) with the pairs read in their place, against the items
+ *    that have factors;
+ * 3. the items the model does not know yet, from their ratings read,
+ *    against the users as 2 left them;
+ * 4. the users who rated one of those again, against them.
  *
  * Users are read, solved and written a batch at a time.  The items named
  * but not solved (an item already known, in the default 'new') keep their
@@ -30,8 +30,8 @@
  * training's read does.
  *
  * A deleted rating is not seen: no row is left to carry a changed value.
- * doc/training.md says how a DBA makes a delete count (a row with rating 0
- * for implicit feedback, or the next training).
+ * wals_refresh_users, which reads all of a user's ratings again, or the
+ * next training takes it in (doc/training.md).
  */
 #include "postgres.h"
 
@@ -310,17 +310,40 @@ item_row(const Refresh *r, int64 id)
 	return at >= 0 ? r->m->Y + (size_t) at * r->f : NULL;
 }
 
+/* The pairs of user: r->pairs[*p0, *p1). */
+static void
+pair_range(const Refresh *r, int64 user, int64 *p0, int64 *p1)
+{
+	int64		lo = 0;
+	int64		hi = r->npairs;
+
+	while (lo < hi)
+	{
+		int64		mid = lo + (hi - lo) / 2;
+
+		if (r->pairs[mid].user < user)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*p0 = lo;
+	while (hi < r->npairs && r->pairs[hi].user == user)
+		hi++;
+	*p1 = Max(hi, lo);
+}
+
 /*
  * Solve and write users[lo, hi) of r->users: their stored ratings with the
- * pairs in place, against the items.
+ * pairs in place, against the items.  count: the first write of these
+ * users, which the result and the catalog count.
  */
 static void
-solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, int64 lo, int64 hi,
-			int64 *next_pair)
+solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, const int64 *which, int64 lo,
+			int64 hi, bool count)
 {
 	int			f = r->f;
 	int64		n = hi - lo;
-	Datum		arg = int8_array(r->users + lo, n);
+	Datum		arg = int8_array(which + lo, n);
 	int64		cap = 4096;
 	int64		ncells = 0;
 	int64	   *ids = palloc(sizeof(int64) * cap);
@@ -336,6 +359,7 @@ solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, int64 lo, int64
 	float	   *scratch;
 	int64		bad = -1;
 	WalsStatus	st;
+	float	   *x;
 
 	/* the stored ratings of the batch's users */
 	wals_sql_expect(wals_sql_plan(read, &arg, NULL, true, 0), SPI_OK_SELECT, r->info->user_rel);
@@ -344,7 +368,7 @@ solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, int64 lo, int64
 		bool		isnull;
 		HeapTuple	tuple = SPI_tuptable->vals[t];
 		int64		id = wals_read_id(tuple, SPI_tuptable->tupdesc, 1, r->info, &isnull);
-		int64		at = isnull ? -1 : wals_ids_find(r->users + lo, n, id);
+		int64		at = isnull ? -1 : wals_ids_find(which + lo, n, id);
 		Datum		d = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull);
 
 		if (at >= 0 && !isnull)
@@ -355,17 +379,15 @@ solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, int64 lo, int64
 	/* each user's ratings: the stored ones, with the pairs read in place */
 	for (int64 u = 0; u < n; u++)
 	{
-		int64		id = r->users[lo + u];
+		int64		id = which[lo + u];
 		int64		ns = 0;
 		int64	   *sid = NULL;
 		float	   *sval = NULL;
-		int64		p0 = *next_pair;
-		int64		p1 = p0;
+		int64		p0;
+		int64		p1;
 		int64		a = 0;
 
-		while (p1 < r->npairs && r->pairs[p1].user == id)
-			p1++;
-		*next_pair = p1;
+		pair_range(r, id, &p0, &p1);
 		if (stored[u] != NULL)
 		{
 			const uint8 *in = (const uint8 *) VARDATA_ANY(stored[u]);
@@ -456,12 +478,11 @@ solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, int64 lo, int64
 
 		params.solver = WALS_CHOLESKY;
 		scratch = palloc(sizeof(float) * (wals_solve_scratch(&params, max_nnz) + 16));
-		memset(r->X + (size_t) lo * f, 0, sizeof(float) * f * n);
+		x = palloc0(sizeof(float) * f * n);
 		for (int64 b = 0; b < n; b += 64)
 		{
 			CHECK_FOR_INTERRUPTS();
-			st = wals_solve_rows(&params, &R, Yc, r->G, r->X + (size_t) lo * f, b,
-								 Min(n, b + 64), scratch, &bad);
+			st = wals_solve_rows(&params, &R, Yc, r->G, x, b, Min(n, b + 64), scratch, &bad);
 			if (st != WALS_OK)
 				wals_report_core_status(st, "solving the users again");
 		}
@@ -469,14 +490,19 @@ solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, int64 lo, int64
 		/* written with the items that have factors, as a training writes them */
 		for (int64 u = 0; u < n; u++)
 		{
-			int64		id = r->users[lo + u];
+			int64		id = which[lo + u];
 			int64		k = R.indptr[u + 1] - R.indptr[u];
+			int64		at = wals_ids_find(r->users, r->nusers, id);
 
 			CHECK_FOR_INTERRUPTS();
-			r->has_x[lo + u] = k > 0;
+			r->has_x[at] = k > 0;
+			memcpy(r->X + (size_t) at * f, x + (size_t) u * f, sizeof(float) * f);
 			if (k == 0)
 			{
-				r->done.users_added -= wals_row_remove(w, id);
+				if (count)
+					r->done.users_added -= wals_row_remove(w, id);
+				else
+					wals_row_remove(w, id);
 				continue;
 			}
 			{
@@ -487,9 +513,9 @@ solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, int64 lo, int64
 					rid[c] = order[R.indices[R.indptr[u] + c]];
 				SET_VARSIZE(packed, VARHDRSZ + wals_rated_pack(rid, R.values + R.indptr[u], k,
 															   (uint8 *) VARDATA(packed)));
-				if (wals_row_write(w, id, r->X + (size_t) (lo + u) * f, f, packed))
+				if (wals_row_write(w, id, x + (size_t) u * f, f, packed) && count)
 					r->done.users_added++;
-				r->done.users++;
+				r->done.users += count;
 				pfree(rid);
 				pfree(packed);
 			}
@@ -497,25 +523,29 @@ solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, int64 lo, int64
 	}
 }
 
-/* Solve the users the pairs name, a batch at a time. */
+/* The users the pairs name, into r->users. */
 static void
-refresh_users(Refresh *r)
+name_users(Refresh *r)
 {
-	WalsRowWriter w;
-	Oid			type = INT8ARRAYOID;
-	SPIPlanPtr	read;
-	int64		next_pair = 0;
-	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "wals refresh batch",
-												ALLOCSET_DEFAULT_SIZES);
-	MemoryContext outer;
-
 	r->users = palloc(sizeof(int64) * Max(r->npairs, 1));
 	r->nusers = 0;
 	for (int64 k = 0; k < r->npairs; k++)
 		if (r->nusers == 0 || r->users[r->nusers - 1] != r->pairs[k].user)
 			r->users[r->nusers++] = r->pairs[k].user;
-	r->X = palloc(sizeof(float) * r->f * Max(r->nusers, 1));
+	r->X = palloc0(sizeof(float) * r->f * Max(r->nusers, 1));
 	r->has_x = palloc0(sizeof(bool) * Max(r->nusers, 1));
+}
+
+/* Solve users which[0..n) (increasing, of r->users), a batch at a time. */
+static void
+refresh_users(Refresh *r, const int64 *which, int64 n, bool count)
+{
+	WalsRowWriter w;
+	Oid			type = INT8ARRAYOID;
+	SPIPlanPtr	read;
+	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "wals refresh batch",
+												ALLOCSET_DEFAULT_SIZES);
+	MemoryContext outer;
 
 	wals_check_factor_table(r->info, r->info->user_rel, true);
 	wals_row_writer_init(&w, r->info, true);
@@ -523,14 +553,32 @@ refresh_users(Refresh *r)
 									 " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
 									 wals_relation_name(r->info->user_rel)),
 							1, &type);
-	for (int64 lo = 0; lo < r->nusers; lo += REFRESH_BATCH)
+	for (int64 lo = 0; lo < n; lo += REFRESH_BATCH)
 	{
 		outer = MemoryContextSwitchTo(batch);
-		solve_users(r, &w, read, lo, Min(r->nusers, lo + REFRESH_BATCH), &next_pair);
+		solve_users(r, &w, read, which, lo, Min(n, lo + REFRESH_BATCH), count);
 		MemoryContextSwitchTo(outer);
 		MemoryContextReset(batch);
 	}
 	MemoryContextDelete(batch);
+}
+
+/* The users that rated a new item, which now has factors. */
+static int64 *
+users_of_new_items(const Refresh *r, int64 *n)
+{
+	int64	   *users = palloc(sizeof(int64) * Max(r->npairs, 1));
+
+	*n = 0;
+	for (int64 k = 0; k < r->npairs; k++)
+	{
+		int64		at = wals_ids_find(r->solved, r->nsolved, r->pairs[k].item);
+
+		if (at >= 0 && r->is_new[at] && r->known[at] &&
+			(*n == 0 || users[*n - 1] != r->pairs[k].user))
+			users[(*n)++] = r->pairs[k].user;
+	}
+	return users;
 }
 
 /* The users solved, with factors, as an update of the user side. */
@@ -610,21 +658,30 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	r->done.by_refresh = true;
 
 	choose_items(r);
+	name_users(r);
 	if (r->nsolved > 0)
 	{
 		wals_user_side_load(r->info, &us);
 		cells = item_cells(r, &ncells);
-		wals_solve_items(r->info, &us, r->solved, r->nsolved, cells, ncells, r->Ys, r->known);
-		update_gram(r);
 	}
-	else
-		r->G = r->m->G;
-	refresh_users(r);
+	/* 1. the known items named, with 'touched', against the users as they are */
+	if (r->touched && r->nsolved > 0)
+	{
+		wals_solve_items(r->info, &us, r->solved, r->nsolved, cells, ncells, r->Ys, r->known);
+		for (int64 k = 0; k < r->nsolved; k++)
+			if (r->is_new[k])
+				r->known[k] = false;
+	}
+	update_gram(r);
+	/* 2. every user named, against the known items */
+	refresh_users(r, r->users, r->nusers, true);
 	if (r->nsolved > 0)
 	{
-		/* the new items again, against users who may have had no factors */
+		/* 3. the new items, against those users */
 		int64		nnew = 0;
 		int64	   *ids = palloc(sizeof(int64) * r->nsolved);
+		int64		nagain;
+		int64	   *again;
 
 		for (int64 k = 0; k < r->nsolved; k++)
 			if (r->is_new[k])
@@ -643,6 +700,10 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 					memcpy(r->Ys + (size_t) k * r->f, Y + (size_t) j * r->f, sizeof(float) * r->f);
 					r->known[k] = known[j++];
 				}
+			/* 4. the users of the new items again, against them */
+			update_gram(r);
+			again = users_of_new_items(r, &nagain);
+			refresh_users(r, again, nagain, false);
 		}
 		wals_store_items(r->info, r->solved, r->nsolved, r->Ys, r->known, &r->done);
 	}

@@ -486,6 +486,8 @@ take_mark(WalsTrainArgs *args)
 	if (args->changed_col == NULL)
 		return;
 	type = wals_changed_col_type(args->source, args->changed_col, args->model_display);
+	wals_changed_col_advice(args->source, args->source_name, args->changed_col,
+							args->user_col, args->item_col);
 	if (wals_mark_read(args->source_name, args->changed_col, type, &value))
 		args->changed_mark = wals_mark_text(value, type);
 }
