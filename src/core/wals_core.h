@@ -94,17 +94,15 @@ typedef enum WalsFeedback
 } WalsFeedback;
 
 /*
- * Whether a model of this feedback takes rating r, wherever a rating comes
- * from (a source, an argument, a stored row): finite as a float.  Both
- * kinds take the same ratings since implicit feedback reads a negative one
- * as a dislike (wals_cell_weights); the kind stays an argument so that
- * every caller keeps asking about its own model.  A NaN fails the first
- * comparison, as every comparison with it is false.
+ * Whether a model takes rating r, wherever a rating comes from (a source,
+ * an argument, a stored row): finite as a float.  Both feedback kinds take
+ * the same ratings, implicit feedback reading a negative one as a dislike
+ * (wals_cell_weights).  A NaN fails the first comparison, as every
+ * comparison with it is false.
  */
 static inline int
-wals_rating_ok(double r, WalsFeedback feedback)
+wals_rating_ok(double r)
 {
-	(void) feedback;
 	return r >= -FLT_MAX && r <= FLT_MAX;
 }
 

@@ -73,7 +73,7 @@ wals_one_row(const WalsServeModel *m, const int32 *items, const float *ratings, 
 	WalsStatus	st;
 
 	for (int64 i = 0; i < n; i++)
-		if (!wals_rating_ok(ratings[i], m->info.params.feedback))
+		if (!wals_rating_ok(ratings[i]))
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("\"ratings\" contains a value that is not finite: %g", ratings[i])));

@@ -323,7 +323,7 @@ check_rating(Ingest *in, Datum value, bool isnull)
 	if (unlikely(isnull))
 		reject_rating(in->args, 0, true);
 	r = rating_value(in, value);
-	if (unlikely(!wals_rating_ok(r, in->args->params.feedback)))
+	if (unlikely(!wals_rating_ok(r)))
 		reject_rating(in->args, r, false);
 	return (float) r;
 }
