@@ -158,7 +158,8 @@ $node->safe_psql(
 	'postgres', q{
 SET ROLE alice;
 CREATE TABLE alice.r AS
-  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, (1 + (u + g) % 5)::real AS rating
+  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, (1 + (u + g) % 5)::real AS rating,
+    u * 8 + g AS ts
   FROM generate_series(1, 80) u, generate_series(1, 8) g;
 CREATE TABLE alice.t AS
   SELECT u AS user_id, (u * 11 + g * 5) % 40 + 1 AS item_id, 1::real AS rating
@@ -195,6 +196,13 @@ my @calls = (
 	[ wals_explain => q{SELECT pg_catalog.count(*) FROM wals_explain(1, 2, 'alice.m', 3)} ],
 	[ wals_rated_items => q{SELECT pg_catalog.count(*) FROM wals_rated_items(1, 'alice.m')} ],
 	[ wals_refresh_users => q{SELECT wals_refresh_users(ARRAY[1, 2, 5000]::bigint[], 'alice.m') IS NOT NULL} ],
+	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m,
+		changed_col => 'ts')} ],
+	[ wals_refresh => q{INSERT INTO alice.r VALUES (1, 99, 5, 10000), (999, 3, 1, 10001), (999, 98, 2, 10002);
+		SELECT pg_catalog.count(*) FROM wals_refresh('alice.m')} ],
+	[ wals_refresh => q{INSERT INTO alice.r VALUES (2, 3, 4, 10003);
+		SELECT pg_catalog.count(*) FROM wals_refresh('alice.m', 'touched')} ],
+	[ wals_refresh_items => q{SELECT wals_refresh_items(ARRAY[1, 2, 99]::bigint[], 'alice.m') IS NOT NULL} ],
 	[ wals_evaluate => q{SELECT pg_catalog.count(*) FROM wals_evaluate('alice.m', 'alice.t', 'user_id', 'item_id', 'rating', 5)} ],
 	[ wals_retrain => q{SELECT pg_catalog.count(*) FROM wals_retrain('alice.m')} ],
 	[ wals_retrain => q{SELECT pg_catalog.count(*) FROM wals_retrain('alice.m', warm_start => true, factors => 4,
