@@ -11,13 +11,16 @@
 -- serving keys its copies on once a refresh has changed the item factors
 -- (NULL: the training's version); refreshed_at and refreshed_ratings say
 -- when the last refresh ran and how many ratings refreshes have taken in
--- since the training.
+-- since the training.  user_gram is XᵀX of the user factors, f x f float4
+-- in a bytea, kept so that a refresh solves new items without reading
+-- every user (NULL: not kept, read when needed).
 ALTER TABLE @extschema@.wals_models
 	ADD COLUMN changed_col text,
 	ADD COLUMN changed_mark text,
 	ADD COLUMN serving_version bigint,
 	ADD COLUMN refreshed_at timestamptz,
-	ADD COLUMN refreshed_ratings bigint NOT NULL DEFAULT 0;
+	ADD COLUMN refreshed_ratings bigint NOT NULL DEFAULT 0,
+	ADD COLUMN user_gram bytea;
 
 DROP FUNCTION @extschema@.wals_train(regclass, name, name, name, text, int, int, real, text, real,
 	real, text, int, text, int, int, bool, real, text, int, real, real, real, int, text, regclass,

@@ -814,7 +814,7 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 			 errhint("Pass model => one of %s, or set wals.default_model.", models)));
 }
 
-#define NCATALOG 47
+#define NCATALOG 48
 
 /* The values of the catalog row's columns, in their order, as SPI takes them. */
 typedef struct CatalogParams
@@ -899,6 +899,41 @@ outcome_params(CatalogParams *c, const WalsCatalogRow *row)
 		  row->changed_col == NULL);
 	param(c, TEXTOID, row->changed_mark ? CStringGetTextDatum(row->changed_mark) : (Datum) 0,
 		  row->changed_mark == NULL);
+	param(c, BYTEAOID, row->user_gram ? PointerGetDatum(wals_gram_bytea(row->user_gram, p->factors)) :
+		  (Datum) 0, row->user_gram == NULL);
+}
+
+/* XᵀX of f factors as the catalog keeps it. */
+bytea *
+wals_gram_bytea(const float *G, int f)
+{
+	Size		len = sizeof(float) * f * f;
+	bytea	   *b = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(b, VARHDRSZ + len);
+	memcpy(VARDATA(b), G, len);
+	return b;
+}
+
+/*
+ * The Gram the catalog keeps, or NULL where it keeps none or one that is
+ * not f x f finite floats (a row written by hand: read again from the
+ * users instead).
+ */
+float *
+wals_gram_from_bytea(bytea *b, int f)
+{
+	Size		len = sizeof(float) * f * f;
+	float	   *G;
+
+	if (b == NULL || VARSIZE_ANY_EXHDR(b) != len)
+		return NULL;
+	G = palloc(len);
+	memcpy(G, VARDATA_ANY(b), len);
+	for (int a = 0; a < f * f; a++)
+		if (!isfinite(G[a]))
+			return NULL;
+	return G;
 }
 
 /*
@@ -931,11 +966,11 @@ wals_catalog_write(const WalsCatalogRow *row)
 					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
 					 " validation, validation_table, validation_owner, validation_metric,"
 					 " patience, best_iteration, validation_score, owner, trained_at,"
-					 " changed_col, changed_mark)"
+					 " changed_col, changed_mark, user_gram)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
 					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
-					 " $41, $42, $43, $44, $45, $46, $47)",
+					 " $41, $42, $43, $44, $45, $46, $47, $48)",
 					 wals_catalog_table("wals_models"));
 	if (wals_sql(query, c.n, c.types, c.values, c.nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"",
@@ -986,12 +1021,31 @@ wals_catalog_add_users(const WalsModelInfo *info, int64 delta)
 	args[1] = CStringGetTextDatum(info->name);
 	args[2] = Int64GetDatum(delta);
 	wals_become_catalog_writer(&save);
-	wals_spi_exec(psprintf("UPDATE %s SET users = users OPERATOR(pg_catalog.+) $3"
+	wals_spi_exec(psprintf("UPDATE %s SET users = users OPERATOR(pg_catalog.+) $3, user_gram = NULL"
 						   " WHERE schema OPERATOR(pg_catalog.=) $1"
 						   " AND model OPERATOR(pg_catalog.=) $2",
 						   wals_catalog_table("wals_models")),
 				  3, types, args, SPI_OK_UPDATE);
 	wals_unbecome(&save);
+}
+
+/* The XᵀX the catalog keeps for a model, or NULL (see wals_gram_from_bytea). */
+float *
+wals_catalog_user_gram(const WalsModelInfo *info)
+{
+	Oid			types[2] = {NAMEOID, TEXTOID};
+	Datum		key[2];
+	bool		isnull;
+	Datum		d;
+
+	key[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
+	key[1] = CStringGetTextDatum(info->name);
+	if (wals_sql(psprintf("SELECT user_gram FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
+						  " AND model OPERATOR(pg_catalog.=) $2", wals_catalog_table("wals_models")),
+				 2, types, key, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		return NULL;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? NULL : wals_gram_from_bytea(DatumGetByteaPP(d), info->factors);
 }
 
 /*

@@ -90,7 +90,18 @@ typedef struct WalsCatalogRow
 	TimestampTz trained_at;
 	const char *changed_col;	/* NULL: no refreshes by wals_refresh */
 	const char *changed_mark;	/* the mark's text (marks.c), or NULL */
+	const float *user_gram;		/* XᵀX, params.factors squared, or NULL */
 } WalsCatalogRow;
+
+/*
+ * The most factors for which a training keeps XᵀX in the catalog: its cost,
+ * users f^2, is a few percent of one iteration's up to there.
+ */
+#define WALS_USER_GRAM_MAX_FACTORS	256
+
+extern bytea *wals_gram_bytea(const float *G, int f);
+extern float *wals_gram_from_bytea(bytea *b, int f);
+extern float *wals_catalog_user_gram(const WalsModelInfo *info);
 
 /* What starts the description of a model's user factor table (describe.c). */
 #define WALS_DESCRIPTION_PREFIX		"wals model settings: "

@@ -69,6 +69,9 @@ typedef struct Refresh
 	int64		nusers;
 	float	   *X;				/* their factors, nusers x f */
 	bool	   *has_x;
+	float	   *Xold;			/* their stored factors, before the refresh */
+	bool	   *has_old;
+	float	   *Gu;				/* XᵀX of every user before the refresh, or NULL */
 	WalsRefreshDone done;
 } Refresh;
 
@@ -516,6 +519,13 @@ solve_users(Refresh *r, Columns *c, const WalsRowWriter *w, SPIPlanPtr read, con
 
 			wals_read_factors(tuple, SPI_tuptable->tupdesc, 3, f, x + (size_t) at * f, r->info);
 			stored[at] = DatumGetByteaPCopy(d);
+			if (count)
+			{
+				int64		i = wals_ids_find(r->users, r->nusers, id);
+
+				memcpy(r->Xold + (size_t) i * f, x + (size_t) at * f, sizeof(float) * f);
+				r->has_old[i] = true;
+			}
 			if (wals_rated_count((const uint8 *) VARDATA_ANY(stored[at]),
 								 VARSIZE_ANY_EXHDR(stored[at]), &k) == WALS_OK)
 				cells += k;
@@ -624,6 +634,8 @@ name_users(Refresh *r)
 			r->users[r->nusers++] = r->pairs[k].user;
 	r->X = palloc0(sizeof(float) * r->f * Max(r->nusers, 1));
 	r->has_x = palloc0(sizeof(bool) * Max(r->nusers, 1));
+	r->Xold = palloc0(sizeof(float) * r->f * Max(r->nusers, 1));
+	r->has_old = palloc0(sizeof(bool) * Max(r->nusers, 1));
 }
 
 /* Solve users which[0..n) (increasing, of r->users), a batch at a time. */
@@ -691,6 +703,65 @@ update_user_side(Refresh *r, WalsUserSide *us)
 	wals_user_side_update(us, r->f, ids, X, n);
 }
 
+/*
+ * XᵀX of every user now: r->Gu, the users' before the refresh, with the
+ * rows of the users solved in place of their stored ones.
+ */
+static float *
+users_gram(const Refresh *r)
+{
+	int			f = r->f;
+	float	   *rows = palloc(sizeof(float) * f * Max(r->nusers, 1));
+	float	   *Gnew = palloc0(sizeof(float) * f * f);
+	float	   *Gold = palloc0(sizeof(float) * f * f);
+	float	   *G = palloc(sizeof(float) * f * f);
+	int64		n = 0;
+
+	for (int64 u = 0; u < r->nusers; u++)
+		if (r->has_x[u])
+			memcpy(rows + (size_t) n++ * f, r->X + (size_t) u * f, sizeof(float) * f);
+	wals_gram_rows(rows, 0, n, f, Gnew);
+	n = 0;
+	for (int64 u = 0; u < r->nusers; u++)
+		if (r->has_old[u])
+			memcpy(rows + (size_t) n++ * f, r->Xold + (size_t) u * f, sizeof(float) * f);
+	wals_gram_rows(rows, 0, n, f, Gold);
+	for (int a = 0; a < f * f; a++)
+		G[a] = r->Gu[a] + Gnew[a] - Gold[a];
+	pfree(rows);
+	pfree(Gnew);
+	pfree(Gold);
+	return G;
+}
+
+/*
+ * The user side new items are solved against: where the catalog keeps
+ * XᵀX, the users just solved (every rater of a new item is one of them)
+ * and the kept Gram brought up to date; else every user, read.
+ */
+static void
+new_items_user_side(Refresh *r, WalsUserSide *us, bool loaded)
+{
+	int64		n = 0;
+
+	if (loaded)
+	{
+		update_user_side(r, us);
+		return;
+	}
+	us->ids = palloc(sizeof(int64) * Max(r->nusers, 1));
+	us->X = palloc(sizeof(float) * r->f * Max(r->nusers, 1));
+	for (int64 u = 0; u < r->nusers; u++)
+		if (r->has_x[u])
+		{
+			us->ids[n] = r->users[u];
+			memcpy(us->X + (size_t) n * r->f, r->X + (size_t) u * r->f, sizeof(float) * r->f);
+			n++;
+		}
+	us->n = n;
+	us->G = users_gram(r);
+}
+
 typedef struct RefreshArgs
 {
 	text	   *model;
@@ -711,6 +782,8 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	WalsUserSide us = {0};
 	WalsCell   *cells = NULL;
 	int64		ncells = 0;
+	bytea	   *gram;
+	bool		loaded = false;
 
 	wals_model_resolve(a->model, &found);
 	if (!wals_lock_model(found.schema, found.name, &found, false))
@@ -718,13 +791,19 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	*name = found.name;
 	key[0] = DirectFunctionCall1(namein, CStringGetDatum(found.schema));
 	key[1] = CStringGetTextDatum(found.name);
-	if (wals_sql(psprintf("SELECT changed_col, changed_mark FROM %s"
+	if (wals_sql(psprintf("SELECT changed_col, changed_mark, user_gram FROM %s"
 						  " WHERE schema OPERATOR(pg_catalog.=) $1 AND model OPERATOR(pg_catalog.=) $2",
 						  wals_catalog_table("wals_models")),
 				 2, types, key, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		wals_no_such_model(found.schema, found.name);
 	col = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	mark = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+
+		gram = isnull ? NULL : DatumGetByteaPCopy(d);
+	}
 	if (col == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -736,6 +815,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	r->info = &r->m->info;
 	r->f = r->m->factors;
 	r->touched = a->touched;
+	r->Gu = wals_gram_from_bytea(gram, r->f);
 	wals_model_source(r->info, &r->src);
 	type = wals_changed_col_type(r->info->source, col, found.display);
 	if (!wals_mark_read(r->src.relation, col, type, &high))
@@ -753,7 +833,14 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	name_users(r);
 	if (r->nsolved > 0)
 	{
-		wals_user_side_load(r->info, &us);
+		/* every user for 'touched' (raters of any item), or to learn XᵀX */
+		if (r->touched || r->Gu == NULL)
+		{
+			wals_user_side_load(r->info, &us);
+			r->Gu = palloc(sizeof(float) * r->f * r->f);
+			memcpy(r->Gu, us.G, sizeof(float) * r->f * r->f);
+			loaded = true;
+		}
 		cells = item_cells(r, &ncells);
 	}
 	/* 1. the known items named, with 'touched', against the users as they are */
@@ -784,7 +871,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 			bool	   *known = palloc(sizeof(bool) * nnew);
 			int64		j = 0;
 
-			update_user_side(r, &us);
+			new_items_user_side(r, &us, loaded);
 			wals_solve_items(r->info, &us, ids, nnew, cells, ncells, Y, known);
 			for (int64 k = 0; k < r->nsolved; k++)
 				if (r->is_new[k])
@@ -800,6 +887,9 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 		wals_store_items(r->info, r->solved, r->nsolved, r->Ys, r->known, &r->done);
 	}
 	wals_unbecome(&save);
+	/* the Gram of the users as they are now, for the next refresh */
+	if (r->Gu != NULL && r->f <= WALS_USER_GRAM_MAX_FACTORS)
+		r->done.user_gram = users_gram(r);
 	{
 		WalsItemsPatch patch = {r->m, r->solved, r->nsolved, r->Ys, r->known, r->G};
 

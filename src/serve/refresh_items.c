@@ -142,6 +142,57 @@ wals_user_side_load(const WalsModelInfo *info, WalsUserSide *us)
 }
 
 /*
+ * The raters of cells[0..ncells), with their factors, and G, the Gram of
+ * every user the catalog keeps: the user side of those items without a
+ * read of every user.
+ */
+static void
+user_side_raters(const WalsModelInfo *info, float *G, const WalsCell *cells, int64 ncells,
+				 WalsUserSide *us)
+{
+	int			f = info->factors;
+	int64	   *ids = palloc(sizeof(int64) * Max(ncells, 1));
+	int64		n = 0;
+	Datum	   *elems;
+	Datum		arg;
+	Oid			type = INT8ARRAYOID;
+
+	for (int64 c = 0; c < ncells; c++)
+		ids[c] = cells[c].user;
+	qsort(ids, ncells, sizeof(int64), wals_compare_int64);
+	for (int64 c = 0; c < ncells; c++)
+		if (n == 0 || ids[n - 1] != ids[c])
+			ids[n++] = ids[c];
+	elems = palloc(sizeof(Datum) * Max(n, 1));
+	for (int64 i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	arg = PointerGetDatum(construct_array(elems, (int) n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+	wals_check_factor_table(info, info->user_rel, true);
+	wals_sql_expect(wals_sql(psprintf("SELECT user_id, factors FROM %s"
+									  " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY user_id",
+									  wals_relation_name(info->user_rel)),
+							 1, &type, &arg, NULL, true, 0),
+					SPI_OK_SELECT, info->user_rel);
+	us->n = 0;
+	us->ids = palloc(sizeof(int64) * Max(SPI_processed, 1));
+	us->X = palloc(sizeof(float) * f * Max(SPI_processed, 1));
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		HeapTuple	tuple = SPI_tuptable->vals[r];
+		int64		id = wals_read_id(tuple, SPI_tuptable->tupdesc, 1, info, &isnull);
+
+		if (isnull || (us->n > 0 && id <= us->ids[us->n - 1]))
+			continue;
+		us->ids[us->n] = id;
+		wals_read_factors(tuple, SPI_tuptable->tupdesc, 2, f, us->X + (size_t) us->n * f, info);
+		us->n++;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	us->G = G;
+}
+
+/*
  * Replace the factors of user ids[i] (known or not; ids increasing) by
  * X's row i in us, and the Gram with them, after those users were solved
  * again: the items solved next see them.  The Gram is updated by the
@@ -387,9 +438,10 @@ void
 wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 					   const WalsItemsPatch *patch)
 {
-	Oid			types[8] = {NAMEOID, TEXTOID, INT8OID, INT8OID, INT8OID, TEXTOID, BOOLOID, INT8OID};
-	Datum		args[8];
-	char		nulls[8] = "        ";
+	Oid			types[9] = {NAMEOID, TEXTOID, INT8OID, INT8OID, INT8OID, TEXTOID, BOOLOID, INT8OID,
+	BYTEAOID};
+	Datum		args[9];
+	char		nulls[9] = "         ";
 	WalsRoleSave save;
 
 	args[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
@@ -406,17 +458,22 @@ wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 		nulls[5] = 'n';
 	args[6] = BoolGetDatum(done->by_refresh);
 	args[7] = Int64GetDatum(done->ratings);
+	if (done->user_gram != NULL)
+		args[8] = PointerGetDatum(wals_gram_bytea(done->user_gram, info->factors));
+	else
+		nulls[8] = 'n';
 	wals_become_catalog_writer(&save);
 	if (wals_sql(psprintf("UPDATE %s SET users = users OPERATOR(pg_catalog.+) $3,"
 						  " items = items OPERATOR(pg_catalog.+) $4,"
 						  " serving_version = COALESCE($5, serving_version),"
 						  " changed_mark = COALESCE($6, changed_mark),"
 						  " refreshed_at = CASE WHEN $7 THEN pg_catalog.now() ELSE refreshed_at END,"
-						  " refreshed_ratings = refreshed_ratings OPERATOR(pg_catalog.+) $8"
+						  " refreshed_ratings = refreshed_ratings OPERATOR(pg_catalog.+) $8,"
+						  " user_gram = COALESCE($9, user_gram)"
 						  " WHERE schema OPERATOR(pg_catalog.=) $1"
 						  " AND model OPERATOR(pg_catalog.=) $2",
 						  wals_catalog_table("wals_models")),
-				 8, types, args, nulls, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
+				 9, types, args, nulls, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
 		elog(ERROR, "wals: could not record the refresh of model \"%s\"", info->display);
 	wals_unbecome(&save);
 	if (done->items_changed)
@@ -511,6 +568,7 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	int64		removed;
 	WalsRefreshDone done = {0};
 	WalsServeModel *m;
+	float	   *G;
 
 	if (ids == NULL)
 		ereport(ERROR,
@@ -526,11 +584,15 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	wals_model_resolve(model, &found);
 	if (!wals_lock_model(found.schema, found.name, &found, false))
 		wals_no_such_model(found.schema, found.name);
+	G = wals_catalog_user_gram(&found);
 	wals_become_model_owner(&found, &save);
 	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
 	wals_model_source(&found, &source);
 	cells = wals_item_ratings(&found, &source, ids, distinct, &ncells);
-	wals_user_side_load(&found, &us);
+	if (G != NULL)
+		user_side_raters(&found, G, cells, ncells, &us);
+	else
+		wals_user_side_load(&found, &us);
 	Y = palloc(sizeof(float) * found.factors * Max(distinct, 1));
 	known = palloc(sizeof(bool) * Max(distinct, 1));
 	wals_solve_items(&found, &us, ids, distinct, cells, ncells, Y, known);

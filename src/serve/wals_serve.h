@@ -141,6 +141,7 @@ typedef struct WalsRefreshDone
 	bool		items_changed;
 	const char *mark;			/* the new mark, or NULL to keep it */
 	bool		by_refresh;		/* wals_refresh, which sets refreshed_at */
+	const float *user_gram;		/* XᵀX of the users now, to keep, or NULL */
 } WalsRefreshDone;
 
 extern void wals_row_writer_init(WalsRowWriter *w, const WalsModelInfo *info, bool user_side);

@@ -365,7 +365,7 @@ check_validation_owner(const WalsTrainArgs *args)
  */
 static void
 write_catalog(const WalsTrainArgs *args, const WalsData *data,
-			  const WalsTrainResult *result, Oid user_rel, Oid item_rel)
+			  const WalsTrainResult *result, Oid user_rel, Oid item_rel, const float *X)
 {
 	bool		validating = wals_validating(args);
 	WalsCatalogRow row;
@@ -382,6 +382,13 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	row.rating_col = args->rating_col;
 	row.changed_col = args->changed_col;
 	row.changed_mark = args->changed_mark;
+	if (args->params.factors <= WALS_USER_GRAM_MAX_FACTORS)
+	{
+		float	   *G = palloc0(sizeof(float) * args->params.factors * args->params.factors);
+
+		wals_gram_rows(X, 0, data->nusers, args->params.factors, G);
+		row.user_gram = G;
+	}
 	row.params = args->params;
 	row.iterations = result->iterations;
 	row.max_iterations = args->iterations;
@@ -497,7 +504,7 @@ wals_store_model(const WalsTrainArgs *args, const WalsData *data,
 	INSTR_TIME_SUBTRACT(end, start);
 	result->store_s = INSTR_TIME_GET_DOUBLE(end);
 	result->total_s = result->load_s + result->train_s + result->store_s;
-	write_catalog(args, data, result, user_rel, item_rel);
+	write_catalog(args, data, result, user_rel, item_rel, X);
 	wals_call_new_snapshot();
 
 	/*

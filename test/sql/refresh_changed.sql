@@ -32,7 +32,24 @@ INSERT INTO shop VALUES (5, 1, 4, '2026-02-01 00:00:00+00'), (5, 500, 3, '2026-0
 UPDATE shop SET r = 4, ts = '2026-02-01 00:00:06+00' WHERE user_id = 5 AND item_id = 2;
 CREATE TEMP TABLE before_users AS SELECT * FROM shop_user_factors;
 CREATE TEMP TABLE before_items AS SELECT * FROM shop_item_factors;
+-- the training keeps XᵀX of the users, f x f floats, so that new items are
+-- solved without reading every user; solved with every user read instead
+-- (the Gram forgotten), they come out the same
+SELECT length(user_gram) AS user_gram_bytes FROM wals_models WHERE model = 'shop';
+BEGIN;
+UPDATE wals_models SET user_gram = NULL WHERE model = 'shop';
+SELECT new_items FROM wals_refresh('shop');
+SELECT string_agg(array_to_string(factors, ','), ';' ORDER BY item_id) AS loaded
+FROM shop_item_factors WHERE item_id >= 500 \gset
+SELECT length(user_gram) AS learned_bytes FROM wals_models WHERE model = 'shop';
+ROLLBACK;
 SELECT model, ratings, users, new_users, items, new_items, mark FROM wals_refresh('shop');
+WITH l AS (SELECT ord, string_to_array(x, ',')::real[] AS f
+           FROM unnest(string_to_array(:'loaded', ';')) WITH ORDINALITY u(x, ord)),
+     k AS (SELECT row_number() OVER (ORDER BY item_id) AS ord, factors AS f
+           FROM shop_item_factors WHERE item_id >= 500)
+SELECT count(DISTINCT ord) AS items, max(abs(a - b)) < 1e-4 AS same_as_every_user_read
+FROM l JOIN k USING (ord), unnest(l.f, k.f) p(a, b);
 SELECT changed_mark, refreshed_ratings, users, items, serving_version > :v0 AS new_serving_version,
        version = :v0 AS same_version
 FROM wals_models WHERE model = 'shop';
@@ -102,6 +119,9 @@ SET client_min_messages = warning;
 SELECT count(*) AS rows_3, (SELECT items FROM wals_models WHERE model = 'exact') AS items,
        (SELECT count(*) FROM exact_item_factors) AS counted
 FROM exact_item_factors WHERE item_id = 3;
+-- wals_refresh_users forgets the kept Gram, which the next refresh learns again
+SELECT wals_refresh_users('{1}', 'exact') AS stored;
+SELECT user_gram IS NULL AS forgotten FROM wals_models WHERE model = 'exact';
 -- a model without a changed column is refreshed by ids only
 SELECT * FROM wals_refresh('exact');
 \echo :LAST_ERROR_SQLSTATE
