@@ -1007,8 +1007,10 @@ wals_catalog_delete(const WalsModelInfo *info)
 /*
  * Add delta to the users of a model whose user factor table
  * wals_refresh_users changed in place, so that wals_models goes on
- * counting the users the model has factors for.  The model's version, and
- * with it every cache of the model, stays.
+ * counting the users the model has factors for, and forget the Gram of
+ * their factors it kept (the next wals_refresh that needs it reads it
+ * again).  The model's version, and with it every cache of the model,
+ * stays.
  */
 void
 wals_catalog_add_users(const WalsModelInfo *info, int64 delta)

@@ -154,7 +154,8 @@ refresh_users_call(PG_FUNCTION_ARGS)
 	wals_model_source(&m->info, &source);
 	stored = refresh(m, &source, users, n, &added, &removed);
 	wals_unbecome(&save);
-	if (added != removed)
+	/* the users' Gram the catalog keeps is no longer theirs */
+	if (stored > 0 || removed > 0)
 		wals_catalog_add_users(&m->info, added - removed);
 
 	if (removed > 0)
