@@ -21,7 +21,7 @@ EXTENSION = wals
 # with it (WALS_VERSION), and test/version_check.sh (make version-check,
 # part of make test) holds wals.control, META.json, debian/changelog,
 # CHANGELOG.md, README and the update scripts to it.
-EXTVERSION = 0.6.0
+EXTVERSION = 0.7.0
 
 MODULE_big = wals
 # src/core: the algorithms, pure C with no server; src/catalog, src/train

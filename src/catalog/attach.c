@@ -477,6 +477,10 @@ attach_model_call(PG_FUNCTION_ARGS)
 	row.schema = schema;
 	row.model = mn.name;
 	row.source = find_source(&source, &row, t.owner, display);
+	/* a changed column the source no longer has is forgotten, as a source is */
+	if (row.changed_col != NULL &&
+		(!OidIsValid(row.source) || get_attnum(row.source, row.changed_col) <= 0))
+		row.changed_col = NULL;
 	row.validation_table = find_validation(&validation, &row, t.owner, display);
 	row.validation_owner = OidIsValid(row.validation_table) ?
 		wals_relation_owner(row.validation_table) : InvalidOid;

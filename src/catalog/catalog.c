@@ -240,14 +240,14 @@ wals_model_new_schema(const WalsModelName *mn)
 #define MODEL_COLUMNS "schema, model, version, factors, feedback, source::pg_catalog.oid," \
 	" user_col, item_col, rating_col, regularization, alpha, unobserved_weight, solver," \
 	" cg_steps, user_factors::pg_catalog.oid, item_factors::pg_catalog.oid"
-#define NCOLUMNS 18
+#define NCOLUMNS 19
 
 /*
  * The columns added since 0.3.0, last: the steps of an update that come
  * before them (0.2.0 to 0.3.0 calls this library) read them as NULL.
  */
-#define MODEL_COLUMNS_SINCE_0_3 ", regularization_exponent, owner::pg_catalog.oid"
-#define MODEL_COLUMNS_UPDATING ", NULL::pg_catalog.float4, NULL::pg_catalog.oid"
+#define MODEL_COLUMNS_SINCE_0_3 ", regularization_exponent, owner::pg_catalog.oid, serving_version"
+#define MODEL_COLUMNS_UPDATING ", NULL::pg_catalog.float4, NULL::pg_catalog.oid, NULL::pg_catalog.int8"
 
 static Oid	plans_schema = InvalidOid;
 static SPIPlanPtr by_key_plan = NULL;	/* $1 schema, $2 model */
@@ -411,6 +411,7 @@ fill_info(WalsModelInfo *info)
 	char	   *solver;
 	bool		isnull;
 	float		nu;
+	Datum		version;
 
 	if (SPI_tuptable->tupdesc->natts != NCOLUMNS)
 		elog(ERROR, "wals: the model catalog returned %d columns", SPI_tuptable->tupdesc->natts);
@@ -463,6 +464,10 @@ fill_info(WalsModelInfo *info)
 												 18, &isnull));
 	if (isnull)
 		info->owner = InvalidOid;
+	/* a refresh that changed the items serves them under a version of its own */
+	version = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 19, &isnull);
+	if (!isnull)
+		info->version = DatumGetInt64(version);
 }
 
 /* Fill info from the catalog row of schema.name; false if there is none. */
@@ -809,7 +814,7 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 			 errhint("Pass model => one of %s, or set wals.default_model.", models)));
 }
 
-#define NCATALOG 45
+#define NCATALOG 47
 
 /* The values of the catalog row's columns, in their order, as SPI takes them. */
 typedef struct CatalogParams
@@ -890,6 +895,10 @@ outcome_params(CatalogParams *c, const WalsCatalogRow *row)
 	param(c, FLOAT8OID, Float8GetDatum(row->validation_score), !validating);
 	param(c, OIDOID, ObjectIdGetDatum(row->owner), false);
 	param(c, TIMESTAMPTZOID, TimestampTzGetDatum(row->trained_at), false);
+	param(c, TEXTOID, row->changed_col ? CStringGetTextDatum(row->changed_col) : (Datum) 0,
+		  row->changed_col == NULL);
+	param(c, TEXTOID, row->changed_mark ? CStringGetTextDatum(row->changed_mark) : (Datum) 0,
+		  row->changed_mark == NULL);
 }
 
 /*
@@ -921,11 +930,12 @@ wals_catalog_write(const WalsCatalogRow *row)
 					 " store_s, total_s, version, user_factors, item_factors,"
 					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
 					 " validation, validation_table, validation_owner, validation_metric,"
-					 " patience, best_iteration, validation_score, owner, trained_at)"
+					 " patience, best_iteration, validation_score, owner, trained_at,"
+					 " changed_col, changed_mark)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
 					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
-					 " $41, $42, $43, $44, $45)",
+					 " $41, $42, $43, $44, $45, $46, $47)",
 					 wals_catalog_table("wals_models"));
 	if (wals_sql(query, c.n, c.types, c.values, c.nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"",

@@ -45,12 +45,13 @@
 #include "wals_metrics.h"
 
 /*
- * The version of the description's layout, its field "format": 2 since
- * 0.6.0, which names the validation table schema-qualified, as the source;
- * 1, written by 0.4.0 and 0.5.0, gave the validation table's name alone,
- * and is read still.
+ * The version of the description's layout, its field "format": 3 since
+ * 0.7.0, which adds "changed_col"; 2, written by 0.6.0, names the
+ * validation table schema-qualified, as the source; 1, written by 0.4.0
+ * and 0.5.0, gave the validation table's name alone.  All three are read.
  */
-#define DESCRIPTION_FORMAT		2
+#define DESCRIPTION_FORMAT		3
+#define DESCRIPTION_FORMAT_NO_CHANGED_COL	2
 #define DESCRIPTION_FORMAT_NAME_ALONE	1
 
 /*
@@ -168,6 +169,7 @@ wals_description_text(const WalsCatalogRow *row)
 	add_text(&buf, "user_col", row->user_col);
 	add_text(&buf, "item_col", row->item_col);
 	add_text(&buf, "rating_col", row->rating_col);
+	add_text(&buf, "changed_col", row->changed_col);
 	add_text(&buf, "feedback", wals_feedback_name(p->feedback));
 	add_int(&buf, "factors", p->factors, false);
 	add_int(&buf, "iterations", row->iterations, false);
@@ -445,9 +447,13 @@ qualified_field(Reader *r, const char *key, WalsDescribedRelation *out)
 	out->name = lsecond(parts);
 }
 
-/* The source and the columns, which the caller resolves and checks. */
+/*
+ * The source and the columns, which the caller resolves and checks.  The
+ * mark is not described: it moves with every refresh, and a model attached
+ * from its tables takes a new one at its next training.
+ */
 static void
-read_columns(Reader *r, WalsCatalogRow *row, WalsDescribedRelation *source)
+read_columns(Reader *r, int format, WalsCatalogRow *row, WalsDescribedRelation *source)
 {
 	qualified_field(r, "source", source);
 	row->user_col = text_field(r, "user_col", false, NAMEDATALEN - 1);
@@ -455,6 +461,8 @@ read_columns(Reader *r, WalsCatalogRow *row, WalsDescribedRelation *source)
 	if (strcmp(row->user_col, row->item_col) == 0)
 		bad(r, "item_col", "is \"user_col\" too: users and items come from two columns");
 	row->rating_col = text_field(r, "rating_col", true, NAMEDATALEN - 1);
+	if (format >= DESCRIPTION_FORMAT)
+		row->changed_col = text_field(r, "changed_col", true, NAMEDATALEN - 1);
 }
 
 /* The training's parameters, each checked as wals_train checks its own. */
@@ -629,10 +637,11 @@ wals_description_parse(const char *text, const char *display, WalsCatalogRow *ro
 	r.root = &jb->root;
 	r.display = display;
 	format = int_field(&r, "format", PG_INT32_MIN, PG_INT32_MAX, NULL);
-	if (format != DESCRIPTION_FORMAT && format != DESCRIPTION_FORMAT_NAME_ALONE)
-		bad(&r, "format", psprintf("is not %d or %d, the formats this version of wals reads",
-								   DESCRIPTION_FORMAT_NAME_ALONE, DESCRIPTION_FORMAT));
-	read_columns(&r, row, source);
+	if (format < DESCRIPTION_FORMAT_NAME_ALONE || format > DESCRIPTION_FORMAT)
+		bad(&r, "format", psprintf("is not %d, %d or %d, the formats this version of wals reads",
+								   DESCRIPTION_FORMAT_NAME_ALONE,
+								   DESCRIPTION_FORMAT_NO_CHANGED_COL, DESCRIPTION_FORMAT));
+	read_columns(&r, (int) format, row, source);
 	read_params(&r, row);
 	read_validation(&r, (int) format, row, validation);
 	read_outcome(&r, row);

@@ -88,6 +88,8 @@ typedef struct WalsCatalogRow
 	double		validation_score;
 	Oid			owner;
 	TimestampTz trained_at;
+	const char *changed_col;	/* NULL: no refreshes by wals_refresh */
+	const char *changed_mark;	/* the mark's text (marks.c), or NULL */
 } WalsCatalogRow;
 
 /* What starts the description of a model's user factor table (describe.c). */
@@ -234,6 +236,15 @@ extern void wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const Wals
 extern ArrayType *wals_real_array(const float *v, int64 n);
 extern bytea *wals_rated_bytea(const int64 *item_ids, const int32 *indices,
 							   const float *values, int64 n);
+
+/* marks.c: the changed column of a source, and the mark wals_refresh reads from */
+extern char *wals_check_changed_col(Oid relid, const char *reldisplay, const char *name);
+extern Oid	wals_changed_col_type(Oid relid, const char *col, const char *display);
+extern char *wals_mark_text(Datum value, Oid type);
+extern Datum wals_mark_value(const char *text, Oid type, const char *display);
+extern bool wals_mark_read(const char *source, const char *col, Oid type, Datum *value);
+extern void wals_changed_col_advice(Oid source, const char *source_name, const char *col,
+									const char *user_col, const char *item_col);
 
 /* describe.c: the settings a model's tables carry, for wals_attach_model */
 extern void wals_model_describe(const WalsCatalogRow *row);

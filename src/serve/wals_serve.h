@@ -86,6 +86,62 @@ extern void wals_one_row(const WalsServeModel *m, const int32 *items, const floa
 						 int64 n, WalsCsr *row);
 extern void wals_fold_in(const WalsServeModel *m, const WalsCsr *row, float *x);
 
+/* refresh_items.c: what the refreshes share */
+typedef struct WalsRowWriter
+{
+	Oid			relid;
+	bool		user_side;
+	SPIPlanPtr	update;
+	SPIPlanPtr	insert;
+	SPIPlanPtr	remove;
+} WalsRowWriter;
+
+/* Every user's factors, ids increasing, and their Gram */
+typedef struct WalsUserSide
+{
+	int64		n;
+	int64	   *ids;
+	float	   *X;
+	float	   *G;
+} WalsUserSide;
+
+/* A rating of the source, by ids */
+typedef struct WalsCell
+{
+	int64		user;
+	int64		item;
+	float		rating;
+} WalsCell;
+
+/* What a refresh did, for its result and the catalog */
+typedef struct WalsRefreshDone
+{
+	int64		ratings;		/* read above the mark */
+	int64		users;			/* stored */
+	int64		users_added;	/* net of those removed */
+	int64		items;
+	int64		items_added;
+	bool		items_changed;
+	const char *mark;			/* the new mark, or NULL to keep it */
+	bool		by_refresh;		/* wals_refresh, which sets refreshed_at */
+} WalsRefreshDone;
+
+extern void wals_row_writer_init(WalsRowWriter *w, const WalsModelInfo *info, bool user_side);
+extern bool wals_row_write(const WalsRowWriter *w, int64 id, const float *x, int f, bytea *rated);
+extern int64 wals_row_remove(const WalsRowWriter *w, int64 id);
+extern void wals_user_side_load(const WalsModelInfo *info, WalsUserSide *us);
+extern void wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X,
+								  int64 n);
+extern void wals_solve_items(const WalsModelInfo *info, const WalsUserSide *us, const int64 *ids,
+							 int64 n, const WalsCell *cells, int64 ncells, float *Y, bool *known);
+extern WalsCell *wals_item_ratings(const WalsModelInfo *info, const WalsSourceNames *src,
+								   const int64 *ids, int64 n, int64 *ncells);
+extern bool wals_cell_read(const WalsModelInfo *info, HeapTuple tuple, TupleDesc desc,
+						   WalsCell *cell);
+extern void wals_store_items(const WalsModelInfo *info, const int64 *ids, int64 n, const float *Y,
+							 const bool *known, WalsRefreshDone *done);
+extern void wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done);
+
 /* args.c */
 extern int	wals_compare_int32(const void *a, const void *b);
 extern int	wals_compare_int64(const void *a, const void *b);

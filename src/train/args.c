@@ -24,7 +24,7 @@ static const char *const arg_names[] = {
 	"iterations", "regularization", "feedback", "alpha", "unobserved_weight",
 	"solver", "cg_steps", "device", "workers", "seed", "warm_start", "tolerance",
 	"accelerate", "block_size", "regularization_exponent", "init_std", "validation",
-	"patience", "validation_metric", "validation_table", "replace"
+	"patience", "validation_metric", "validation_table", "replace", "changed_col"
 };
 
 const char *
@@ -304,10 +304,18 @@ wals_train_args_parse(const WalsTrainRequest *req, WalsTrainArgs *args)
 				 errhint("Users and items must come from two different columns.")));
 	if (!req->isnull[WALS_ARG_RATING_COL])
 		args->rating_col = column_arg(req, WALS_ARG_RATING_COL, args, false);
+	if (!req->isnull[WALS_ARG_CHANGED_COL])
+		args->changed_col = wals_check_changed_col(args->source, args->source_display,
+												   NameStr(*DatumGetName(req->value[WALS_ARG_CHANGED_COL])));
 	{
-		const char *cols[3] = {args->user_col, args->item_col, args->rating_col};
+		const char *cols[4] = {args->user_col, args->item_col};
+		int			ncols = 2;
 
-		wals_check_readable(args->source, cols, args->rating_col != NULL ? 3 : 2);
+		if (args->rating_col != NULL)
+			cols[ncols++] = args->rating_col;
+		if (args->changed_col != NULL)
+			cols[ncols++] = args->changed_col;
+		wals_check_readable(args->source, cols, ncols);
 	}
 	model_arg(req, args);
 	choice_args(req, args);

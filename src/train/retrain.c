@@ -58,7 +58,7 @@ enum
 static const char *const stored_columns =
 "max_iterations, seed, tolerance, accelerate, block_size, regularization_exponent,"
 " init_std, validation, validation_table, validation_metric, patience,"
-" validation_owner::pg_catalog.oid";
+" validation_owner::pg_catalog.oid, changed_col";
 
 /*
  * The validation table as the catalog row records it: the relation's OID
@@ -232,6 +232,12 @@ fill_from_catalog(FunctionCallInfo fcinfo, WalsTrainRequest *train, WalsModelInf
 		held->owner = InvalidOid;
 	set_stored(train, WALS_ARG_VALIDATION_METRIC, 10);
 	set_stored(train, WALS_ARG_PATIENCE, 11);
+	{
+		char	   *changed = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 13);
+
+		set_arg(train, WALS_ARG_CHANGED_COL, changed ? name_datum(changed) : (Datum) 0,
+				changed == NULL);
+	}
 	held->unknown = !OidIsValid(held->relid) && train->isnull[WALS_ARG_VALIDATION] &&
 		!train->isnull[WALS_ARG_VALIDATION_METRIC];
 	*out = info;

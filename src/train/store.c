@@ -380,6 +380,8 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 	row.user_col = args->user_col;
 	row.item_col = args->item_col;
 	row.rating_col = args->rating_col;
+	row.changed_col = args->changed_col;
+	row.changed_mark = args->changed_mark;
 	row.params = args->params;
 	row.iterations = result->iterations;
 	row.max_iterations = args->iterations;

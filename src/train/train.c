@@ -474,6 +474,25 @@ wals_train_request_init(WalsTrainRequest *req)
 }
 
 /*
+ * The mark of args->changed_col, in the snapshot the ratings are read in:
+ * the call's (ingest.c).
+ */
+static void
+take_mark(WalsTrainArgs *args)
+{
+	Oid			type;
+	Datum		value;
+
+	if (args->changed_col == NULL)
+		return;
+	type = wals_changed_col_type(args->source, args->changed_col, args->model_display);
+	wals_changed_col_advice(args->source, args->source_name, args->changed_col,
+							args->user_col, args->item_col);
+	if (wals_mark_read(args->source_name, args->changed_col, type, &value))
+		args->changed_mark = wals_mark_text(value, type);
+}
+
+/*
  * Train (or retrain) a model as req asks, into summary: the one entry
  * point of a training, for wals_train, wals_retrain and wals_tune.
  */
@@ -515,6 +534,7 @@ wals_train_run(const WalsTrainRequest *req, WalsTrainSummary *summary)
 	if (shards != NIL)
 		check_sharded(&args, shards);
 	check_before_reading(&args);
+	take_mark(&args);
 
 	/*
 	 * The checks' SPI calls leave SPI's procedure context current.  The

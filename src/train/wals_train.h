@@ -40,6 +40,8 @@ typedef struct WalsTrainArgs
 	char	   *user_col;
 	char	   *item_col;
 	char	   *rating_col;		/* NULL: every pair counts 1 */
+	char	   *changed_col;	/* NULL: none, and no mark */
+	char	   *changed_mark;	/* the mark taken before reading (marks.c) */
 	char	   *model;			/* the model's name in its schema */
 	char	   *model_display;	/* schema.model, for messages */
 	Oid			owner;			/* who owns it, and creates its tables */
@@ -163,6 +165,7 @@ typedef enum WalsTrainArg
 	WALS_ARG_VALIDATION_METRIC,
 	WALS_ARG_VALIDATION_TABLE,
 	WALS_ARG_REPLACE,
+	WALS_ARG_CHANGED_COL,
 	WALS_TRAIN_NARGS
 } WalsTrainArg;
 

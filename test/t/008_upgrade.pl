@@ -113,10 +113,10 @@ is($ret, 0, 'ALTER EXTENSION wals UPDATE succeeds');
 # that reaches it from 0.1.0: every release's step, the last one included.
 my $default = $node->safe_psql('postgres',
 	q{SELECT default_version FROM pg_available_extensions WHERE name = 'wals'});
-is($default, '0.6.0', 'the control file installs 0.6.0');
+is($default, '0.7.0', 'the control file installs 0.7.0');
 is($node->safe_psql('postgres',
 		qq{SELECT path FROM pg_extension_update_paths('wals') WHERE source = '0.1.0' AND target = '$default'}),
-	'0.1.0--0.2.0--0.3.0--0.4.0--0.5.0--0.6.0', 'the update from 0.1.0 runs every step, 0.5.0 to 0.6.0 last');
+	'0.1.0--0.2.0--0.3.0--0.4.0--0.5.0--0.6.0--0.7.0', 'the update from 0.1.0 runs every step, 0.6.0 to 0.7.0 last');
 is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'wals'}),
 	$default, 'updated to the default version');
 like($stderr, qr/WARNING:  model "evil" was removed from the catalog: /,

@@ -250,6 +250,7 @@ SELECT count(*) FROM wals_evaluate('mallory.planned', 'public.test_ratings', 'us
 for my $sql (
 	$planned_all,
 	q{SELECT wals_refresh_users('{1,2,3}', 'mallory.planned')},
+	q{SELECT wals_refresh_items('{1,2,3}', 'mallory.planned')},
 	q{SELECT model FROM wals_train('mallory.r', 'user_id', 'item_id', 'rating', model => 'mallory.planned',
 	  factors => 4, iterations => 2, warm_start => true)},
 	q{SELECT model FROM wals_retrain('mallory.planned', warm_start => true)},
@@ -283,10 +284,10 @@ GRANT team TO alice, mallory;
 CREATE SCHEMA team AUTHORIZATION team;
 SET ROLE team;
 CREATE TABLE team.r AS
-  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, 1 + (u + g) % 3 AS rating
+  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, 1 + (u + g) % 3 AS rating, 1 AS ts
   FROM generate_series(1, 60) u, generate_series(1, 6) g;
 SELECT model FROM wals_train('team.r', 'user_id', 'item_id', 'rating', model => 'team.m',
-  factors => 4, iterations => 2);});
+  factors => 4, iterations => 2, changed_col => 'ts');});
 ($ret, $out, $err) = as_role(
 	'mallory', q{
 ALTER TABLE team.m_item_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
@@ -295,6 +296,9 @@ works($ret, $err, 'mallory, a member of team, forces a policy on team\'s item fa
   or diag($err);
 for my $sql (
 	q{SELECT wals_refresh_users('{1,2,3}', 'team.m')},
+	q{SELECT wals_refresh_items('{1,2,3}', 'team.m')},
+	q{INSERT INTO team.r VALUES (1, 999, 1, 2), (2, 5, 1, 2);
+	  SELECT count(*) FROM wals_refresh('team.m', 'touched')},
 	q{SELECT model FROM wals_train('team.r', 'user_id', 'item_id', 'rating', model => 'team.m',
 	  factors => 4, iterations => 2, warm_start => true)},
 	q{SELECT model FROM wals_retrain('team.m', warm_start => true)})
@@ -331,6 +335,7 @@ for my $rule (
 	for my $sql (
 		q{SELECT model FROM wals_retrain('mallory.ruled')},
 		q{SELECT wals_refresh_users('{1,2,3,999}', 'mallory.ruled')},
+		q{SELECT wals_refresh_items('{1,2,3,999}', 'mallory.ruled')},
 		q{SELECT count(*) FROM wals_recommend(1, 5, 'mallory.ruled')})
 	{
 		($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql");

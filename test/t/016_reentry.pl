@@ -36,7 +36,8 @@ CREATE SCHEMA mallory AUTHORIZATION mallory;
 my $setup = q{
 SET ROLE mallory;
 CREATE TABLE mallory.r AS
-  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, (1 + (u + g) % 3)::real AS rating
+  SELECT u AS user_id, (u * 7 + g * 13) % 40 + 1 AS item_id, (1 + (u + g) % 3)::real AS rating,
+    (u * 10 + g)::bigint AS ts
   FROM generate_series(1, 60) u, generate_series(1, 6) g;
 CREATE TABLE mallory.hook_log (at text, call text, state text);
 -- what the hook calls: every function of wals, on the model m (qualified:
@@ -52,6 +53,8 @@ INSERT INTO mallory.hook_calls VALUES
   ($$SELECT count(*) FROM public.wals_rated_items(1, 'mallory.m')$$),
   ($$SELECT count(*) FROM public.wals_evaluate('mallory.m', 'mallory.r', 'user_id', 'item_id', 'rating', 3)$$),
   ($$SELECT public.wals_refresh_users('{1,2}', 'mallory.m')$$),
+  ($$SELECT public.wals_refresh_items('{1,2}', 'mallory.m')$$),
+  ($$SELECT count(*) FROM public.wals_refresh('mallory.m')$$),
   ($$SELECT count(*) FROM public.wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.m', factors => 2, iterations => 1, replace => true)$$),
   ($$SELECT count(*) FROM public.wals_retrain('mallory.m')$$),
   ($$SELECT count(*) FROM public.wals_train('mallory.r', 'user_id', 'item_id', model => 'mallory.other', factors => 2, iterations => 1)$$),
@@ -116,7 +119,7 @@ sub fresh_model
 		'postgres', q{
 SET ROLE mallory;
 SELECT count(*) FROM wals_train('mallory.source_view', 'user_id', 'item_id', 'rating',
-  model => 'mallory.m', factors => 2, iterations => 1, replace => true);
+  model => 'mallory.m', factors => 2, iterations => 1, replace => true, changed_col => 'ts');
 ALTER TABLE mallory.m_user_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 ALTER TABLE mallory.m_item_factors ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS p ON mallory.m_user_factors;
@@ -133,6 +136,10 @@ CREATE TRIGGER t BEFORE INSERT OR UPDATE ON mallory.m_user_factors
 	die "could not train mallory.m: $err" if $ret != 0;
 }
 
+# wals_refresh, after ratings of old and new users and items changed
+my $refresh = q{UPDATE mallory.r SET ts = ts + 1000 WHERE user_id IN (1, 2);
+INSERT INTO mallory.r VALUES (1, 500, 1, 5000), (999, 3, 1, 5000);
+SELECT count(*) FROM wals_refresh('mallory.m', 'touched')};
 my @outer = (
 	[ 'user factors', q{SELECT count(*) FROM wals_recommend(1, 3, 'mallory.m')} ],
 	[ 'item factors', q{SELECT count(*) FROM wals_recommend(1, 3, 'mallory.m')} ],
@@ -157,6 +164,11 @@ my @outer = (
 	[ 'user factors', q{SELECT count(*) FROM wals_retrain('mallory.m', warm_start => true)} ],
 	[ 'trigger', q{SELECT count(*) FROM wals_retrain('mallory.m')} ],
 	[ 'source', q{SELECT count(*) FROM wals_tune('mallory.source_view', 'user_id', 'item_id', model => 'mallory.t', max_trials => 2)} ],
+	[ 'source', q{SELECT wals_refresh_items('{1,2,500}', 'mallory.m')} ],
+	[ 'user factors', q{SELECT wals_refresh_items('{1,2}', 'mallory.m')} ],
+	[ 'item factors', q{SELECT wals_refresh_items('{1,2}', 'mallory.m')} ],
+	[ 'planning', q{SELECT wals_refresh_items('{1,2}', 'mallory.m')} ],
+	map { [ $_, $refresh ] } ('source', 'trigger', 'user factors', 'item factors', 'planning'),
 );
 
 my $bad = qr/XX\d\d\d|server closed the connection|connection to server was lost|terminat/;
@@ -177,8 +189,8 @@ for my $case (@outer)
 	my $wrong = $node->safe_psql(
 		'postgres', q{
 SELECT string_agg(call || ': ' || state, '; ') FROM mallory.hook_log
-WHERE (call ~ 'wals_(train|retrain|tune|refresh_users|drop_model|attach_model)' AND state <> '55006')
-   OR (call !~ 'wals_(train|retrain|tune|refresh_users|drop_model|attach_model)' AND state <> '00000')});
+WHERE (call ~ 'wals_(train|retrain|tune|refresh|drop_model|attach_model)' AND state <> '55006')
+   OR (call !~ 'wals_(train|retrain|tune|refresh|drop_model|attach_model)' AND state <> '00000')});
 	is($wrong, '', "from the hook at $at, writes are refused (55006) and the rest serves");
 }
 
@@ -202,7 +214,7 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_models WHERE model =
 my $wrong = $node->safe_psql(
 	'postgres', q{
 SELECT string_agg(call || ': ' || state, '; ') FROM mallory.hook_log
-WHERE (call ~ 'wals_(train|retrain|tune|refresh_users|drop_model|attach_model)' AND state <> '55006')
+WHERE (call ~ 'wals_(train|retrain|tune|refresh|drop_model|attach_model)' AND state <> '55006')
    OR (call ~ 'wals_(recommend|similar|predict|explain|rated|evaluate)' AND state <> '42704')
    OR (call ~ 'wals_(devices|shards)' AND state <> '00000')});
 is($wrong, '', 'from the hook in an attach, writes are refused (55006) and the model is not there yet (42704)');

@@ -55,7 +55,7 @@ SELECT 1 FROM wals_train('other.clicks', 'user_id', 'item_id', model => 'other.c
 my $description = q{SELECT col_description('shop.ratings_user_factors'::regclass,
   (SELECT attnum FROM pg_attribute WHERE attrelid = 'shop.ratings_user_factors'::regclass
    AND attname = 'factors'))};
-like($node->safe_psql('src', $description), qr/^wals model settings: \{"format": 2, "source": "shop.ratings",/,
+like($node->safe_psql('src', $description), qr/^wals model settings: \{"format": 3, "source": "shop.ratings",/,
 	'a training describes the model on its user factor table');
 
 # A comment of the owner's own on that column is never overwritten.
@@ -296,7 +296,7 @@ my @hostile = (
 	[ 'no users', q{jsonb_set(d, '{users}', '0')}, qr/"users" is 0, and must be between 1 and/ ],
 	[ 'users beyond bigint', q{jsonb_set(d, '{users}', '99999999999999999999')}, qr/"users" is 99999999999999999999, and must be between 1 and 9223372036854775807/ ],
 	[ 'a source that is not a name', q{jsonb_set(d, '{source}', '"a.b.c"')}, qr/"source" is "a.b.c", and must be a schema-qualified relation name/ ],
-	[ 'a format to come', q{jsonb_set(d, '{format}', '3')}, qr/"format" is not 1 or 2, the formats this version of wals reads/ ],
+	[ 'a format to come', q{jsonb_set(d, '{format}', '4')}, qr/"format" is not 1, 2 or 3, the formats this version of wals reads/ ],
 	[ 'a number for a boolean', q{jsonb_set(d, '{warm_start}', '1')}, qr/"warm_start" must be true or false/ ],
 	[ 'a long column name', q{jsonb_set(d, '{user_col}', to_jsonb(repeat('x', 100)))}, qr/"user_col" must be a string of 1 to 63 bytes/ ],
 	[ 'one column for users and items', q{jsonb_set(d, '{item_col}', d->'user_col')}, qr/"item_col" is "user_col" too/ ],

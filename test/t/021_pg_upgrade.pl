@@ -160,7 +160,7 @@ my $served = $old->safe_psql('postgres', $serve_sql);
 my $tables = $old->safe_psql('postgres', $tables_sql);
 my $catalog = $old->safe_psql('postgres', $catalog_sql);
 like($served, qr/^public\.sharded\|.*^shop\.rated\|.*^shop\.warm\|/ms, 'every model serves before');
-like($catalog, qr/wals model settings: \{.*"format": 2/, 'with its settings described on its table');
+like($catalog, qr/wals model settings: \{.*"format": 3/, 'with its settings described on its table');
 my $v010_catalog = $old->safe_psql('v010', 'SELECT * FROM wals_models');
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+/* sql/wals--0.6.0--0.7.0.sql */
+\echo Use "ALTER EXTENSION wals UPDATE TO '0.7.0'" to load this file. \quit
+
+-- 0.7.0: models kept fresh without a retraining.
+--
+-- changed_col names a column of the source that says when each rating last
+-- changed, and changed_mark the highest value of it a training or refresh
+-- has taken in (written by the type's output with DateStyle ISO and
+-- TimeZone UTC, so that it reads back the same in any session);
+-- wals_refresh reads the ratings above it.  serving_version is the version
+-- serving keys its copies on once a refresh has changed the item factors
+-- (NULL: the training's version); refreshed_at and refreshed_ratings say
+-- when the last refresh ran and how many ratings refreshes have taken in
+-- since the training.
+ALTER TABLE @extschema@.wals_models
+	ADD COLUMN changed_col text,
+	ADD COLUMN changed_mark text,
+	ADD COLUMN serving_version bigint,
+	ADD COLUMN refreshed_at timestamptz,
+	ADD COLUMN refreshed_ratings bigint NOT NULL DEFAULT 0;
+
+DROP FUNCTION @extschema@.wals_train(regclass, name, name, name, text, int, int, real, text, real,
+	real, text, int, text, int, int, bool, real, text, int, real, real, real, int, text, regclass,
+	bool);
+
+CREATE FUNCTION @extschema@.wals_train(
+	source regclass,
+	user_col name,
+	item_col name,
+	rating_col name DEFAULT NULL,
+	model text DEFAULT NULL,
+	factors int DEFAULT 64,
+	iterations int DEFAULT 15,
+	regularization real DEFAULT 0.1,
+	feedback text DEFAULT 'implicit',
+	alpha real DEFAULT 1.0,
+	unobserved_weight real DEFAULT NULL,
+	solver text DEFAULT 'cg',
+	cg_steps int DEFAULT 3,
+	device text DEFAULT NULL,
+	workers int DEFAULT NULL,
+	seed int DEFAULT 42,
+	warm_start bool DEFAULT false,
+	tolerance real DEFAULT NULL,
+	accelerate text DEFAULT 'none',
+	block_size int DEFAULT NULL,
+	regularization_exponent real DEFAULT NULL,
+	init_std real DEFAULT NULL,
+	validation real DEFAULT NULL,
+	patience int DEFAULT NULL,
+	validation_metric text DEFAULT NULL,
+	validation_table regclass DEFAULT NULL,
+	replace bool DEFAULT false,
+	changed_col name DEFAULT NULL)
+RETURNS SETOF @extschema@.wals_train_result
+AS 'MODULE_PATHNAME', 'wals_train'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
+
+-- Solve some items again from their current ratings in the source, against
+-- the current user factors, and store their factors in place.
+CREATE FUNCTION @extschema@.wals_refresh_items(
+	item_ids bigint[],
+	model text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'wals_refresh_items'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+CREATE TYPE @extschema@.wals_refresh_result AS (
+	model text,
+	ratings bigint,
+	users bigint,
+	new_users bigint,
+	items bigint,
+	new_items bigint,
+	mark text,
+	refresh_s float8
+);
+
+-- Take in the ratings of the source changed since the model's mark.
+CREATE FUNCTION @extschema@.wals_refresh(
+	model text DEFAULT NULL,
+	solve_items text DEFAULT 'new')
+RETURNS SETOF @extschema@.wals_refresh_result
+AS 'MODULE_PATHNAME', 'wals_refresh'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;

@@ -1,0 +1,775 @@
+/*
+ * refresh_changed.c
+ *	  wals_refresh: take in the ratings of the source that changed since
+ *	  the model's mark, without a retraining.
+ *
+ * The source's changed column (wals_train's changed_col) says when each
+ * rating last changed, and the catalog keeps the highest value a training
+ * or refresh took in, the mark (marks.c).  A refresh reads the rows above
+ * the mark, and reads again every row of the (user, item) pairs they
+ * name, so that a pair's rating is its whole value in the source whether
+ * a row was updated in place or another row added for it.  Then, each side
+ * solved exactly against the other held fixed:
+ *
+ * 1. with solve_items => 'touched', every item the changed rows name that
+ *    the model knows, from all of its ratings in the source (which, on a
+ *    skewed catalog, is most of the ratings: a few changes reach every
+ *    popular item), against the users as they are;
+ * 2. every user the changed rows name, new ones included, from their
+ *    stored ratings (the rated column of the user factor table, which the
+ *    training wrote) with the pairs read in their place, against the items
+ *    that have factors;
+ * 3. the items the model does not know yet, from their ratings read,
+ *    against the users as 2 left them;
+ * 4. the users who rated one of those again, against them.
+ *
+ * Users are read, solved and written a batch at a time.  The items named
+ * but not solved (an item already known, in the default 'new') keep their
+ * factors until the next training: a few ratings more move a popular
+ * item's factors little, and reading all of its ratings costs what a
+ * training's read does.
+ *
+ * A deleted rating is not seen: no row is left to carry a changed value.
+ * wals_refresh_users, which reads all of a user's ratings again, or the
+ * next training takes it in (doc/training.md).
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "tcop/utility.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+
+#include "wals_serve.h"
+
+PG_FUNCTION_INFO_V1(wals_refresh);
+
+/* Users read, solved and written together. */
+#define REFRESH_BATCH	2048
+
+typedef struct Refresh
+{
+	WalsServeModel *m;
+	const WalsModelInfo *info;
+	WalsSourceNames src;
+	int			f;
+	bool		touched;		/* solve_items => 'touched' */
+	WalsCell   *pairs;			/* merged ratings of the pairs, by (user, item) */
+	int64		npairs;
+	int64	   *solved;			/* the items solved here, increasing */
+	int64		nsolved;
+	bool	   *is_new;			/* per solved item */
+	float	   *Ys;				/* their factors, nsolved x f */
+	bool	   *known;			/* per solved item: it has factors */
+	float	   *G;				/* Y^T Y with the solved items in */
+	int64	   *users;			/* the users solved, increasing */
+	int64		nusers;
+	float	   *X;				/* their factors, nusers x f */
+	bool	   *has_x;
+	WalsRefreshDone done;
+} Refresh;
+
+static int
+compare_cells(const void *a, const void *b)
+{
+	const WalsCell *x = a;
+	const WalsCell *y = b;
+
+	if (x->user != y->user)
+		return x->user < y->user ? -1 : 1;
+	if (x->item != y->item)
+		return x->item < y->item ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Merge the cells of each pair into one, as a training merges them
+ * (summed for implicit feedback, averaged for explicit); returns how many
+ * are left.
+ */
+static int64
+merge_pairs(WalsCell *cells, int64 n, WalsFeedback feedback)
+{
+	int64		out = 0;
+
+	qsort(cells, n, sizeof(WalsCell), compare_cells);
+	for (int64 i = 0; i < n;)
+	{
+		int64		j = i;
+		double		sum = 0;
+
+		while (j < n && cells[j].user == cells[i].user && cells[j].item == cells[i].item)
+			sum += cells[j++].rating;
+		cells[out] = cells[i];
+		cells[out++].rating = (float) (feedback == WALS_IMPLICIT ? sum : sum / (j - i));
+		i = j;
+	}
+	return out;
+}
+
+static Datum
+int8_array(const int64 *v, int64 n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int64 i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(v[i]);
+	return PointerGetDatum(construct_array(elems, (int) n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+/* Read the cells the query of plan (with args) returns, appended to cells. */
+static WalsCell *
+read_cells(const WalsModelInfo *info, SPIPlanPtr plan, Datum *args, WalsCell *cells,
+		   int64 *n, int64 *cap)
+{
+	Portal		portal = wals_sql_cursor_plan(plan, args, NULL, true);
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		wals_sql_fetch(portal, 10000);
+		if (SPI_processed == 0)
+			break;
+		if (*n + (int64) SPI_processed > *cap)
+		{
+			*cap = Max(*cap * 2, *n + (int64) SPI_processed);
+			cells = repalloc_huge(cells, sizeof(WalsCell) * *cap);
+		}
+		for (uint64 r = 0; r < SPI_processed; r++)
+			if (wals_cell_read(info, SPI_tuptable->vals[r], SPI_tuptable->tupdesc, &cells[*n]))
+				(*n)++;
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	return cells;
+}
+
+static const char *
+rating_expr(const WalsSourceNames *src)
+{
+	return src->rating_col == NULL ? "NULL::pg_catalog.float8" :
+		psprintf("(%s)::pg_catalog.float8", src->rating_col);
+}
+
+/*
+ * The pairs of the rows above mark (all rows with a value when mark is
+ * NULL), each with its whole merged rating in the source; returns the
+ * number of rows above the mark.
+ */
+static int64
+read_pairs(Refresh *r, const char *col, Oid type, const char *mark)
+{
+	const WalsSourceNames *src = &r->src;
+	int64		cap = 1024;
+	int64		n = 0;
+	WalsCell   *changed = palloc(sizeof(WalsCell) * cap);
+	Datum		arg = (Datum) 0;
+	SPIPlanPtr	plan;
+	int64	   *u;
+	int64	   *i;
+	Datum		args[2];
+	Oid			types[2] = {INT8ARRAYOID, INT8ARRAYOID};
+	int64		rows;
+
+	if (mark != NULL)
+	{
+		arg = wals_mark_value(mark, type, r->info->display);
+		plan = wals_sql_prepare(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s"
+										 " FROM %s WHERE %s OPERATOR(pg_catalog.>) $1",
+										 src->user_col, src->item_col, rating_expr(src),
+										 src->relation, quote_identifier(col)),
+								1, &type);
+	}
+	else
+		plan = wals_sql_prepare(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s"
+										 " FROM %s WHERE %s IS NOT NULL",
+										 src->user_col, src->item_col, rating_expr(src),
+										 src->relation, quote_identifier(col)),
+								0, NULL);
+	changed = read_cells(r->info, plan, &arg, changed, &n, &cap);
+	rows = n;
+	n = merge_pairs(changed, n, r->info->params.feedback);
+	if (n == 0)
+	{
+		r->pairs = changed;
+		r->npairs = 0;
+		return rows;
+	}
+
+	/* every row of those pairs: their whole ratings, older rows included */
+	u = palloc(sizeof(int64) * n);
+	i = palloc(sizeof(int64) * n);
+	for (int64 k = 0; k < n; k++)
+	{
+		u[k] = changed[k].user;
+		i[k] = changed[k].item;
+	}
+	args[0] = int8_array(u, n);
+	args[1] = int8_array(i, n);
+	plan = wals_sql_prepare(psprintf("SELECT (s.%s)::pg_catalog.int8, (s.%s)::pg_catalog.int8, %s"
+									 " FROM %s s, ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) p(u, i)"
+									 " WHERE s.%s OPERATOR(pg_catalog.=) p.u"
+									 " AND s.%s OPERATOR(pg_catalog.=) p.i",
+									 src->user_col, src->item_col,
+									 src->rating_col == NULL ? "NULL::pg_catalog.float8" :
+									 psprintf("(s.%s)::pg_catalog.float8", src->rating_col),
+									 src->relation, src->user_col, src->item_col),
+							2, types);
+	cap = n;
+	r->npairs = 0;
+	r->pairs = read_cells(r->info, plan, args, palloc(sizeof(WalsCell) * cap), &r->npairs, &cap);
+	r->npairs = merge_pairs(r->pairs, r->npairs, r->info->params.feedback);
+	return rows;
+}
+
+/* The items to solve (see the head of the file), into r->solved. */
+static void
+choose_items(Refresh *r)
+{
+	int64	   *items = palloc(sizeof(int64) * Max(r->npairs, 1));
+	int64		n = 0;
+
+	for (int64 k = 0; k < r->npairs; k++)
+		if (r->touched || wals_serve_item(r->m, r->pairs[k].item) < 0)
+			items[n++] = r->pairs[k].item;
+	qsort(items, n, sizeof(int64), wals_compare_int64);
+	r->nsolved = 0;
+	for (int64 k = 0; k < n; k++)
+		if (r->nsolved == 0 || items[r->nsolved - 1] != items[k])
+			items[r->nsolved++] = items[k];
+	r->solved = items;
+	r->is_new = palloc(sizeof(bool) * Max(r->nsolved, 1));
+	for (int64 k = 0; k < r->nsolved; k++)
+		r->is_new[k] = wals_serve_item(r->m, items[k]) < 0;
+	r->Ys = palloc(sizeof(float) * r->f * Max(r->nsolved, 1));
+	r->known = palloc0(sizeof(bool) * Max(r->nsolved, 1));
+}
+
+/*
+ * The cells of the items solved: all their ratings in the source with
+ * 'touched', the pairs read otherwise (a new item's ratings are all above
+ * the mark).
+ */
+static WalsCell *
+item_cells(Refresh *r, int64 *ncells)
+{
+	WalsCell   *cells;
+
+	if (r->touched)
+		return wals_item_ratings(r->info, &r->src, r->solved, r->nsolved, ncells);
+	cells = palloc(sizeof(WalsCell) * Max(r->npairs, 1));
+	*ncells = 0;
+	for (int64 k = 0; k < r->npairs; k++)
+		if (wals_ids_find(r->solved, r->nsolved, r->pairs[k].item) >= 0)
+			cells[(*ncells)++] = r->pairs[k];
+	return cells;
+}
+
+/*
+ * G of the items as the users are solved against: the model's, with the
+ * rows of the items solved replaced.
+ */
+static void
+update_gram(Refresh *r)
+{
+	int			f = r->f;
+	double	   *acc = palloc(sizeof(double) * f * f);
+
+	for (int a = 0; a < f * f; a++)
+		acc[a] = r->m->G[a];
+	for (int64 k = 0; k < r->nsolved; k++)
+	{
+		int64		old = r->is_new[k] ? -1 : wals_serve_item(r->m, r->solved[k]);
+		const float *y = r->Ys + (size_t) k * f;
+		const float *yo = old >= 0 ? r->m->Y + (size_t) old * f : NULL;
+
+		CHECK_FOR_INTERRUPTS();
+		for (int a = 0; a < f; a++)
+			for (int b = 0; b < f; b++)
+				acc[a * f + b] += (r->known[k] ? (double) y[a] * y[b] : 0.0) -
+					(yo != NULL ? (double) yo[a] * yo[b] : 0.0);
+	}
+	r->G = palloc(sizeof(float) * f * f);
+	for (int a = 0; a < f * f; a++)
+		r->G[a] = (float) acc[a];
+}
+
+/* The factors of item id as the users are solved against, or NULL. */
+static const float *
+item_row(const Refresh *r, int64 id)
+{
+	int64		k = wals_ids_find(r->solved, r->nsolved, id);
+	int64		at;
+
+	if (k >= 0)
+		return r->known[k] ? r->Ys + (size_t) k * r->f : NULL;
+	at = wals_serve_item(r->m, id);
+	return at >= 0 ? r->m->Y + (size_t) at * r->f : NULL;
+}
+
+/* The pairs of user: r->pairs[*p0, *p1). */
+static void
+pair_range(const Refresh *r, int64 user, int64 *p0, int64 *p1)
+{
+	int64		lo = 0;
+	int64		hi = r->npairs;
+
+	while (lo < hi)
+	{
+		int64		mid = lo + (hi - lo) / 2;
+
+		if (r->pairs[mid].user < user)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*p0 = lo;
+	while (hi < r->npairs && r->pairs[hi].user == user)
+		hi++;
+	*p1 = Max(hi, lo);
+}
+
+/*
+ * Solve and write users[lo, hi) of r->users: their stored ratings with the
+ * pairs in place, against the items.  count: the first write of these
+ * users, which the result and the catalog count.
+ */
+static void
+solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, const int64 *which, int64 lo,
+			int64 hi, bool count)
+{
+	int			f = r->f;
+	int64		n = hi - lo;
+	Datum		arg = int8_array(which + lo, n);
+	int64		cap = 4096;
+	int64		ncells = 0;
+	int64	   *ids = palloc(sizeof(int64) * cap);
+	float	   *vals = palloc(sizeof(float) * cap);
+	int64	   *start = palloc(sizeof(int64) * (n + 1));
+	bytea	  **stored = palloc0(sizeof(bytea *) * n);
+	WalsParams	params = r->info->params;
+	const float **rows;
+	float	   *Yc;
+	WalsCsr		R;
+	int64		ncols = 0;
+	int64		max_nnz = 0;
+	float	   *scratch;
+	int64		bad = -1;
+	WalsStatus	st;
+	float	   *x;
+
+	/* the stored ratings of the batch's users */
+	wals_sql_expect(wals_sql_plan(read, &arg, NULL, true, 0), SPI_OK_SELECT, r->info->user_rel);
+	for (uint64 t = 0; t < SPI_processed; t++)
+	{
+		bool		isnull;
+		HeapTuple	tuple = SPI_tuptable->vals[t];
+		int64		id = wals_read_id(tuple, SPI_tuptable->tupdesc, 1, r->info, &isnull);
+		int64		at = isnull ? -1 : wals_ids_find(which + lo, n, id);
+		Datum		d = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull);
+
+		if (at >= 0 && !isnull)
+			stored[at] = DatumGetByteaPCopy(d);
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	/* each user's ratings: the stored ones, with the pairs read in place */
+	for (int64 u = 0; u < n; u++)
+	{
+		int64		id = which[lo + u];
+		int64		ns = 0;
+		int64	   *sid = NULL;
+		float	   *sval = NULL;
+		int64		p0;
+		int64		p1;
+		int64		a = 0;
+
+		pair_range(r, id, &p0, &p1);
+		if (stored[u] != NULL)
+		{
+			const uint8 *in = (const uint8 *) VARDATA_ANY(stored[u]);
+			size_t		len = VARSIZE_ANY_EXHDR(stored[u]);
+
+			if (wals_rated_count(in, len, &ns) != WALS_OK ||
+				(sid = palloc(sizeof(int64) * Max(ns, 1)),
+				 sval = palloc(sizeof(float) * Max(ns, 1)),
+				 wals_rated_unpack(in, len, ns, sid, sval) != WALS_OK))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("the rated items of user " INT64_FORMAT " of model \"%s\" are not packed as wals packs them",
+								id, r->info->display),
+						 errhint("Train the model again.")));
+		}
+		if (ncells + ns + (p1 - p0) > cap)
+		{
+			cap = Max(cap * 2, ncells + ns + (p1 - p0));
+			ids = repalloc_huge(ids, sizeof(int64) * cap);
+			vals = repalloc_huge(vals, sizeof(float) * cap);
+		}
+		start[u] = ncells;
+		/* both by item: a pair read replaces the stored rating of its item */
+		for (int64 p = p0; p < p1 || a < ns;)
+		{
+			if (p < p1 && (a >= ns || r->pairs[p].item <= sid[a]))
+			{
+				if (a < ns && r->pairs[p].item == sid[a])
+					a++;
+				ids[ncells] = r->pairs[p].item;
+				vals[ncells++] = r->pairs[p++].rating;
+			}
+			else
+			{
+				ids[ncells] = sid[a];
+				vals[ncells++] = sval[a++];
+			}
+		}
+	}
+	start[n] = ncells;
+
+	/* the items they rated that have factors, as the columns of R */
+	rows = palloc(sizeof(float *) * Max(ncells, 1));
+	R.nrows = n;
+	R.indptr = palloc(sizeof(int64) * (n + 1));
+	R.indices = palloc(sizeof(int32) * Max(ncells, 1));
+	R.values = palloc(sizeof(float) * Max(ncells, 1));
+	{
+		int64	   *order = palloc(sizeof(int64) * Max(ncells, 1));
+		int64		nd = 0;
+		int64		nnz = 0;
+
+		memcpy(order, ids, sizeof(int64) * ncells);
+		qsort(order, ncells, sizeof(int64), wals_compare_int64);
+		for (int64 c = 0; c < ncells; c++)
+			if (nd == 0 || order[nd - 1] != order[c])
+				order[nd++] = order[c];
+		for (int64 c = 0; c < nd; c++)
+		{
+			const float *y = item_row(r, order[c]);
+
+			if (y != NULL)
+			{
+				order[ncols] = order[c];
+				rows[ncols++] = y;
+			}
+		}
+		Yc = palloc(sizeof(float) * f * Max(ncols, 1));
+		for (int64 c = 0; c < ncols; c++)
+			memcpy(Yc + (size_t) c * f, rows[c], sizeof(float) * f);
+		for (int64 u = 0; u < n; u++)
+		{
+			R.indptr[u] = nnz;
+			for (int64 c = start[u]; c < start[u + 1]; c++)
+			{
+				int64		col = wals_ids_find(order, ncols, ids[c]);
+
+				if (col < 0)
+					continue;
+				/* ids increase within a user, and so do their columns */
+				R.indices[nnz] = (int32) col;
+				R.values[nnz++] = vals[c];
+			}
+			max_nnz = Max(max_nnz, nnz - R.indptr[u]);
+		}
+		R.indptr[n] = nnz;
+		R.ncols = ncols;
+
+		params.solver = WALS_CHOLESKY;
+		scratch = palloc(sizeof(float) * (wals_solve_scratch(&params, max_nnz) + 16));
+		x = palloc0(sizeof(float) * f * n);
+		for (int64 b = 0; b < n; b += 64)
+		{
+			CHECK_FOR_INTERRUPTS();
+			st = wals_solve_rows(&params, &R, Yc, r->G, x, b, Min(n, b + 64), scratch, &bad);
+			if (st != WALS_OK)
+				wals_report_core_status(st, "solving the users again");
+		}
+
+		/* written with the items that have factors, as a training writes them */
+		for (int64 u = 0; u < n; u++)
+		{
+			int64		id = which[lo + u];
+			int64		k = R.indptr[u + 1] - R.indptr[u];
+			int64		at = wals_ids_find(r->users, r->nusers, id);
+
+			CHECK_FOR_INTERRUPTS();
+			r->has_x[at] = k > 0;
+			memcpy(r->X + (size_t) at * f, x + (size_t) u * f, sizeof(float) * f);
+			if (k == 0)
+			{
+				if (count)
+					r->done.users_added -= wals_row_remove(w, id);
+				else
+					wals_row_remove(w, id);
+				continue;
+			}
+			{
+				int64	   *rid = palloc(sizeof(int64) * k);
+				bytea	   *packed = palloc(VARHDRSZ + wals_rated_pack_bound(k));
+
+				for (int64 c = 0; c < k; c++)
+					rid[c] = order[R.indices[R.indptr[u] + c]];
+				SET_VARSIZE(packed, VARHDRSZ + wals_rated_pack(rid, R.values + R.indptr[u], k,
+															   (uint8 *) VARDATA(packed)));
+				if (wals_row_write(w, id, x + (size_t) u * f, f, packed) && count)
+					r->done.users_added++;
+				r->done.users += count;
+				pfree(rid);
+				pfree(packed);
+			}
+		}
+	}
+}
+
+/* The users the pairs name, into r->users. */
+static void
+name_users(Refresh *r)
+{
+	r->users = palloc(sizeof(int64) * Max(r->npairs, 1));
+	r->nusers = 0;
+	for (int64 k = 0; k < r->npairs; k++)
+		if (r->nusers == 0 || r->users[r->nusers - 1] != r->pairs[k].user)
+			r->users[r->nusers++] = r->pairs[k].user;
+	r->X = palloc0(sizeof(float) * r->f * Max(r->nusers, 1));
+	r->has_x = palloc0(sizeof(bool) * Max(r->nusers, 1));
+}
+
+/* Solve users which[0..n) (increasing, of r->users), a batch at a time. */
+static void
+refresh_users(Refresh *r, const int64 *which, int64 n, bool count)
+{
+	WalsRowWriter w;
+	Oid			type = INT8ARRAYOID;
+	SPIPlanPtr	read;
+	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "wals refresh batch",
+												ALLOCSET_DEFAULT_SIZES);
+	MemoryContext outer;
+
+	wals_check_factor_table(r->info, r->info->user_rel, true);
+	wals_row_writer_init(&w, r->info, true);
+	read = wals_sql_prepare(psprintf("SELECT user_id, rated FROM %s"
+									 " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
+									 wals_relation_name(r->info->user_rel)),
+							1, &type);
+	for (int64 lo = 0; lo < n; lo += REFRESH_BATCH)
+	{
+		outer = MemoryContextSwitchTo(batch);
+		solve_users(r, &w, read, which, lo, Min(n, lo + REFRESH_BATCH), count);
+		MemoryContextSwitchTo(outer);
+		MemoryContextReset(batch);
+	}
+	MemoryContextDelete(batch);
+}
+
+/* The users that rated a new item, which now has factors. */
+static int64 *
+users_of_new_items(const Refresh *r, int64 *n)
+{
+	int64	   *users = palloc(sizeof(int64) * Max(r->npairs, 1));
+
+	*n = 0;
+	for (int64 k = 0; k < r->npairs; k++)
+	{
+		int64		at = wals_ids_find(r->solved, r->nsolved, r->pairs[k].item);
+
+		if (at >= 0 && r->is_new[at] && r->known[at] &&
+			(*n == 0 || users[*n - 1] != r->pairs[k].user))
+			users[(*n)++] = r->pairs[k].user;
+	}
+	return users;
+}
+
+/* The users solved, with factors, as an update of the user side. */
+static void
+update_user_side(Refresh *r, WalsUserSide *us)
+{
+	int64	   *ids = palloc(sizeof(int64) * Max(r->nusers, 1));
+	float	   *X = palloc(sizeof(float) * r->f * Max(r->nusers, 1));
+	int64		n = 0;
+
+	for (int64 u = 0; u < r->nusers; u++)
+		if (r->has_x[u])
+		{
+			ids[n] = r->users[u];
+			memcpy(X + (size_t) n * r->f, r->X + (size_t) u * r->f, sizeof(float) * r->f);
+			n++;
+		}
+	wals_user_side_update(us, r->f, ids, X, n);
+}
+
+typedef struct RefreshArgs
+{
+	text	   *model;
+	bool		touched;
+} RefreshArgs;
+
+static void
+refresh(const RefreshArgs *a, Refresh *r, char **name)
+{
+	WalsModelInfo found;
+	WalsRoleSave save;
+	Oid			types[2] = {NAMEOID, TEXTOID};
+	Datum		key[2];
+	char	   *col;
+	char	   *mark;
+	Oid			type;
+	Datum		high;
+	WalsUserSide us = {0};
+	WalsCell   *cells = NULL;
+	int64		ncells = 0;
+
+	wals_model_resolve(a->model, &found);
+	if (!wals_lock_model(found.schema, found.name, &found, false))
+		wals_no_such_model(found.schema, found.name);
+	*name = found.name;
+	key[0] = DirectFunctionCall1(namein, CStringGetDatum(found.schema));
+	key[1] = CStringGetTextDatum(found.name);
+	if (wals_sql(psprintf("SELECT changed_col, changed_mark FROM %s"
+						  " WHERE schema OPERATOR(pg_catalog.=) $1 AND model OPERATOR(pg_catalog.=) $2",
+						  wals_catalog_table("wals_models")),
+				 2, types, key, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		wals_no_such_model(found.schema, found.name);
+	col = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	mark = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	if (col == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("model \"%s\" has no changed column to refresh from", found.display),
+				 errhint("Train it with wals_train(..., changed_col => 'column'), naming a column of its source that grows when a rating changes; or refresh given users with wals_refresh_users().")));
+
+	wals_become_model_owner(&found, &save);
+	r->m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
+	r->info = &r->m->info;
+	r->f = r->m->factors;
+	r->touched = a->touched;
+	wals_model_source(r->info, &r->src);
+	type = wals_changed_col_type(r->info->source, col, found.display);
+	if (!wals_mark_read(r->src.relation, col, type, &high))
+	{
+		wals_unbecome(&save);
+		r->done.by_refresh = true;
+		wals_catalog_refreshed(&found, &r->done);
+		return;
+	}
+	r->done.mark = wals_mark_text(high, type);
+	r->done.ratings = read_pairs(r, col, type, mark);
+	r->done.by_refresh = true;
+
+	choose_items(r);
+	name_users(r);
+	if (r->nsolved > 0)
+	{
+		wals_user_side_load(r->info, &us);
+		cells = item_cells(r, &ncells);
+	}
+	/* 1. the known items named, with 'touched', against the users as they are */
+	if (r->touched && r->nsolved > 0)
+	{
+		wals_solve_items(r->info, &us, r->solved, r->nsolved, cells, ncells, r->Ys, r->known);
+		for (int64 k = 0; k < r->nsolved; k++)
+			if (r->is_new[k])
+				r->known[k] = false;
+	}
+	update_gram(r);
+	/* 2. every user named, against the known items */
+	refresh_users(r, r->users, r->nusers, true);
+	if (r->nsolved > 0)
+	{
+		/* 3. the new items, against those users */
+		int64		nnew = 0;
+		int64	   *ids = palloc(sizeof(int64) * r->nsolved);
+		int64		nagain;
+		int64	   *again;
+
+		for (int64 k = 0; k < r->nsolved; k++)
+			if (r->is_new[k])
+				ids[nnew++] = r->solved[k];
+		if (nnew > 0)
+		{
+			float	   *Y = palloc(sizeof(float) * r->f * nnew);
+			bool	   *known = palloc(sizeof(bool) * nnew);
+			int64		j = 0;
+
+			update_user_side(r, &us);
+			wals_solve_items(r->info, &us, ids, nnew, cells, ncells, Y, known);
+			for (int64 k = 0; k < r->nsolved; k++)
+				if (r->is_new[k])
+				{
+					memcpy(r->Ys + (size_t) k * r->f, Y + (size_t) j * r->f, sizeof(float) * r->f);
+					r->known[k] = known[j++];
+				}
+			/* 4. the users of the new items again, against them */
+			update_gram(r);
+			again = users_of_new_items(r, &nagain);
+			refresh_users(r, again, nagain, false);
+		}
+		wals_store_items(r->info, r->solved, r->nsolved, r->Ys, r->known, &r->done);
+	}
+	wals_unbecome(&save);
+	wals_catalog_refreshed(&found, &r->done);
+}
+
+/*
+ * wals_refresh(model text, solve_items text) RETURNS SETOF wals_refresh_result
+ */
+static Datum
+refresh_call(PG_FUNCTION_ARGS)
+{
+	RefreshArgs a;
+	Refresh		r = {0};
+	instr_time	start;
+	instr_time	end;
+	char	   *name;
+	char	   *items;
+	Datum		values[8];
+	bool		nulls[8] = {0};
+
+	INSTR_TIME_SET_CURRENT(start);
+	a.model = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"solve_items\" must not be null"),
+				 errhint("Pass 'new' or 'touched'.")));
+	items = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (pg_strcasecmp(items, "new") == 0)
+		a.touched = false;
+	else if (pg_strcasecmp(items, "touched") == 0)
+		a.touched = true;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for \"solve_items\": \"%s\"", items),
+				 errhint("Pass 'new' (items the model does not know yet) or 'touched' (every item a changed rating names, from all of its ratings).")));
+	PreventCommandIfReadOnly("wals_refresh()");
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	SPI_connect();
+	refresh(&a, &r, &name);
+
+	/* the values live in SPI's memory, until SPI_finish */
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int64GetDatum(r.done.ratings);
+	values[2] = Int64GetDatum(r.done.users);
+	values[3] = Int64GetDatum(r.done.users_added);
+	values[4] = Int64GetDatum(r.done.items);
+	values[5] = Int64GetDatum(r.done.items_added);
+	if (r.done.mark != NULL)
+		values[6] = CStringGetTextDatum(r.done.mark);
+	else
+		nulls[6] = true;
+	INSTR_TIME_SET_CURRENT(end);
+	INSTR_TIME_SUBTRACT(end, start);
+	values[7] = Float8GetDatum(INSTR_TIME_GET_DOUBLE(end));
+	tuplestore_putvalues(((ReturnSetInfo *) fcinfo->resultinfo)->setResult,
+						 ((ReturnSetInfo *) fcinfo->resultinfo)->setDesc, values, nulls);
+	SPI_finish();
+	return (Datum) 0;
+}
+
+Datum
+wals_refresh(PG_FUNCTION_ARGS)
+{
+	return wals_call(refresh_call, fcinfo, "wals_refresh", true);
+}

@@ -1,0 +1,505 @@
+/*
+ * refresh_items.c
+ *	  The item side of a refresh: items solved again against the current
+ *	  user factors, and the rows a refresh writes.
+ *
+ * An item's factors solve the same system as in a training's last item
+ * half-sweep: the Gram of every user's factors, and the factors of the
+ * users who rated it.  Both come from the user factor table, read once per
+ * refresh (the Gram needs every row; the raters are kept from the same
+ * read).  The items' ratings come from the source, read as its rows are
+ * when a training reads them.
+ *
+ * Items are what serving scores against, so a refresh that writes item
+ * factors gives the model a serving version of its own (the catalog's
+ * serving_version), and builds the shared copy of that version in its own
+ * transaction, as a training does: no reader builds anything after it
+ * commits, and a reader in flight finishes on the version before.
+ *
+ * Everything is read and written as the model's owner, in a
+ * security-restricted operation (roles.c), as wals_refresh_users does.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+
+#include "wals_serve.h"
+
+PG_FUNCTION_INFO_V1(wals_refresh_items);
+
+/* Writes factor rows of one side of a model, as its owner has become. */
+void
+wals_row_writer_init(WalsRowWriter *w, const WalsModelInfo *info, bool user_side)
+{
+	char	   *table = wals_relation_name(user_side ? info->user_rel : info->item_rel);
+	const char *id = user_side ? "user_id" : "item_id";
+	Oid			types[3] = {INT8OID, FLOAT4ARRAYOID, BYTEAOID};
+
+	w->relid = user_side ? info->user_rel : info->item_rel;
+	w->user_side = user_side;
+	/* an update that finds no row tells a new one, which the catalog counts */
+	w->update = wals_sql_prepare(user_side ?
+								 psprintf("UPDATE %s SET factors = $2, rated = $3"
+										  " WHERE user_id OPERATOR(pg_catalog.=) $1", table) :
+								 psprintf("UPDATE %s SET factors = $2"
+										  " WHERE item_id OPERATOR(pg_catalog.=) $1", table),
+								 user_side ? 3 : 2, types);
+	w->insert = wals_sql_prepare(user_side ?
+								 psprintf("INSERT INTO %s (user_id, factors, rated)"
+										  " VALUES ($1, $2, $3)", table) :
+								 psprintf("INSERT INTO %s (item_id, factors) VALUES ($1, $2)",
+										  table),
+								 user_side ? 3 : 2, types);
+	w->remove = wals_sql_prepare(psprintf("DELETE FROM %s WHERE %s OPERATOR(pg_catalog.=) $1",
+										  table, id),
+								 1, types);
+}
+
+/* Write the row of id; true when it is new. */
+bool
+wals_row_write(const WalsRowWriter *w, int64 id, const float *x, int f, bytea *rated)
+{
+	Datum		values[3];
+
+	values[0] = Int64GetDatum(id);
+	values[1] = PointerGetDatum(wals_real_array(x, f));
+	values[2] = PointerGetDatum(rated);
+	wals_sql_expect(wals_sql_plan(w->update, values, NULL, false, 0), SPI_OK_UPDATE, w->relid);
+	if (SPI_processed > 0)
+		return false;
+	wals_sql_expect(wals_sql_plan(w->insert, values, NULL, false, 0), SPI_OK_INSERT, w->relid);
+	return true;
+}
+
+/* Remove the row of id; how many rows went (0 or 1). */
+int64
+wals_row_remove(const WalsRowWriter *w, int64 id)
+{
+	Datum		value = Int64GetDatum(id);
+
+	wals_sql_expect(wals_sql_plan(w->remove, &value, NULL, false, 0), SPI_OK_DELETE, w->relid);
+	return (int64) SPI_processed;
+}
+
+/*
+ * Every user's factors, ids increasing, with their Gram: the other side of
+ * an item's system.
+ */
+void
+wals_user_side_load(const WalsModelInfo *info, WalsUserSide *us)
+{
+	int			f = info->factors;
+	SPIPlanPtr	plan;
+	Portal		portal;
+	int64		cap = 1024;
+	int64		n = 0;
+	int64	   *ids = palloc(sizeof(int64) * cap);
+	float	   *X = palloc(sizeof(float) * f * cap);
+
+	wals_check_factor_table(info, info->user_rel, true);
+	plan = wals_sql_prepare(psprintf("SELECT user_id, factors FROM %s ORDER BY user_id",
+									 wals_relation_name(info->user_rel)), 0, NULL);
+	portal = wals_sql_cursor_plan(plan, NULL, NULL, true);
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		wals_sql_fetch(portal, 4096);
+		if (SPI_processed == 0)
+			break;
+		if (n + (int64) SPI_processed > cap)
+		{
+			cap = Max(cap * 2, n + (int64) SPI_processed);
+			ids = repalloc_huge(ids, sizeof(int64) * cap);
+			X = repalloc_huge(X, sizeof(float) * f * cap);
+		}
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			bool		isnull;
+			HeapTuple	tuple = SPI_tuptable->vals[r];
+
+			ids[n] = wals_read_id(tuple, SPI_tuptable->tupdesc, 1, info, &isnull);
+			if (isnull || (n > 0 && ids[n] <= ids[n - 1]))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("the user factor table of model \"%s\" holds a null or repeated user_id",
+								info->display),
+						 errhint("Train the model again.")));
+			wals_read_factors(tuple, SPI_tuptable->tupdesc, 2, f, X + (size_t) n * f, info);
+			n++;
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	us->n = n;
+	us->ids = ids;
+	us->X = X;
+	us->G = palloc(sizeof(float) * f * f);
+	memset(us->G, 0, sizeof(float) * f * f);
+	wals_gram_rows(X, 0, n, f, us->G);
+}
+
+/*
+ * Replace the factors of user ids[i] (known or not) by x[i] in us, and the
+ * Gram with them, after their users were solved again: the items solved
+ * next see them.
+ */
+void
+wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X, int64 n)
+{
+	int64		added = 0;
+
+	for (int64 i = 0; i < n; i++)
+		if (wals_ids_find(us->ids, us->n, ids[i]) < 0)
+			added++;
+	if (added > 0)
+	{
+		int64		total = us->n + added;
+		int64	   *nids = palloc(sizeof(int64) * total);
+		float	   *nX = palloc(sizeof(float) * f * total);
+		int64		a = 0;
+		int64		b = 0;
+		int64		o = 0;
+
+		/* both sorted: merge the new users in */
+		while (a < us->n || b < n)
+		{
+			bool		take_old = b >= n || (a < us->n && us->ids[a] <= ids[b]);
+
+			if (take_old)
+			{
+				if (b < n && us->ids[a] == ids[b])
+					b++;
+				nids[o] = us->ids[a];
+				memcpy(nX + (size_t) o * f, us->X + (size_t) a * f, sizeof(float) * f);
+				a++;
+			}
+			else
+			{
+				nids[o] = ids[b];
+				memset(nX + (size_t) o * f, 0, sizeof(float) * f);
+				b++;
+			}
+			o++;
+		}
+		us->ids = nids;
+		us->X = nX;
+		us->n = total;
+	}
+	for (int64 i = 0; i < n; i++)
+	{
+		int64		at = wals_ids_find(us->ids, us->n, ids[i]);
+
+		memcpy(us->X + (size_t) at * f, X + (size_t) i * f, sizeof(float) * f);
+	}
+	/* a few rank-one updates drift; the Gram of the table itself does not */
+	memset(us->G, 0, sizeof(float) * f * f);
+	wals_gram_rows(us->X, 0, us->n, f, us->G);
+}
+
+/*
+ * Solve items ids[0..n) (increasing) from the ratings cells[0..ncells) give
+ * them, against us, into Y (n x f); *known[i] says whether item i had a
+ * rater with factors (an item without one has no factors, as after a
+ * training).
+ */
+void
+wals_solve_items(const WalsModelInfo *info, const WalsUserSide *us, const int64 *ids, int64 n,
+				 const WalsCell *cells, int64 ncells, float *Y, bool *known)
+{
+	int			f = info->factors;
+	int32	   *row = palloc(sizeof(int32) * Max(ncells, 1));
+	int32	   *col = palloc(sizeof(int32) * Max(ncells, 1));
+	float	   *val = palloc(sizeof(float) * Max(ncells, 1));
+	int64	   *raters = palloc(sizeof(int64) * Max(ncells, 1));
+	size_t		m = 0;
+	WalsCsr		R;
+	WalsParams	params = info->params;
+	float	   *Xr;
+	float	   *scratch;
+	int64		max_nnz = 0;
+	int64		bad = -1;
+	WalsStatus	st;
+
+	/* the raters with factors, each once, as the columns of R */
+	for (int64 c = 0; c < ncells; c++)
+	{
+		int64		at = wals_ids_find(us->ids, us->n, cells[c].user);
+		int64		item = wals_ids_find(ids, n, cells[c].item);
+
+		if (at < 0 || item < 0)
+			continue;
+		row[m] = (int32) item;
+		raters[m] = at;
+		val[m] = cells[c].rating;
+		m++;
+	}
+	{
+		int64	   *order = palloc(sizeof(int64) * Max(m, 1));
+		int64		nr = 0;
+
+		memcpy(order, raters, sizeof(int64) * m);
+		qsort(order, m, sizeof(int64), wals_compare_int64);
+		for (size_t i = 0; i < m; i++)
+			if (nr == 0 || order[nr - 1] != order[i])
+				order[nr++] = order[i];
+		Xr = palloc(sizeof(float) * f * Max(nr, 1));
+		for (int64 i = 0; i < nr; i++)
+			memcpy(Xr + (size_t) i * f, us->X + (size_t) order[i] * f, sizeof(float) * f);
+		for (size_t i = 0; i < m; i++)
+			col[i] = (int32) wals_ids_find(order, nr, raters[i]);
+		R.ncols = nr;
+	}
+	R.indptr = palloc(sizeof(int64) * (n + 1));
+	R.indices = palloc(sizeof(int32) * Max(m, 1));
+	R.values = palloc(sizeof(float) * Max(m, 1));
+	st = wals_csr_from_coo(params.feedback, n, R.ncols, m, row, col, val, &R,
+						   palloc(sizeof(int64) * (R.ncols + 1)), palloc(sizeof(int32) * Max(m, 1)),
+						   palloc(sizeof(float) * Max(m, 1)), NULL);
+	if (st != WALS_OK)
+		wals_report_core_status(st, "merging the ratings of the items");
+	for (int64 i = 0; i < n; i++)
+	{
+		known[i] = R.indptr[i + 1] > R.indptr[i];
+		max_nnz = Max(max_nnz, R.indptr[i + 1] - R.indptr[i]);
+	}
+	params.solver = WALS_CHOLESKY;
+	scratch = palloc(sizeof(float) * (wals_solve_scratch(&params, max_nnz) + 16));
+	memset(Y, 0, sizeof(float) * f * n);
+	for (int64 lo = 0; lo < n; lo += 64)
+	{
+		CHECK_FOR_INTERRUPTS();
+		st = wals_solve_rows(&params, &R, Xr, us->G, Y, lo, Min(n, lo + 64), scratch, &bad);
+		if (st != WALS_OK)
+			wals_report_core_status(st, "solving the items again");
+	}
+}
+
+/*
+ * The ratings of items ids[0..n) (increasing) in the source, read as the
+ * model's owner, checked as a training checks them; *ncells gets their
+ * number.
+ */
+WalsCell *
+wals_item_ratings(const WalsModelInfo *info, const WalsSourceNames *src, const int64 *ids,
+				  int64 n, int64 *ncells)
+{
+	Oid			type = INT8ARRAYOID;
+	Datum		arg;
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	SPIPlanPtr	plan;
+	Portal		portal;
+	int64		cap = 1024;
+	WalsCell   *cells = palloc(sizeof(WalsCell) * cap);
+
+	for (int64 i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(ids[i]);
+	arg = PointerGetDatum(construct_array(elems, (int) n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+	plan = wals_sql_prepare(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s"
+									 " WHERE %s OPERATOR(pg_catalog.=) ANY ($1)",
+									 src->user_col, src->item_col,
+									 src->rating_col == NULL ? "NULL::pg_catalog.float8" :
+									 psprintf("(%s)::pg_catalog.float8", src->rating_col),
+									 src->relation, src->item_col),
+							1, &type);
+	portal = wals_sql_cursor_plan(plan, &arg, NULL, true);
+	*ncells = 0;
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		wals_sql_fetch(portal, 10000);
+		if (SPI_processed == 0)
+			break;
+		if (*ncells + (int64) SPI_processed > cap)
+		{
+			cap = Max(cap * 2, *ncells + (int64) SPI_processed);
+			cells = repalloc_huge(cells, sizeof(WalsCell) * cap);
+		}
+		for (uint64 r = 0; r < SPI_processed; r++)
+			if (wals_cell_read(info, SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
+							   &cells[*ncells]))
+				(*ncells)++;
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	return cells;
+}
+
+/*
+ * A row (user, item, rating) of the source into cell; false for a row
+ * without a user or an item, which a training skips too.
+ */
+bool
+wals_cell_read(const WalsModelInfo *info, HeapTuple tuple, TupleDesc desc, WalsCell *cell)
+{
+	bool		unull;
+	bool		inull;
+	bool		rnull;
+	Datum		user = SPI_getbinval(tuple, desc, 1, &unull);
+	Datum		item = SPI_getbinval(tuple, desc, 2, &inull);
+	double		rating = 1.0;
+
+	if (unull || inull)
+		return false;
+	if (info->rating_col != NULL)
+	{
+		rating = DatumGetFloat8(SPI_getbinval(tuple, desc, 3, &rnull));
+		if (rnull || !wals_rating_ok(rating, info->params.feedback))
+			ereport(ERROR,
+					(errcode(rnull ? ERRCODE_NULL_VALUE_NOT_ALLOWED : ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("column \"%s\" of the source of model \"%s\" holds the rating %s for user " INT64_FORMAT,
+							info->rating_col, info->display,
+							rnull ? "null" : psprintf("%g", rating), DatumGetInt64(user)),
+					 errhint("%s", info->params.feedback == WALS_IMPLICIT ?
+							 "Implicit feedback needs finite ratings greater than or equal to zero; filter the others out with a view." :
+							 "Ratings must be finite; filter the others out with a view.")));
+	}
+	cell->user = DatumGetInt64(user);
+	cell->item = DatumGetInt64(item);
+	cell->rating = (float) rating;
+	return true;
+}
+
+/*
+ * Record what a refresh changed: users and items added (or, negative,
+ * removed), a serving version of the refresh's own where items changed,
+ * and, for wals_refresh, the new mark, the time and the ratings it took
+ * in.
+ */
+void
+wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done)
+{
+	Oid			types[8] = {NAMEOID, TEXTOID, INT8OID, INT8OID, INT8OID, TEXTOID, BOOLOID, INT8OID};
+	Datum		args[8];
+	char		nulls[8] = "        ";
+	WalsRoleSave save;
+
+	args[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
+	args[1] = CStringGetTextDatum(info->name);
+	args[2] = Int64GetDatum(done->users_added);
+	args[3] = Int64GetDatum(done->items_added);
+	if (done->items_changed)
+		args[4] = Int64GetDatum(wals_next_version());
+	else
+		nulls[4] = 'n';
+	if (done->mark != NULL)
+		args[5] = CStringGetTextDatum(done->mark);
+	else
+		nulls[5] = 'n';
+	args[6] = BoolGetDatum(done->by_refresh);
+	args[7] = Int64GetDatum(done->ratings);
+	wals_become_catalog_writer(&save);
+	if (wals_sql(psprintf("UPDATE %s SET users = users OPERATOR(pg_catalog.+) $3,"
+						  " items = items OPERATOR(pg_catalog.+) $4,"
+						  " serving_version = COALESCE($5, serving_version),"
+						  " changed_mark = COALESCE($6, changed_mark),"
+						  " refreshed_at = CASE WHEN $7 THEN pg_catalog.now() ELSE refreshed_at END,"
+						  " refreshed_ratings = refreshed_ratings OPERATOR(pg_catalog.+) $8"
+						  " WHERE schema OPERATOR(pg_catalog.=) $1"
+						  " AND model OPERATOR(pg_catalog.=) $2",
+						  wals_catalog_table("wals_models")),
+				 8, types, args, nulls, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
+		elog(ERROR, "wals: could not record the refresh of model \"%s\"", info->display);
+	wals_unbecome(&save);
+	if (done->items_changed)
+	{
+		/* the items every backend will serve, built now, as a training does */
+		wals_call_new_snapshot();
+		wals_serve_preload(info->schema, info->name);
+	}
+}
+
+/*
+ * Store items ids[0..n) solved into Y (known[i] false: no factors, the row
+ * removed); counts what was added and removed into done.
+ */
+void
+wals_store_items(const WalsModelInfo *info, const int64 *ids, int64 n, const float *Y,
+				 const bool *known, WalsRefreshDone *done)
+{
+	WalsRowWriter w;
+
+	wals_check_factor_table(info, info->item_rel, false);
+	wals_row_writer_init(&w, info, false);
+	for (int64 i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!known[i])
+			done->items_added -= wals_row_remove(&w, ids[i]);
+		else if (wals_row_write(&w, ids[i], Y + (size_t) i * info->factors, info->factors, NULL))
+			done->items_added++;
+		done->items++;
+	}
+	done->items_changed = done->items_changed || n > 0;
+}
+
+/*
+ * wals_refresh_items(item_ids bigint[], model text) RETURNS bigint
+ *
+ * Solve the items given again from their current ratings in the source,
+ * against the current user factors, and store them; returns how many were
+ * stored.  An item left without a rater the model knows has no factors, as
+ * after a training: its row is removed.
+ */
+static Datum
+refresh_items_call(PG_FUNCTION_ARGS)
+{
+	int			n;
+	int64	   *ids = wals_arg_ids(fcinfo, 0, "item_ids", &n);
+	text	   *model = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
+	WalsModelInfo found;
+	WalsSourceNames source;
+	WalsUserSide us;
+	WalsRoleSave save;
+	WalsCell   *cells;
+	int64		ncells;
+	float	   *Y;
+	bool	   *known;
+	int64		distinct = 0;
+	int64		removed;
+	WalsRefreshDone done = {0};
+
+	if (ids == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"item_ids\" must not be null")));
+	PreventCommandIfReadOnly("wals_refresh_items()");
+	qsort(ids, n, sizeof(int64), wals_compare_int64);
+	for (int i = 0; i < n; i++)
+		if (distinct == 0 || ids[distinct - 1] != ids[i])
+			ids[distinct++] = ids[i];
+
+	SPI_connect();
+	wals_model_resolve(model, &found);
+	if (!wals_lock_model(found.schema, found.name, &found, false))
+		wals_no_such_model(found.schema, found.name);
+	wals_model_check(&found);
+	wals_become_model_owner(&found, &save);
+	wals_model_source(&found, &source);
+	cells = wals_item_ratings(&found, &source, ids, distinct, &ncells);
+	wals_user_side_load(&found, &us);
+	Y = palloc(sizeof(float) * found.factors * Max(distinct, 1));
+	known = palloc(sizeof(bool) * Max(distinct, 1));
+	wals_solve_items(&found, &us, ids, distinct, cells, ncells, Y, known);
+	wals_store_items(&found, ids, distinct, Y, known, &done);
+	wals_unbecome(&save);
+	removed = 0;
+	for (int64 i = 0; i < distinct; i++)
+		removed += !known[i];
+	wals_catalog_refreshed(&found, &done);
+	if (removed > 0)
+		ereport(NOTICE,
+				(errmsg_plural("%lld item of model \"%s\" has no rater the model knows: its factors were removed",
+							   "%lld items of model \"%s\" have no rater the model knows: their factors were removed",
+							   removed, (long long) removed, found.display)));
+	SPI_finish();
+	PG_RETURN_INT64(distinct - removed);
+}
+
+Datum
+wals_refresh_items(PG_FUNCTION_ARGS)
+{
+	return wals_call(refresh_items_call, fcinfo, "wals_refresh_items", true);
+}

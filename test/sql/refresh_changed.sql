@@ -1,0 +1,126 @@
+-- wals_refresh and wals_refresh_items: a model kept fresh without a
+-- training, from the ratings changed since its mark.
+SET client_min_messages = warning;
+CREATE TABLE shop (user_id int, item_id int, r real, ts timestamptz);
+INSERT INTO shop
+SELECT u, (u * 7 + g * 13) % 60 + 1, 1 + (u + g) % 4, '2026-01-01 00:00:00+00'::timestamptz + (u * 6 + g) * interval '1 second'
+FROM generate_series(1, 300) u, generate_series(1, 6) g;
+CREATE INDEX ON shop (user_id, item_id);
+CREATE INDEX ON shop (ts);
+SELECT model FROM wals_train('shop', 'user_id', 'item_id', 'r', factors => 6, iterations => 4,
+    solver => 'cholesky', changed_col => 'ts');
+-- the mark is the highest ts the training read, in ISO form and UTC
+-- whatever the session's settings
+SELECT changed_col, changed_mark, serving_version, refreshed_at, refreshed_ratings
+FROM wals_models WHERE model = 'shop';
+SELECT version AS v0 FROM wals_models WHERE model = 'shop' \gset
+
+-- nothing above the mark: nothing done, the mark kept
+SELECT model, ratings, users, new_users, items, new_items, mark FROM wals_refresh('shop');
+SELECT version = :v0 AS same_version, serving_version IS NULL AS no_serving_version,
+       refreshed_at IS NOT NULL AS refreshed
+FROM wals_models WHERE model = 'shop';
+
+-- user 5 rates more and changes a rating in place, user 1000 is new,
+-- items 500 and 501 are new (501 rated by the new user alone); another
+-- DateStyle and TimeZone change neither the mark nor what it means
+SET DateStyle = 'SQL, DMY';
+SET TimeZone = 'America/New_York';
+INSERT INTO shop VALUES (5, 1, 4, '2026-02-01 00:00:00+00'), (5, 500, 3, '2026-02-01 00:00:01+00'),
+    (1000, 3, 2, '2026-02-01 00:00:02+00'), (1000, 500, 1, '2026-02-01 00:00:03+00'),
+    (1000, 501, 2, '2026-02-01 00:00:04+00'), (1000, 501, 1, '2026-02-01 00:00:05+00');
+UPDATE shop SET r = 4, ts = '2026-02-01 00:00:06+00' WHERE user_id = 5 AND item_id = 2;
+CREATE TEMP TABLE before_users AS SELECT * FROM shop_user_factors;
+CREATE TEMP TABLE before_items AS SELECT * FROM shop_item_factors;
+SELECT model, ratings, users, new_users, items, new_items, mark FROM wals_refresh('shop');
+SELECT changed_mark, refreshed_ratings, users, items, serving_version > :v0 AS new_serving_version,
+       version = :v0 AS same_version
+FROM wals_models WHERE model = 'shop';
+RESET DateStyle;
+RESET TimeZone;
+
+-- the users named have the factors fold-in gives from all their ratings
+-- now (the pairs read again merged as a training merges them: user 1000
+-- rated item 501 twice); no one else moved, and no known item
+SELECT u AS user_id,
+       (SELECT array_agg(item_id ORDER BY item_id) FROM wals_recommend(u, 5, 'shop')) =
+       (SELECT array_agg(item_id ORDER BY item_id) FROM wals_recommend_items(
+            (SELECT array_agg(item_id) FROM shop WHERE user_id = u),
+            (SELECT array_agg(r) FROM shop WHERE user_id = u), 5, 'shop')) AS same_as_fold_in
+FROM unnest('{5, 1000}'::int[]) u;
+SELECT max(abs(wals_predict(1000, i, 'shop') - s.score)) < 1e-4 AS same_scores
+FROM wals_recommend_items('{3, 500, 501, 501}', '{2, 1, 2, 1}', 70, 'shop', exclude_rated => false) s(i, score);
+SELECT count(*) AS others_moved FROM shop_user_factors f JOIN before_users b USING (user_id)
+WHERE f.factors <> b.factors AND user_id NOT IN (5, 1000);
+SELECT count(*) AS known_items_moved FROM shop_item_factors f JOIN before_items b USING (item_id)
+WHERE f.factors <> b.factors;
+-- the new items have factors, are served at once, and the users' rated
+-- items name them
+SELECT item_id FROM shop_item_factors WHERE item_id >= 500 ORDER BY 1;
+SELECT count(*) AS served FROM wals_recommend(1000, 70, 'shop', exclude_rated => false)
+WHERE item_id IN (500, 501);
+SELECT r.* FROM wals_rated_items(1000, 'shop') r ORDER BY 1;
+SELECT count(*) AS rated_served FROM wals_recommend(5, 70, 'shop') WHERE item_id IN (1, 2, 500);
+
+-- solve_items => 'touched' solves every item named from all of its
+-- ratings; on a model trained by Cholesky, an item's factors then are
+-- what the training's last item half-sweep gave it, from the same users
+UPDATE shop SET ts = '2026-03-01 00:00:00+00' WHERE item_id = 7;
+SELECT model, ratings, users, new_users, items, new_items FROM wals_refresh('shop', 'touched');
+SELECT count(*) AS item_7_moved FROM shop_item_factors f JOIN before_items b USING (item_id)
+WHERE f.factors <> b.factors AND item_id = 7;
+
+-- wals_refresh_items on a fresh training: every item solved again against
+-- the final user factors gives back the factors the training stored
+CREATE TABLE exact AS SELECT user_id, item_id, r FROM shop WHERE item_id < 500;
+SELECT model FROM wals_train('exact', 'user_id', 'item_id', 'r', factors => 6, iterations => 3,
+    solver => 'cholesky');
+CREATE TEMP TABLE trained AS SELECT * FROM exact_item_factors;
+SELECT wals_refresh_items((SELECT array_agg(item_id) FROM exact_item_factors), 'exact') AS stored;
+SELECT max(abs(a - b)) < 1e-4 AS same_factors
+FROM trained t JOIN exact_item_factors e USING (item_id), unnest(t.factors, e.factors) p(a, b);
+-- an item left without a rater has no factors, as after a training; an
+-- item never rated stores nothing
+DELETE FROM exact WHERE item_id = 3;
+SET client_min_messages = notice;
+SELECT wals_refresh_items('{3, 3, 99999}', 'exact') AS stored;
+SET client_min_messages = warning;
+SELECT count(*) AS rows_3, (SELECT items FROM wals_models WHERE model = 'exact') AS items,
+       (SELECT count(*) FROM exact_item_factors) AS counted
+FROM exact_item_factors WHERE item_id = 3;
+-- a model without a changed column is refreshed by ids only
+SELECT * FROM wals_refresh('exact');
+\echo :LAST_ERROR_SQLSTATE
+
+-- errors
+SELECT * FROM wals_refresh('shop', 'all');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM wals_refresh('shop', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM wals_refresh('missing');
+\echo :LAST_ERROR_SQLSTATE
+SELECT wals_refresh_items(NULL, 'shop');
+\echo :LAST_ERROR_SQLSTATE
+SELECT wals_refresh_items('{1,NULL}', 'shop');
+\echo :LAST_ERROR_SQLSTATE
+SELECT model FROM wals_train('shop', 'user_id', 'item_id', 'r', model => 'bad', changed_col => 'r');
+\echo :LAST_ERROR_SQLSTATE
+SELECT model FROM wals_train('shop', 'user_id', 'item_id', 'r', model => 'bad', changed_col => 'nope');
+\echo :LAST_ERROR_SQLSTATE
+-- a retraining keeps the changed column and takes a new mark
+INSERT INTO shop VALUES (6, 1, 1, '2026-04-01 00:00:00+00');
+SELECT model FROM wals_retrain('shop');
+SELECT changed_col, changed_mark, serving_version, refreshed_ratings FROM wals_models WHERE model = 'shop';
+-- a role that may read the model but does not own it cannot refresh it
+CREATE ROLE wals_refresh_outsider;
+GRANT SELECT ON shop, shop_user_factors, shop_item_factors TO wals_refresh_outsider;
+SET ROLE wals_refresh_outsider;
+SELECT * FROM wals_refresh('shop');
+\echo :LAST_ERROR_SQLSTATE
+SELECT wals_refresh_items('{1}', 'shop');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+SELECT wals_drop_model('shop'), wals_drop_model('exact');
+DROP TABLE shop, exact, before_users, before_items, trained;
+DROP ROLE wals_refresh_outsider;
