@@ -15,7 +15,10 @@
 #    wals_refresh reads), on (user_id, item_id) (the changed pairs and the
 #    users' ratings) and on item_id (solve_items => 'touched');
 # 3. holds back 1% of the rows: every row of a few users and of a few items
-#    (new users and new items to the model), and rows drawn at random;
+#    (new users and new items to the model), then a share (0.3) of the rows
+#    of users drawn one by one, as a span of time holds the ratings of the
+#    users active in it (REFRESH_SPREAD=sessions, the default), or rows
+#    drawn at random (REFRESH_SPREAD=random: each touches another user);
 #    trains two models with changed_col => 'ts' and the training
 #    benchmark's settings (f = 64, 15 CG iterations of 3 steps, implicit,
 #    workers => 1), times a full wals_retrain, inserts the rows held back
@@ -31,7 +34,8 @@
 # Nothing is asserted.  About 5 minutes on 2 cores once the data is cached.
 # Environment: WALS_TOOLS, the folder of gen_ratings.py (default
 # ../shared/tools); REFRESH_FRACTIONS (default "0.01 0.001"),
-# REFRESH_WORKERS (default 1), REFRESH_ITEMS (default 100).
+# REFRESH_WORKERS (default 1), REFRESH_ITEMS (default 100), REFRESH_SPREAD
+# (sessions or random, default sessions).
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."

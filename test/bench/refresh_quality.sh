@@ -19,7 +19,7 @@
 #
 # 1. loads the ratings into a throw-away cluster (pg_virtualenv -t) and
 #    orders them by time (ties by user and item): seq, 1 to n;
-# 2. for each seed of REFRESH_SEEDS (default "42 43 44"): a source table of
+# 2. for each seed of REFRESH_SEEDS (default "42 43 44 45 46"): a source table of
 #    the positive ratings (rating >= REFRESH_MIN_RATING, default 4, as
 #    implicit feedback, each pair counting 1), seq as its changed_col,
 #    indexed on seq, (user_id, item_id) and item_id; trains on the first
@@ -33,7 +33,8 @@
 #    also written to test/bench/out/refresh_quality.txt.
 #
 # Settings: implicit, f = REFRESH_FACTORS (default 32), 15 iterations,
-# regularization REFRESH_REG (default 5), alpha 1, CG (3 steps), one
+# regularization REFRESH_REG (default 20, the best of 0.1, 5, 20
+# and 50 for the retrained model), alpha 1, CG (3 steps), one
 # process.  Nothing is asserted (the target of issue 44: recall@10 within
 # 3% of the retrained model's).  WALS_TOOLS: the folder of gen_ratings.py
 # (default ../shared/tools), needed without ML100K only.

@@ -11,10 +11,10 @@ BENCH=$(cd "$(dirname "$0")" && pwd)
 
 data=$1
 kind=$2
-SEEDS=${REFRESH_SEEDS:-42 43 44}
+SEEDS=${REFRESH_SEEDS:-42 43 44 45 46}
 MIN_RATING=${REFRESH_MIN_RATING:-4}
 FACTORS=${REFRESH_FACTORS:-32}
-REG=${REFRESH_REG:-5}
+REG=${REFRESH_REG:-20}
 BATCHES=10
 SETTINGS="factors => $FACTORS, iterations => 15, regularization => $REG, feedback => 'implicit',
 	solver => 'cg', cg_steps => 3, device => 'cpu', workers => 0"
