@@ -7,7 +7,9 @@
 #
 #   ./test/bench/refresh.sh        (from the repository root, as root, with
 #                                   the extension built and installed; or
-#                                   `make bench-refresh`, which does both)
+#                                   `make bench-refresh`, which does both;
+#                                   where others install wals too, hold
+#                                   their lock through the run)
 #
 # 1. generates the set once into test/bench/cache/ (that of train.sh);
 # 2. in a throw-away cluster (pg_virtualenv -t) loads it into a table with a
@@ -56,6 +58,7 @@ if ! $PG_VIRTUALENV -t \
 	-o max_parallel_workers=8 \
 	-o max_parallel_maintenance_workers=4 \
 	-o maintenance_work_mem=512MB \
+	-o max_wal_size=4GB \
 	bash "$BENCH/refresh_db.sh" "$CACHE/$DATA" | tee "$OUTDIR/refresh.txt"; then
 	say "failed (the end of the server log, if any, is above); the cluster is dropped"
 	exit 1
