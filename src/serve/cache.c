@@ -168,7 +168,7 @@ copy_info(WalsServeModel *m, const WalsModelInfo *info)
  * for wals_items_load.
  */
 static WalsServeModel *
-load(const WalsModelInfo *info, bool retire)
+load(const WalsModelInfo *info, bool retire, const WalsItemsPatch *patch)
 {
 	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "wals served model",
 											  ALLOCSET_DEFAULT_SIZES);
@@ -181,7 +181,7 @@ load(const WalsModelInfo *info, bool retire)
 		wals_check_factor_table(info, info->user_rel, true);
 		wals_check_factor_table(info, info->item_rel, false);
 		copy_info(m, info);
-		wals_items_load(m, info, retire);
+		wals_items_load(m, info, retire, patch);
 		wals_become_model_owner(info, &save);
 		prepare_plans(m, info);
 		wals_unbecome(&save);
@@ -255,7 +255,7 @@ wals_serve_model(text *model)
 		m->info.user_rel != info->user_rel || !same_model(&m->info, info) ||
 		m->info.owner != info->owner || m->stale || m->own_items != !wals_shared_items)
 	{
-		WalsServeModel *fresh = load(info, true);
+		WalsServeModel *fresh = load(info, true, NULL);
 
 		if (m != NULL)
 			release(m);
@@ -269,10 +269,12 @@ wals_serve_model(text *model)
  * Build the items of the version of model schema.name that the caller's
  * transaction has just stored, for every backend of the server, and cache
  * them here: the training's own, so that no reader pays for it after the
- * commit.  The caller holds the model's lock and wrote its rows.
+ * commit.  The caller holds the model's lock and wrote its rows.  patch,
+ * where not NULL, says what a refresh changed of the version before, to
+ * build from (items.c) rather than from the item table.
  */
 void
-wals_serve_preload(const char *schema, const char *name)
+wals_serve_preload(const char *schema, const char *name, const WalsItemsPatch *patch)
 {
 	WalsModelInfo info;
 	int			slot;
@@ -281,7 +283,7 @@ wals_serve_preload(const char *schema, const char *name)
 	register_callbacks();
 	if (!wals_catalog_lookup(schema, name, &info))
 		return;
-	fresh = load(&info, false);
+	fresh = load(&info, false, patch);
 	slot = slot_of(&info);
 	if (models[slot] != NULL)
 		release(models[slot]);

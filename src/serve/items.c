@@ -150,6 +150,72 @@ fill_items(WalsArea *h, SPITupleTable *tuptable, const WalsModelInfo *info)
 }
 
 /*
+ * Fill the items area h from patch->from's items with the patch's rows in
+ * place (see WalsItemsPatch), and the patch's Gram; then the index.  The
+ * rows a refresh did not change are copied, not read again.
+ */
+static void
+fill_patched(WalsArea *h, const WalsItemsPatch *patch, const WalsModelInfo *info)
+{
+	char	   *base = (char *) h;
+	int64	   *ids = (int64 *) (base + h->ids);
+	float	   *Y = (float *) (base + h->Y);
+	const WalsServeModel *from = patch->from;
+	int			f = h->factors;
+	int64		a = 0;
+	int64		b = 0;
+	int64		o = 0;
+
+	while (a < from->nitems || b < patch->n)
+	{
+		bool		patched = b < patch->n && (a >= from->nitems || patch->ids[b] <= from->ids[a]);
+
+		if ((o & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+		if (patched)
+		{
+			if (a < from->nitems && from->ids[a] == patch->ids[b])
+				a++;
+			if (patch->known[b])
+			{
+				ids[o] = patch->ids[b];
+				memcpy(Y + o * f, patch->Y + b * f, sizeof(float) * f);
+				o++;
+			}
+			b++;
+		}
+		else
+		{
+			ids[o] = from->ids[a];
+			memcpy(Y + o * f, from->Y + a * f, sizeof(float) * f);
+			o++;
+			a++;
+		}
+	}
+	Assert(o == h->nitems);
+	memcpy(base + h->G, patch->G, sizeof(float) * f * f);
+	ereport(DEBUG1,
+			(errmsg("wals: patched %lld of the %lld item factors of model \"%s\"; indexing them",
+					(long long) patch->n, (long long) h->nitems, info->display)));
+	index_rows(h, psprintf("indexing the item factors of model \"%s\"", info->display));
+}
+
+/* The number of items once patch is applied. */
+static int64
+patched_count(const WalsItemsPatch *patch)
+{
+	int64		n = patch->from->nitems;
+
+	for (int64 b = 0; b < patch->n; b++)
+	{
+		bool		had = wals_ids_find(patch->from->ids, patch->from->nitems, patch->ids[b]) >= 0;
+
+		n += (patch->known[b] ? 1 : 0) - (had ? 1 : 0);
+	}
+	return n;
+}
+
+/*
  * Fill the cosine area h with the unit rows of m's items and their index.
  * A zero row stays zero: its similarity to anything is 0.
  */
@@ -216,31 +282,41 @@ finish_area(WalsArea *h, dsm_segment **seg)
 }
 
 /*
- * Build the items of info's version, as the model's owner: in a segment
+ * Build the items of info's version, as the model's owner (or from the
+ * version before and what a refresh changed of it, patch): in a segment
  * that is then published, or in m's own memory where it cannot be.  An
  * error or a cancel meanwhile drops the segment: its mapping is the
  * session's, so nothing else would.
  */
 static void
-build_items(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool share)
+build_items(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool share,
+			const WalsItemsPatch *patch)
 {
-	SPITupleTable *tuptable;
+	SPITupleTable *volatile tuptable = NULL;
 	dsm_segment *seg;
 	WalsArea   *h;
 	WalsRoleSave save;
 
-	wals_become_model_owner(info, &save);
-	wals_sql_expect(wals_sql(psprintf("SELECT item_id, factors FROM %s ORDER BY item_id",
-									  wals_relation_name(info->item_rel)),
-							 0, NULL, NULL, NULL, true, 0),
-					SPI_OK_SELECT, info->item_rel);
-	wals_unbecome(&save);
-	tuptable = SPI_tuptable;
-	layout(key, WALS_AREA_ITEMS, (int64) SPI_processed, info->factors);
+	if (patch != NULL)
+		layout(key, WALS_AREA_ITEMS, patched_count(patch), info->factors);
+	else
+	{
+		wals_become_model_owner(info, &save);
+		wals_sql_expect(wals_sql(psprintf("SELECT item_id, factors FROM %s ORDER BY item_id",
+										  wals_relation_name(info->item_rel)),
+								 0, NULL, NULL, NULL, true, 0),
+						SPI_OK_SELECT, info->item_rel);
+		wals_unbecome(&save);
+		tuptable = SPI_tuptable;
+		layout(key, WALS_AREA_ITEMS, (int64) SPI_processed, info->factors);
+	}
 	h = new_area(key, share, m->cxt, &seg);
 	PG_TRY();
 	{
-		fill_items(h, tuptable, info);
+		if (patch != NULL)
+			fill_patched(h, patch, info);
+		else
+			fill_items(h, tuptable, info);
 	}
 	PG_CATCH();
 	{
@@ -249,7 +325,8 @@ build_items(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool sh
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	SPI_freetuptable(tuptable);
+	if (tuptable != NULL)
+		SPI_freetuptable(tuptable);
 	h = finish_area(h, &seg);
 	m->seg = seg;
 	map_items(m, h);
@@ -285,7 +362,8 @@ shareable(const WalsModelInfo *info)
  * connection, after the caller's rights were checked.
  */
 void
-wals_items_load(WalsServeModel *m, const WalsModelInfo *info, bool retire)
+wals_items_load(WalsServeModel *m, const WalsModelInfo *info, bool retire,
+				const WalsItemsPatch *patch)
 {
 	WalsArea	key;
 	bool		share = shareable(info);
@@ -303,7 +381,7 @@ wals_items_load(WalsServeModel *m, const WalsModelInfo *info, bool retire)
 			wals_segment_lock(info->item_rel, true);
 			seg = wals_segment_find(&key);
 			if (seg == NULL)
-				build_items(m, info, &key, true);
+				build_items(m, info, &key, true, patch);
 			wals_segment_lock(info->item_rel, false);
 		}
 		if (seg != NULL)
@@ -313,7 +391,7 @@ wals_items_load(WalsServeModel *m, const WalsModelInfo *info, bool retire)
 		}
 	}
 	else
-		build_items(m, info, &key, false);
+		build_items(m, info, &key, false, patch);
 	if (share && retire)
 		wals_segment_retire_older(info->item_rel, info->version);
 }

@@ -268,33 +268,11 @@ item_cells(Refresh *r, int64 *ncells)
 	return cells;
 }
 
-/*
- * G of the items as the users are solved against: the model's, with the
- * rows of the items solved replaced.
- */
+/* G of the items as the users are solved against: with the solved ones in. */
 static void
 update_gram(Refresh *r)
 {
-	int			f = r->f;
-	double	   *acc = palloc(sizeof(double) * f * f);
-
-	for (int a = 0; a < f * f; a++)
-		acc[a] = r->m->G[a];
-	for (int64 k = 0; k < r->nsolved; k++)
-	{
-		int64		old = r->is_new[k] ? -1 : wals_serve_item(r->m, r->solved[k]);
-		const float *y = r->Ys + (size_t) k * f;
-		const float *yo = old >= 0 ? r->m->Y + (size_t) old * f : NULL;
-
-		CHECK_FOR_INTERRUPTS();
-		for (int a = 0; a < f; a++)
-			for (int b = 0; b < f; b++)
-				acc[a * f + b] += (r->known[k] ? (double) y[a] * y[b] : 0.0) -
-					(yo != NULL ? (double) yo[a] * yo[b] : 0.0);
-	}
-	r->G = palloc(sizeof(float) * f * f);
-	for (int a = 0; a < f * f; a++)
-		r->G[a] = (float) acc[a];
+	r->G = wals_patched_gram(r->m, r->solved, r->nsolved, r->Ys, r->known);
 }
 
 /* The factors of item id as the users are solved against, or NULL. */
@@ -650,7 +628,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	{
 		wals_unbecome(&save);
 		r->done.by_refresh = true;
-		wals_catalog_refreshed(&found, &r->done);
+		wals_catalog_refreshed(&found, &r->done, NULL);
 		return;
 	}
 	r->done.mark = wals_mark_text(high, type);
@@ -708,7 +686,11 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 		wals_store_items(r->info, r->solved, r->nsolved, r->Ys, r->known, &r->done);
 	}
 	wals_unbecome(&save);
-	wals_catalog_refreshed(&found, &r->done);
+	{
+		WalsItemsPatch patch = {r->m, r->solved, r->nsolved, r->Ys, r->known, r->G};
+
+		wals_catalog_refreshed(&found, &r->done, &patch);
+	}
 }
 
 /*

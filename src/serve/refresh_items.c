@@ -366,10 +366,11 @@ wals_cell_read(const WalsModelInfo *info, HeapTuple tuple, TupleDesc desc, WalsC
  * Record what a refresh changed: users and items added (or, negative,
  * removed), a serving version of the refresh's own where items changed,
  * and, for wals_refresh, the new mark, the time and the ratings it took
- * in.
+ * in.  The items of the new serving version are built from patch.
  */
 void
-wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done)
+wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
+					   const WalsItemsPatch *patch)
 {
 	Oid			types[8] = {NAMEOID, TEXTOID, INT8OID, INT8OID, INT8OID, TEXTOID, BOOLOID, INT8OID};
 	Datum		args[8];
@@ -407,8 +408,42 @@ wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done)
 	{
 		/* the items every backend will serve, built now, as a training does */
 		wals_call_new_snapshot();
-		wals_serve_preload(info->schema, info->name);
+		wals_serve_preload(info->schema, info->name, patch);
 	}
+}
+
+/*
+ * The Gram of from's items with the rows of ids[0..n) (increasing)
+ * replaced by Y's (see WalsItemsPatch): the Gram from had, updated row by
+ * row in double precision rather than computed again from every row.
+ */
+float *
+wals_patched_gram(const WalsServeModel *from, const int64 *ids, int64 n, const float *Y,
+				  const bool *known)
+{
+	int			f = from->factors;
+	double	   *acc = palloc(sizeof(double) * f * f);
+	float	   *G = palloc(sizeof(float) * f * f);
+
+	for (int a = 0; a < f * f; a++)
+		acc[a] = from->G[a];
+	for (int64 k = 0; k < n; k++)
+	{
+		int64		old = wals_serve_item(from, ids[k]);
+		const float *y = Y + (size_t) k * f;
+		const float *yo = old >= 0 ? from->Y + (size_t) old * f : NULL;
+
+		if ((k & 63) == 0)
+			CHECK_FOR_INTERRUPTS();
+		for (int a = 0; a < f; a++)
+			for (int b = 0; b < f; b++)
+				acc[a * f + b] += (known[k] ? (double) y[a] * y[b] : 0.0) -
+					(yo != NULL ? (double) yo[a] * yo[b] : 0.0);
+	}
+	for (int a = 0; a < f * f; a++)
+		G[a] = (float) acc[a];
+	pfree(acc);
+	return G;
 }
 
 /*
@@ -460,6 +495,7 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	int64		distinct = 0;
 	int64		removed;
 	WalsRefreshDone done = {0};
+	WalsServeModel *m;
 
 	if (ids == NULL)
 		ereport(ERROR,
@@ -475,8 +511,8 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	wals_model_resolve(model, &found);
 	if (!wals_lock_model(found.schema, found.name, &found, false))
 		wals_no_such_model(found.schema, found.name);
-	wals_model_check(&found);
 	wals_become_model_owner(&found, &save);
+	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
 	wals_model_source(&found, &source);
 	cells = wals_item_ratings(&found, &source, ids, distinct, &ncells);
 	wals_user_side_load(&found, &us);
@@ -488,7 +524,12 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	removed = 0;
 	for (int64 i = 0; i < distinct; i++)
 		removed += !known[i];
-	wals_catalog_refreshed(&found, &done);
+	{
+		WalsItemsPatch patch = {m, ids, distinct, Y, known,
+		wals_patched_gram(m, ids, distinct, Y, known)};
+
+		wals_catalog_refreshed(&found, &done, &patch);
+	}
 	if (removed > 0)
 		ereport(NOTICE,
 				(errmsg_plural("%lld item of model \"%s\" has no rater the model knows: its factors were removed",

@@ -41,16 +41,33 @@ typedef struct WalsServeModel
 	size_t		scratch_size;
 } WalsServeModel;
 
+/*
+ * What a refresh changed of a version's items (items.c): the rows of
+ * ids[0..n) (increasing) replaced by Y's rows, added where the version
+ * before has none, removed where !known; G the Gram of the result.
+ */
+typedef struct WalsItemsPatch
+{
+	const WalsServeModel *from;
+	const int64 *ids;
+	int64		n;
+	const float *Y;
+	const bool *known;
+	const float *G;
+} WalsItemsPatch;
+
 /* cache.c */
 extern WalsServeModel *wals_serve_model(text *model);
-extern void wals_serve_preload(const char *schema, const char *name);
+extern void wals_serve_preload(const char *schema, const char *name,
+							   const WalsItemsPatch *patch);
 extern int64 wals_serve_item(const WalsServeModel *m, int64 id);
 extern bool wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated);
 extern int	wals_serve_users(WalsServeModel *m, int64 *ids, int n, float *X, WalsRated *rated);
 extern bool wals_serve_known_users(WalsServeModel *m, int64 *ids, int *n);
 
 /* items.c */
-extern void wals_items_load(WalsServeModel *m, const WalsModelInfo *info, bool retire);
+extern void wals_items_load(WalsServeModel *m, const WalsModelInfo *info, bool retire,
+							const WalsItemsPatch *patch);
 extern const WalsScoreIndex *wals_cosine_load(WalsServeModel *m);
 extern void wals_items_release(WalsServeModel *m);
 
@@ -140,7 +157,10 @@ extern bool wals_cell_read(const WalsModelInfo *info, HeapTuple tuple, TupleDesc
 						   WalsCell *cell);
 extern void wals_store_items(const WalsModelInfo *info, const int64 *ids, int64 n, const float *Y,
 							 const bool *known, WalsRefreshDone *done);
-extern void wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done);
+extern float *wals_patched_gram(const WalsServeModel *from, const int64 *ids, int64 n,
+							   const float *Y, const bool *known);
+extern void wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
+								   const WalsItemsPatch *patch);
 
 /* args.c */
 extern int	wals_compare_int32(const void *a, const void *b);

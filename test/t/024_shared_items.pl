@@ -172,6 +172,20 @@ call(q{SELECT model FROM wals_retrain('tenant.m', seed => 11)});
 call(sprintf($served, 1));
 is(files(), '1', 'which retires it');
 
+# 6a. A refresh that changes items publishes its own serving version,
+# patched from the one before: readers after it build nothing, and are
+# served what a plain scan gives.
+$node->safe_psql('postgres', q{
+INSERT INTO tenant.r VALUES (1, 901, 5), (2, 901, 4), (3, 5, 2);
+SET ROLE tenant;
+SELECT wals_refresh_items('{5, 901}', 'tenant.m');});
+($out, $builds) = call(sprintf($served, 1));
+is($builds, 0, 'after a refresh of items, a new backend builds nothing');
+is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'and is served the refreshed items');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM tenant.m_item_factors WHERE item_id = 901}), '1',
+	'the new item has factors');
+is(files(), '1', 'the version before is retired by the first reader of the new one');
+
 # 6b. A dropped database's versions go at the next publication in any
 # database: no backend of its own is left to retire them.
 $node->safe_psql('postgres', 'CREATE DATABASE gone_db');
