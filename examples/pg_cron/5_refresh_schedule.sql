@@ -18,6 +18,7 @@ SELECT cron.schedule('wals-clicks-nightly', '30 3 * * *', $$
 $$);
 
 -- How fresh the model is: the column it follows, its mark (the highest
--- value taken in), its last refresh and how many rows that read.
+-- value taken in), its last refresh, and how many rows the refreshes took
+-- in since its last training.
 SELECT changed_col, changed_mark, refreshed_at, refreshed_ratings, trained_at
 FROM wals_models WHERE (schema, model) = ('shop', 'clicks');

@@ -159,11 +159,13 @@ like(as_analyst($status_sql), qr/^changed_at\|[^|]+\|[^|]+\|\d+\|[^|]+$/,
 # A refresh during a retraining waits on the model's lock for its commit,
 # then reads from the retraining's mark.
 my $trainer = $coord->background_psql('app', on_error_stop => 0, timeout => 120);
+$trainer->query_safe('SET client_min_messages = warning');
 $trainer->query_safe('BEGIN');
 $trainer->query_safe(q{SELECT 1 FROM wals_retrain('shop.clicks')});
 click(45, 778);
 click(46, 778);
 my $refresher = $coord->background_psql('app', on_error_stop => 0, timeout => 120);
+$refresher->query_safe('SET client_min_messages = warning');
 $refresher->query_until(qr/sent/, "\\echo sent\n$refresh_sql;\n\\echo done\n");
 ok( wait_until(
 		$coord, 'app', q{EXISTS (SELECT FROM pg_stat_activity WHERE query LIKE '%FROM wals_refresh(%'
@@ -178,6 +180,10 @@ like($refresher->{stdout}, qr/^2\|2\|0\|\d+\|1\|/m,
   or diag($refresher->{stdout}, $refresher->{stderr});
 is($refresher->{stderr}, '', 'without an error');
 $_->quit for ($trainer, $refresher);
+is( $coord->safe_psql(
+		'app', q{SELECT refreshed_ratings, changed_mark::timestamptz = (SELECT max(changed_at) FROM shop.clicks)
+		  FROM wals_models WHERE (schema, model) = ('shop', 'clicks')}),
+	'2|t', 'the retraining started the count of rows taken in again, and the refresh marked the last');
 
 # ---------------------------------------------------------------------------
 # pg_cron: its settings appended to the coordinator's postgresql.conf as the
@@ -237,8 +243,8 @@ SKIP:
 
 	# The test waits for the next minute, not five: the same command every
 	# minute.
-	my $refreshed = $coord->safe_psql('app',
-		q{SELECT refreshed_at FROM wals_models WHERE (schema, model) = ('shop', 'clicks')});
+	my ($refreshed, $taken) = split /\|/, $coord->safe_psql('app',
+		q{SELECT refreshed_at, refreshed_ratings FROM wals_models WHERE (schema, model) = ('shop', 'clicks')});
 	click(5000002, $_) for 1 .. 3;
 	as_analyst(q{SELECT cron.schedule(jobname, '* * * * *', command) FROM cron.job
 	  WHERE jobname = 'wals-clicks-refresh'});
@@ -249,7 +255,7 @@ SKIP:
 	is( $coord->safe_psql(
 			'app', q{SELECT refreshed_ratings FROM wals_models
 			  WHERE (schema, model) = ('shop', 'clicks')}),
-		'3', 'it took in the 3 new rows');
+		$taken + 3, 'it took in the 3 new rows (refreshed_ratings counts since the training)');
 	is(as_analyst(q{SELECT count(*) FROM wals_recommend(5000002, 10, 'shop.clicks')}),
 		'10', 'and the new user is served');
 	ok( $coord->poll_query_until(
