@@ -275,17 +275,116 @@ update_gram(Refresh *r)
 	r->G = wals_patched_gram(r->m, r->solved, r->nsolved, r->Ys, r->known);
 }
 
-/* The factors of item id as the users are solved against, or NULL. */
-static const float *
-item_row(const Refresh *r, int64 id)
+/*
+ * The columns of a batch of users: each item they rated that has factors,
+ * numbered as met, its row copied into Yc.  An item's number across the
+ * refresh (its "key") is its index in the model, or nitems plus its index
+ * among the items solved when the model does not know it; col_of maps a
+ * key to its column in the batch, -1 elsewhere, and is reset from keys
+ * after each batch.  Kept across batches, so that no batch sorts, searches
+ * or faults in memory anew.
+ */
+typedef struct Columns
 {
-	int64		k = wals_ids_find(r->solved, r->nsolved, id);
-	int64		at;
+	int32	   *col_of;			/* nitems + nsolved */
+	int32	   *solved_of;		/* model index -> index among the solved, or -1 */
+	int64	   *keys;			/* of the batch's columns */
+	float	   *Yc;				/* room for every key: no copy as it grows */
+	int64		n;
+	int32	   *indices;		/* R's, grown as a batch needs */
+	float	   *values;
+	int64		cells;			/* their room */
+} Columns;
+
+static void
+columns_init(const Refresh *r, Columns *c)
+{
+	int64		nitems = r->m->nitems;
+
+	c->col_of = palloc(sizeof(int32) * (nitems + r->nsolved + 1));
+	memset(c->col_of, -1, sizeof(int32) * (nitems + r->nsolved + 1));
+	c->solved_of = palloc(sizeof(int32) * Max(nitems, 1));
+	memset(c->solved_of, -1, sizeof(int32) * Max(nitems, 1));
+	for (int64 k = 0; k < r->nsolved; k++)
+		if (!r->is_new[k])
+			c->solved_of[wals_serve_item(r->m, r->solved[k])] = (int32) k;
+	c->keys = palloc(sizeof(int64) * (nitems + r->nsolved + 1));
+	c->Yc = palloc_extended(sizeof(float) * r->f * (nitems + r->nsolved + 1), MCXT_ALLOC_HUGE);
+	c->n = 0;
+	c->cells = 0;
+	c->indices = NULL;
+	c->values = NULL;
+}
+
+/* The factors of the item of key, or NULL where it has none. */
+static const float *
+key_row(const Refresh *r, const Columns *c, int64 key)
+{
+	int64		k = key >= r->m->nitems ? key - r->m->nitems : c->solved_of[key];
 
 	if (k >= 0)
 		return r->known[k] ? r->Ys + (size_t) k * r->f : NULL;
-	at = wals_serve_item(r->m, id);
-	return at >= 0 ? r->m->Y + (size_t) at * r->f : NULL;
+	return r->m->Y + (size_t) key * r->f;
+}
+
+/*
+ * The key of item id, or -1 for an item neither the model nor the refresh
+ * knows; *from is where the model's search starts, since a user's items
+ * come in increasing order.
+ */
+static int64
+item_key(const Refresh *r, int64 id, int64 *from)
+{
+	const int64 *ids = r->m->ids;
+	int64		lo = *from;
+	int64		hi = r->m->nitems;
+
+	while (lo < hi)
+	{
+		int64		mid = lo + (hi - lo) / 2;
+
+		if (ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*from = lo;
+	if (lo < r->m->nitems && ids[lo] == id)
+		return lo;
+	lo = wals_ids_find(r->solved, r->nsolved, id);
+	return lo >= 0 ? r->m->nitems + lo : -1;
+}
+
+/* The column of key in the batch, made when new; -1 for no factors. */
+static int32
+column_of(const Refresh *r, Columns *c, int64 key)
+{
+	const float *y;
+
+	if (c->col_of[key] >= 0)
+		return c->col_of[key];
+	y = key_row(r, c, key);
+	if (y == NULL)
+		return -1;
+	memcpy(c->Yc + (size_t) c->n * r->f, y, sizeof(float) * r->f);
+	c->keys[c->n] = key;
+	c->col_of[key] = (int32) c->n;
+	return (int32) c->n++;
+}
+
+static void
+columns_reset(Columns *c)
+{
+	for (int64 i = 0; i < c->n; i++)
+		c->col_of[c->keys[i]] = -1;
+	c->n = 0;
+}
+
+/* The id of the item of key. */
+static int64
+key_id(const Refresh *r, int64 key)
+{
+	return key >= r->m->nitems ? r->solved[key - r->m->nitems] : r->m->ids[key];
 }
 
 /* The pairs of user: r->pairs[*p0, *p1). */
@@ -311,33 +410,95 @@ pair_range(const Refresh *r, int64 user, int64 *p0, int64 *p1)
 }
 
 /*
- * Solve and write users[lo, hi) of r->users: their stored ratings with the
- * pairs in place, against the items.  count: the first write of these
- * users, which the result and the catalog count.
+ * The row of user id into R (row u, from R's current end): their stored
+ * ratings (packed, or NULL) with the pairs read in place, the items
+ * without factors left out, in increasing order of item.
  */
 static void
-solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, const int64 *which, int64 lo,
-			int64 hi, bool count)
+user_row(const Refresh *r, Columns *c, int64 id, bytea *stored, WalsCsr *R, int64 u)
+{
+	int64		ns = 0;
+	int64	   *sid = NULL;
+	float	   *sval = NULL;
+	int64		p0;
+	int64		p1;
+	int64		a = 0;
+	int64		from = 0;
+	int64		nnz = R->indptr[u];
+
+	pair_range(r, id, &p0, &p1);
+	if (stored != NULL)
+	{
+		const uint8 *in = (const uint8 *) VARDATA_ANY(stored);
+		size_t		len = VARSIZE_ANY_EXHDR(stored);
+
+		if (wals_rated_count(in, len, &ns) != WALS_OK ||
+			(sid = palloc(sizeof(int64) * Max(ns, 1)),
+			 sval = palloc(sizeof(float) * Max(ns, 1)),
+			 wals_rated_unpack(in, len, ns, sid, sval) != WALS_OK))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("the rated items of user " INT64_FORMAT " of model \"%s\" are not packed as wals packs them",
+							id, r->info->display),
+					 errhint("Train the model again.")));
+	}
+	/* both by item: a pair read replaces the stored rating of its item */
+	for (int64 p = p0; p < p1 || a < ns;)
+	{
+		int64		item;
+		float		rating;
+		int64		key;
+		int32		col;
+
+		if (p < p1 && (a >= ns || r->pairs[p].item <= sid[a]))
+		{
+			if (a < ns && r->pairs[p].item == sid[a])
+				a++;
+			item = r->pairs[p].item;
+			rating = r->pairs[p++].rating;
+		}
+		else
+		{
+			item = sid[a];
+			rating = sval[a++];
+		}
+		key = item_key(r, item, &from);
+		col = key >= 0 ? column_of(r, c, key) : -1;
+		if (col < 0)
+			continue;
+		R->indices[nnz] = col;
+		R->values[nnz++] = rating;
+	}
+	R->indptr[u + 1] = nnz;
+	if (sid != NULL)
+	{
+		pfree(sid);
+		pfree(sval);
+	}
+}
+
+/*
+ * Solve and write users which[lo, hi) (of r->users): their stored ratings
+ * with the pairs in place, against the items.  count: the first write of
+ * these users, which the result and the catalog count.
+ */
+static void
+solve_users(Refresh *r, Columns *c, const WalsRowWriter *w, SPIPlanPtr read, const int64 *which,
+			int64 lo, int64 hi, bool count)
 {
 	int			f = r->f;
 	int64		n = hi - lo;
 	Datum		arg = int8_array(which + lo, n);
-	int64		cap = 4096;
-	int64		ncells = 0;
-	int64	   *ids = palloc(sizeof(int64) * cap);
-	float	   *vals = palloc(sizeof(float) * cap);
-	int64	   *start = palloc(sizeof(int64) * (n + 1));
 	bytea	  **stored = palloc0(sizeof(bytea *) * n);
+	int64		cells = 0;
 	WalsParams	params = r->info->params;
-	const float **rows;
-	float	   *Yc;
+	WalsParams	exact = r->info->params;
 	WalsCsr		R;
-	int64		ncols = 0;
 	int64		max_nnz = 0;
 	float	   *scratch;
+	float	   *x = palloc0(sizeof(float) * f * n);
 	int64		bad = -1;
 	WalsStatus	st;
-	float	   *x;
 
 	/* the stored ratings of the batch's users */
 	wals_sql_expect(wals_sql_plan(read, &arg, NULL, true, 0), SPI_OK_SELECT, r->info->user_rel);
@@ -350,155 +511,106 @@ solve_users(Refresh *r, const WalsRowWriter *w, SPIPlanPtr read, const int64 *wh
 		Datum		d = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull);
 
 		if (at >= 0 && !isnull)
+		{
+			int64		k;
+
+			wals_read_factors(tuple, SPI_tuptable->tupdesc, 3, f, x + (size_t) at * f, r->info);
 			stored[at] = DatumGetByteaPCopy(d);
+			if (wals_rated_count((const uint8 *) VARDATA_ANY(stored[at]),
+								 VARSIZE_ANY_EXHDR(stored[at]), &k) == WALS_OK)
+				cells += k;
+		}
 	}
 	SPI_freetuptable(SPI_tuptable);
+	for (int64 u = 0; u < n; u++)
+	{
+		int64		p0;
+		int64		p1;
 
-	/* each user's ratings: the stored ones, with the pairs read in place */
+		pair_range(r, which[lo + u], &p0, &p1);
+		cells += p1 - p0;
+	}
+
+	if (cells > c->cells)
+	{
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(c->keys));
+
+		c->cells = Max(cells, 2 * c->cells);
+		c->indices = c->indices ? repalloc_huge(c->indices, sizeof(int32) * c->cells) :
+			palloc_extended(sizeof(int32) * c->cells, MCXT_ALLOC_HUGE);
+		c->values = c->values ? repalloc_huge(c->values, sizeof(float) * c->cells) :
+			palloc_extended(sizeof(float) * c->cells, MCXT_ALLOC_HUGE);
+		MemoryContextSwitchTo(old);
+	}
+	R.nrows = n;
+	R.indptr = palloc(sizeof(int64) * (n + 1));
+	R.indices = c->indices;
+	R.values = c->values;
+	R.indptr[0] = 0;
+	for (int64 u = 0; u < n; u++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		user_row(r, c, which[lo + u], stored[u], &R, u);
+		max_nnz = Max(max_nnz, R.indptr[u + 1] - R.indptr[u]);
+	}
+	R.ncols = c->n;
+
+	/*
+	 * As a training's half-sweep solves them, from their stored factors
+	 * (conjugate gradient steps, or one subspace sweep, move them from
+	 * there); a user without stored factors exactly, as fold-in would.
+	 */
+	exact.solver = WALS_CHOLESKY;
+	scratch = palloc(sizeof(float) * (Max(wals_solve_scratch(&params, max_nnz),
+										  wals_solve_scratch(&exact, max_nnz)) + 16));
+	for (int64 b = 0; b < n; b += 64)
+	{
+		CHECK_FOR_INTERRUPTS();
+		st = wals_solve_rows(&params, &R, c->Yc, r->G, x, b, Min(n, b + 64), scratch, &bad);
+		if (st != WALS_OK)
+			wals_report_core_status(st, "solving the users again");
+	}
+	for (int64 u = 0; u < n && params.solver != WALS_CHOLESKY; u++)
+		if (stored[u] == NULL)
+		{
+			st = wals_solve_rows(&exact, &R, c->Yc, r->G, x, u, u + 1, scratch, &bad);
+			if (st != WALS_OK)
+				wals_report_core_status(st, "solving the new users");
+		}
+
+	/* written with the items that have factors, as a training writes them */
 	for (int64 u = 0; u < n; u++)
 	{
 		int64		id = which[lo + u];
-		int64		ns = 0;
-		int64	   *sid = NULL;
-		float	   *sval = NULL;
-		int64		p0;
-		int64		p1;
-		int64		a = 0;
+		int64		k = R.indptr[u + 1] - R.indptr[u];
+		int64		at = wals_ids_find(r->users, r->nusers, id);
+		int64	   *rid;
+		bytea	   *packed;
 
-		pair_range(r, id, &p0, &p1);
-		if (stored[u] != NULL)
+		CHECK_FOR_INTERRUPTS();
+		r->has_x[at] = k > 0;
+		memcpy(r->X + (size_t) at * f, x + (size_t) u * f, sizeof(float) * f);
+		if (k == 0)
 		{
-			const uint8 *in = (const uint8 *) VARDATA_ANY(stored[u]);
-			size_t		len = VARSIZE_ANY_EXHDR(stored[u]);
+			int64		removed = wals_row_remove(w, id);
 
-			if (wals_rated_count(in, len, &ns) != WALS_OK ||
-				(sid = palloc(sizeof(int64) * Max(ns, 1)),
-				 sval = palloc(sizeof(float) * Max(ns, 1)),
-				 wals_rated_unpack(in, len, ns, sid, sval) != WALS_OK))
-				ereport(ERROR,
-						(errcode(ERRCODE_DATA_CORRUPTED),
-						 errmsg("the rated items of user " INT64_FORMAT " of model \"%s\" are not packed as wals packs them",
-								id, r->info->display),
-						 errhint("Train the model again.")));
+			if (count)
+				r->done.users_added -= removed;
+			continue;
 		}
-		if (ncells + ns + (p1 - p0) > cap)
-		{
-			cap = Max(cap * 2, ncells + ns + (p1 - p0));
-			ids = repalloc_huge(ids, sizeof(int64) * cap);
-			vals = repalloc_huge(vals, sizeof(float) * cap);
-		}
-		start[u] = ncells;
-		/* both by item: a pair read replaces the stored rating of its item */
-		for (int64 p = p0; p < p1 || a < ns;)
-		{
-			if (p < p1 && (a >= ns || r->pairs[p].item <= sid[a]))
-			{
-				if (a < ns && r->pairs[p].item == sid[a])
-					a++;
-				ids[ncells] = r->pairs[p].item;
-				vals[ncells++] = r->pairs[p++].rating;
-			}
-			else
-			{
-				ids[ncells] = sid[a];
-				vals[ncells++] = sval[a++];
-			}
-		}
+		rid = palloc(sizeof(int64) * k);
+		packed = palloc(VARHDRSZ + wals_rated_pack_bound(k));
+		for (int64 j = 0; j < k; j++)
+			rid[j] = key_id(r, c->keys[R.indices[R.indptr[u] + j]]);
+		SET_VARSIZE(packed, VARHDRSZ + wals_rated_pack(rid, R.values + R.indptr[u], k,
+													   (uint8 *) VARDATA(packed)));
+		if (wals_row_write(w, id, x + (size_t) u * f, f, packed) && count)
+			r->done.users_added++;
+		r->done.users += count;
+		pfree(rid);
+		pfree(packed);
 	}
-	start[n] = ncells;
-
-	/* the items they rated that have factors, as the columns of R */
-	rows = palloc(sizeof(float *) * Max(ncells, 1));
-	R.nrows = n;
-	R.indptr = palloc(sizeof(int64) * (n + 1));
-	R.indices = palloc(sizeof(int32) * Max(ncells, 1));
-	R.values = palloc(sizeof(float) * Max(ncells, 1));
-	{
-		int64	   *order = palloc(sizeof(int64) * Max(ncells, 1));
-		int64		nd = 0;
-		int64		nnz = 0;
-
-		memcpy(order, ids, sizeof(int64) * ncells);
-		qsort(order, ncells, sizeof(int64), wals_compare_int64);
-		for (int64 c = 0; c < ncells; c++)
-			if (nd == 0 || order[nd - 1] != order[c])
-				order[nd++] = order[c];
-		for (int64 c = 0; c < nd; c++)
-		{
-			const float *y = item_row(r, order[c]);
-
-			if (y != NULL)
-			{
-				order[ncols] = order[c];
-				rows[ncols++] = y;
-			}
-		}
-		Yc = palloc(sizeof(float) * f * Max(ncols, 1));
-		for (int64 c = 0; c < ncols; c++)
-			memcpy(Yc + (size_t) c * f, rows[c], sizeof(float) * f);
-		for (int64 u = 0; u < n; u++)
-		{
-			R.indptr[u] = nnz;
-			for (int64 c = start[u]; c < start[u + 1]; c++)
-			{
-				int64		col = wals_ids_find(order, ncols, ids[c]);
-
-				if (col < 0)
-					continue;
-				/* ids increase within a user, and so do their columns */
-				R.indices[nnz] = (int32) col;
-				R.values[nnz++] = vals[c];
-			}
-			max_nnz = Max(max_nnz, nnz - R.indptr[u]);
-		}
-		R.indptr[n] = nnz;
-		R.ncols = ncols;
-
-		params.solver = WALS_CHOLESKY;
-		scratch = palloc(sizeof(float) * (wals_solve_scratch(&params, max_nnz) + 16));
-		x = palloc0(sizeof(float) * f * n);
-		for (int64 b = 0; b < n; b += 64)
-		{
-			CHECK_FOR_INTERRUPTS();
-			st = wals_solve_rows(&params, &R, Yc, r->G, x, b, Min(n, b + 64), scratch, &bad);
-			if (st != WALS_OK)
-				wals_report_core_status(st, "solving the users again");
-		}
-
-		/* written with the items that have factors, as a training writes them */
-		for (int64 u = 0; u < n; u++)
-		{
-			int64		id = which[lo + u];
-			int64		k = R.indptr[u + 1] - R.indptr[u];
-			int64		at = wals_ids_find(r->users, r->nusers, id);
-
-			CHECK_FOR_INTERRUPTS();
-			r->has_x[at] = k > 0;
-			memcpy(r->X + (size_t) at * f, x + (size_t) u * f, sizeof(float) * f);
-			if (k == 0)
-			{
-				if (count)
-					r->done.users_added -= wals_row_remove(w, id);
-				else
-					wals_row_remove(w, id);
-				continue;
-			}
-			{
-				int64	   *rid = palloc(sizeof(int64) * k);
-				bytea	   *packed = palloc(VARHDRSZ + wals_rated_pack_bound(k));
-
-				for (int64 c = 0; c < k; c++)
-					rid[c] = order[R.indices[R.indptr[u] + c]];
-				SET_VARSIZE(packed, VARHDRSZ + wals_rated_pack(rid, R.values + R.indptr[u], k,
-															   (uint8 *) VARDATA(packed)));
-				if (wals_row_write(w, id, x + (size_t) u * f, f, packed) && count)
-					r->done.users_added++;
-				r->done.users += count;
-				pfree(rid);
-				pfree(packed);
-			}
-		}
-	}
+	columns_reset(c);
 }
 
 /* The users the pairs name, into r->users. */
@@ -521,20 +633,22 @@ refresh_users(Refresh *r, const int64 *which, int64 n, bool count)
 	WalsRowWriter w;
 	Oid			type = INT8ARRAYOID;
 	SPIPlanPtr	read;
+	Columns		c;
 	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "wals refresh batch",
 												ALLOCSET_DEFAULT_SIZES);
 	MemoryContext outer;
 
 	wals_check_factor_table(r->info, r->info->user_rel, true);
 	wals_row_writer_init(&w, r->info, true);
-	read = wals_sql_prepare(psprintf("SELECT user_id, rated FROM %s"
+	read = wals_sql_prepare(psprintf("SELECT user_id, rated, factors FROM %s"
 									 " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
 									 wals_relation_name(r->info->user_rel)),
 							1, &type);
+	columns_init(r, &c);
 	for (int64 lo = 0; lo < n; lo += REFRESH_BATCH)
 	{
 		outer = MemoryContextSwitchTo(batch);
-		solve_users(r, &w, read, which, lo, Min(n, lo + REFRESH_BATCH), count);
+		solve_users(r, &c, &w, read, which, lo, Min(n, lo + REFRESH_BATCH), count);
 		MemoryContextSwitchTo(outer);
 		MemoryContextReset(batch);
 	}

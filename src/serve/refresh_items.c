@@ -142,18 +142,34 @@ wals_user_side_load(const WalsModelInfo *info, WalsUserSide *us)
 }
 
 /*
- * Replace the factors of user ids[i] (known or not) by x[i] in us, and the
- * Gram with them, after their users were solved again: the items solved
- * next see them.
+ * Replace the factors of user ids[i] (known or not; ids increasing) by
+ * X's row i in us, and the Gram with them, after those users were solved
+ * again: the items solved next see them.  The Gram is updated by the
+ * Grams of the rows that left and came, computed by the same kernel as a
+ * whole one, rather than again from every user.
  */
 void
 wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X, int64 n)
 {
 	int64		added = 0;
+	float	   *old = palloc(sizeof(float) * f * Max(n, 1));
+	int64		nold = 0;
+	float	   *Gold = palloc0(sizeof(float) * f * f);
+	float	   *Gnew = palloc0(sizeof(float) * f * f);
 
 	for (int64 i = 0; i < n; i++)
-		if (wals_ids_find(us->ids, us->n, ids[i]) < 0)
+	{
+		int64		at = wals_ids_find(us->ids, us->n, ids[i]);
+
+		if (at < 0)
 			added++;
+		else
+			memcpy(old + (size_t) nold++ * f, us->X + (size_t) at * f, sizeof(float) * f);
+	}
+	wals_gram_rows(old, 0, nold, f, Gold);
+	wals_gram_rows(X, 0, n, f, Gnew);
+	for (int a = 0; a < f * f; a++)
+		us->G[a] += Gnew[a] - Gold[a];
 	if (added > 0)
 	{
 		int64		total = us->n + added;
@@ -179,11 +195,12 @@ wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X,
 			else
 			{
 				nids[o] = ids[b];
-				memset(nX + (size_t) o * f, 0, sizeof(float) * f);
 				b++;
 			}
 			o++;
 		}
+		pfree(us->ids);
+		pfree(us->X);
 		us->ids = nids;
 		us->X = nX;
 		us->n = total;
@@ -194,9 +211,9 @@ wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X,
 
 		memcpy(us->X + (size_t) at * f, X + (size_t) i * f, sizeof(float) * f);
 	}
-	/* a few rank-one updates drift; the Gram of the table itself does not */
-	memset(us->G, 0, sizeof(float) * f * f);
-	wals_gram_rows(us->X, 0, us->n, f, us->G);
+	pfree(old);
+	pfree(Gold);
+	pfree(Gnew);
 }
 
 /*
