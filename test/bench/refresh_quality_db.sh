@@ -123,9 +123,9 @@ SELECT format('| %s | %s (%s) | %s (%s) | %s users, %s unknown | %s |',
 		WHEN 'touched' THEN 'on 80% + 10 refreshes, solve_items => ''touched'''
 		ELSE 'retrained on 90%' END,
 	round(max(m.v) FILTER (WHERE m.metric = 'recall@10')::numeric, 4),
-	to_char(100 * (max(m.v) FILTER (WHERE m.metric = 'recall@10') / max(r.v) FILTER (WHERE r.metric = 'recall@10') - 1), 'SG990.0') || '%',
+	to_char(100 * (max(m.v) FILTER (WHERE m.metric = 'recall@10') / max(r.v) FILTER (WHERE r.metric = 'recall@10') - 1), 'FMSG990.0') || '%',
 	round(max(m.v) FILTER (WHERE m.metric = 'ndcg@10')::numeric, 4),
-	to_char(100 * (max(m.v) FILTER (WHERE m.metric = 'ndcg@10') / max(r.v) FILTER (WHERE r.metric = 'ndcg@10') - 1), 'SG990.0') || '%',
+	to_char(100 * (max(m.v) FILTER (WHERE m.metric = 'ndcg@10') / max(r.v) FILTER (WHERE r.metric = 'ndcg@10') - 1), 'FMSG990.0') || '%',
 	round(max(m.v) FILTER (WHERE m.metric = 'users')), round(max(m.v) FILTER (WHERE m.metric = 'users_unknown')),
 	coalesce(round((SELECT sum(value) FROM results x WHERE x.model = m.model AND x.metric = 'refresh_s')::numeric
 		/ (SELECT count(DISTINCT seed) FROM results), 3) || ' s for the 10 refreshes', ''))
