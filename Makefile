@@ -100,7 +100,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-shared bench-validation bench-tune bench-shards bench-shard-load bench-refresh bench-refresh-quality test-pg17 test-pg18 ci-fresh
+BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-shared bench-validation bench-negative bench-tune bench-shards bench-shard-load bench-refresh bench-refresh-quality test-pg17 test-pg18 ci-fresh
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # Every TAP test copies test/installcheck.sh's initdb template, on 15 too
@@ -466,6 +466,15 @@ bench-validation: deps-bench
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/validation.sh
+
+# Dislikes (negative implicit ratings) against ref_wals.py on a small set,
+# from the same starting factors: the loss of each iteration and the final
+# factors, relative differences.
+.PHONY: bench-negative
+bench-negative: deps-bench
+	$(MAKE) all
+	$(MAKE) install
+	./test/bench/negative_ref.sh
 
 # Held-out quality of the defaults against wals_tune (TUNE_BUDGET, TUNE_METRIC,
 # TUNE_SET, or RATINGS and TEST: CSVs of your own).

@@ -112,8 +112,8 @@ cell_weights(const Weights &w, float r, float *c, float *p)
 {
 	if (w.implicit)
 	{
-		*c = 1.0f + w.alpha * r;
-		*p = 1.0f;
+		*c = 1.0f + w.alpha * fabsf(r);
+		*p = r >= 0.0f ? 1.0f : 0.0f;
 	}
 	else
 	{

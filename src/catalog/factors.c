@@ -281,7 +281,7 @@ wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *i
 	{
 		int64		index = wals_ids_find(item_ids, nitems, ids[i]);
 
-		if (!wals_rating_ok(values[i], info->params.feedback))
+		if (!wals_rating_ok(values[i]))
 			bad_value(info, psprintf("A row's ratings hold %g.", values[i]));
 		if (index < 0)
 			continue;

@@ -42,7 +42,7 @@ wals_explain_row(const WalsParams *params, const float *G, const float *Y,
 	for (int64_t j = 0; j < n; j++)
 	{
 		const float *y = Y + (size_t) idx[j] * f;
-		double		cw = (double) cl.cw0 + (double) cl.cw1 * val[j];
+		double		cw = (double) cl.cw0 + (double) cl.cw1 * fabsf(val[j]);
 
 		for (int a = 0; a < f; a++)
 			for (int c = 0; c <= a; c++)
@@ -97,7 +97,8 @@ wals_explain_row(const WalsParams *params, const float *G, const float *Y,
 
 		for (int a = 0; a < f; a++)
 			d += w[a] * y[a];
-		contrib[j] = (float) (((double) cl.cp0 + (double) cl.cp1 * val[j]) * d);
+		contrib[j] = val[j] >= cl.cp_from ?
+			(float) (((double) cl.cp0 + (double) cl.cp1 * val[j]) * d) : 0.0f;
 		if (!isfinite(contrib[j]))
 			return WALS_ENONFINITE;
 		wals_poll(f);

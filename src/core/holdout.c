@@ -7,7 +7,10 @@
  * never on the order rows were read in or on the other cells, so the same
  * ratings and seed always give the same split; a user keeps at least one
  * training cell, the first, so that no user becomes unknown to the model
- * for the sake of its validation.
+ * for the sake of its validation.  Under implicit feedback a dislike (a
+ * merged rating below zero) is never held out: the held-out cells are the
+ * items the validation expects the user to be recommended, which a dislike
+ * is not, and in training it tells the model what the user does not want.
  */
 #include <string.h>
 
@@ -26,49 +29,60 @@ held(uint64_t seed, int64_t row_id, int64_t col_id, double share)
 	return (double) (h >> 11) * (1.0 / 9007199254740992.0) < share;
 }
 
+/* Whether cell j of R, of row u, would be held out, its row aside. */
+static int
+cell_held(const WalsCsr *R, WalsFeedback feedback, int64_t u, const int64_t *row_ids,
+		  const int64_t *col_ids, double share, uint64_t seed, int64_t j)
+{
+	if (feedback == WALS_IMPLICIT && R->values[j] < 0.0f)
+		return 0;
+	return held(seed, row_ids[u], col_ids[R->indices[j]], share);
+}
+
 /*
  * Whether cell j of row u, whose first cell is first, is held out: by its
  * hash, unless every cell of the row is, when the first stays.
  */
 static int
-row_holds(const WalsCsr *R, int64_t u, int64_t first, const int64_t *row_ids,
-		  const int64_t *col_ids, double share, uint64_t seed, int64_t j,
-		  int all_held)
+row_holds(const WalsCsr *R, WalsFeedback feedback, int64_t u, int64_t first,
+		  const int64_t *row_ids, const int64_t *col_ids, double share, uint64_t seed,
+		  int64_t j, int all_held)
 {
 	if (all_held && j == first)
 		return 0;
-	return held(seed, row_ids[u], col_ids[R->indices[j]], share);
+	return cell_held(R, feedback, u, row_ids, col_ids, share, seed, j);
 }
 
 static int
-all_cells_held(const WalsCsr *R, int64_t u, const int64_t *row_ids,
+all_cells_held(const WalsCsr *R, WalsFeedback feedback, int64_t u, const int64_t *row_ids,
 			   const int64_t *col_ids, double share, uint64_t seed)
 {
 	for (int64_t j = R->indptr[u]; j < R->indptr[u + 1]; j++)
-		if (!held(seed, row_ids[u], col_ids[R->indices[j]], share))
+		if (!cell_held(R, feedback, u, row_ids, col_ids, share, seed, j))
 			return 0;
 	return 1;
 }
 
 int64_t
-wals_holdout_count(const WalsCsr *R, const int64_t *row_ids,
+wals_holdout_count(const WalsCsr *R, WalsFeedback feedback, const int64_t *row_ids,
 				   const int64_t *col_ids, double share, uint64_t seed)
 {
 	int64_t		n = 0;
 
 	for (int64_t u = 0; u < R->nrows; u++)
 	{
-		int			all = all_cells_held(R, u, row_ids, col_ids, share, seed);
+		int			all = all_cells_held(R, feedback, u, row_ids, col_ids, share, seed);
 
 		for (int64_t j = R->indptr[u]; j < R->indptr[u + 1]; j++)
-			n += row_holds(R, u, R->indptr[u], row_ids, col_ids, share, seed, j, all);
+			n += row_holds(R, feedback, u, R->indptr[u], row_ids, col_ids, share, seed, j,
+						   all);
 	}
 	return n;
 }
 
 void
-wals_holdout_split(WalsCsr *R, const int64_t *row_ids, const int64_t *col_ids,
-				   double share, uint64_t seed, WalsCsr *out)
+wals_holdout_split(WalsCsr *R, WalsFeedback feedback, const int64_t *row_ids,
+				   const int64_t *col_ids, double share, uint64_t seed, WalsCsr *out)
 {
 	int64_t		kept = 0;
 	int64_t		taken = 0;
@@ -80,13 +94,13 @@ wals_holdout_split(WalsCsr *R, const int64_t *row_ids, const int64_t *col_ids,
 	{
 		int64_t		lo = R->indptr[u];
 		int64_t		hi = R->indptr[u + 1];
-		int			all = all_cells_held(R, u, row_ids, col_ids, share, seed);
+		int			all = all_cells_held(R, feedback, u, row_ids, col_ids, share, seed);
 
 		/* kept <= lo: the kept cells move left, never over unread ones */
 		R->indptr[u] = kept;
 		for (int64_t j = lo; j < hi; j++)
 		{
-			if (row_holds(R, u, lo, row_ids, col_ids, share, seed, j, all))
+			if (row_holds(R, feedback, u, lo, row_ids, col_ids, share, seed, j, all))
 			{
 				out->indices[taken] = R->indices[j];
 				out->values[taken++] = R->values[j];

@@ -224,8 +224,8 @@ row_pass_body(const float *Y, const int32_t *idx, const float *val, int n,
 
 		dot4_body(y0, y1, y2, y3, v, f, d);
 		for (j = 0; j < 4; j++)
-			t[j] = (coef->a0 + coef->a1 * val[i + j]) +
-				(coef->b0 + coef->b1 * val[i + j]) * d[j];
+			t[j] = wals_coef_a(coef, val[i + j]) +
+				wals_coef_b(coef, val[i + j]) * d[j];
 		axpy4_body(t[0], t[1], t[2], t[3], y0, y1, y2, y3, out, 0, f);
 		wals_poll_local(&work, (int64_t) 8 * f);
 	}
@@ -234,8 +234,7 @@ row_pass_body(const float *Y, const int32_t *idx, const float *val, int n,
 	{
 		const float *y = Y + (size_t) idx[i] * f;
 		float		r = val[i];
-		float		t = (coef->a0 + coef->a1 * r) +
-			(coef->b0 + coef->b1 * r) * dot_body(y, v, f);
+		float		t = wals_coef_a(coef, r) + wals_coef_b(coef, r) * dot_body(y, v, f);
 
 		axpy_body(t, y, out, f);
 	}
@@ -267,7 +266,7 @@ dots_body(const float *Y, const int32_t *idx, int n, int f, const float *x,
 
 static WALS_ALWAYS_INLINE void
 chol_gather_body(const float *Y, const int32_t *idx, const float *val, int n,
-				 int f, const WalsPassCoef *coef, float *W, float *b)
+				 int f, const WalsPassCoef *coef, float *W, float *rhs)
 {
 	int			fp = wals_pad(f);
 	int			j;
@@ -276,12 +275,10 @@ chol_gather_body(const float *Y, const int32_t *idx, const float *val, int n,
 	{
 		const float *y = Y + (size_t) idx[j] * f;
 		float	   *w = W + (size_t) j * fp;
-		float		r = val[j];
-		float		s = coef->a0 + coef->a1 * r;
 
 		memset(w, 0, sizeof(float) * fp);
-		axpy_body(s, y, w, f);
-		axpy_body(coef->b0 + coef->b1 * r, y, b, f);
+		axpy_body(wals_coef_b(coef, val[j]), y, w, f);
+		axpy_body(wals_coef_a(coef, val[j]), y, rhs, f);
 	}
 }
 
@@ -362,11 +359,11 @@ sub_block_body(const float *Y, const int32_t *idx, const float *val, int n,
 		{
 			const float *y = Y + (size_t) idx[i0 + j] * f;
 			float		r = val[i0 + j];
-			float		slope = coef->b0 + coef->b1 * r;
+			float		slope = wals_coef_b(coef, r);
 
 			if (pb > 0)
 				yhat[i0 + j] += dot_body(y + p0, dp, pb);
-			axpy_body((coef->a0 + coef->a1 * r) + slope * yhat[i0 + j], y + k0,
+			axpy_body(wals_coef_a(coef, r) + slope * yhat[i0 + j], y + k0,
 					  rhs, b);
 			for (c = 0; c < b; c++)
 			{

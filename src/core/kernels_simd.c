@@ -19,6 +19,26 @@
 
 #include <immintrin.h>
 
+/*
+ * a(r) and b(r) of WalsPassCoef for four cells, as the x86 families'
+ * factors4 take them: a comparison's mask zeroes a below a_from, and
+ * clearing the sign bit gives |r|.
+ */
+static __attribute__((target("avx2,fma"))) inline __attribute__((always_inline)) __m128
+coef_a_x86(const WalsPassCoef *coef, __m128 r)
+{
+	__m128		a = _mm_fmadd_ps(_mm_set1_ps(coef->a1), r, _mm_set1_ps(coef->a0));
+
+	return _mm_and_ps(a, _mm_cmp_ps(r, _mm_set1_ps(coef->a_from), _CMP_GE_OQ));
+}
+
+static __attribute__((target("avx2,fma"))) inline __attribute__((always_inline)) __m128
+coef_b_x86(const WalsPassCoef *coef, __m128 r)
+{
+	return _mm_fmadd_ps(_mm_set1_ps(coef->b1), _mm_andnot_ps(_mm_set1_ps(-0.0f), r),
+						_mm_set1_ps(coef->b0));
+}
+
 /* ---------- AVX-512 (x86-64-v4) ---------- */
 
 #define SIMD_W 16
@@ -87,7 +107,7 @@ sum4_avx512(__m512 a, __m512 b, __m512 c, __m512 d)
 }
 
 /*
- * t_k = (a0 + a1 r_k) + (b0 + b1 r_k) d_k for the four cells of a group,
+ * t_k = a(r_k) + b(r_k) d_k (WalsPassCoef) for the four cells of a group,
  * in one vector (zero past live, the group's cells in the row), each then
  * broadcast.
  */
@@ -97,8 +117,8 @@ factors4_avx512(const WalsPassCoef *coef, const float *val, int live,
 {
 	__mmask8	m = (__mmask8) ((1u << live) - 1);
 	__m128		r = _mm_maskz_loadu_ps(m, val);
-	__m128		a = _mm_fmadd_ps(_mm_set1_ps(coef->a1), r, _mm_set1_ps(coef->a0));
-	__m128		b = _mm_fmadd_ps(_mm_set1_ps(coef->b1), r, _mm_set1_ps(coef->b0));
+	__m128		a = coef_a_x86(coef, r);
+	__m128		b = coef_b_x86(coef, r);
 	__m512		tt = _mm512_castps128_ps512(
 		_mm_maskz_mov_ps(m, _mm_fmadd_ps(b, sum4_avx512(d[0], d[1], d[2], d[3]), a)));
 
@@ -120,8 +140,8 @@ subfactors4_avx512(const WalsPassCoef *coef, const float *val, float *yhat,
 	__m128		r = _mm_maskz_loadu_ps(m, val);
 	__m128		yh = _mm_add_ps(_mm_maskz_loadu_ps(m, yhat),
 								sum4_avx512(d[0], d[1], d[2], d[3]));
-	__m128		slope = _mm_fmadd_ps(_mm_set1_ps(coef->b1), r, _mm_set1_ps(coef->b0));
-	__m128		a = _mm_fmadd_ps(_mm_set1_ps(coef->a1), r, _mm_set1_ps(coef->a0));
+	__m128		slope = coef_b_x86(coef, r);
+	__m128		a = coef_a_x86(coef, r);
 
 	_mm_mask_storeu_ps(yhat, m, yh);
 	_mm_storeu_ps(ts, _mm_maskz_mov_ps(m, _mm_fmadd_ps(slope, yh, a)));
@@ -226,8 +246,8 @@ factors4_avx2(const WalsPassCoef *coef, const float *val, int live,
 {
 	__m128i		m = _mm_cmpgt_epi32(_mm_set1_epi32(live), _mm_setr_epi32(0, 1, 2, 3));
 	__m128		r = _mm_maskload_ps(val, m);
-	__m128		a = _mm_fmadd_ps(_mm_set1_ps(coef->a1), r, _mm_set1_ps(coef->a0));
-	__m128		b = _mm_fmadd_ps(_mm_set1_ps(coef->b1), r, _mm_set1_ps(coef->b0));
+	__m128		a = coef_a_x86(coef, r);
+	__m128		b = coef_b_x86(coef, r);
 	__m128		tt = _mm_and_ps(_mm_fmadd_ps(b, sum4_avx2(d[0], d[1], d[2], d[3]), a),
 								_mm_castsi128_ps(m));
 
@@ -246,8 +266,8 @@ subfactors4_avx2(const WalsPassCoef *coef, const float *val, float *yhat,
 	__m128		r = _mm_maskload_ps(val, m);
 	__m128		yh = _mm_add_ps(_mm_maskload_ps(yhat, m),
 								sum4_avx2(d[0], d[1], d[2], d[3]));
-	__m128		slope = _mm_fmadd_ps(_mm_set1_ps(coef->b1), r, _mm_set1_ps(coef->b0));
-	__m128		a = _mm_fmadd_ps(_mm_set1_ps(coef->a1), r, _mm_set1_ps(coef->a0));
+	__m128		slope = coef_b_x86(coef, r);
+	__m128		a = coef_a_x86(coef, r);
 
 	_mm_maskstore_ps(yhat, m, yh);
 	_mm_storeu_ps(ts, _mm_and_ps(_mm_fmadd_ps(slope, yh, a), _mm_castsi128_ps(m)));
@@ -369,8 +389,8 @@ factors4_neon(const WalsPassCoef *coef, const float *val, int live,
 	vst1q_f32(s, vpaddq_f32(vpaddq_f32(d[0], d[1]), vpaddq_f32(d[2], d[3])));
 	for (k = 0; k < 4; k++)
 		t[k] = vdupq_n_f32(k < live ?
-						   fmaf(fmaf(coef->b1, val[k], coef->b0), s[k],
-								fmaf(coef->a1, val[k], coef->a0)) : 0.0f);
+						   fmaf(wals_coef_b(coef, val[k]), s[k],
+								wals_coef_a(coef, val[k])) : 0.0f);
 }
 
 /* As on x86, lane by lane. */
@@ -390,10 +410,10 @@ subfactors4_neon(const WalsPassCoef *coef, const float *val, float *yhat,
 		ts[k] = ts[4 + k] = 0.0f;
 		if (k >= live)
 			continue;
-		slope = fmaf(coef->b1, val[k], coef->b0);
+		slope = wals_coef_b(coef, val[k]);
 		yh = yhat[k] + sums[k];
 		yhat[k] = yh;
-		ts[k] = fmaf(slope, yh, fmaf(coef->a1, val[k], coef->a0));
+		ts[k] = fmaf(slope, yh, wals_coef_a(coef, val[k]));
 		ts[4 + k] = -slope;
 	}
 }

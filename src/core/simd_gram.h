@@ -52,8 +52,8 @@ SIMD(chol_gather_reg) (const float *Y, const int32_t *idx, const float *val,
 		if ((j & 3) == 0)
 			SIMD(prefetch_ahead) (Y, idx, j, n, f, nv);
 		SIMD(gather_cell) (Y + (size_t) idx[j] * f, W + (size_t) j * SIMD_W * np,
-						   fmaf(coef->a1, val[j], coef->a0),
-						   fmaf(coef->b1, val[j], coef->b0), bv, nv, np, tail);
+						   wals_coef_b(coef, val[j]), wals_coef_a(coef, val[j]),
+						   bv, nv, np, tail);
 	}
 	SIMD_UNROLL
 	for (c = 0; c < nv; c++)
@@ -81,8 +81,8 @@ SIMD(chol_gather) (const float *Y, const int32_t *idx, const float *val,
 	{
 		const float *y = Y + (size_t) idx[j] * f;
 		float	   *w = W + (size_t) j * SIMD_W * np;
-		V			s = vset1(fmaf(coef->a1, val[j], coef->a0));
-		V			t = vset1(fmaf(coef->b1, val[j], coef->b0));
+		V			s = vset1(wals_coef_b(coef, val[j]));
+		V			t = vset1(wals_coef_a(coef, val[j]));
 
 		for (c = 0; c < nv; c++)
 		{

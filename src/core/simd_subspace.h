@@ -121,7 +121,7 @@ SIMD(prefetch_block) (const float *Y, const int32_t *idx, int i, int n,
  * The first half of a group's work in the subspace pass: the four cells'
  * dot products with the previous step (zero for the first block) become
  * their updated predictions and from them the factors of the right-hand
- * side, t, and of the Gram, s = c - w0 = -(b0 + b1 r), the slope of t in
+ * side, t, and of the Gram, s = c - w0 = -b(r), the slope of t in
  * the prediction, so that one set of coefficients serves both
  * (vsubfactors4: ts[0..3] = t, ts[4..7] = s, zero past live).
  */

@@ -77,7 +77,7 @@ solve_row_cholesky(const WalsParams *params, const WalsKernels *kern,
 	float	   *A = work;
 	float	   *b = A + (size_t) f * fp;
 	float	   *W = b + fp;
-	WalsPassCoef coef = {cl->cw0, cl->cw1, cl->cp0, cl->cp1};
+	WalsPassCoef coef = {cl->cp0, cl->cp1, cl->cp_from, cl->cw0, cl->cw1};
 	int			lo;
 	int			k;
 
@@ -135,8 +135,8 @@ solve_row_cg(const WalsParams *params, const WalsKernels *kern,
 	float	   *r = work;
 	float	   *p = r + fp;
 	float	   *Ap = p + fp;
-	WalsPassCoef resid = {cl->cp0, cl->cp1, -cl->cw0, -cl->cw1};
-	WalsPassCoef apply = {0.0f, 0.0f, cl->cw0, cl->cw1};
+	WalsPassCoef resid = {cl->cp0, cl->cp1, cl->cp_from, -cl->cw0, -cl->cw1};
+	WalsPassCoef apply = {0.0f, 0.0f, cl->cp_from, cl->cw0, cl->cw1};
 	int64_t		step_work = (int64_t) 2 * nnz * f +
 		(params->w0 != 0.0f ? (int64_t) f * f : 0);
 	float		rsold;

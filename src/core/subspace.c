@@ -266,7 +266,7 @@ wals_solve_rows_subspace(const WalsParams *params, const WalsCsr *R,
 	int64_t		max_cells = f;
 	const WalsKernels *kern = wals_kernels();
 	WalsCellLinear cl = wals_cell_linear(params);
-	WalsPassCoef coef = {cl.cp0, cl.cp1, -cl.cw0, -cl.cw1};
+	WalsPassCoef coef = {cl.cp0, cl.cp1, cl.cp_from, -cl.cw0, -cl.cw1};
 	float	   *chunk = align_floats(scratch);
 	float	   *gx = chunk + 2 * WALS_SUB_CHUNK * wals_pad(width);
 	float	   *work = gx + whole((size_t) width * max_rows);

@@ -94,15 +94,16 @@ typedef enum WalsFeedback
 } WalsFeedback;
 
 /*
- * Whether a model of this feedback takes rating r, wherever a rating comes
- * from (a source, an argument, a stored row): finite as a float, and not
- * negative for implicit feedback, where it counts interactions.  A NaN
- * fails the first comparison, as every comparison with it is false.
+ * Whether a model takes rating r, wherever a rating comes from (a source,
+ * an argument, a stored row): finite as a float.  Both feedback kinds take
+ * the same ratings, implicit feedback reading a negative one as a dislike
+ * (wals_cell_weights).  A NaN fails the first comparison, as every
+ * comparison with it is false.
  */
 static inline int
-wals_rating_ok(double r, WalsFeedback feedback)
+wals_rating_ok(double r)
 {
-	return r >= -FLT_MAX && r <= FLT_MAX && !(r < 0 && feedback == WALS_IMPLICIT);
+	return r >= -FLT_MAX && r <= FLT_MAX;
 }
 
 typedef enum WalsSolver
@@ -323,17 +324,20 @@ extern WalsStatus wals_csr_from_coo(WalsFeedback feedback,
  * The cells of R (by user, ids row_ids and col_ids) that a validation
  * share of share (0 to 1) holds out with this seed: a cell is held out
  * when a hash of (seed, its user's id, its item's id) falls below share,
- * except that a user whose cells would all be held out keeps its first.
+ * except that a user whose cells would all be held out keeps its first,
+ * and that under implicit feedback a dislike (below zero) stays.
  */
-extern int64_t wals_holdout_count(const WalsCsr *R, const int64_t *row_ids,
-								  const int64_t *col_ids, double share, uint64_t seed);
+extern int64_t wals_holdout_count(const WalsCsr *R, WalsFeedback feedback,
+								  const int64_t *row_ids, const int64_t *col_ids,
+								  double share, uint64_t seed);
 
 /*
  * Move those cells from R into out (R's shape; indptr of nrows + 1, room
  * for wals_holdout_count cells), compacting R in place: rows stay sorted.
  */
-extern void wals_holdout_split(WalsCsr *R, const int64_t *row_ids, const int64_t *col_ids,
-							   double share, uint64_t seed, WalsCsr *out);
+extern void wals_holdout_split(WalsCsr *R, WalsFeedback feedback, const int64_t *row_ids,
+							   const int64_t *col_ids, double share, uint64_t seed,
+							   WalsCsr *out);
 
 /*
  * keep and held_cells (as wals_holdout_split leaves them) merged back into

@@ -26,14 +26,18 @@ wals_pivot_ok(float d)
 	return d > 0.0f && d <= FLT_MAX;
 }
 
-/* Confidence c and target p of one observed cell with merged rating r. */
+/*
+ * Confidence c and target p of one observed cell with merged rating r.  An
+ * implicit rating below zero is a dislike, as in the implicit library: the
+ * user is confident, by its magnitude, of not wanting the item.
+ */
 static inline void
 wals_cell_weights(const WalsParams *params, float r, float *c, float *p)
 {
 	if (params->feedback == WALS_IMPLICIT)
 	{
-		*c = 1.0f + params->alpha * r;
-		*p = 1.0f;
+		*c = 1.0f + params->alpha * fabsf(r);
+		*p = r >= 0.0f ? 1.0f : 0.0f;
 	}
 	else
 	{
@@ -43,9 +47,13 @@ wals_cell_weights(const WalsParams *params, float r, float *c, float *p)
 }
 
 /*
- * The same weights as linear functions of r, the form the kernels take:
- * c - w0 = cw0 + cw1 r and c p = cp0 + cp1 r, for both feedback kinds.
- * test_kernels.c checks that the two definitions agree.
+ * The same weights in the form the kernels take, for both feedback kinds:
+ * c - w0 = cw0 + cw1 |r|, and c p = cp0 + cp1 r where r >= cp_from, 0 below
+ * it.  A dislike's target is 0, so c p drops to 0 below zero while c goes
+ * on rising with |r|: neither is linear in r any more, but each is one
+ * absolute value or one comparison away from it, which costs a vector
+ * kernel an instruction where a table of per-cell weights would cost a
+ * pass over memory.  test_kernels.c checks that the two definitions agree.
  */
 typedef struct WalsCellLinear
 {
@@ -53,6 +61,7 @@ typedef struct WalsCellLinear
 	float		cw1;
 	float		cp0;
 	float		cp1;
+	float		cp_from;
 } WalsCellLinear;
 
 static inline WalsCellLinear
@@ -66,12 +75,14 @@ wals_cell_linear(const WalsParams *params)
 		w.cw1 = params->alpha;
 		w.cp0 = 1.0f;
 		w.cp1 = params->alpha;
+		w.cp_from = 0.0f;
 	}
 	else
 	{
 		w.cw1 = 0.0f;
 		w.cp0 = 0.0f;
 		w.cp1 = 1.0f;
+		w.cp_from = -INFINITY;
 	}
 	return w;
 }
@@ -246,18 +257,33 @@ wals_pad(int f)
 #define WALS_SUB_CHUNK 64
 
 /*
- * The factor a row pass gives cell i, t_i = (a0 + a1 r_i) + (b0 + b1 r_i) d_i
- * with d_i = y_i.v: the cell weights c p and c - w0 are linear in the merged
- * rating r for both feedback kinds, so a kernel needs only the row's
- * ratings, not per-cell weights computed beforehand.
+ * The factor a row pass gives cell i, t_i = a(r_i) + b(r_i) d_i with
+ * d_i = y_i.v, where a(r) = a0 + a1 r for r >= a_from and 0 below it, and
+ * b(r) = b0 + b1 |r|: the cell weights c p and c - w0 of WalsCellLinear,
+ * scaled, so that a kernel needs only the row's ratings, not per-cell
+ * weights computed beforehand.
  */
 typedef struct WalsPassCoef
 {
 	float		a0;
 	float		a1;
+	float		a_from;
 	float		b0;
 	float		b1;
 } WalsPassCoef;
+
+/* a(r) and b(r) of WalsPassCoef, for the kernels that take a cell at a time. */
+static inline float
+wals_coef_a(const WalsPassCoef *coef, float r)
+{
+	return r >= coef->a_from ? coef->a0 + coef->a1 * r : 0.0f;
+}
+
+static inline float
+wals_coef_b(const WalsPassCoef *coef, float r)
+{
+	return coef->b0 + coef->b1 * fabsf(r);
+}
 
 /* Instruction sets with kernels, widest first; names in wals_isa_names. */
 typedef enum WalsIsa
@@ -319,13 +345,13 @@ typedef struct WalsKernels
 
 	/*
 	 * Gather n cells for the Cholesky system: row j of W (stride wals_pad(f),
-	 * zero tail) = (a0 + a1 r_j) y_j, and b += (b0 + b1 r_j) y_j, b of
+	 * zero tail) = b(r_j) y_j, and rhs += a(r_j) y_j (WalsPassCoef), rhs of
 	 * wals_pad(f) floats with a zero padding that stays zero; W and b
 	 * aligned to WALS_ALIGN.
 	 */
 	void		(*chol_gather) (const float *Y, const int32_t *idx,
 								const float *val, int n, int f,
-								const WalsPassCoef *coef, float *W, float *b);
+								const WalsPassCoef *coef, float *W, float *rhs);
 
 	/*
 	 * A += sum_j y_j W_j^T over the n gathered cells, on the upper triangle
@@ -360,7 +386,7 @@ typedef struct WalsKernels
 	 * dimensions [k0, k0 + b), reading y_iB = y_i[k0..k0+b) in place: first
 	 * yhat_i += y_i[p0..p0+pb).dp, the previous block's step (none when pb
 	 * is 0); then, with t_i as in WalsPassCoef with d_i = yhat_i,
-	 * rhs[0..b) += t_i y_iB and A += -(b0 + b1 r_i) y_iB y_iB^T.  A (b rows
+	 * rhs[0..b) += t_i y_iB and A += -b(r_i) y_iB y_iB^T.  A (b rows
 	 * of stride wals_pad(b)) and rhs (wals_pad(b) floats) are laid out as
 	 * chol_solve takes them, their padding zero and left so; only A's upper
 	 * triangle is meant, the entries below it may be overwritten.  work has

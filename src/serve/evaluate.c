@@ -7,7 +7,8 @@
  * from one query, and the users go into a round, which evaluate_round.c
  * scores over every item with the leader and parallel workers, each user's
  * rated items left out of its ranking, and adds up with the metrics of
- * src/core/metrics.c.  Test users and
+ * src/core/metrics.c.  An implicit model's held-out dislikes (negative
+ * ratings) are not relevant items.  Test users and
  * items the model does not know cannot be scored; they are counted and
  * reported, so that a split that leaks cold-start users into the test set
  * shows up in the result instead of flattering it.
@@ -98,6 +99,27 @@ merge_cells(const EvalBlock *b, int lo, int hi, int32 *items, float *ratings)
 	return n;
 }
 
+/*
+ * The merged cells less the dislikes of an implicit model (a rating below
+ * zero, the sign of the average being that of the sum training takes): a
+ * held-out dislike is no item the user should be recommended, so it is not
+ * relevant, and stays an eligible item like any other the user has not
+ * rated.
+ */
+static int
+drop_dislikes(int32 *items, float *ratings, int n)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < n; i++)
+		if (ratings[i] >= 0.0f)
+		{
+			items[kept] = items[i];
+			ratings[kept++] = ratings[i];
+		}
+	return kept;
+}
+
 /* Gather the block's users, with their factors and rated items, into the round. */
 static void
 evaluate_block(EvalState *e, EvalBlock *b)
@@ -125,6 +147,8 @@ evaluate_block(EvalState *e, EvalBlock *b)
 		if (b->start[j + 1] == b->start[j])
 			continue;
 		n = merge_cells(b, b->start[j], b->start[j + 1], e->items, e->ratings);
+		if (m->info.params.feedback == WALS_IMPLICIT)
+			n = drop_dislikes(e->items, e->ratings, n);
 		if (e->round.n == WALS_EVAL_ROUND)
 			wals_eval_round_score(m, &e->round, e->k, e->rmse, &e->acc, &e->sq);
 		wals_eval_round_add(&e->round, m->factors, b->users[j], b->X + (size_t) u * m->factors,

@@ -73,19 +73,10 @@ wals_one_row(const WalsServeModel *m, const int32 *items, const float *ratings, 
 	WalsStatus	st;
 
 	for (int64 i = 0; i < n; i++)
-	{
-		if (wals_rating_ok(ratings[i], m->info.params.feedback))
-			continue;
-		if (isfinite(ratings[i]))
+		if (!wals_rating_ok(ratings[i]))
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("\"ratings\" contains a negative value, %g, for model \"%s\" of implicit feedback",
-							ratings[i], m->info.display),
-					 errhint("Implicit ratings count interactions: pass values of 0 or more.")));
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("\"ratings\" contains a value that is not finite: %g", ratings[i])));
-	}
+					 errmsg("\"ratings\" contains a value that is not finite: %g", ratings[i])));
 	row->indptr = palloc(sizeof(int64) * 2);
 	row->indices = palloc(sizeof(int32) * Max(n, 1));
 	row->values = palloc(sizeof(float) * Max(n, 1));

@@ -32,12 +32,6 @@
 
 PG_FUNCTION_INFO_V1(wals_refresh_users);
 
-static void
-exec_plan(const WalsModelInfo *info, SPIPlanPtr plan, Datum *values, int expected)
-{
-	wals_sql_expect(wals_sql_plan(plan, values, NULL, false, 0), expected, info->user_rel);
-}
-
 /*
  * The items user rates in the source now that the model knows, and their
  * ratings, checked as a training checks them.
@@ -48,7 +42,6 @@ read_ratings(WalsServeModel *m, SPIPlanPtr plan, int64 user, WalsRated *rated)
 	MemoryContext cxt = CurrentMemoryContext;
 	Datum		arg = Int64GetDatum(user);
 	int			rc = wals_sql_plan(plan, &arg, NULL, true, 0);
-	bool		implicit = m->info.params.feedback == WALS_IMPLICIT;
 
 	MemoryContextSwitchTo(cxt);
 	wals_sql_expect(rc, SPI_OK_SELECT, m->info.source);
@@ -57,28 +50,14 @@ read_ratings(WalsServeModel *m, SPIPlanPtr plan, int64 user, WalsRated *rated)
 	rated->n = 0;
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
-		bool		inull;
-		bool		rnull;
-		HeapTuple	tuple = SPI_tuptable->vals[r];
-		Datum		item = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &inull);
-		double		rating = DatumGetFloat8(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &rnull));
-		int64		index = inull ? -1 : wals_serve_item(m, DatumGetInt64(item));
+		WalsCell	cell;
+		int64		index;
 
-		if (index < 0)
+		if (!wals_cell_read(&m->info, SPI_tuptable->vals[r], SPI_tuptable->tupdesc, &cell) ||
+			(index = wals_serve_item(m, cell.item)) < 0)
 			continue;
-		if (m->info.rating_col == NULL)
-			rating = 1.0;
-		else if (rnull || !wals_rating_ok(rating, m->info.params.feedback))
-			ereport(ERROR,
-					(errcode(rnull ? ERRCODE_NULL_VALUE_NOT_ALLOWED : ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("column \"%s\" of the source of model \"%s\" holds the rating %s for user " INT64_FORMAT,
-							m->info.rating_col, m->info.display,
-							rnull ? "null" : psprintf("%g", rating), user),
-					 errhint("%s", implicit ?
-							 "Implicit feedback needs finite ratings greater than or equal to zero; filter the others out with a view." :
-							 "Ratings must be finite; filter the others out with a view.")));
 		rated->items[rated->n] = (int32) index;
-		rated->ratings[rated->n++] = (float) rating;
+		rated->ratings[rated->n++] = cell.rating;
 	}
 	SPI_freetuptable(SPI_tuptable);
 	wals_sort_cells(rated->items, rated->ratings, rated->n);
@@ -93,61 +72,39 @@ static int64
 refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n, int64 *added,
 		int64 *removed)
 {
-	const WalsModelInfo *info = &m->info;
-	char	   *table = wals_relation_name(info->user_rel);
-	Oid			types[3] = {INT8OID, FLOAT4ARRAYOID, BYTEAOID};
 	Oid			int8type = INT8OID;
 	SPIPlanPtr	select;
-	SPIPlanPtr	update;
-	SPIPlanPtr	insert;
-	SPIPlanPtr	remove;
+	WalsRowWriter w;
 	float	   *x = palloc(sizeof(float) * m->factors);
 	int64		stored = 0;
 
-	select = wals_sql_prepare(psprintf("SELECT (%s)::pg_catalog.int8, %s FROM %s WHERE %s OPERATOR(pg_catalog.=) $1",
-								  src->item_col,
-								  src->rating_col == NULL ? "NULL::pg_catalog.float8" :
-								  psprintf("(%s)::pg_catalog.float8", src->rating_col),
-								  src->relation, src->user_col),
-						 1, &int8type);
-	/* an update that finds no row tells a new user, whom wals_models counts */
-	update = wals_sql_prepare(psprintf("UPDATE %s SET factors = $2, rated = $3"
-									   " WHERE user_id OPERATOR(pg_catalog.=) $1", table),
-							  3, types);
-	insert = wals_sql_prepare(psprintf("INSERT INTO %s (user_id, factors, rated)"
-									   " VALUES ($1, $2, $3)", table),
-							  3, types);
-	remove = wals_sql_prepare(psprintf("DELETE FROM %s WHERE user_id OPERATOR(pg_catalog.=) $1", table),
-						 1, types);
-
+	select = wals_sql_prepare(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s"
+									   " WHERE %s OPERATOR(pg_catalog.=) $1",
+									   src->user_col, src->item_col,
+									   src->rating_col == NULL ? "NULL::pg_catalog.float8" :
+									   psprintf("(%s)::pg_catalog.float8", src->rating_col),
+									   src->relation, src->user_col),
+							  1, &int8type);
+	wals_row_writer_init(&w, &m->info, true);
 	for (int i = 0; i < n; i++)
 	{
 		WalsRated	rated;
 		WalsCsr		row;
-		Datum		values[3];
 
 		if (i > 0 && users[i] == users[i - 1])
 			continue;
 		CHECK_FOR_INTERRUPTS();
-		values[0] = Int64GetDatum(users[i]);
 		read_ratings(m, select, users[i], &rated);
 		if (rated.n == 0)
 		{
-			exec_plan(info, remove, values, SPI_OK_DELETE);
-			*removed += SPI_processed;
+			*removed += wals_row_remove(&w, users[i]);
 			continue;
 		}
 		wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
 		wals_fold_in(m, &row, x);
-		values[1] = PointerGetDatum(wals_real_array(x, m->factors));
-		values[2] = PointerGetDatum(wals_rated_bytea(m->ids, row.indices, row.values,
-													 row.indptr[1]));
-		exec_plan(info, update, values, SPI_OK_UPDATE);
-		if (SPI_processed == 0)
-		{
-			exec_plan(info, insert, values, SPI_OK_INSERT);
+		if (wals_row_write(&w, users[i], x, m->factors,
+						   wals_rated_bytea(m->ids, row.indices, row.values, row.indptr[1])))
 			(*added)++;
-		}
 		stored++;
 	}
 	return stored;

@@ -363,15 +363,13 @@ wals_cell_read(const WalsModelInfo *info, HeapTuple tuple, TupleDesc desc, WalsC
 	if (info->rating_col != NULL)
 	{
 		rating = DatumGetFloat8(SPI_getbinval(tuple, desc, 3, &rnull));
-		if (rnull || !wals_rating_ok(rating, info->params.feedback))
+		if (rnull || !wals_rating_ok(rating))
 			ereport(ERROR,
 					(errcode(rnull ? ERRCODE_NULL_VALUE_NOT_ALLOWED : ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("column \"%s\" of the source of model \"%s\" holds the rating %s for user " INT64_FORMAT,
 							info->rating_col, info->display,
 							rnull ? "null" : psprintf("%g", rating), DatumGetInt64(user)),
-					 errhint("%s", info->params.feedback == WALS_IMPLICIT ?
-							 "Implicit feedback needs finite ratings greater than or equal to zero; filter the others out with a view." :
-							 "Ratings must be finite; filter the others out with a view.")));
+					 errhint("Ratings must be finite real numbers; filter the others out with a view.")));
 	}
 	cell->user = DatumGetInt64(user);
 	cell->item = DatumGetInt64(item);

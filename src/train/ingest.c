@@ -27,7 +27,6 @@
  */
 #include "postgres.h"
 
-#include <float.h>
 #include <math.h>
 
 #include "access/heapam.h"
@@ -250,27 +249,18 @@ ingest_check(Ingest *in)
 static pg_noinline void
 reject_rating(const WalsTrainArgs *args, double value, bool isnull)
 {
-	const char *why;
-
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("column \"%s\" given as \"rating_col\" contains a null rating",
 						args->rating_col),
 				 errhint("Filter null ratings out with a view, or pass rating_col => NULL to count every pair as 1.")));
-	if (!isfinite(value))
-		why = "the non-finite";
-	else if (fabs(value) > FLT_MAX)
-		why = "the out-of-range";
-	else
-		why = "the negative";
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("column \"%s\" given as \"rating_col\" contains %s rating %g",
-					args->rating_col, why, value),
-			 errhint("%s", args->params.feedback == WALS_IMPLICIT ?
-					 "Implicit feedback needs finite ratings greater than or equal to zero; filter the others out with a view." :
-					 "Ratings must be finite; filter the others out with a view.")));
+					args->rating_col,
+					isfinite(value) ? "the out-of-range" : "the non-finite", value),
+			 errhint("Ratings must be finite real numbers; filter the others out with a view.")));
 }
 
 static inline int64
@@ -333,7 +323,7 @@ check_rating(Ingest *in, Datum value, bool isnull)
 	if (unlikely(isnull))
 		reject_rating(in->args, 0, true);
 	r = rating_value(in, value);
-	if (unlikely(!wals_rating_ok(r, in->args->params.feedback)))
+	if (unlikely(!wals_rating_ok(r)))
 		reject_rating(in->args, r, false);
 	return (float) r;
 }
@@ -585,9 +575,9 @@ side_finish(Ingest *in, IdSide *side, int32 *index, int64 *count)
 
 /*
  * Read the ratings the arguments describe into raw, with dense indices in
- * id order.  Must run inside an SPI connection.  Errors on a null or
- * non-finite rating, a negative implicit rating and a source with no usable
- * rows; rows with a null id are skipped and counted in a NOTICE.
+ * id order.  Must run inside an SPI connection.  Errors on a null rating, one
+ * that is not finite as a real, and a source with no usable rows; rows with
+ * a null id are skipped and counted in a NOTICE.
  */
 void
 wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty)

@@ -235,6 +235,15 @@ fill_from_catalog(FunctionCallInfo fcinfo, WalsTrainRequest *train, WalsModelInf
 	{
 		char	   *changed = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 13);
 
+		/* a nightly retraining goes on when the column is dropped */
+		if (changed != NULL && get_attnum(info.source, changed) == InvalidAttrNumber)
+		{
+			ereport(NOTICE,
+					(errmsg("the changed column \"%s\" of model \"%s\" is gone from its source; the model is retrained without one",
+							changed, info.display),
+					 errhint("Give one again with wals_train(..., changed_col => ...) for wals_refresh.")));
+			changed = NULL;
+		}
 		set_arg(train, WALS_ARG_CHANGED_COL, changed ? name_datum(changed) : (Datum) 0,
 				changed == NULL);
 	}

@@ -5,7 +5,8 @@
  *
  * With validation => v, a share v of each user's distinct items (by a hash
  * of seed, user and item: src/core/holdout.c) is held out of the training
- * before its matrices are built; those cells stay among the user's rated
+ * before its matrices are built (never a dislike of implicit feedback,
+ * which is no item to recommend); those cells stay among the user's rated
  * items, which serving leaves out.  With validation_table, its (user,
  * item) cells of known users and items that are not training cells are
  * held out; the caller keeps them out of the source.  After every
@@ -217,14 +218,14 @@ wals_validation_split(const WalsTrainArgs *args, WalsRatings *raw, WalsData *dat
 	}
 	if (args->validation <= 0)
 		return;
-	n = wals_holdout_count(&data->by_user, data->user_ids, data->item_ids, args->validation,
-						   (uint64) args->seed);
+	n = wals_holdout_count(&data->by_user, args->params.feedback, data->user_ids,
+						   data->item_ids, args->validation, (uint64) args->seed);
 	held->indptr = MemoryContextAllocHuge(CurrentMemoryContext,
 										  sizeof(int64) * (data->nusers + 1));
 	held->indices = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(n, 1));
 	held->values = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(float) * Max(n, 1));
-	wals_holdout_split(&data->by_user, data->user_ids, data->item_ids, args->validation,
-					   (uint64) args->seed, held);
+	wals_holdout_split(&data->by_user, args->params.feedback, data->user_ids, data->item_ids,
+					   args->validation, (uint64) args->seed, held);
 	data->nratings -= n;
 	if (n == 0)
 		ereport(ERROR,

@@ -25,8 +25,9 @@ static EmuSet set;
 static EmuGet get;
 
 /* Small enough for a few hundred trainings; w0 1, so the Gram is read. */
-static const Shape small = {"emulation", WALS_IMPLICIT, 1.0f, 300, 100, 3000, 16, 1, -1.0f, 0.0f};
-static const Shape tiny = {"faults", WALS_IMPLICIT, 1.0f, 40, 20, 300, 8, 2, -1.0f, 0.0f};
+static const Shape small = {"emulation", WALS_IMPLICIT, 1.0f, 300, 100, 3000, 16, 1, -1.0f, 0.0f,
+0.0f};
+static const Shape tiny = {"faults", WALS_IMPLICIT, 1.0f, 40, 20, 300, 8, 2, -1.0f, 0.0f, 0.0f};
 
 /*
  * A barrier or a shuffle that lets threads on before the others arrive

@@ -150,7 +150,10 @@ next_random(uint64_t *state)
 	return z ^ (z >> 31);
 }
 
-/* Skewed random ratings, both matrices, and the seeded starting factors. */
+/*
+ * Skewed random ratings, a share of them dislikes, both matrices, and the
+ * seeded starting factors.
+ */
 void
 make_data(const Shape *shape, WalsCsr *R, WalsCsr *Rt)
 {
@@ -168,6 +171,9 @@ make_data(const Shape *shape, WalsCsr *R, WalsCsr *Rt)
 		row[k] = (int32_t) (shape->users * a * a);
 		col[k] = (int32_t) (shape->items * b * b * b);
 		val[k] = (float) (1 + next_random(&state) % 5);
+		if (shape->dislikes > 0 &&
+			(double) (next_random(&state) >> 11) / 9007199254740992.0 < shape->dislikes)
+			val[k] = -val[k];
 	}
 	R->indptr = malloc(sizeof(int64_t) * (shape->users + 1));
 	R->indices = malloc(sizeof(int32_t) * (n + 1));
@@ -444,7 +450,8 @@ check_shape(const Shape *shape, WalsSolver solver, int block_size)
 static int
 check_indefinite(WalsSolver solver, int block_size)
 {
-	static const Shape shape = {"indefinite", WALS_IMPLICIT, 1.0f, 50, 20, 300, 8, 1, -1.0f, 0.0f};
+	static const Shape shape = {"indefinite", WALS_IMPLICIT, 1.0f, 50, 20, 300, 8, 1, -1.0f, 0.0f,
+	0.0f};
 	const int64_t skip = 3;
 	WalsParams	params = {WALS_IMPLICIT, solver, 8, 3, -1.0f, 1.0f, 1.0f, block_size, false, 0.0f};
 	int			f = params.factors;
@@ -803,7 +810,8 @@ refused(const char *what, int rc, const WalsCudaError *err)
 static int
 check_refusals(const void *unused)
 {
-	static const Shape shape = {"refusals", WALS_IMPLICIT, 1.0f, 30, 20, 200, 4, 1, -1.0f, 0.0f};
+	static const Shape shape = {"refusals", WALS_IMPLICIT, 1.0f, 30, 20, 200, 4, 1, -1.0f, 0.0f,
+	0.0f};
 	WalsParams	params = shape_params(&shape, WALS_CG, 0);
 	WalsCsr		R;
 	WalsCsr		Rt;
@@ -1005,32 +1013,34 @@ int
 main(int argc, char **argv)
 {
 	static const Shape shapes[] = {
-		{"implicit f=64", WALS_IMPLICIT, 1.0f, 3000, 800, 60000, 64, 5, -1.0f, 0.0f},
-		{"explicit f=32", WALS_EXPLICIT, 0.0f, 3000, 800, 60000, 32, 5, -1.0f, 0.0f},
+		{"implicit f=64", WALS_IMPLICIT, 1.0f, 3000, 800, 60000, 64, 5, -1.0f, 0.0f, 0.0f},
+		{"explicit f=32", WALS_EXPLICIT, 0.0f, 3000, 800, 60000, 32, 5, -1.0f, 0.0f, 0.0f},
 		{"unobserved weight 0.3, f=17", WALS_IMPLICIT, 0.3f, 2000, 500, 30000, 17, 5, -1.0f,
-		0.0f},
-		{"one user", WALS_IMPLICIT, 1.0f, 1, 50, 30, 8, 5, -1.0f, 1.0f},
-		{"f=1", WALS_IMPLICIT, 1.0f, 500, 100, 3000, 1, 5, -1.0f, 0.0f},
+		0.0f, 0.0f},
+		{"one user", WALS_IMPLICIT, 1.0f, 1, 50, 30, 8, 5, -1.0f, 1.0f, 0.0f},
+		{"f=1", WALS_IMPLICIT, 1.0f, 500, 100, 3000, 1, 5, -1.0f, 0.0f, 0.0f},
+		/* a third of the ratings negative, repeated pairs summing to either sign */
+		{"dislikes, f=16", WALS_IMPLICIT, 1.0f, 1000, 300, 15000, 16, 5, -1.0f, 0.0f, 0.3f},
 		{"f=256, users without ratings", WALS_IMPLICIT, 1.0f, 400, 300, 2000, 256, 5, -1.0f,
-		1.0f},
-		{"explicit f=100", WALS_EXPLICIT, 0.0f, 600, 400, 12000, 100, 5, -1.0f, 0.0f},
-		{"f=1024", WALS_IMPLICIT, 1.0f, 60, 40, 600, 1024, 5, -1.0f, 1.0f},
-		{"f=4096", WALS_IMPLICIT, 1.0f, 4, 3, 10, 4096, 2, -1.0f, 0.0f},
-		{"frequency-scaled, nu=1, w0 0.05, f=32", WALS_IMPLICIT, 0.05f, 2000, 500, 30000, 32, 5,
 		1.0f, 0.0f},
+		{"explicit f=100", WALS_EXPLICIT, 0.0f, 600, 400, 12000, 100, 5, -1.0f, 0.0f, 0.0f},
+		{"f=1024", WALS_IMPLICIT, 1.0f, 60, 40, 600, 1024, 5, -1.0f, 1.0f, 0.0f},
+		{"f=4096", WALS_IMPLICIT, 1.0f, 4, 3, 10, 4096, 2, -1.0f, 0.0f, 0.0f},
+		{"frequency-scaled, nu=1, w0 0.05, f=32", WALS_IMPLICIT, 0.05f, 2000, 500, 30000, 32, 5,
+		1.0f, 0.0f, 0.0f},
 		{"frequency-scaled explicit, nu=0.5, f=16", WALS_EXPLICIT, 0.0f, 1500, 400, 20000, 16, 5,
-		0.5f, 0.0f},
+		0.5f, 0.0f, 0.0f},
 		/* users 0 to 4 rate 2058 to 5516 of its 10000 items: up to three blocks a row */
 		{"users of more than 2048 ratings, f=16", WALS_IMPLICIT, 1.0f, 40, 10000, 80000, 16, 5,
-		-1.0f, 1.0f},
+		-1.0f, 1.0f, 0.0f},
 	};
 	/*
 	 * The second's users 0 to 5 rate 2100 to 7100 items, rows split across
 	 * blocks; 6 to 9, fewer.
 	 */
 	static const NonFinite nonfinite[] = {
-		{{"non-finite", WALS_IMPLICIT, 1.0f, 300, 100, 3000, 16, 1, -1.0f, 0.0f}, 5, 37},
-		{{"non-finite, long rows", WALS_IMPLICIT, 1.0f, 10, 20000, 40000, 16, 1, -1.0f, 0.0f},
+		{{"non-finite", WALS_IMPLICIT, 1.0f, 300, 100, 3000, 16, 1, -1.0f, 0.0f, 0.0f}, 5, 37},
+		{{"non-finite, long rows", WALS_IMPLICIT, 1.0f, 10, 20000, 40000, 16, 1, -1.0f, 0.0f, 0.0f},
 		1, 1},
 	};
 	static ShapeRun runs[sizeof(shapes) / sizeof(shapes[0]) * 4 + 2];

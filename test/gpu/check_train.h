@@ -21,6 +21,7 @@ typedef struct Shape
 	int			iterations;		/* compared, one by one */
 	float		nu;				/* regularization exponent; negative: classic */
 	float		lambda;			/* regularization; 0: 0.1 */
+	float		dislikes;		/* share of implicit ratings negated */
 } Shape;
 
 /* A check: 1 when it passed; it says why when it did not, unless quiet. */

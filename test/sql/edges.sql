@@ -51,11 +51,13 @@ INSERT INTO edge_calls (call) VALUES
 ($$SELECT count(*) FROM wals_recommend(1, 5, 'edge', exclude_items => array_fill(1::bigint, ARRAY[300000]))$$),
 ($$SELECT count(*) FROM wals_recommend(1, 5, 'edge', only_items => ARRAY(SELECT generate_series(1, 300000)::bigint))$$),
 ($$SELECT wals_refresh_users(ARRAY(SELECT generate_series(1000, 1500)::bigint), 'edge')$$),
--- extreme ratings given to fold-in: not finite, summing past a real,
--- a confidence that overflows
+-- extreme ratings given to fold-in: not finite, a dislike, summing past
+-- a real, confidences that overflow
 ($$SELECT count(*) FROM wals_recommend_items(ARRAY[1], ARRAY['NaN']::real[], 5, 'edge')$$),
 ($$SELECT count(*) FROM wals_recommend_items(ARRAY[1], ARRAY['-Infinity']::real[], 5, 'edge')$$),
 ($$SELECT count(*) FROM wals_recommend_items(ARRAY[1], ARRAY[-1]::real[], 5, 'edge')$$),
+($$SELECT count(*) FROM wals_recommend_items(ARRAY[1], ARRAY[-3e38]::real[], 5, 'edge')$$),
+($$SELECT count(*) FROM wals_recommend_items(ARRAY[1, 1], ARRAY[-3e38, -3e38]::real[], 5, 'edge')$$),
 ($$SELECT count(*) FROM wals_recommend_items(ARRAY[1, 1], ARRAY[3e38, 3e38]::real[], 5, 'edge')$$),
 ($$SELECT count(*) FROM wals_recommend_items(ARRAY[1], ARRAY[3e38]::real[], 5, 'edge')$$),
 -- extreme training parameters

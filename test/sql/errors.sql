@@ -127,10 +127,12 @@ CREATE TABLE huge (user_id int, item_id int, rating float8);
 INSERT INTO huge VALUES (1, 1, 1e300);
 SELECT * FROM wals_train('huge', 'user_id', 'item_id', 'rating');
 \echo :LAST_ERROR_SQLSTATE
+-- a negative rating is a dislike under implicit feedback, a value under
+-- explicit feedback: both train
 UPDATE not_finite SET rating = -1 WHERE user_id = 2;
-SELECT * FROM wals_train('not_finite', 'user_id', 'item_id', 'rating');
-\echo :LAST_ERROR_SQLSTATE
--- negative ratings are fine as explicit feedback
+SELECT model, ratings FROM wals_train('not_finite', 'user_id', 'item_id', 'rating',
+    model => 'dislike', factors => 2, iterations => 1);
+SELECT wals_drop_model('dislike');
 SELECT model, ratings FROM wals_train('not_finite', 'user_id', 'item_id', 'rating',
     feedback => 'explicit', factors => 2, iterations => 1);
 CREATE TABLE empty (user_id int, item_id int, rating real);

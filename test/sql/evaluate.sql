@@ -45,6 +45,22 @@ SELECT count(*) AS rmse_rows FROM wals_evaluate('ev', 'ev_test', 'u', 'i', 'star
 INSERT INTO ev_test VALUES (2, 3, 1);
 SELECT metric, round(value::numeric, 4) AS value FROM wals_evaluate('ev', 'ev_test', 'u', 'i', k => 2)
 WHERE metric IN ('recall@2', 'users');
+-- an implicit model's held-out dislike (a negative rating) is not relevant:
+-- user 1's item 5, its hit, rated -4 leaves item 2 its only relevant item,
+-- ranked last: no hit, auc 0/3; user 2 as above.  Means: precision 0.25,
+-- recall 0.5, ndcg 0.3155, map 0.25, auc 0.3333.  To an explicit model a
+-- negative rating is a value like any, and item 5 stays relevant.
+CREATE VIEW ev_dislike AS
+SELECT u, i, CASE WHEN u = 1 AND i = 5 THEN -4 ELSE stars END AS stars FROM ev_test;
+SELECT metric, round(value::numeric, 4) AS value FROM wals_evaluate('ev', 'ev_dislike', 'u', 'i', 'stars', 2)
+WHERE metric IN ('precision@2', 'recall@2', 'ndcg@2', 'map@2', 'auc', 'users');
+SELECT metric, round(value::numeric, 4) AS value FROM wals_evaluate('evx', 'ev_dislike', 'u', 'i', 'stars', 2)
+WHERE metric IN ('recall@2', 'users');
+-- a user whose held-out items are all dislikes has none relevant
+CREATE VIEW ev_dislikes_only AS SELECT u, i, -1::real AS stars FROM ev_test WHERE u = 1;
+SELECT metric, round(value::numeric, 4) AS value FROM wals_evaluate('ev', 'ev_dislikes_only', 'u', 'i', 'stars', 2)
+WHERE metric IN ('users', 'users_without_relevant');
+DROP VIEW ev_dislike, ev_dislikes_only;
 -- a view, and NULL ids skipped with a NOTICE
 CREATE VIEW ev_view AS SELECT * FROM ev_test UNION ALL SELECT NULL, 1, 1;
 SET client_min_messages = notice;

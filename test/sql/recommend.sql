@@ -101,8 +101,6 @@ SELECT * FROM wals_recommend_items('{1,NULL}', NULL, 5, 'picks');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM wals_recommend_items('{1,2}', '{1,NULL}', 5, 'picks');
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM wals_recommend_items('{1,2}', '{1,-1}', 5, 'picks');
-\echo :LAST_ERROR_SQLSTATE
 SELECT * FROM wals_recommend_items('{1,2}', '{1,NaN}', 5, 'picks');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM wals_recommend_items('{1,2}', NULL, -1, 'picks');

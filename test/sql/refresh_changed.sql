@@ -125,6 +125,17 @@ SELECT model FROM wals_train('shop', 'user_id', 'item_id', 'r', model => 'bad', 
 INSERT INTO shop VALUES (6, 1, 1, '2026-04-01 00:00:00+00');
 SELECT model FROM wals_retrain('shop');
 SELECT changed_col, changed_mark, serving_version, refreshed_ratings FROM wals_models WHERE model = 'shop';
+-- a retraining after the column was dropped goes on without one
+CREATE TABLE gone AS SELECT * FROM shop;
+SELECT model FROM wals_train('gone', 'user_id', 'item_id', 'r', factors => 4, iterations => 1,
+    changed_col => 'ts');
+ALTER TABLE gone DROP COLUMN ts;
+SET client_min_messages = notice;
+SELECT model FROM wals_retrain('gone', iterations => 1);
+SET client_min_messages = warning;
+SELECT changed_col, changed_mark FROM wals_models WHERE model = 'gone';
+SELECT wals_drop_model('gone');
+DROP TABLE gone;
 -- a role that may read the model but does not own it cannot refresh it
 CREATE ROLE wals_refresh_outsider;
 GRANT SELECT ON shop, shop_user_factors, shop_item_factors TO wals_refresh_outsider;

@@ -94,22 +94,26 @@ test_alloc(size_t n, size_t size)
 }
 
 const TestVariant test_variants[] = {
-	{"implicit", WALS_IMPLICIT, 1.0f},
-	{"explicit", WALS_EXPLICIT, 0.0f},
-	{"implicit w0=0.3", WALS_IMPLICIT, 0.3f},
-	{"explicit w0=0.2", WALS_EXPLICIT, 0.2f},
-	{"implicit w0=5", WALS_IMPLICIT, 5.0f},
-	{"explicit w0=1.5", WALS_EXPLICIT, 1.5f},
+	{"implicit", WALS_IMPLICIT, 1.0f, 0.0},
+	{"explicit", WALS_EXPLICIT, 0.0f, 0.0},
+	{"implicit w0=0.3", WALS_IMPLICIT, 0.3f, 0.0},
+	{"explicit w0=0.2", WALS_EXPLICIT, 0.2f, 0.0},
+	{"implicit w0=5", WALS_IMPLICIT, 5.0f, 0.0},
+	{"explicit w0=1.5", WALS_EXPLICIT, 1.5f, 0.0},
+	{"implicit dislikes", WALS_IMPLICIT, 1.0f, 0.3},
+	{"implicit w0=5 dislikes", WALS_IMPLICIT, 5.0f, 0.3},
 };
 const int	n_test_variants = sizeof(test_variants) / sizeof(test_variants[0]);
 
 /*
  * Ratings go through wals_csr_from_coo with some cells repeated, so every
  * problem also exercises the merge; the dense copy is read back from the
- * merged CSR, which test_csr checks on its own against a naive merge.
+ * merged CSR, which test_csr checks on its own against a naive merge.  A
+ * share dislikes of the implicit ratings drawn is negative, so that the
+ * merge also sums ratings of both signs into likes, dislikes and zeros.
  */
-void
-problem_make(TestProblem *tp, WalsFeedback feedback, float w0,
+static void
+problem_draw(TestProblem *tp, WalsFeedback feedback, float w0, double dislikes,
 			 int m, int n, int f, double density, uint64_t seed)
 {
 	TestRng		rng;
@@ -152,6 +156,8 @@ problem_make(TestProblem *tp, WalsFeedback feedback, float w0,
 				val[nc] = feedback == WALS_IMPLICIT ?
 					(float) (1 + rng_below(&rng, 5)) :
 					(float) (1.0 + 4.0 * rng_uniform(&rng));
+				if (dislikes > 0 && rng_uniform(&rng) < dislikes)
+					val[nc] = -val[nc];
 				nc++;
 			} while (rng_uniform(&rng) < 0.2 && nc < cap);
 		}
@@ -197,6 +203,20 @@ problem_make(TestProblem *tp, WalsFeedback feedback, float w0,
 	free(counts);
 }
 
+void
+problem_make(TestProblem *tp, WalsFeedback feedback, float w0,
+			 int m, int n, int f, double density, uint64_t seed)
+{
+	problem_draw(tp, feedback, w0, 0.0, m, n, f, density, seed);
+}
+
+void
+problem_make_variant(TestProblem *tp, const TestVariant *tv,
+					 int m, int n, int f, double density, uint64_t seed)
+{
+	problem_draw(tp, tv->feedback, tv->w0, tv->dislikes, m, n, f, density, seed);
+}
+
 /* Frees what problem_make allocated; the struct itself is the caller's. */
 void
 problem_free(TestProblem *tp)
@@ -239,8 +259,8 @@ cell(const TestProblem *tp, int u, int i, double *c, double *p)
 	}
 	else if (tp->params.feedback == WALS_IMPLICIT)
 	{
-		*c = 1.0 + (double) tp->params.alpha * r;
-		*p = 1.0;
+		*c = 1.0 + (double) tp->params.alpha * fabs(r);
+		*p = r >= 0.0 ? 1.0 : 0.0;
 	}
 	else
 	{

@@ -57,15 +57,17 @@ typedef struct TestProblem
 
 /*
  * The model variants every solver and loss check runs over: the two
- * defaults, WALS with a small unobserved weight on each feedback, and an
+ * defaults, WALS with a small unobserved weight on each feedback, an
  * unobserved weight above the observed confidences, whose negative c - w0
- * takes the solver's general-product path.
+ * takes the solver's general-product path, and implicit feedback with
+ * dislikes (negative ratings: target 0, confidence from |r|).
  */
 typedef struct TestVariant
 {
 	const char *name;
 	WalsFeedback feedback;
 	float		w0;
+	double		dislikes;		/* share of the ratings drawn negative */
 } TestVariant;
 
 extern const TestVariant test_variants[];
@@ -73,6 +75,10 @@ extern const int n_test_variants;
 
 extern void problem_make(TestProblem *tp, WalsFeedback feedback, float w0,
 						 int m, int n, int f, double density, uint64_t seed);
+
+/* problem_make for one of test_variants, its dislikes included. */
+extern void problem_make_variant(TestProblem *tp, const TestVariant *tv,
+								 int m, int n, int f, double density, uint64_t seed);
 extern void problem_free(TestProblem *tp);
 
 /*

@@ -58,7 +58,7 @@ test_line(void)
 		int			s;
 		int			k;
 
-		problem_make(&tp, tv->feedback, tv->w0, 9, 12, f, 0.4, 1300 + v);
+		problem_make_variant(&tp, tv, 9, 12, f, 0.4, 1300 + v);
 		rng_seed(&rng, 31 + v);
 		DX = random_rows(&rng, tp.m, f, 0.3);
 		DY = random_rows(&rng, tp.n, f, 0.3);

@@ -40,7 +40,7 @@ test_explain(void)
 		TestProblem tp;
 		int			f = 6;
 
-		problem_make(&tp, tv->feedback, tv->w0, 9, 14, f, 0.4, 500 + v);
+		problem_make_variant(&tp, tv, 9, 14, f, 0.4, 500 + v);
 		for (int u = 0; u < tp.m; u++)
 		{
 			int64_t		lo = tp.R.indptr[u];

@@ -38,17 +38,24 @@ csr_release(WalsCsr *R)
 
 /* Split a copy of R; returns the cells held, with keep and out filled. */
 static int64_t
-split(const WalsCsr *R, const int64_t *row_ids, const int64_t *col_ids, double share,
-	  uint64_t seed, WalsCsr *keep, WalsCsr *out)
+split_as(const WalsCsr *R, WalsFeedback feedback, const int64_t *row_ids,
+		 const int64_t *col_ids, double share, uint64_t seed, WalsCsr *keep, WalsCsr *out)
 {
-	int64_t		n = wals_holdout_count(R, row_ids, col_ids, share, seed);
+	int64_t		n = wals_holdout_count(R, feedback, row_ids, col_ids, share, seed);
 
 	*keep = csr_copy(R);
 	out->indptr = test_alloc(R->nrows + 1, sizeof(int64_t));
 	out->indices = test_alloc(n > 0 ? n : 1, sizeof(int32_t));
 	out->values = test_alloc(n > 0 ? n : 1, sizeof(float));
-	wals_holdout_split(keep, row_ids, col_ids, share, seed, out);
+	wals_holdout_split(keep, feedback, row_ids, col_ids, share, seed, out);
 	return n;
+}
+
+static int64_t
+split(const WalsCsr *R, const int64_t *row_ids, const int64_t *col_ids, double share,
+	  uint64_t seed, WalsCsr *keep, WalsCsr *out)
+{
+	return split_as(R, WALS_IMPLICIT, row_ids, col_ids, share, seed, keep, out);
 }
 
 /* Every cell of R is in exactly one of keep and out, rows sorted, one kept. */
@@ -168,6 +175,61 @@ test_split(void)
 	csr_release(&rev);
 	free(row_ids);
 	free(rev_ids);
+	free(col_ids);
+	problem_free(&tp);
+}
+
+/*
+ * Dislikes: with every other rating negative, implicit feedback holds none
+ * of them out, and keeps a user whose other cells are all held; explicit
+ * feedback, where a negative rating is a value like any, holds them out as
+ * it holds the rest.
+ */
+static void
+test_split_dislikes(void)
+{
+	TestProblem tp;
+	int64_t    *row_ids;
+	int64_t    *col_ids;
+	WalsCsr		keep;
+	WalsCsr		out;
+	int64_t		n;
+	int64_t		nnz;
+	int64_t		negative = 0;
+	int			bad = 0;
+
+	problem_make(&tp, WALS_IMPLICIT, 1.0f, 300, 120, 4, 0.3, 78);
+	nnz = tp.R.indptr[tp.m];
+	row_ids = test_alloc(tp.m, sizeof(int64_t));
+	col_ids = test_alloc(tp.n, sizeof(int64_t));
+	for (int u = 0; u < tp.m; u++)
+		row_ids[u] = 5 + u;
+	for (int i = 0; i < tp.n; i++)
+		col_ids[i] = 9 + i;
+	for (int64_t j = 0; j < nnz; j += 2)
+		tp.R.values[j] = -tp.R.values[j] - 1.0f;
+
+	n = split_as(&tp.R, WALS_IMPLICIT, row_ids, col_ids, 0.5, 42, &keep, &out);
+	for (int64_t j = 0; j < n; j++)
+		bad += out.values[j] < 0.0f;
+	for (int64_t j = 0; j < keep.indptr[tp.m]; j++)
+		negative += keep.values[j] < 0.0f;
+	CHECK(split_wrong(&tp.R, &keep, &out, n) == 0 && bad == 0 && negative == (nnz + 1) / 2 &&
+		  n > 0.15 * nnz, "implicit: %d dislikes held, %lld of %lld kept, %lld cells held",
+		  bad, (long long) negative, (long long) (nnz + 1) / 2, (long long) n);
+	csr_release(&keep);
+	csr_release(&out);
+
+	n = split_as(&tp.R, WALS_EXPLICIT, row_ids, col_ids, 0.5, 42, &keep, &out);
+	negative = 0;
+	for (int64_t j = 0; j < n; j++)
+		negative += out.values[j] < 0.0f;
+	CHECK(split_wrong(&tp.R, &keep, &out, n) == 0 && negative > 0.15 * nnz,
+		  "explicit: %lld negative ratings held of %lld", (long long) negative,
+		  (long long) nnz);
+	csr_release(&keep);
+	csr_release(&out);
+	free(row_ids);
 	free(col_ids);
 	problem_free(&tp);
 }
@@ -349,6 +411,7 @@ void
 test_holdout(void)
 {
 	test_split();
+	test_split_dislikes();
 	test_metrics_of_holdout();
 	test_metric_names();
 }

@@ -66,7 +66,10 @@ close_to(double got, double want, double scale)
 	return fabs(got - want) <= 2e-5 * (scale + 1e-6) && isfinite(got);
 }
 
-/* Cells: row indices into the guarded rows (the last row included) and ratings. */
+/*
+ * Cells: row indices into the guarded rows (the last row included) and
+ * ratings from -5 to 5, dislikes and zeros (both signs) among them.
+ */
 static void
 make_cells(int n, int nrows, int32_t *idx, float *val, TestRng *rng)
 {
@@ -75,15 +78,40 @@ make_cells(int n, int nrows, int32_t *idx, float *val, TestRng *rng)
 	for (i = 0; i < n; i++)
 	{
 		idx[i] = i == n - 1 ? nrows - 1 : rng_below(rng, nrows);
-		val[i] = (float) (1 + rng_below(rng, 5));
+		val[i] = (float) (rng_below(rng, 11) - 5);
+		if (val[i] == 0.0f && rng_below(rng, 2))
+			val[i] = -0.0f;
 	}
+}
+
+/*
+ * a(r) and b(r) of WalsPassCoef from their definition, in double; the
+ * checks alternate a_from between 0, implicit feedback's, and -Inf,
+ * explicit feedback's.
+ */
+static double
+ref_a(const WalsPassCoef *coef, float r)
+{
+	return r >= coef->a_from ? (double) coef->a0 + (double) coef->a1 * r : 0.0;
+}
+
+static double
+ref_b(const WalsPassCoef *coef, float r)
+{
+	return (double) coef->b0 + (double) coef->b1 * fabs((double) r);
+}
+
+static float
+a_from_of(int trial)
+{
+	return trial % 2 == 0 ? 0.0f : -INFINITY;
 }
 
 static void
 check_row_pass(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 {
-	static const int lengths[] = {0, 1, 3, 4, 5, 7, 8, 19, 150};
-	WalsPassCoef coef = {0.5f, 0.25f, -1.5f, 0.75f};
+	static const int lengths[] = {0, 1, 3, 4, 5, 7, 8, 19, 150, 150};
+	WalsPassCoef coef = {0.5f, 0.25f, 0.0f, -1.5f, 0.75f};
 	int32_t		idx[MAX_CELLS];
 	float		val[MAX_CELLS];
 	float		v[MAX_F + 1];
@@ -101,6 +129,7 @@ check_row_pass(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 		int			c;
 
 		make_cells(n, GUARD_ROWS, idx, val, rng);
+		coef.a_from = a_from_of(li);
 		out[f] = 12345.0f;
 		k->row_pass(Y, idx, val, n, f, &coef, v, out);
 		for (c = 0; c < f; c++)
@@ -121,10 +150,10 @@ check_row_pass(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 					d += (double) y[j] * v[j];
 					dscale += fabs((double) y[j] * v[j]);
 				}
-				t = (coef.a0 + coef.a1 * val[i]) + (coef.b0 + coef.b1 * val[i]) * d;
+				t = ref_a(&coef, val[i]) + ref_b(&coef, val[i]) * d;
 				want += t * y[c];
-				scale += (fabs(coef.a0 + coef.a1 * val[i]) +
-						  fabs(coef.b0 + coef.b1 * val[i]) * dscale) * fabs(y[c]);
+				scale += (fabs(ref_a(&coef, val[i])) +
+						  fabs(ref_b(&coef, val[i])) * dscale) * fabs(y[c]);
 			}
 			bad += !close_to(out[c], want, scale);
 		}
@@ -325,9 +354,9 @@ aligned_floats(size_t n, void **raw)
 static void
 check_gram(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 {
-	static const int lengths[] = {1, 3, 5, 64, 150};
+	static const int lengths[] = {1, 3, 5, 64, 150, 150};
 	int			fp = wals_pad(f);
-	WalsPassCoef coef = {-0.5f, 0.75f, 1.0f, 0.5f};
+	WalsPassCoef coef = {1.0f, 0.5f, 0.0f, -0.5f, 0.75f};
 	void	   *raw_a;
 	void	   *raw_b;
 	void	   *raw_w;
@@ -348,6 +377,7 @@ check_gram(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 		int			i;
 
 		make_cells(n, GUARD_ROWS, idx, val, rng);
+		coef.a_from = a_from_of(li);
 		for (r = 0; r < f; r++)
 			for (c = 0; c < fp; c++)
 				A[r * fp + c] = c < f ? (float) (r == c) : 0.0f;
@@ -372,7 +402,7 @@ check_gram(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 				for (i = 0; i < n; i++)
 				{
 					const float *y = Y + (size_t) idx[i] * f;
-					double		t = (double) y[r] * (coef.a0 + coef.a1 * val[i]) * y[c];
+					double		t = (double) y[r] * ref_b(&coef, val[i]) * y[c];
 
 					want += t;
 					scale += fabs(t);
@@ -381,7 +411,7 @@ check_gram(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 			}
 			for (i = 0; i < n; i++)
 			{
-				double		t = (coef.b0 + coef.b1 * val[i]) * Y[(size_t) idx[i] * f + r];
+				double		t = ref_a(&coef, val[i]) * Y[(size_t) idx[i] * f + r];
 
 				want_b += t;
 				scale_b += fabs(t);
@@ -501,8 +531,8 @@ static void
 check_sub_block(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 {
 	static const int sizes[] = {1, 5, 16, 24, 40, 1000};
-	static const int lengths[] = {1, 3, 4, 5, 19, 150};
-	WalsPassCoef coef = {0.5f, 0.25f, -1.5f, 0.75f};
+	static const int lengths[] = {1, 3, 4, 5, 19, 150, 150};
+	WalsPassCoef coef = {0.5f, 0.25f, 0.0f, -1.5f, 0.75f};
 	int			si;
 
 	for (si = 0; si < (int) (sizeof(sizes) / sizeof(sizes[0])); si++)
@@ -547,6 +577,7 @@ check_sub_block(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 				int			r;
 
 				make_cells(n, GUARD_ROWS, idx, val, rng);
+				coef.a_from = a_from_of(li);
 				for (i = 0; i < n; i++)
 				{
 					const float *y = Y + (size_t) idx[i] * f;
@@ -555,9 +586,8 @@ check_sub_block(const WalsKernels *k, const float *Y, int f, TestRng *rng)
 					want_yhat[i] = yhat[i];
 					for (c = 0; c < pb; c++)
 						want_yhat[i] += (double) y[p0 + c] * dp[c];
-					t[i] = (coef.a0 + coef.a1 * val[i]) +
-						(coef.b0 + coef.b1 * val[i]) * want_yhat[i];
-					sw[i] = -(coef.b0 + coef.b1 * val[i]);
+					t[i] = ref_a(&coef, val[i]) + ref_b(&coef, val[i]) * want_yhat[i];
+					sw[i] = -ref_b(&coef, val[i]);
 				}
 				yhat[n] = 12345.0f;
 				for (r = 0; r < b; r++)
@@ -746,7 +776,7 @@ check_solvers(const WalsKernels *k)
 				int			u;
 				int			a;
 
-				problem_make(&tp, tv->feedback, tv->w0, 5, 160, f, 0.9,
+				problem_make_variant(&tp, tv, 5, 160, f, 0.9,
 							 1000 + 10 * w + v);
 				params = tp.params;
 				params.regularization = 1.0f;
@@ -783,11 +813,14 @@ check_solvers(const WalsKernels *k)
 	}
 }
 
-/* The kernels' linear weights are the loss's cell weights. */
+/*
+ * The cell weights are those of the model (DESIGN section 1, a negative
+ * implicit rating a dislike), and the kernels' form of them agrees.
+ */
 static void
 check_cell_linear(void)
 {
-	static const float ratings[] = {0.0f, 1.0f, 2.5f, 17.0f};
+	static const float ratings[] = {0.0f, -0.0f, 1.0f, 2.5f, 17.0f, -0.5f, -1.0f, -17.0f};
 	int			v;
 
 	for (v = 0; v < n_test_variants; v++)
@@ -807,12 +840,17 @@ check_cell_linear(void)
 			float		c;
 			float		p;
 			double		r = ratings[i];
+			double		want_c = params.feedback == WALS_IMPLICIT ? 1.0 + 0.7 * fabs(r) : 1.0;
+			double		want_p = params.feedback == WALS_IMPLICIT ? (r >= 0.0) : r;
 
 			wals_cell_weights(&params, ratings[i], &c, &p);
-			bad += fabs((double) c - params.w0 - (w.cw0 + w.cw1 * r)) > 1e-5 * (1.0 + fabs(c));
-			bad += fabs((double) c * p - (w.cp0 + w.cp1 * r)) > 1e-5 * (1.0 + fabs(c * p));
+			bad += fabs(c - want_c) > 1e-6 * want_c || p != want_p;
+			bad += fabs((double) c - params.w0 - (w.cw0 + w.cw1 * fabs(r))) >
+				1e-5 * (1.0 + fabs(c));
+			bad += fabs((double) c * p -
+						(r >= w.cp_from ? w.cp0 + w.cp1 * r : 0.0)) > 1e-5 * (1.0 + fabs(c * p));
 		}
-		CHECK(bad == 0, "%s: linear cell weights disagree %d times",
+		CHECK(bad == 0, "%s: cell weights wrong or their kernel form disagrees %d times",
 			  test_variants[v].name, bad);
 	}
 }

@@ -20,7 +20,7 @@ test_against_dense(void)
 		double		got;
 		double		want;
 
-		problem_make(&tp, tv->feedback, tv->w0, 13, 17, 6, 0.3, 500 + v);
+		problem_make_variant(&tp, tv, 13, 17, 6, 0.3, 500 + v);
 		got = core_loss(&tp, tp.X, tp.Y);
 		want = brute_loss(&tp, tp.X, tp.Y);
 		CHECK(fabs(got - want) < 1e-5 * fabs(want), "%s: loss %.10g, every cell %.10g",
@@ -73,7 +73,7 @@ test_descent(void)
 			int			it;
 			int			r;
 
-			problem_make(&tp, tv->feedback, tv->w0, 15, 19, 4, 0.3, 600 + v);
+			problem_make_variant(&tp, tv, 15, 19, 4, 0.3, 600 + v);
 			params = tp.params;
 			params.solver = solver == 0 ? WALS_CHOLESKY : WALS_CG;
 			ids = test_alloc(tp.n, sizeof(int64_t));
@@ -124,7 +124,7 @@ test_ranges(void)
 		double		reg_parts = 0.0;
 		int			c;
 
-		problem_make(&tp, tv->feedback, tv->w0, 13, 13, 5, 0.3, 700 + v);
+		problem_make_variant(&tp, tv, 13, 13, 5, 0.3, 700 + v);
 		whole = wals_loss_rows(&tp.params, &tp.R, tp.X, tp.Y, 0, tp.m);
 		reg_whole = wals_reg_rows(&tp.params, &tp.Rt, tp.Y, 0, tp.n);
 		for (c = 0; c + 1 < ncuts; c++)

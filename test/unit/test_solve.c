@@ -111,7 +111,7 @@ test_against_dense(void)
 			WalsStatus	st;
 			int			u;
 
-			problem_make(&tp, tv->feedback, tv->w0, 11, 16, 5, 0.35, 100 + v);
+			problem_make_variant(&tp, tv, 11, 16, 5, 0.35, 100 + v);
 			params = tp.params;
 			params.solver = solver == 0 ? WALS_CHOLESKY : WALS_CG;
 			params.cg_steps = 60;
@@ -163,7 +163,7 @@ test_frequency_scaled(void)
 				int64_t		bad_row = 7;
 				WalsStatus	st;
 
-				problem_make(&tp, tv->feedback, tv->w0, 11, 16, 5, 0.35, 400 + v);
+				problem_make_variant(&tp, tv, 11, 16, 5, 0.35, 400 + v);
 				tp.params.regularization = 0.05f;
 				tp.params.frequency_scaled = true;
 				tp.params.reg_exponent = nus[e];
@@ -232,7 +232,7 @@ test_cg_convergence(void)
 		double		first = 0.0;
 		int			rising = 0;
 
-		problem_make(&tp, tv->feedback, tv->w0, 10, 15, f, 0.4, 200 + v);
+		problem_make_variant(&tp, tv, 10, 15, f, 0.4, 200 + v);
 		params = tp.params;
 		exact = test_alloc((size_t) tp.m * f, sizeof(float));
 		X = test_alloc((size_t) tp.m * f, sizeof(float));

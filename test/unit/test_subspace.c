@@ -116,8 +116,8 @@ row_objective(const TestProblem *tp, const float *x, int u)
 		if (tp->observed[(size_t) u * tp->n + i])
 		{
 			count++;
-			c = p->feedback == WALS_IMPLICIT ? 1.0 + p->alpha * r : 1.0;
-			target = p->feedback == WALS_IMPLICIT ? 1.0 : r;
+			c = p->feedback == WALS_IMPLICIT ? 1.0 + p->alpha * fabs(r) : 1.0;
+			target = p->feedback == WALS_IMPLICIT ? r >= 0.0 : r;
 		}
 		total += c * (target - pred) * (target - pred);
 	}
@@ -141,7 +141,7 @@ test_one_block(void)
 		float	   *exact;
 		int			s;
 
-		problem_make(&tp, tv->feedback, tv->w0, 12, 20, 7, 0.4, 500 + v);
+		problem_make_variant(&tp, tv, 12, 20, 7, 0.4, 500 + v);
 		exact = test_alloc((size_t) tp.m * 7, sizeof(float));
 		memcpy(exact, tp.X, sizeof(float) * tp.m * 7);
 		CHECK(solve_all(&tp, &tp.params, exact, NULL) == WALS_OK,
@@ -197,7 +197,7 @@ test_narrow_blocks(void)
 		float	   *exact;
 		int			s;
 
-		problem_make(&tp, tv->feedback, tv->w0, 10, 18, 7, 0.45, 600 + v);
+		problem_make_variant(&tp, tv, 10, 18, 7, 0.45, 600 + v);
 		exact = test_alloc((size_t) tp.m * 7, sizeof(float));
 		memcpy(exact, tp.X, sizeof(float) * tp.m * 7);
 		CHECK(solve_all(&tp, &tp.params, exact, NULL) == WALS_OK,
@@ -271,7 +271,7 @@ test_kernel_families(void)
 			int			s;
 			int			a;
 
-			problem_make(&tp, tv->feedback, tv->w0, 5, 160, f, 0.9,
+			problem_make_variant(&tp, tv, 5, 160, f, 0.9,
 						 700 + 10 * w + v);
 			tp.params.regularization = 1.0f;
 			for (a = 0; a < tp.n * f; a++)
