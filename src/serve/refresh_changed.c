@@ -210,7 +210,7 @@ read_pairs(Refresh *r, const char *col, Oid type, const char *mark)
 	args[0] = int8_array(u, n);
 	args[1] = int8_array(i, n);
 	plan = wals_sql_prepare(psprintf("SELECT (s.%s)::pg_catalog.int8, (s.%s)::pg_catalog.int8, %s"
-									 " FROM %s s, ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) p(u, i)"
+									 " FROM %s s, (SELECT pg_catalog.unnest($1) AS u, pg_catalog.unnest($2) AS i) p"
 									 " WHERE s.%s OPERATOR(pg_catalog.=) p.u"
 									 " AND s.%s OPERATOR(pg_catalog.=) p.i",
 									 src->user_col, src->item_col,

@@ -192,6 +192,19 @@ $node->safe_psql('postgres',
 cmp_ok($node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'm'}),
 	'>', $node->safe_psql('postgres', q{SELECT version FROM wals_models WHERE model = 'mm'}),
 	'a retraining after the update draws a new version');
+# A model of an older version has no changed column: wals_refresh says
+# how to give it one, and then takes in what changed.
+($ret, $stdout, $stderr) = $node->psql('postgres', q{SELECT * FROM wals_refresh('mallory.mm')});
+like($stderr, qr/model "mallory.mm" has no changed column to refresh from/,
+	'a model from before the update is refused a refresh, with how to give it a changed column');
+$node->safe_psql('postgres', q{
+CREATE TABLE stamped AS SELECT user_id, item_id, rating, 1 AS ts FROM ratings;
+SELECT model FROM wals_train('stamped', 'user_id', 'item_id', 'rating', factors => 4,
+  iterations => 2, changed_col => 'ts');
+INSERT INTO stamped VALUES (1, 424242, 5, 2);});
+is($node->safe_psql('postgres', q{SELECT ratings || ' ' || new_items || ' ' || mark FROM wals_refresh('stamped')}),
+	'1 1 2', 'after the update, a model trained with changed_col refreshes');
+$node->safe_psql('postgres', q{SELECT wals_drop_model('stamped'); DROP TABLE stamped});
 ($ret, $stdout, $stderr) = $node->psql('postgres',
 	q{SET ROLE mallory; SELECT wals_drop_model('public.m')});
 like($stderr, qr/must be owner of model "public.m"/, 'the tenant cannot drop the other model');
