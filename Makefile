@@ -100,7 +100,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-shared bench-validation bench-negative bench-tune bench-shards bench-shard-load test-pg17 test-pg18 ci-fresh
+BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-shared bench-validation bench-negative bench-tune bench-shards bench-shard-load bench-refresh bench-refresh-quality test-pg17 test-pg18 ci-fresh
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # Every TAP test copies test/installcheck.sh's initdb template, on 15 too
@@ -491,6 +491,25 @@ bench-accel: deps-bench
 	$(MAKE) all
 	$(MAKE) install
 	./test/bench/accel.sh
+
+# wals_refresh against a full wals_retrain on the 20M set's 15.5M ratings,
+# with 1% and 0.1% of them new (REFRESH_FRACTIONS), solve_items 'new' and
+# 'touched', and wals_refresh_items on 100 items (test/bench/refresh.sh).
+.PHONY: bench-refresh
+bench-refresh: deps-bench
+	$(MAKE) all
+	$(MAKE) install
+	./test/bench/refresh.sh
+
+# Quality of a model kept fresh by wals_refresh against one retrained, on
+# ratings replayed in time order: MovieLens 100K's u.data where ML100K names
+# it, a synthetic set with synthetic times otherwise
+# (test/bench/refresh_quality.sh).
+.PHONY: bench-refresh-quality
+bench-refresh-quality: deps-bench
+	$(MAKE) all
+	$(MAKE) install
+	./test/bench/refresh_quality.sh
 
 # One server against 1, 2 and 3 local shards (postgres_fdw partitions by
 # user) on the 20M set: seconds per iteration, bytes moved, memory per shard.

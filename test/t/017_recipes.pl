@@ -108,6 +108,84 @@ like($stdout, qr/^1\|shard1\|shop\.ratings_1\|public\.ratings_part\n2\|shard2\|s
 trained_as_recipe($coord, $stdout, $rows, 'shards');
 
 # ---------------------------------------------------------------------------
+# Fresh recommendations (examples/pg_cron/4_refresh_model.sql, then
+# 5_refresh_schedule.sql): analyst's table of clicks with changed_at and a
+# model that follows it.  The refresh job's command runs here as the file
+# has it, so that it is tested where pg_cron is missing too; the schedule
+# itself below, with pg_cron.
+my $clicks_csv = '';
+for my $u (1 .. 300)
+{
+	$clicks_csv .= sprintf("%d,%d,%d\n", $u, ($u * 7 + $_ * 13) % 200 + 1, 1 + ($u + $_) % 3) for 1 .. 12;
+}
+($ret, $stdout, $stderr) = run_recipe($coord, 'pg_cron/4_refresh_model.sql',
+	user => 'analyst', password => $password{analyst}, stdin => $clicks_csv);
+is($ret, 0, '4_refresh_model.sql runs as analyst') or diag($stderr);
+like($stdout, qr/^clicks\|300\|200\|3600$/m, 'the model of the clicks is trained from every row');
+is( $coord->safe_psql(
+		'app', q{SELECT changed_col, changed_mark IS NOT NULL, refreshed_at IS NULL
+		  FROM wals_models WHERE (schema, model) = ('shop', 'clicks')}),
+	'changed_at|t|t', 'the model follows changed_at, marked, never refreshed');
+
+my $schedule = slurp_file("$FindBin::RealBin/../../examples/pg_cron/5_refresh_schedule.sql");
+my ($refresh_sql) = $schedule =~ /cron\.schedule\('wals-clicks-refresh', '[^']+', \$\$\n(.*?)\$\$\)/s;
+my ($status_sql) = $schedule =~ /^(SELECT changed_col, .*?;)$/ms;
+ok(defined $refresh_sql && defined $status_sql, '5_refresh_schedule.sql has the refresh job and the status query');
+
+# The application's writes, as doc/operations.md shows them: a click adds
+# one to the row and moves its changed_at.
+sub click
+{
+	my ($user, $item) = @_;
+	as_analyst(qq{INSERT INTO shop.clicks AS c (user_id, item_id) VALUES ($user, $item)
+  ON CONFLICT (user_id, item_id) DO UPDATE SET clicks = c.clicks + 1, changed_at = clock_timestamp();});
+	return;
+}
+click(5000001, $_) for 1 .. 5;    # a new user
+click(42, 777);                    # a new item
+click(43, 777);
+click(44, (44 * 7 + 13) % 200 + 1);    # a row that was there
+like(as_analyst($refresh_sql), qr/^8\|4\|1\|\d+\|1\|[^|]+\|[0-9.e-]+$/,
+	'the refresh job takes in the 8 rows changed: 4 users, 1 of them new, and the new item');
+like(as_analyst($refresh_sql), qr/^(0\|0\|0\|0\|0\|.*)?$/, 'the next finds nothing new');
+is( as_analyst(
+		q{SELECT (SELECT count(*) FROM wals_recommend(5000001, 10, 'shop.clicks')),
+		  wals_predict(42, 777, 'shop.clicks') IS NOT NULL,
+		  777 IN (SELECT item_id FROM wals_rated_items(42, 'shop.clicks'))}),
+	'10|t|t', 'the new user is served, the new item scored, and left out for who clicked it');
+like(as_analyst($status_sql), qr/^changed_at\|[^|]+\|[^|]+\|\d+\|[^|]+$/,
+	'wals_models shows the mark, the last refresh and the rows it read');
+
+# A refresh during a retraining waits on the model's lock for its commit,
+# then reads from the retraining's mark.
+my $trainer = $coord->background_psql('app', on_error_stop => 0, timeout => 120);
+$trainer->query_safe('SET client_min_messages = warning');
+$trainer->query_safe('BEGIN');
+$trainer->query_safe(q{SELECT 1 FROM wals_retrain('shop.clicks')});
+click(45, 778);
+click(46, 778);
+my $refresher = $coord->background_psql('app', on_error_stop => 0, timeout => 120);
+$refresher->query_safe('SET client_min_messages = warning');
+$refresher->query_until(qr/sent/, "\\echo sent\n$refresh_sql;\n\\echo done\n");
+ok( wait_until(
+		$coord, 'app', q{EXISTS (SELECT FROM pg_stat_activity WHERE query LIKE '%FROM wals_refresh(%'
+		  AND wait_event_type = 'Lock' AND wait_event = 'object')}),
+	'a refresh waits for a retraining of the model');
+$trainer->query_safe('COMMIT');
+my $waited = eval {
+	pump_until($refresher->{run}, $refresher->{timeout}, \$refresher->{stdout}, qr/^done\n/m);
+};
+like($refresher->{stdout}, qr/^2\|2\|0\|\d+\|1\|/m,
+	'after the commit it takes in the 2 rows the retraining did not see, no more')
+  or diag($refresher->{stdout}, $refresher->{stderr});
+is($refresher->{stderr}, '', 'without an error');
+$_->quit for ($trainer, $refresher);
+is( $coord->safe_psql(
+		'app', q{SELECT refreshed_ratings, changed_mark::timestamptz = (SELECT max(changed_at) FROM shop.clicks)
+		  FROM wals_models WHERE (schema, model) = ('shop', 'clicks')}),
+	'2|t', 'the retraining started the count of rows taken in again, and the refresh marked the last');
+
+# ---------------------------------------------------------------------------
 # pg_cron: its settings appended to the coordinator's postgresql.conf as the
 # file is, a restart, then step 2 as a superuser and step 3 as analyst.
 my $pkglibdir = $coord->config_data('--pkglibdir');
@@ -152,6 +230,40 @@ SKIP:
 	is(as_analyst(q{SELECT count(*) FROM wals_recommend(42, 10, 'shop.ratings')}),
 		'10', 'the retrained model serves');
 	as_analyst(q{SELECT cron.unschedule('wals-nightly')});
+
+	($ret, $stdout, $stderr) = run_recipe($coord, 'pg_cron/5_refresh_schedule.sql',
+		user => 'analyst', password => $password{analyst});
+	is($ret, 0, '5_refresh_schedule.sql runs as analyst') or diag($stderr);
+	like($stdout, qr/^changed_at\|[^|]+\|[^|]+\|\d+\|[^|]+$/m, 'and shows how fresh the model is');
+	is( $coord->safe_psql(
+			'app', q{SELECT string_agg(format('%s %s %s %s', jobname, username, database, schedule), ', '
+			  ORDER BY jobname) FROM cron.job WHERE jobname LIKE 'wals-clicks-%'}),
+		'wals-clicks-nightly analyst app 30 3 * * *, wals-clicks-refresh analyst app */5 * * * *',
+		'the jobs are analyst\'s, in app, every five minutes and at 03:30');
+
+	# The test waits for the next minute, not five: the same command every
+	# minute.
+	my ($refreshed, $taken) = split /\|/, $coord->safe_psql('app',
+		q{SELECT refreshed_at, refreshed_ratings FROM wals_models WHERE (schema, model) = ('shop', 'clicks')});
+	click(5000002, $_) for 1 .. 3;
+	as_analyst(q{SELECT cron.schedule(jobname, '* * * * *', command) FROM cron.job
+	  WHERE jobname = 'wals-clicks-refresh'});
+	ok( wait_until(
+			$coord, 'app', qq{(SELECT refreshed_at > '$refreshed' FROM wals_models
+			  WHERE (schema, model) = ('shop', 'clicks'))}),
+		'the job refreshed the model');
+	is( $coord->safe_psql(
+			'app', q{SELECT refreshed_ratings FROM wals_models
+			  WHERE (schema, model) = ('shop', 'clicks')}),
+		$taken + 3, 'it took in the 3 new rows (refreshed_ratings counts since the training)');
+	is(as_analyst(q{SELECT count(*) FROM wals_recommend(5000002, 10, 'shop.clicks')}),
+		'10', 'and the new user is served');
+	ok( $coord->poll_query_until(
+			'app', q{SELECT count(*) > 0 FROM cron.job_run_details d JOIN cron.job j USING (jobid)
+			  WHERE j.jobname = 'wals-clicks-refresh' AND d.status = 'succeeded' AND d.username = 'analyst'}),
+		'pg_cron records the refresh, as analyst, as succeeded');
+	as_analyst(q{SELECT cron.unschedule('wals-clicks-refresh')});
+	as_analyst(q{SELECT cron.unschedule('wals-clicks-nightly')});
 }
 
 done_testing();
