@@ -8,7 +8,8 @@
  * or refresh took in, the mark (marks.c).  A refresh reads the rows above
  * the mark, and reads again every row of the (user, item) pairs they
  * name, so that a pair's rating is its whole value in the source whether
- * a row was updated in place or another row added for it.  Then, each side
+ * a row was updated in place or another row added for it; a unique index
+ * on the two columns says that each pair is one row, and spares that.  Then, each side
  * solved exactly against the other held fixed:
  *
  * 1. with solve_items => 'touched', every item the changed rows name that
@@ -42,6 +43,7 @@
 #include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 #include "wals_serve.h"
 
@@ -158,6 +160,32 @@ rating_expr(const WalsSourceNames *src)
 }
 
 /*
+ * Whether source holds one row per (user, item) pair at most: a unique
+ * index on the two columns alone, without a predicate, so that a changed
+ * row is its pair's whole rating.  A view's are its tables', not looked
+ * into.
+ */
+static bool
+pairs_unique(Oid source, const char *user_col, const char *item_col)
+{
+	Oid			types[3] = {OIDOID, INT2OID, INT2OID};
+	Datum		args[3];
+	bool		isnull;
+
+	args[0] = ObjectIdGetDatum(source);
+	args[1] = Int16GetDatum(get_attnum(source, user_col));
+	args[2] = Int16GetDatum(get_attnum(source, item_col));
+	if (wals_sql("SELECT EXISTS (SELECT FROM pg_catalog.pg_index"
+				 " WHERE indrelid OPERATOR(pg_catalog.=) $1 AND indisunique AND indisvalid"
+				 " AND indnkeyatts OPERATOR(pg_catalog.=) 2 AND indpred IS NULL AND indexprs IS NULL"
+				 " AND ((indkey[0] OPERATOR(pg_catalog.=) $2 AND indkey[1] OPERATOR(pg_catalog.=) $3)"
+				 " OR (indkey[0] OPERATOR(pg_catalog.=) $3 AND indkey[1] OPERATOR(pg_catalog.=) $2)))",
+				 3, types, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "wals: could not read the indexes of relation %u", source);
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
  * The pairs of the rows above mark (all rows with a value when mark is
  * NULL), each with its whole merged rating in the source; returns the
  * number of rows above the mark.
@@ -195,10 +223,10 @@ read_pairs(Refresh *r, const char *col, Oid type, const char *mark)
 	changed = read_cells(r->info, plan, &arg, changed, &n, &cap);
 	rows = n;
 	n = merge_pairs(changed, n, r->info->params.feedback);
-	if (n == 0)
+	if (n == 0 || pairs_unique(r->info->source, r->info->user_col, r->info->item_col))
 	{
 		r->pairs = changed;
-		r->npairs = 0;
+		r->npairs = n;
 		return rows;
 	}
 

@@ -109,15 +109,22 @@ UPDATE held h SET k = o.k FROM (SELECT ts, row_number() OVER (ORDER BY x) AS k F
 DELETE FROM r WHERE ts IN (SELECT ts FROM held);
 SQL
 
+# One row per pair, as the set holds: a refresh then reads no pair again
+# (REFRESH_PAIR_INDEX=plain for the index a log of events would have).
+case ${REFRESH_PAIR_INDEX:-unique} in
+unique) pair_index=UNIQUE ;;
+*) pair_index= ;;
+esac
+
 say "indexing"
 $PSQL > /dev/null <<SQL
 VACUUM ANALYZE r;
 CREATE INDEX ON r (ts);
-CREATE INDEX ON r (user_id, item_id);
+CREATE $pair_index INDEX ON r (user_id, item_id);
 CREATE INDEX ON r (item_id);
 ANALYZE held;
 SQL
-echo "data: $(num "$total") ratings, $(sql "SELECT count(DISTINCT user_id) FROM (SELECT user_id FROM r UNION ALL SELECT user_id FROM held) a") users, $(sql "SELECT count(DISTINCT item_id) FROM (SELECT item_id FROM r UNION ALL SELECT item_id FROM held) a") items; indexes on ts, (user_id, item_id), item_id"
+echo "data: $(num "$total") ratings, $(sql "SELECT count(DISTINCT user_id) FROM (SELECT user_id FROM r UNION ALL SELECT user_id FROM held) a") users, $(sql "SELECT count(DISTINCT item_id) FROM (SELECT item_id FROM r UNION ALL SELECT item_id FROM held) a") items; indexes on ts, ${pair_index:+$pair_index }(user_id, item_id), item_id"
 echo "settings: ${SETTINGS//[$'\t\n']/ }"
 case $SPREAD in
 random) echo "held back: every row of new users and new items, then rows drawn at random (REFRESH_SPREAD=random)" ;;

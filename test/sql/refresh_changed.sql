@@ -122,6 +122,23 @@ FROM exact_item_factors WHERE item_id = 3;
 -- wals_refresh_users forgets the kept Gram, which the next refresh learns again
 SELECT wals_refresh_users('{1}', 'exact') AS stored;
 SELECT user_gram IS NULL AS forgotten FROM wals_models WHERE model = 'exact';
+-- a source with one row per pair, by a unique index, reads no pair again:
+-- a rating updated in place is taken as it is
+CREATE TABLE stock (user_id int, item_id int, r real, ts bigint, PRIMARY KEY (user_id, item_id));
+INSERT INTO stock SELECT user_id, item_id, r, 1 FROM exact WHERE r IS NOT NULL
+ON CONFLICT DO NOTHING;
+SELECT model FROM wals_train('stock', 'user_id', 'item_id', 'r', factors => 6, iterations => 3,
+    solver => 'cholesky', changed_col => 'ts');
+UPDATE stock SET r = 9, ts = 2 WHERE user_id = 5 AND item_id = (SELECT min(item_id) FROM stock WHERE user_id = 5);
+INSERT INTO stock VALUES (5, 777, 2, 2);
+SELECT ratings, users, new_items FROM wals_refresh('stock');
+SELECT (SELECT array_agg(item_id ORDER BY item_id) FROM wals_recommend(5, 5, 'stock')) =
+       (SELECT array_agg(item_id ORDER BY item_id) FROM wals_recommend_items(
+            (SELECT array_agg(item_id) FROM stock WHERE user_id = 5),
+            (SELECT array_agg(r) FROM stock WHERE user_id = 5), 5, 'stock')) AS same_as_fold_in;
+SELECT r.* FROM wals_rated_items(5, 'stock') r WHERE rating = 9 OR item_id = 777 ORDER BY 1;
+SELECT wals_drop_model('stock');
+DROP TABLE stock;
 -- a model without a changed column is refreshed by ids only
 SELECT * FROM wals_refresh('exact');
 \echo :LAST_ERROR_SQLSTATE
