@@ -78,12 +78,8 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 	float	   *x = palloc(sizeof(float) * m->factors);
 	int64		stored = 0;
 
-	select = wals_sql_prepare(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s"
-									   " WHERE %s OPERATOR(pg_catalog.=) $1",
-									   src->user_col, src->item_col,
-									   src->rating_col == NULL ? "NULL::pg_catalog.float8" :
-									   psprintf("(%s)::pg_catalog.float8", src->rating_col),
-									   src->relation, src->user_col),
+	select = wals_sql_prepare(wals_cells_query(src, "",
+											   psprintf("s.%s OPERATOR(pg_catalog.=) $1", src->user_col)),
 							  1, &int8type);
 	wals_row_writer_init(&w, &m->info, true);
 	for (int i = 0; i < n; i++)

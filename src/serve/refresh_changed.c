@@ -115,50 +115,6 @@ merge_pairs(WalsCell *cells, int64 n, WalsFeedback feedback)
 	return out;
 }
 
-static Datum
-int8_array(const int64 *v, int64 n)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int64 i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(v[i]);
-	return PointerGetDatum(construct_array(elems, (int) n, INT8OID, 8, true, TYPALIGN_DOUBLE));
-}
-
-/* Read the cells the query of plan (with args) returns, appended to cells. */
-static WalsCell *
-read_cells(const WalsModelInfo *info, SPIPlanPtr plan, Datum *args, WalsCell *cells,
-		   int64 *n, int64 *cap)
-{
-	Portal		portal = wals_sql_cursor_plan(plan, args, NULL, true);
-
-	for (;;)
-	{
-		CHECK_FOR_INTERRUPTS();
-		wals_sql_fetch(portal, 10000);
-		if (SPI_processed == 0)
-			break;
-		if (*n + (int64) SPI_processed > *cap)
-		{
-			*cap = Max(*cap * 2, *n + (int64) SPI_processed);
-			cells = repalloc_huge(cells, sizeof(WalsCell) * *cap);
-		}
-		for (uint64 r = 0; r < SPI_processed; r++)
-			if (wals_cell_read(info, SPI_tuptable->vals[r], SPI_tuptable->tupdesc, &cells[*n]))
-				(*n)++;
-		SPI_freetuptable(SPI_tuptable);
-	}
-	SPI_cursor_close(portal);
-	return cells;
-}
-
-static const char *
-rating_expr(const WalsSourceNames *src)
-{
-	return src->rating_col == NULL ? "NULL::pg_catalog.float8" :
-		psprintf("(%s)::pg_catalog.float8", src->rating_col);
-}
-
 /*
  * Whether source holds one row per (user, item) pair at most: a unique
  * index on the two columns alone, without a predicate, so that a changed
@@ -208,19 +164,16 @@ read_pairs(Refresh *r, const char *col, Oid type, const char *mark)
 	if (mark != NULL)
 	{
 		arg = wals_mark_value(mark, type, r->info->display);
-		plan = wals_sql_prepare(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s"
-										 " FROM %s WHERE %s OPERATOR(pg_catalog.>) $1",
-										 src->user_col, src->item_col, rating_expr(src),
-										 src->relation, quote_identifier(col)),
+		plan = wals_sql_prepare(wals_cells_query(src, "",
+												 psprintf("s.%s OPERATOR(pg_catalog.>) $1",
+														  quote_identifier(col))),
 								1, &type);
 	}
 	else
-		plan = wals_sql_prepare(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s"
-										 " FROM %s WHERE %s IS NOT NULL",
-										 src->user_col, src->item_col, rating_expr(src),
-										 src->relation, quote_identifier(col)),
+		plan = wals_sql_prepare(wals_cells_query(src, "",
+												 psprintf("s.%s IS NOT NULL", quote_identifier(col))),
 								0, NULL);
-	changed = read_cells(r->info, plan, &arg, changed, &n, &cap);
+	changed = wals_read_cells(r->info, plan, &arg, changed, &n, &cap);
 	rows = n;
 	n = merge_pairs(changed, n, r->info->params.feedback);
 	if (n == 0 || pairs_unique(r->info->source, r->info->user_col, r->info->item_col))
@@ -238,20 +191,17 @@ read_pairs(Refresh *r, const char *col, Oid type, const char *mark)
 		u[k] = changed[k].user;
 		i[k] = changed[k].item;
 	}
-	args[0] = int8_array(u, n);
-	args[1] = int8_array(i, n);
-	plan = wals_sql_prepare(psprintf("SELECT (s.%s)::pg_catalog.int8, (s.%s)::pg_catalog.int8, %s"
-									 " FROM %s s, (SELECT pg_catalog.unnest($1) AS u, pg_catalog.unnest($2) AS i) p"
-									 " WHERE s.%s OPERATOR(pg_catalog.=) p.u"
-									 " AND s.%s OPERATOR(pg_catalog.=) p.i",
-									 src->user_col, src->item_col,
-									 src->rating_col == NULL ? "NULL::pg_catalog.float8" :
-									 psprintf("(s.%s)::pg_catalog.float8", src->rating_col),
-									 src->relation, src->user_col, src->item_col),
+	args[0] = wals_int8_array(u, n);
+	args[1] = wals_int8_array(i, n);
+	plan = wals_sql_prepare(wals_cells_query(src,
+											 ", (SELECT pg_catalog.unnest($1) AS u, pg_catalog.unnest($2) AS i) p",
+											 psprintf("s.%s OPERATOR(pg_catalog.=) p.u"
+													  " AND s.%s OPERATOR(pg_catalog.=) p.i",
+													  src->user_col, src->item_col)),
 							2, types);
 	cap = n;
 	r->npairs = 0;
-	r->pairs = read_cells(r->info, plan, args, palloc(sizeof(WalsCell) * cap), &r->npairs, &cap);
+	r->pairs = wals_read_cells(r->info, plan, args, palloc(sizeof(WalsCell) * cap), &r->npairs, &cap);
 	r->npairs = merge_pairs(r->pairs, r->npairs, r->info->params.feedback);
 	return rows;
 }
@@ -519,7 +469,7 @@ solve_users(Refresh *r, Columns *c, const WalsRowWriter *w, SPIPlanPtr read, con
 {
 	int			f = r->f;
 	int64		n = hi - lo;
-	Datum		arg = int8_array(which + lo, n);
+	Datum		arg = wals_int8_array(which + lo, n);
 	bytea	  **stored = palloc0(sizeof(bytea *) * n);
 	int64		cells = 0;
 	WalsParams	params = r->info->params;

@@ -153,7 +153,6 @@ user_side_raters(const WalsModelInfo *info, float *G, const WalsCell *cells, int
 	int			f = info->factors;
 	int64	   *ids = palloc(sizeof(int64) * Max(ncells, 1));
 	int64		n = 0;
-	Datum	   *elems;
 	Datum		arg;
 	Oid			type = INT8ARRAYOID;
 
@@ -163,10 +162,7 @@ user_side_raters(const WalsModelInfo *info, float *G, const WalsCell *cells, int
 	for (int64 c = 0; c < ncells; c++)
 		if (n == 0 || ids[n - 1] != ids[c])
 			ids[n++] = ids[c];
-	elems = palloc(sizeof(Datum) * Max(n, 1));
-	for (int64 i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(ids[i]);
-	arg = PointerGetDatum(construct_array(elems, (int) n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+	arg = wals_int8_array(ids, n);
 	wals_check_factor_table(info, info->user_rel, true);
 	wals_sql_expect(wals_sql(psprintf("SELECT user_id, factors FROM %s"
 									  " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY user_id",
@@ -345,6 +341,62 @@ wals_solve_items(const WalsModelInfo *info, const WalsUserSide *us, const int64 
 	}
 }
 
+/* A bigint[] of v[0..n). */
+Datum
+wals_int8_array(const int64 *v, int64 n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int64 i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(v[i]);
+	return PointerGetDatum(construct_array(elems, (int) n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+/*
+ * The query of the user, item and rating of the rows of src (named s)
+ * that pass where, in the columns wals_cell_read reads; from: more of the
+ * FROM list, after s.
+ */
+char *
+wals_cells_query(const WalsSourceNames *src, const char *from, const char *where)
+{
+	return psprintf("SELECT (s.%s)::pg_catalog.int8, (s.%s)::pg_catalog.int8, %s FROM %s s%s WHERE %s",
+					src->user_col, src->item_col,
+					src->rating_col == NULL ? "NULL::pg_catalog.float8" :
+					psprintf("(s.%s)::pg_catalog.float8", src->rating_col),
+					src->relation, from, where);
+}
+
+/*
+ * The cells the query of plan (with args) reads, appended to cells[0..*n)
+ * (room for *cap, grown as needed); returns cells.
+ */
+WalsCell *
+wals_read_cells(const WalsModelInfo *info, SPIPlanPtr plan, Datum *args, WalsCell *cells,
+				int64 *n, int64 *cap)
+{
+	Portal		portal = wals_sql_cursor_plan(plan, args, NULL, true);
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		wals_sql_fetch(portal, 10000);
+		if (SPI_processed == 0)
+			break;
+		if (*n + (int64) SPI_processed > *cap)
+		{
+			*cap = Max(*cap * 2, *n + (int64) SPI_processed);
+			cells = repalloc_huge(cells, sizeof(WalsCell) * *cap);
+		}
+		for (uint64 r = 0; r < SPI_processed; r++)
+			if (wals_cell_read(info, SPI_tuptable->vals[r], SPI_tuptable->tupdesc, &cells[*n]))
+				(*n)++;
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	return cells;
+}
+
 /*
  * The ratings of items ids[0..n) (increasing) in the source, read as the
  * model's owner, checked as a training checks them; *ncells gets their
@@ -355,44 +407,16 @@ wals_item_ratings(const WalsModelInfo *info, const WalsSourceNames *src, const i
 				  int64 n, int64 *ncells)
 {
 	Oid			type = INT8ARRAYOID;
-	Datum		arg;
-	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
-	SPIPlanPtr	plan;
-	Portal		portal;
+	Datum		arg = wals_int8_array(ids, n);
 	int64		cap = 1024;
-	WalsCell   *cells = palloc(sizeof(WalsCell) * cap);
+	SPIPlanPtr	plan;
 
-	for (int64 i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(ids[i]);
-	arg = PointerGetDatum(construct_array(elems, (int) n, INT8OID, 8, true, TYPALIGN_DOUBLE));
-	plan = wals_sql_prepare(psprintf("SELECT (%s)::pg_catalog.int8, (%s)::pg_catalog.int8, %s FROM %s"
-									 " WHERE %s OPERATOR(pg_catalog.=) ANY ($1)",
-									 src->user_col, src->item_col,
-									 src->rating_col == NULL ? "NULL::pg_catalog.float8" :
-									 psprintf("(%s)::pg_catalog.float8", src->rating_col),
-									 src->relation, src->item_col),
+	plan = wals_sql_prepare(wals_cells_query(src, "",
+											 psprintf("s.%s OPERATOR(pg_catalog.=) ANY ($1)",
+													  src->item_col)),
 							1, &type);
-	portal = wals_sql_cursor_plan(plan, &arg, NULL, true);
 	*ncells = 0;
-	for (;;)
-	{
-		CHECK_FOR_INTERRUPTS();
-		wals_sql_fetch(portal, 10000);
-		if (SPI_processed == 0)
-			break;
-		if (*ncells + (int64) SPI_processed > cap)
-		{
-			cap = Max(cap * 2, *ncells + (int64) SPI_processed);
-			cells = repalloc_huge(cells, sizeof(WalsCell) * cap);
-		}
-		for (uint64 r = 0; r < SPI_processed; r++)
-			if (wals_cell_read(info, SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
-							   &cells[*ncells]))
-				(*ncells)++;
-		SPI_freetuptable(SPI_tuptable);
-	}
-	SPI_cursor_close(portal);
-	return cells;
+	return wals_read_cells(info, plan, &arg, palloc(sizeof(WalsCell) * cap), ncells, &cap);
 }
 
 /*

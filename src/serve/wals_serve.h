@@ -152,6 +152,10 @@ extern void wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, con
 								  int64 n);
 extern void wals_solve_items(const WalsModelInfo *info, const WalsUserSide *us, const int64 *ids,
 							 int64 n, const WalsCell *cells, int64 ncells, float *Y, bool *known);
+extern Datum wals_int8_array(const int64 *v, int64 n);
+extern char *wals_cells_query(const WalsSourceNames *src, const char *from, const char *where);
+extern WalsCell *wals_read_cells(const WalsModelInfo *info, SPIPlanPtr plan, Datum *args,
+								 WalsCell *cells, int64 *n, int64 *cap);
 extern WalsCell *wals_item_ratings(const WalsModelInfo *info, const WalsSourceNames *src,
 								   const int64 *ids, int64 n, int64 *ncells);
 extern bool wals_cell_read(const WalsModelInfo *info, HeapTuple tuple, TupleDesc desc,
