@@ -544,10 +544,14 @@ solve_users(Refresh *r, Columns *c, const WalsRowWriter *w, SPIPlanPtr read, con
 	R.ncols = c->n;
 
 	/*
-	 * As a training's half-sweep solves them, from their stored factors
-	 * (conjugate gradient steps, or one subspace sweep, move them from
-	 * there); a user without stored factors exactly, as fold-in would.
+	 * As a training's half-sweep solves them, from their stored factors,
+	 * which conjugate gradient steps move toward the solution (a subspace
+	 * model's too: the same solution, without the block size, which the
+	 * catalog row read for serving does not carry); a user without stored
+	 * factors exactly, as fold-in would.
 	 */
+	if (params.solver == WALS_SUBSPACE)
+		params.solver = WALS_CG;
 	exact.solver = WALS_CHOLESKY;
 	scratch = palloc(sizeof(float) * (Max(wals_solve_scratch(&params, max_nnz),
 										  wals_solve_scratch(&exact, max_nnz)) + 16));

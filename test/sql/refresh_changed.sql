@@ -139,6 +139,14 @@ SELECT (SELECT array_agg(item_id ORDER BY item_id) FROM wals_recommend(5, 5, 'st
 SELECT r.* FROM wals_rated_items(5, 'stock') r WHERE rating = 9 OR item_id = 777 ORDER BY 1;
 SELECT wals_drop_model('stock');
 DROP TABLE stock;
+-- a model of the subspace solver refreshes its users too
+CREATE TABLE sub AS SELECT user_id, item_id, r, 1 AS ts FROM exact;
+SELECT model FROM wals_train('sub', 'user_id', 'item_id', 'r', factors => 6, iterations => 2,
+    solver => 'subspace', block_size => 2, changed_col => 'ts');
+INSERT INTO sub VALUES (5, 1, 4, 2), (4242, 1, 3, 2);
+SELECT ratings, users, new_users FROM wals_refresh('sub');
+SELECT wals_drop_model('sub');
+DROP TABLE sub;
 -- a model without a changed column is refreshed by ids only
 SELECT * FROM wals_refresh('exact');
 \echo :LAST_ERROR_SQLSTATE
