@@ -1031,9 +1031,12 @@ wals_catalog_add_users(const WalsModelInfo *info, int64 delta)
 	wals_unbecome(&save);
 }
 
-/* The XᵀX the catalog keeps for a model, or NULL (see wals_gram_from_bytea). */
+/*
+ * The XᵀX the catalog keeps for a model, or NULL (see wals_gram_from_bytea),
+ * and the number of its users, *users.
+ */
 float *
-wals_catalog_user_gram(const WalsModelInfo *info)
+wals_catalog_user_gram(const WalsModelInfo *info, int64 *users)
 {
 	Oid			types[2] = {NAMEOID, TEXTOID};
 	Datum		key[2];
@@ -1042,10 +1045,11 @@ wals_catalog_user_gram(const WalsModelInfo *info)
 
 	key[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
 	key[1] = CStringGetTextDatum(info->name);
-	if (wals_sql(psprintf("SELECT user_gram FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
+	if (wals_sql(psprintf("SELECT user_gram, users FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
 						  " AND model OPERATOR(pg_catalog.=) $2", wals_catalog_table("wals_models")),
 				 2, types, key, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		return NULL;
+	*users = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? NULL : wals_gram_from_bytea(DatumGetByteaPP(d), info->factors);
 }

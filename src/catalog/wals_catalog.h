@@ -101,7 +101,7 @@ typedef struct WalsCatalogRow
 
 extern bytea *wals_gram_bytea(const float *G, int f);
 extern float *wals_gram_from_bytea(bytea *b, int f);
-extern float *wals_catalog_user_gram(const WalsModelInfo *info);
+extern float *wals_catalog_user_gram(const WalsModelInfo *info, int64 *users);
 
 /* What starts the description of a model's user factor table (describe.c). */
 #define WALS_DESCRIPTION_PREFIX		"wals model settings: "

@@ -74,6 +74,7 @@ typedef struct Refresh
 	float	   *Xold;			/* their stored factors, before the refresh */
 	bool	   *has_old;
 	float	   *Gu;				/* XᵀX of every user before the refresh, or NULL */
+	int64		users_before;	/* the model's users before it */
 	WalsRefreshDone done;
 } Refresh;
 
@@ -361,6 +362,17 @@ columns_reset(Columns *c)
 	c->n = 0;
 }
 
+/* The items with factors as the users are solved: the model's, as solved. */
+static int64
+items_now(const Refresh *r)
+{
+	int64		n = r->m->nitems;
+
+	for (int64 k = 0; k < r->nsolved; k++)
+		n += (r->known[k] ? 1 : 0) - (r->is_new[k] ? 0 : 1);
+	return n;
+}
+
 /* The id of the item of key. */
 static int64
 key_id(const Refresh *r, int64 key)
@@ -541,7 +553,8 @@ solve_users(Refresh *r, Columns *c, const WalsRowWriter *w, SPIPlanPtr read, con
 		user_row(r, c, which[lo + u], stored[u], &R, u);
 		max_nnz = Max(max_nnz, R.indptr[u + 1] - R.indptr[u]);
 	}
-	R.ncols = c->n;
+	/* a frequency-scaled row's scale counts every item with factors */
+	R.ncols = items_now(r);
 
 	/*
 	 * As a training's half-sweep solves them, from their stored factors,
@@ -741,6 +754,7 @@ new_items_user_side(Refresh *r, WalsUserSide *us, bool loaded)
 			n++;
 		}
 	us->n = n;
+	us->total = r->users_before + r->done.users_added;
 	us->G = users_gram(r);
 }
 
@@ -773,7 +787,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	*name = found.name;
 	key[0] = DirectFunctionCall1(namein, CStringGetDatum(found.schema));
 	key[1] = CStringGetTextDatum(found.name);
-	if (wals_sql(psprintf("SELECT changed_col, changed_mark, user_gram FROM %s"
+	if (wals_sql(psprintf("SELECT changed_col, changed_mark, user_gram, users FROM %s"
 						  " WHERE schema OPERATOR(pg_catalog.=) $1 AND model OPERATOR(pg_catalog.=) $2",
 						  wals_catalog_table("wals_models")),
 				 2, types, key, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
@@ -785,6 +799,8 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 
 		gram = isnull ? NULL : DatumGetByteaPCopy(d);
+		r->users_before = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+													  SPI_tuptable->tupdesc, 4, &isnull));
 	}
 	if (col == NULL)
 		ereport(ERROR,

@@ -134,6 +134,7 @@ wals_user_side_load(const WalsModelInfo *info, WalsUserSide *us)
 	}
 	SPI_cursor_close(portal);
 	us->n = n;
+	us->total = n;
 	us->ids = ids;
 	us->X = X;
 	us->G = palloc(sizeof(float) * f * f);
@@ -147,8 +148,8 @@ wals_user_side_load(const WalsModelInfo *info, WalsUserSide *us)
  * read of every user.
  */
 static void
-user_side_raters(const WalsModelInfo *info, float *G, const WalsCell *cells, int64 ncells,
-				 WalsUserSide *us)
+user_side_raters(const WalsModelInfo *info, float *G, int64 users, const WalsCell *cells,
+				 int64 ncells, WalsUserSide *us)
 {
 	int			f = info->factors;
 	int64	   *ids = palloc(sizeof(int64) * Max(ncells, 1));
@@ -186,6 +187,7 @@ user_side_raters(const WalsModelInfo *info, float *G, const WalsCell *cells, int
 	}
 	SPI_freetuptable(SPI_tuptable);
 	us->G = G;
+	us->total = users;
 }
 
 /*
@@ -251,6 +253,7 @@ wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X,
 		us->ids = nids;
 		us->X = nX;
 		us->n = total;
+		us->total = Max(us->total, total);
 	}
 	for (int64 i = 0; i < n; i++)
 	{
@@ -329,6 +332,8 @@ wals_solve_items(const WalsModelInfo *info, const WalsUserSide *us, const int64 
 		known[i] = R.indptr[i + 1] > R.indptr[i];
 		max_nnz = Max(max_nnz, R.indptr[i + 1] - R.indptr[i]);
 	}
+	/* a frequency-scaled row's scale counts every user, not the raters */
+	R.ncols = us->total;
 	params.solver = WALS_CHOLESKY;
 	scratch = palloc(sizeof(float) * (wals_solve_scratch(&params, max_nnz) + 16));
 	memset(Y, 0, sizeof(float) * f * n);
@@ -593,6 +598,7 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	WalsRefreshDone done = {0};
 	WalsServeModel *m;
 	float	   *G;
+	int64		users;
 
 	if (ids == NULL)
 		ereport(ERROR,
@@ -608,13 +614,13 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	wals_model_resolve(model, &found);
 	if (!wals_lock_model(found.schema, found.name, &found, false))
 		wals_no_such_model(found.schema, found.name);
-	G = wals_catalog_user_gram(&found);
+	G = wals_catalog_user_gram(&found, &users);
 	wals_become_model_owner(&found, &save);
 	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
 	wals_model_source(&found, &source);
 	cells = wals_item_ratings(&found, &source, ids, distinct, &ncells);
 	if (G != NULL)
-		user_side_raters(&found, G, cells, ncells, &us);
+		user_side_raters(&found, G, users, cells, ncells, &us);
 	else
 		wals_user_side_load(&found, &us);
 	Y = palloc(sizeof(float) * found.factors * Max(distinct, 1));

@@ -120,6 +120,7 @@ typedef struct WalsUserSide
 	int64	   *ids;
 	float	   *X;
 	float	   *G;
+	int64		total;			/* the model's users, n or more: a row's scale */
 } WalsUserSide;
 
 /* A rating of the source, by ids */

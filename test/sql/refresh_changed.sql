@@ -110,6 +110,15 @@ CREATE TEMP TABLE trained AS SELECT * FROM exact_item_factors;
 SELECT wals_refresh_items((SELECT array_agg(item_id) FROM exact_item_factors), 'exact') AS stored;
 SELECT max(abs(a - b)) < 1e-4 AS same_factors
 FROM trained t JOIN exact_item_factors e USING (item_id), unnest(t.factors, e.factors) p(a, b);
+-- the same with the frequency-scaled regularization, whose scale counts
+-- every user, not the raters read
+SELECT model FROM wals_train('exact', 'user_id', 'item_id', 'r', model => 'exact_nu', factors => 6,
+    iterations => 3, solver => 'cholesky', regularization_exponent => 0.5);
+CREATE TEMP TABLE trained_nu AS SELECT * FROM exact_nu_item_factors;
+SELECT wals_refresh_items((SELECT array_agg(item_id) FROM exact_nu_item_factors), 'exact_nu') AS stored;
+SELECT max(abs(a - b)) < 1e-4 AS same_factors
+FROM trained_nu t JOIN exact_nu_item_factors e USING (item_id), unnest(t.factors, e.factors) p(a, b);
+SELECT wals_drop_model('exact_nu');
 -- an item left without a rater has no factors, as after a training; an
 -- item never rated stores nothing
 DELETE FROM exact WHERE item_id = 3;
@@ -139,6 +148,18 @@ SELECT (SELECT array_agg(item_id ORDER BY item_id) FROM wals_recommend(5, 5, 'st
 SELECT r.* FROM wals_rated_items(5, 'stock') r WHERE rating = 9 OR item_id = 777 ORDER BY 1;
 SELECT wals_drop_model('stock');
 DROP TABLE stock;
+-- a frequency-scaled model's refreshed user is its fold-in too
+CREATE TABLE nu AS SELECT user_id, item_id, r, 1 AS ts FROM exact;
+SELECT model FROM wals_train('nu', 'user_id', 'item_id', 'r', factors => 6, iterations => 3,
+    solver => 'cholesky', regularization_exponent => 0.5, changed_col => 'ts');
+INSERT INTO nu VALUES (5, 1, 4, 2), (5, 2, 1, 2);
+SELECT ratings, users FROM wals_refresh('nu');
+SELECT max(abs(wals_predict(5, i, 'nu') - s.score)) < 1e-4 AS same_scores
+FROM wals_recommend_items((SELECT array_agg(item_id) FROM nu WHERE user_id = 5),
+                          (SELECT array_agg(r) FROM nu WHERE user_id = 5), 70, 'nu',
+                          exclude_rated => false) s(i, score);
+SELECT wals_drop_model('nu');
+DROP TABLE nu;
 -- a model of the subspace solver refreshes its users too
 CREATE TABLE sub AS SELECT user_id, item_id, r, 1 AS ts FROM exact;
 SELECT model FROM wals_train('sub', 'user_id', 'item_id', 'r', factors => 6, iterations => 2,
@@ -192,5 +213,5 @@ SELECT wals_refresh_items('{1}', 'shop');
 RESET ROLE;
 
 SELECT wals_drop_model('shop'), wals_drop_model('exact');
-DROP TABLE shop, exact, before_users, before_items, trained, patched;
+DROP TABLE shop, exact, before_users, before_items, trained, trained_nu, patched;
 DROP ROLE wals_refresh_outsider;
