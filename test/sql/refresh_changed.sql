@@ -197,7 +197,9 @@ SELECT model FROM wals_train('gone', 'user_id', 'item_id', 'r', factors => 4, it
     changed_col => 'ts');
 ALTER TABLE gone DROP COLUMN ts;
 SET client_min_messages = notice;
+\set VERBOSITY terse
 SELECT model FROM wals_retrain('gone', iterations => 1);
+\set VERBOSITY default
 SET client_min_messages = warning;
 SELECT changed_col, changed_mark FROM wals_models WHERE model = 'gone';
 SELECT wals_drop_model('gone');
