@@ -680,21 +680,33 @@ users_of_new_items(const Refresh *r, int64 *n)
 	return users;
 }
 
+/*
+ * The rows of r's users that pass keep, from F (nusers x f), packed into
+ * rows[0..n) with their ids into ids (unless NULL); returns n.
+ */
+static int64
+gather_users(const Refresh *r, const bool *keep, const float *F, int64 *ids, float *rows)
+{
+	int64		n = 0;
+
+	for (int64 u = 0; u < r->nusers; u++)
+		if (keep[u])
+		{
+			if (ids != NULL)
+				ids[n] = r->users[u];
+			memcpy(rows + (size_t) n++ * r->f, F + (size_t) u * r->f, sizeof(float) * r->f);
+		}
+	return n;
+}
+
 /* The users solved, with factors, as an update of the user side. */
 static void
 update_user_side(Refresh *r, WalsUserSide *us)
 {
 	int64	   *ids = palloc(sizeof(int64) * Max(r->nusers, 1));
 	float	   *X = palloc(sizeof(float) * r->f * Max(r->nusers, 1));
-	int64		n = 0;
+	int64		n = gather_users(r, r->has_x, r->X, ids, X);
 
-	for (int64 u = 0; u < r->nusers; u++)
-		if (r->has_x[u])
-		{
-			ids[n] = r->users[u];
-			memcpy(X + (size_t) n * r->f, r->X + (size_t) u * r->f, sizeof(float) * r->f);
-			n++;
-		}
 	wals_user_side_update(us, r->f, ids, X, n);
 }
 
@@ -706,26 +718,16 @@ static float *
 users_gram(const Refresh *r)
 {
 	int			f = r->f;
-	float	   *rows = palloc(sizeof(float) * f * Max(r->nusers, 1));
-	float	   *Gnew = palloc0(sizeof(float) * f * f);
-	float	   *Gold = palloc0(sizeof(float) * f * f);
+	float	   *solved = palloc(sizeof(float) * f * Max(r->nusers, 1));
+	float	   *stored = palloc(sizeof(float) * f * Max(r->nusers, 1));
+	int64		nsolved = gather_users(r, r->has_x, r->X, NULL, solved);
+	int64		nstored = gather_users(r, r->has_old, r->Xold, NULL, stored);
 	float	   *G = palloc(sizeof(float) * f * f);
-	int64		n = 0;
 
-	for (int64 u = 0; u < r->nusers; u++)
-		if (r->has_x[u])
-			memcpy(rows + (size_t) n++ * f, r->X + (size_t) u * f, sizeof(float) * f);
-	wals_gram_rows(rows, 0, n, f, Gnew);
-	n = 0;
-	for (int64 u = 0; u < r->nusers; u++)
-		if (r->has_old[u])
-			memcpy(rows + (size_t) n++ * f, r->Xold + (size_t) u * f, sizeof(float) * f);
-	wals_gram_rows(rows, 0, n, f, Gold);
-	for (int a = 0; a < f * f; a++)
-		G[a] = r->Gu[a] + Gnew[a] - Gold[a];
-	pfree(rows);
-	pfree(Gnew);
-	pfree(Gold);
+	memcpy(G, r->Gu, sizeof(float) * f * f);
+	wals_gram_swap(G, stored, nstored, solved, nsolved, f);
+	pfree(solved);
+	pfree(stored);
 	return G;
 }
 
@@ -737,8 +739,6 @@ users_gram(const Refresh *r)
 static void
 new_items_user_side(Refresh *r, WalsUserSide *us, bool loaded)
 {
-	int64		n = 0;
-
 	if (loaded)
 	{
 		update_user_side(r, us);
@@ -746,14 +746,7 @@ new_items_user_side(Refresh *r, WalsUserSide *us, bool loaded)
 	}
 	us->ids = palloc(sizeof(int64) * Max(r->nusers, 1));
 	us->X = palloc(sizeof(float) * r->f * Max(r->nusers, 1));
-	for (int64 u = 0; u < r->nusers; u++)
-		if (r->has_x[u])
-		{
-			us->ids[n] = r->users[u];
-			memcpy(us->X + (size_t) n * r->f, r->X + (size_t) u * r->f, sizeof(float) * r->f);
-			n++;
-		}
-	us->n = n;
+	us->n = gather_users(r, r->has_x, r->X, us->ids, us->X);
 	us->total = r->users_before + r->done.users_added;
 	us->G = users_gram(r);
 }

@@ -191,6 +191,25 @@ user_side_raters(const WalsModelInfo *info, float *G, int64 users, const WalsCel
 }
 
 /*
+ * G (f x f) with the rows gone[0..ngone) taken out and come[0..ncome) put
+ * in: the Grams of both, by the kernel of a whole one, rather than the
+ * Gram of every row again.
+ */
+void
+wals_gram_swap(float *G, const float *gone, int64 ngone, const float *come, int64 ncome, int f)
+{
+	float	   *Ggone = palloc0(sizeof(float) * f * f);
+	float	   *Gcome = palloc0(sizeof(float) * f * f);
+
+	wals_gram_rows(gone, 0, ngone, f, Ggone);
+	wals_gram_rows(come, 0, ncome, f, Gcome);
+	for (int a = 0; a < f * f; a++)
+		G[a] += Gcome[a] - Ggone[a];
+	pfree(Ggone);
+	pfree(Gcome);
+}
+
+/*
  * Replace the factors of user ids[i] (known or not; ids increasing) by
  * X's row i in us, and the Gram with them, after those users were solved
  * again: the items solved next see them.  The Gram is updated by the
@@ -203,8 +222,6 @@ wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X,
 	int64		added = 0;
 	float	   *old = palloc(sizeof(float) * f * Max(n, 1));
 	int64		nold = 0;
-	float	   *Gold = palloc0(sizeof(float) * f * f);
-	float	   *Gnew = palloc0(sizeof(float) * f * f);
 
 	for (int64 i = 0; i < n; i++)
 	{
@@ -215,10 +232,7 @@ wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X,
 		else
 			memcpy(old + (size_t) nold++ * f, us->X + (size_t) at * f, sizeof(float) * f);
 	}
-	wals_gram_rows(old, 0, nold, f, Gold);
-	wals_gram_rows(X, 0, n, f, Gnew);
-	for (int a = 0; a < f * f; a++)
-		us->G[a] += Gnew[a] - Gold[a];
+	wals_gram_swap(us->G, old, nold, X, n, f);
 	if (added > 0)
 	{
 		int64		total = us->n + added;
@@ -262,8 +276,6 @@ wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X,
 		memcpy(us->X + (size_t) at * f, X + (size_t) i * f, sizeof(float) * f);
 	}
 	pfree(old);
-	pfree(Gold);
-	pfree(Gnew);
 }
 
 /*

@@ -149,6 +149,8 @@ extern void wals_row_writer_init(WalsRowWriter *w, const WalsModelInfo *info, bo
 extern bool wals_row_write(const WalsRowWriter *w, int64 id, const float *x, int f, bytea *rated);
 extern int64 wals_row_remove(const WalsRowWriter *w, int64 id);
 extern void wals_user_side_load(const WalsModelInfo *info, WalsUserSide *us);
+extern void wals_gram_swap(float *G, const float *gone, int64 ngone, const float *come,
+						   int64 ncome, int f);
 extern void wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X,
 								  int64 n);
 extern void wals_solve_items(const WalsModelInfo *info, const WalsUserSide *us, const int64 *ids,
