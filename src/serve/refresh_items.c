@@ -546,12 +546,14 @@ wals_patched_gram(const WalsServeModel *from, const int64 *ids, int64 n, const f
 		const float *y = Y + (size_t) k * f;
 		const float *yo = old >= 0 ? from->Y + (size_t) old * f : NULL;
 
-		if ((k & 63) == 0)
-			CHECK_FOR_INTERRUPTS();
+		/* a row of the update is f products: at f = 4096, 2^24 for an item */
 		for (int a = 0; a < f; a++)
+		{
+			CHECK_FOR_INTERRUPTS();
 			for (int b = 0; b < f; b++)
 				acc[a * f + b] += (known[k] ? (double) y[a] * y[b] : 0.0) -
 					(yo != NULL ? (double) yo[a] * yo[b] : 0.0);
+		}
 	}
 	for (int a = 0; a < f * f; a++)
 		G[a] = (float) acc[a];
