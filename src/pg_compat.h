@@ -73,6 +73,15 @@ wals_init_range_table(EState *estate, RangeTblEntry *rte)
 #endif
 }
 
+/* 18 added the instrumentation of an index scan, where EXPLAIN asks for it. */
+#if PG_VERSION_NUM >= 180000
+#define wals_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), (norderbys))
+#else
+#define wals_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), (norderbys))
+#endif
+
 #if PG_VERSION_NUM >= 180000
 /* 18 can return a deferrable primary key, where asked to; 15 never does. */
 #define RelationGetPrimaryKeyIndex(relation) RelationGetPrimaryKeyIndex((relation), false)

@@ -74,14 +74,14 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 {
 	Oid			int8type = INT8OID;
 	SPIPlanPtr	select;
-	WalsRowWriter w;
+	WalsRowWriter *w;
 	float	   *x = palloc(sizeof(float) * m->factors);
 	int64		stored = 0;
 
 	select = wals_sql_prepare(wals_cells_query(src, "",
 											   psprintf("s.%s OPERATOR(pg_catalog.=) $1", src->user_col)),
 							  1, &int8type);
-	wals_row_writer_init(&w, &m->info, true);
+	w = wals_row_writer_open(&m->info, true);
 	for (int i = 0; i < n; i++)
 	{
 		WalsRated	rated;
@@ -93,16 +93,17 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 		read_ratings(m, select, users[i], &rated);
 		if (rated.n == 0)
 		{
-			*removed += wals_row_remove(&w, users[i]);
+			*removed += wals_row_remove(w, users[i]);
 			continue;
 		}
 		wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
 		wals_fold_in(m, &row, x);
-		if (wals_row_write(&w, users[i], x, m->factors,
+		if (wals_row_write(w, users[i], x, m->factors,
 						   wals_rated_bytea(m->ids, row.indices, row.values, row.indptr[1])))
 			(*added)++;
 		stored++;
 	}
+	wals_row_writer_close(w);
 	return stored;
 }
 

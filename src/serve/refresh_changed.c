@@ -16,13 +16,21 @@
  *    the model knows, from all of its ratings in the source (which, on a
  *    skewed catalog, is most of the ratings: a few changes reach every
  *    popular item), against the users as they are;
- * 2. every user the changed rows name, new ones included, from their
+ * 2. the items the model does not know yet, from their ratings read,
+ *    against the stored factors of their raters, as a training's item
+ *    half-sweep would solve them;
+ * 3. every user the changed rows name, new ones included, from their
  *    stored ratings (the rated column of the user factor table, which the
  *    training wrote) with the pairs read in their place, against the items
- *    that have factors;
- * 3. the items the model does not know yet, from their ratings read,
- *    against the users as 2 left them;
- * 4. the users who rated one of those again, against them.
+ *    that have factors, the new ones among them;
+ * 4. a new item that only new users rated, which had no rater with
+ *    factors in 2, against those users as 3 left them, and its raters
+ *    again.
+ *
+ * Solving the new items before the users, rather than after, writes each
+ * user once: with a few new items in a catalog, most users of a busy
+ * hour rated one of them, and solving them after the users would solve
+ * and write nearly every user twice.
  *
  * Users are read, solved and written a batch at a time.  The items named
  * but not solved (an item already known, in the default 'new') keep their
@@ -268,6 +276,7 @@ update_gram(Refresh *r)
  */
 typedef struct Columns
 {
+	WalsIdMap	model_items;	/* item id -> index in the model */
 	int32	   *col_of;			/* nitems + nsolved */
 	int32	   *solved_of;		/* model index -> index among the solved, or -1 */
 	int64	   *keys;			/* of the batch's columns */
@@ -282,7 +291,20 @@ static void
 columns_init(const Refresh *r, Columns *c)
 {
 	int64		nitems = r->m->nitems;
+	size_t		bytes;
+	int32	   *index = palloc(sizeof(int32) * Max(nitems, 1));
 
+	/* the model's ids increase: each one's index in the map is its own */
+	wals_idmap_init(&c->model_items);
+	bytes = wals_idmap_need(&c->model_items, r->m->ids, nitems);
+	if (bytes > 0)
+		wals_report_core_status(wals_idmap_move(&c->model_items,
+												palloc_extended(bytes, MCXT_ALLOC_HUGE),
+												bytes, r->m->ids, nitems),
+								"mapping the model's items");
+	wals_report_core_status(wals_idmap_insert_many(&c->model_items, r->m->ids, nitems, index),
+							"mapping the model's items");
+	pfree(index);
 	c->col_of = palloc(sizeof(int32) * (nitems + r->nsolved + 1));
 	memset(c->col_of, -1, sizeof(int32) * (nitems + r->nsolved + 1));
 	c->solved_of = palloc(sizeof(int32) * Max(nitems, 1));
@@ -309,32 +331,16 @@ key_row(const Refresh *r, const Columns *c, int64 key)
 	return r->m->Y + (size_t) key * r->f;
 }
 
-/*
- * The key of item id, or -1 for an item neither the model nor the refresh
- * knows; *from is where the model's search starts, since a user's items
- * come in increasing order.
- */
+/* The key of item id, or -1 for an item neither the model nor the refresh knows. */
 static int64
-item_key(const Refresh *r, int64 id, int64 *from)
+item_key(const Refresh *r, const Columns *c, int64 id)
 {
-	const int64 *ids = r->m->ids;
-	int64		lo = *from;
-	int64		hi = r->m->nitems;
+	int64		k = wals_idmap_find(&c->model_items, id);
 
-	while (lo < hi)
-	{
-		int64		mid = lo + (hi - lo) / 2;
-
-		if (ids[mid] < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*from = lo;
-	if (lo < r->m->nitems && ids[lo] == id)
-		return lo;
-	lo = wals_ids_find(r->solved, r->nsolved, id);
-	return lo >= 0 ? r->m->nitems + lo : -1;
+	if (k >= 0)
+		return k;
+	k = wals_ids_find(r->solved, r->nsolved, id);
+	return k >= 0 ? r->m->nitems + k : -1;
 }
 
 /* The column of key in the batch, made when new; -1 for no factors. */
@@ -416,7 +422,6 @@ user_row(const Refresh *r, Columns *c, int64 id, bytea *stored, WalsCsr *R, int6
 	int64		p0;
 	int64		p1;
 	int64		a = 0;
-	int64		from = 0;
 	int64		nnz = R->indptr[u];
 
 	pair_range(r, id, &p0, &p1);
@@ -455,7 +460,7 @@ user_row(const Refresh *r, Columns *c, int64 id, bytea *stored, WalsCsr *R, int6
 			item = sid[a];
 			rating = sval[a++];
 		}
-		key = item_key(r, item, &from);
+		key = item_key(r, c, item);
 		col = key >= 0 ? column_of(r, c, key) : -1;
 		if (col < 0)
 			continue;
@@ -476,7 +481,7 @@ user_row(const Refresh *r, Columns *c, int64 id, bytea *stored, WalsCsr *R, int6
  * these users, which the result and the catalog count.
  */
 static void
-solve_users(Refresh *r, Columns *c, const WalsRowWriter *w, SPIPlanPtr read, const int64 *which,
+solve_users(Refresh *r, Columns *c, WalsRowWriter *w, SPIPlanPtr read, const int64 *which,
 			int64 lo, int64 hi, bool count)
 {
 	int			f = r->f;
@@ -637,7 +642,7 @@ name_users(Refresh *r)
 static void
 refresh_users(Refresh *r, const int64 *which, int64 n, bool count)
 {
-	WalsRowWriter w;
+	WalsRowWriter *w;
 	Oid			type = INT8ARRAYOID;
 	SPIPlanPtr	read;
 	Columns		c;
@@ -646,7 +651,7 @@ refresh_users(Refresh *r, const int64 *which, int64 n, bool count)
 	MemoryContext outer;
 
 	wals_check_factor_table(r->info, r->info->user_rel, true);
-	wals_row_writer_init(&w, r->info, true);
+	w = wals_row_writer_open(r->info, true);
 	read = wals_sql_prepare(psprintf("SELECT user_id, rated, factors FROM %s"
 									 " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
 									 wals_relation_name(r->info->user_rel)),
@@ -655,16 +660,17 @@ refresh_users(Refresh *r, const int64 *which, int64 n, bool count)
 	for (int64 lo = 0; lo < n; lo += REFRESH_BATCH)
 	{
 		outer = MemoryContextSwitchTo(batch);
-		solve_users(r, &c, &w, read, which, lo, Min(n, lo + REFRESH_BATCH), count);
+		solve_users(r, &c, w, read, which, lo, Min(n, lo + REFRESH_BATCH), count);
 		MemoryContextSwitchTo(outer);
 		MemoryContextReset(batch);
 	}
+	wals_row_writer_close(w);
 	MemoryContextDelete(batch);
 }
 
-/* The users that rated a new item, which now has factors. */
+/* The users that rated an item of late[] (per solved item), which now has factors. */
 static int64 *
-users_of_new_items(const Refresh *r, int64 *n)
+users_of_late_items(const Refresh *r, const bool *late, int64 *n)
 {
 	int64	   *users = palloc(sizeof(int64) * Max(r->npairs, 1));
 
@@ -673,11 +679,45 @@ users_of_new_items(const Refresh *r, int64 *n)
 	{
 		int64		at = wals_ids_find(r->solved, r->nsolved, r->pairs[k].item);
 
-		if (at >= 0 && r->is_new[at] && r->known[at] &&
+		if (at >= 0 && late[at] && r->known[at] &&
 			(*n == 0 || users[*n - 1] != r->pairs[k].user))
 			users[(*n)++] = r->pairs[k].user;
 	}
 	return users;
+}
+
+/*
+ * Solve the new items against us, from cells: every one, or with late set
+ * those still without factors, which late then marks; how many were
+ * solved.
+ */
+static int64
+solve_new_items(Refresh *r, const WalsUserSide *us, const WalsCell *cells, int64 ncells,
+				bool *late)
+{
+	int64	   *ids = palloc(sizeof(int64) * Max(r->nsolved, 1));
+	int64		n = 0;
+	float	   *Y;
+	bool	   *known;
+	int64		j = 0;
+
+	for (int64 k = 0; k < r->nsolved; k++)
+		if (r->is_new[k] && (late == NULL || !r->known[k]))
+			ids[n++] = r->solved[k];
+	if (n == 0)
+		return 0;
+	Y = palloc(sizeof(float) * r->f * n);
+	known = palloc(sizeof(bool) * n);
+	wals_solve_items(r->info, us, ids, n, cells, ncells, Y, known);
+	for (int64 k = 0; k < r->nsolved && j < n; k++)
+		if (r->solved[k] == ids[j])
+		{
+			memcpy(r->Ys + (size_t) k * r->f, Y + (size_t) j * r->f, sizeof(float) * r->f);
+			r->known[k] = known[j++];
+			if (late != NULL)
+				late[k] = true;
+		}
+	return n;
 }
 
 /*
@@ -842,37 +882,36 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 			if (r->is_new[k])
 				r->known[k] = false;
 	}
+	/* 2. the new items, against their raters as they are */
+	if (r->nsolved > 0)
+	{
+		WalsUserSide raters;
+
+		if (loaded)
+			raters = us;
+		else
+			wals_user_side_raters(r->info, r->Gu, r->users_before, cells, ncells, &raters);
+		solve_new_items(r, &raters, cells, ncells, NULL);
+	}
 	update_gram(r);
-	/* 2. every user named, against the known items */
+	/* 3. every user named, against the items with factors */
 	refresh_users(r, r->users, r->nusers, true);
 	if (r->nsolved > 0)
 	{
-		/* 3. the new items, against those users */
-		int64		nnew = 0;
-		int64	   *ids = palloc(sizeof(int64) * r->nsolved);
+		/* 4. the new items only new users rated, against them, and those users again */
+		bool	   *late = palloc0(sizeof(bool) * r->nsolved);
+		bool		unsolved = false;
 		int64		nagain;
 		int64	   *again;
 
 		for (int64 k = 0; k < r->nsolved; k++)
-			if (r->is_new[k])
-				ids[nnew++] = r->solved[k];
-		if (nnew > 0)
+			unsolved = unsolved || (r->is_new[k] && !r->known[k]);
+		if (unsolved)
 		{
-			float	   *Y = palloc(sizeof(float) * r->f * nnew);
-			bool	   *known = palloc(sizeof(bool) * nnew);
-			int64		j = 0;
-
 			new_items_user_side(r, &us, loaded);
-			wals_solve_items(r->info, &us, ids, nnew, cells, ncells, Y, known);
-			for (int64 k = 0; k < r->nsolved; k++)
-				if (r->is_new[k])
-				{
-					memcpy(r->Ys + (size_t) k * r->f, Y + (size_t) j * r->f, sizeof(float) * r->f);
-					r->known[k] = known[j++];
-				}
-			/* 4. the users of the new items again, against them */
+			solve_new_items(r, &us, cells, ncells, late);
 			update_gram(r);
-			again = users_of_new_items(r, &nagain);
+			again = users_of_late_items(r, late, &nagain);
 			refresh_users(r, again, nagain, false);
 		}
 		wals_store_items(r->info, r->solved, r->nsolved, r->Ys, r->known, &r->done);

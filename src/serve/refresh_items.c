@@ -30,60 +30,6 @@
 
 PG_FUNCTION_INFO_V1(wals_refresh_items);
 
-/* Writes factor rows of one side of a model, as its owner has become. */
-void
-wals_row_writer_init(WalsRowWriter *w, const WalsModelInfo *info, bool user_side)
-{
-	char	   *table = wals_relation_name(user_side ? info->user_rel : info->item_rel);
-	const char *id = user_side ? "user_id" : "item_id";
-	Oid			types[3] = {INT8OID, FLOAT4ARRAYOID, BYTEAOID};
-
-	w->relid = user_side ? info->user_rel : info->item_rel;
-	w->user_side = user_side;
-	/* an update that finds no row tells a new one, which the catalog counts */
-	w->update = wals_sql_prepare(user_side ?
-								 psprintf("UPDATE %s SET factors = $2, rated = $3"
-										  " WHERE user_id OPERATOR(pg_catalog.=) $1", table) :
-								 psprintf("UPDATE %s SET factors = $2"
-										  " WHERE item_id OPERATOR(pg_catalog.=) $1", table),
-								 user_side ? 3 : 2, types);
-	w->insert = wals_sql_prepare(user_side ?
-								 psprintf("INSERT INTO %s (user_id, factors, rated)"
-										  " VALUES ($1, $2, $3)", table) :
-								 psprintf("INSERT INTO %s (item_id, factors) VALUES ($1, $2)",
-										  table),
-								 user_side ? 3 : 2, types);
-	w->remove = wals_sql_prepare(psprintf("DELETE FROM %s WHERE %s OPERATOR(pg_catalog.=) $1",
-										  table, id),
-								 1, types);
-}
-
-/* Write the row of id; true when it is new. */
-bool
-wals_row_write(const WalsRowWriter *w, int64 id, const float *x, int f, bytea *rated)
-{
-	Datum		values[3];
-
-	values[0] = Int64GetDatum(id);
-	values[1] = PointerGetDatum(wals_real_array(x, f));
-	values[2] = PointerGetDatum(rated);
-	wals_sql_expect(wals_sql_plan(w->update, values, NULL, false, 0), SPI_OK_UPDATE, w->relid);
-	if (SPI_processed > 0)
-		return false;
-	wals_sql_expect(wals_sql_plan(w->insert, values, NULL, false, 0), SPI_OK_INSERT, w->relid);
-	return true;
-}
-
-/* Remove the row of id; how many rows went (0 or 1). */
-int64
-wals_row_remove(const WalsRowWriter *w, int64 id)
-{
-	Datum		value = Int64GetDatum(id);
-
-	wals_sql_expect(wals_sql_plan(w->remove, &value, NULL, false, 0), SPI_OK_DELETE, w->relid);
-	return (int64) SPI_processed;
-}
-
 /*
  * Every user's factors, ids increasing, with their Gram: the other side of
  * an item's system.
@@ -147,9 +93,9 @@ wals_user_side_load(const WalsModelInfo *info, WalsUserSide *us)
  * every user the catalog keeps: the user side of those items without a
  * read of every user.
  */
-static void
-user_side_raters(const WalsModelInfo *info, float *G, int64 users, const WalsCell *cells,
-				 int64 ncells, WalsUserSide *us)
+void
+wals_user_side_raters(const WalsModelInfo *info, float *G, int64 users, const WalsCell *cells,
+					  int64 ncells, WalsUserSide *us)
 {
 	int			f = info->factors;
 	int64	   *ids = palloc(sizeof(int64) * Max(ncells, 1));
@@ -569,19 +515,20 @@ void
 wals_store_items(const WalsModelInfo *info, const int64 *ids, int64 n, const float *Y,
 				 const bool *known, WalsRefreshDone *done)
 {
-	WalsRowWriter w;
+	WalsRowWriter *w;
 
 	wals_check_factor_table(info, info->item_rel, false);
-	wals_row_writer_init(&w, info, false);
+	w = wals_row_writer_open(info, false);
 	for (int64 i = 0; i < n; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (!known[i])
-			done->items_added -= wals_row_remove(&w, ids[i]);
-		else if (wals_row_write(&w, ids[i], Y + (size_t) i * info->factors, info->factors, NULL))
+			done->items_added -= wals_row_remove(w, ids[i]);
+		else if (wals_row_write(w, ids[i], Y + (size_t) i * info->factors, info->factors, NULL))
 			done->items_added++;
 		done->items++;
 	}
+	wals_row_writer_close(w);
 	done->items_changed = done->items_changed || n > 0;
 }
 
@@ -634,7 +581,7 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	wals_model_source(&found, &source);
 	cells = wals_item_ratings(&found, &source, ids, distinct, &ncells);
 	if (G != NULL)
-		user_side_raters(&found, G, users, cells, ncells, &us);
+		wals_user_side_raters(&found, G, users, cells, ncells, &us);
 	else
 		wals_user_side_load(&found, &us);
 	Y = palloc(sizeof(float) * found.factors * Max(distinct, 1));

@@ -103,15 +103,15 @@ extern void wals_one_row(const WalsServeModel *m, const int32 *items, const floa
 						 int64 n, WalsCsr *row);
 extern void wals_fold_in(const WalsServeModel *m, const WalsCsr *row, float *x);
 
+/* factor_rows.c: the rows a refresh writes, one at a time */
+typedef struct WalsRowWriter WalsRowWriter;
+
+extern WalsRowWriter *wals_row_writer_open(const WalsModelInfo *info, bool user_side);
+extern bool wals_row_write(WalsRowWriter *w, int64 id, const float *x, int f, bytea *rated);
+extern int64 wals_row_remove(WalsRowWriter *w, int64 id);
+extern void wals_row_writer_close(WalsRowWriter *w);
+
 /* refresh_items.c: what the refreshes share */
-typedef struct WalsRowWriter
-{
-	Oid			relid;
-	bool		user_side;
-	SPIPlanPtr	update;
-	SPIPlanPtr	insert;
-	SPIPlanPtr	remove;
-} WalsRowWriter;
 
 /* Every user's factors, ids increasing, and their Gram */
 typedef struct WalsUserSide
@@ -145,10 +145,9 @@ typedef struct WalsRefreshDone
 	const float *user_gram;		/* XᵀX of the users now, to keep, or NULL */
 } WalsRefreshDone;
 
-extern void wals_row_writer_init(WalsRowWriter *w, const WalsModelInfo *info, bool user_side);
-extern bool wals_row_write(const WalsRowWriter *w, int64 id, const float *x, int f, bytea *rated);
-extern int64 wals_row_remove(const WalsRowWriter *w, int64 id);
 extern void wals_user_side_load(const WalsModelInfo *info, WalsUserSide *us);
+extern void wals_user_side_raters(const WalsModelInfo *info, float *G, int64 users,
+								  const WalsCell *cells, int64 ncells, WalsUserSide *us);
 extern void wals_gram_swap(float *G, const float *gone, int64 ngone, const float *come,
 						   int64 ncome, int f);
 extern void wals_user_side_update(WalsUserSide *us, int f, const int64 *ids, const float *X,

@@ -170,10 +170,11 @@ for f in $(echo "$FRACTIONS" | tr ' ' '\n' | sort -gr); do
 		"train $(field "$retrain_row" train_s | cut -c1-5) s, store $(field "$retrain_row" store_s | cut -c1-5) s;" \
 		"$(num "$(field "$retrain_row" ratings)") ratings)"
 
-	# the rows held back go in with ts above every mark
+	# the rows held back go in with ts above every mark, in the order of
+	# ts, as rows logged one after another lie in the table
 	base=$(sql "SELECT max(ts) FROM r")
 	sql "INSERT INTO r (user_id, item_id, rating, ts) SELECT user_id, item_id, rating, $base + k
-		FROM held WHERE $cond" > /dev/null
+		FROM held WHERE $cond ORDER BY k" > /dev/null
 
 	for solve in new touched; do
 		say "$label: refreshing, solve_items => '$solve'"

@@ -73,6 +73,32 @@ SELECT wals_refresh_users('{5}', 'fresh');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
+-- a factor table the owner added to is written by statements, which fill
+-- a new row's default and fire its triggers; one as wals made it is
+-- written in place, and gives what the statements gave
+ALTER TABLE fresh_user_factors ADD note text DEFAULT 'added';
+CREATE TABLE fired (user_id bigint);
+CREATE FUNCTION fired() RETURNS trigger LANGUAGE plpgsql
+AS $$ BEGIN INSERT INTO public.fired VALUES (NEW.user_id); RETURN NEW; END $$;
+CREATE TRIGGER fired AFTER INSERT OR UPDATE ON fresh_user_factors
+FOR EACH ROW EXECUTE FUNCTION fired();
+INSERT INTO fresh VALUES (1002, 5, 3), (1002, 6, 1);
+SELECT wals_refresh_users('{5,1002}', 'fresh') AS stored;
+SELECT user_id, note FROM fresh_user_factors WHERE user_id IN (5, 1002) ORDER BY 1;
+SELECT user_id FROM fired ORDER BY 1;
+CREATE TABLE by_statement AS SELECT factors FROM fresh_user_factors WHERE user_id = 5;
+ALTER TABLE fresh_user_factors DROP note;
+DROP TRIGGER fired ON fresh_user_factors;
+SELECT wals_refresh_users('{5}', 'fresh') AS stored;
+SELECT count(*) AS fired FROM fired;
+SELECT f.factors = s.factors AS same_factors
+FROM fresh_user_factors f, by_statement s WHERE f.user_id = 5;
+DELETE FROM fresh WHERE user_id = 1002;
+SELECT wals_refresh_users('{1002}', 'fresh') AS stored;
+SELECT count(*) AS removed FROM fresh_user_factors WHERE user_id = 1002;
+DROP TABLE by_statement, fired;
+DROP FUNCTION fired();
+
 SELECT wals_drop_model('fresh');
 DROP TABLE fresh, before;
 DROP ROLE wals_refresh_reader;
