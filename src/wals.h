@@ -13,6 +13,8 @@
 
 #include "postgres.h"
 
+#include <math.h>
+
 #include "pg_compat.h"
 
 #include "fmgr.h"
@@ -168,6 +170,17 @@ wals_seconds_since(instr_time start)
 	INSTR_TIME_SET_CURRENT(now);
 	INSTR_TIME_SUBTRACT(now, start);
 	return INSTR_TIME_GET_DOUBLE(now);
+}
+
+/*
+ * Seconds as a result row or the catalog shows them: to the microsecond,
+ * so that they print as 0.096545 rather than 0.09654460899999999, the
+ * digits a clock's nanoseconds leave in a double.
+ */
+static inline Datum
+wals_seconds_datum(double seconds)
+{
+	return Float8GetDatum(rint(seconds * 1e6) / 1e6);
 }
 
 #endif							/* WALS_H */

@@ -874,10 +874,10 @@ outcome_params(CatalogParams *c, const WalsCatalogRow *row)
 	param(c, FLOAT8OID, Float8GetDatum(row->loss), false);
 	param(c, TEXTOID, CStringGetTextDatum(row->device), false);
 	param(c, INT4OID, Int32GetDatum(row->workers), false);
-	param(c, FLOAT8OID, Float8GetDatum(row->load_s), false);
-	param(c, FLOAT8OID, Float8GetDatum(row->train_s), false);
-	param(c, FLOAT8OID, Float8GetDatum(row->store_s), false);
-	param(c, FLOAT8OID, Float8GetDatum(row->total_s), false);
+	param(c, FLOAT8OID, wals_seconds_datum(row->load_s), false);
+	param(c, FLOAT8OID, wals_seconds_datum(row->train_s), false);
+	param(c, FLOAT8OID, wals_seconds_datum(row->store_s), false);
+	param(c, FLOAT8OID, wals_seconds_datum(row->total_s), false);
 	param(c, INT8OID, Int64GetDatum(row->version), false);
 	param(c, OIDOID, ObjectIdGetDatum(row->user_rel), false);
 	param(c, OIDOID, ObjectIdGetDatum(row->item_rel), false);

@@ -977,7 +977,7 @@ refresh_call(PG_FUNCTION_ARGS)
 		nulls[6] = true;
 	INSTR_TIME_SET_CURRENT(end);
 	INSTR_TIME_SUBTRACT(end, start);
-	values[7] = Float8GetDatum(INSTR_TIME_GET_DOUBLE(end));
+	values[7] = wals_seconds_datum(INSTR_TIME_GET_DOUBLE(end));
 	tuplestore_putvalues(((ReturnSetInfo *) fcinfo->resultinfo)->setResult,
 						 ((ReturnSetInfo *) fcinfo->resultinfo)->setDesc, values, nulls);
 	SPI_finish();

@@ -438,7 +438,7 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 		log_values[2] = Int64GetDatum(result->version);
 		log_values[3] = Int32GetDatum(it + 1);
 		log_values[4] = Float8GetDatum(result->iteration_loss[it]);
-		log_values[5] = Float8GetDatum(result->iteration_seconds[it]);
+		log_values[5] = wals_seconds_datum(result->iteration_seconds[it]);
 		log_values[6] = CStringGetTextDatum(result->iteration_ncg[it] ? "ncg" : "als");
 		log_values[7] = Float8GetDatum(result->iteration_score[it]);
 		log_nulls[7] = isnan(result->iteration_score[it]) ? 'n' : ' ';

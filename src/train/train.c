@@ -204,10 +204,10 @@ wals_train_summary_row(FunctionCallInfo fcinfo, const WalsTrainSummary *summary)
 	values[5] = Int32GetDatum(summary->iterations);
 	values[6] = Float8GetDatum(summary->loss);
 	values[7] = CStringGetTextDatum(summary->device);
-	values[8] = Float8GetDatum(summary->load_s);
-	values[9] = Float8GetDatum(summary->train_s);
-	values[10] = Float8GetDatum(summary->store_s);
-	values[11] = Float8GetDatum(summary->total_s);
+	values[8] = wals_seconds_datum(summary->load_s);
+	values[9] = wals_seconds_datum(summary->train_s);
+	values[10] = wals_seconds_datum(summary->store_s);
+	values[11] = wals_seconds_datum(summary->total_s);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 

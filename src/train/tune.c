@@ -409,7 +409,7 @@ log_trials(const char *model, const TuneTrial *trials, int n, const char *metric
 		values[5] = CStringGetTextDatum(metric);
 		values[6] = Float8GetDatum(trials[t].score);
 		values[7] = Int32GetDatum(trials[t].best_iteration);
-		values[8] = Float8GetDatum(trials[t].seconds);
+		values[8] = wals_seconds_datum(trials[t].seconds);
 		wals_spi_exec(query, 9, types, values, SPI_OK_INSERT);
 	}
 	wals_unbecome(&save);
@@ -670,7 +670,7 @@ return_trials(FunctionCallInfo fcinfo, const TuneTrial *trials, int n)
 		values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(trial_json(&trials[t])));
 		values[2] = Float8GetDatum(trials[t].score);
 		values[3] = Int32GetDatum(trials[t].best_iteration);
-		values[4] = Float8GetDatum(trials[t].seconds);
+		values[4] = wals_seconds_datum(trials[t].seconds);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 }

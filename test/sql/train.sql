@@ -24,6 +24,10 @@ SELECT schema, model, source, user_col, item_col, rating_col, feedback, factors,
 FROM wals_models m;
 
 SELECT iteration, seconds >= 0 AS timed FROM wals_training_log ORDER BY iteration;
+-- seconds are kept to the microsecond, and print without a clock's noise
+SELECT bool_and(s = round(s::numeric, 6)::float8) AS whole_microseconds
+FROM (SELECT unnest(ARRAY[load_s, train_s, store_s, total_s]) AS s FROM wals_models
+      UNION ALL SELECT seconds FROM wals_training_log) t;
 
 -- the factor tables: one row per user and per item, f reals each, keyed by
 -- id; each user's row also keeps the items it rated, with their merged
