@@ -13,14 +13,19 @@
 -- when the last refresh ran and how many ratings refreshes have taken in
 -- since the training.  user_gram is XᵀX of the user factors, f x f float4
 -- in a bytea, kept so that a refresh solves new items without reading
--- every user (NULL: not kept, read when needed).
+-- every user (NULL: not kept, read when needed).  item_counts is the
+-- number of ratings of each item, int4 in the order of the item ids, as
+-- the training counted them and refreshes added to them, so that a
+-- refresh can tell the items a tenth of whose ratings changed (NULL: not
+-- kept, counted in the source when needed).
 ALTER TABLE @extschema@.wals_models
 	ADD COLUMN changed_col text,
 	ADD COLUMN changed_mark text,
 	ADD COLUMN serving_version bigint,
 	ADD COLUMN refreshed_at timestamptz,
 	ADD COLUMN refreshed_ratings bigint NOT NULL DEFAULT 0,
-	ADD COLUMN user_gram bytea;
+	ADD COLUMN user_gram bytea,
+	ADD COLUMN item_counts bytea;
 
 DROP FUNCTION @extschema@.wals_train(regclass, name, name, name, text, int, int, real, text, real,
 	real, text, int, text, int, int, bool, real, text, int, real, real, real, int, text, regclass,
@@ -82,7 +87,7 @@ CREATE TYPE @extschema@.wals_refresh_result AS (
 -- Take in the ratings of the source changed since the model's mark.
 CREATE FUNCTION @extschema@.wals_refresh(
 	model text DEFAULT NULL,
-	solve_items text DEFAULT 'new')
+	solve_items text DEFAULT 'changed')
 RETURNS SETOF @extschema@.wals_refresh_result
 AS 'MODULE_PATHNAME', 'wals_refresh'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;

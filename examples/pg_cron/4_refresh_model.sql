@@ -16,7 +16,7 @@ CREATE TABLE shop.clicks (
 -- wals_refresh finds the rows changed since its mark by this index, and
 -- reads the clicks of the users they touch by the primary key.
 CREATE INDEX ON shop.clicks (changed_at);
--- What solve_items => 'touched' reads the items' clicks by.
+-- What the refresh reads the clicks of the items it solves by.
 CREATE INDEX ON shop.clicks (item_id);
 
 \copy shop.clicks (user_id, item_id, clicks) FROM pstdin WITH (FORMAT csv)

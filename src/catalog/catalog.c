@@ -814,7 +814,7 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 			 errhint("Pass model => one of %s, or set wals.default_model.", models)));
 }
 
-#define NCATALOG 48
+#define NCATALOG 49
 
 /* The values of the catalog row's columns, in their order, as SPI takes them. */
 typedef struct CatalogParams
@@ -901,6 +901,9 @@ outcome_params(CatalogParams *c, const WalsCatalogRow *row)
 		  row->changed_mark == NULL);
 	param(c, BYTEAOID, row->user_gram ? PointerGetDatum(wals_gram_bytea(row->user_gram, p->factors)) :
 		  (Datum) 0, row->user_gram == NULL);
+	param(c, BYTEAOID, row->item_counts ?
+		  PointerGetDatum(wals_counts_bytea(row->item_counts, row->items)) : (Datum) 0,
+		  row->item_counts == NULL);
 }
 
 /* XᵀX of f factors as the catalog keeps it. */
@@ -913,6 +916,38 @@ wals_gram_bytea(const float *G, int f)
 	SET_VARSIZE(b, VARHDRSZ + len);
 	memcpy(VARDATA(b), G, len);
 	return b;
+}
+
+/* The rating counts of n items as the catalog keeps them. */
+bytea *
+wals_counts_bytea(const int32 *counts, int64 n)
+{
+	Size		len = sizeof(int32) * n;
+	bytea	   *b = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(b, VARHDRSZ + len);
+	memcpy(VARDATA(b), counts, len);
+	return b;
+}
+
+/*
+ * The rating counts of n items the catalog keeps, or NULL where it keeps
+ * none, or not n of them, or a negative one: counted again instead.
+ */
+int32 *
+wals_counts_from_bytea(bytea *b, int64 n)
+{
+	Size		len = sizeof(int32) * n;
+	int32	   *counts;
+
+	if (b == NULL || VARSIZE_ANY_EXHDR(b) != len)
+		return NULL;
+	counts = palloc(Max(len, 1));
+	memcpy(counts, VARDATA_ANY(b), len);
+	for (int64 i = 0; i < n; i++)
+		if (counts[i] < 0)
+			return NULL;
+	return counts;
 }
 
 /*
@@ -966,11 +1001,11 @@ wals_catalog_write(const WalsCatalogRow *row)
 					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
 					 " validation, validation_table, validation_owner, validation_metric,"
 					 " patience, best_iteration, validation_score, owner, trained_at,"
-					 " changed_col, changed_mark, user_gram)"
+					 " changed_col, changed_mark, user_gram, item_counts)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
 					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
-					 " $41, $42, $43, $44, $45, $46, $47, $48)",
+					 " $41, $42, $43, $44, $45, $46, $47, $48, $49)",
 					 wals_catalog_table("wals_models"));
 	if (wals_sql(query, c.n, c.types, c.values, c.nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"",

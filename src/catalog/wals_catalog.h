@@ -91,6 +91,7 @@ typedef struct WalsCatalogRow
 	const char *changed_col;	/* NULL: no refreshes by wals_refresh */
 	const char *changed_mark;	/* the mark's text (marks.c), or NULL */
 	const float *user_gram;		/* XᵀX, params.factors squared, or NULL */
+	const int32 *item_counts;	/* ratings of each of the items, or NULL */
 } WalsCatalogRow;
 
 /*
@@ -101,6 +102,8 @@ typedef struct WalsCatalogRow
 
 extern bytea *wals_gram_bytea(const float *G, int f);
 extern float *wals_gram_from_bytea(bytea *b, int f);
+extern bytea *wals_counts_bytea(const int32 *counts, int64 n);
+extern int32 *wals_counts_from_bytea(bytea *b, int64 n);
 extern float *wals_catalog_user_gram(const WalsModelInfo *info, int64 *users);
 
 /* What starts the description of a model's user factor table (describe.c). */

@@ -425,10 +425,10 @@ void
 wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 					   const WalsItemsPatch *patch)
 {
-	Oid			types[9] = {NAMEOID, TEXTOID, INT8OID, INT8OID, INT8OID, TEXTOID, BOOLOID, INT8OID,
-	BYTEAOID};
-	Datum		args[9];
-	char		nulls[9] = "         ";
+	Oid			types[10] = {NAMEOID, TEXTOID, INT8OID, INT8OID, INT8OID, TEXTOID, BOOLOID, INT8OID,
+	BYTEAOID, BYTEAOID};
+	Datum		args[10];
+	char		nulls[10] = "          ";
 	WalsRoleSave save;
 
 	args[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
@@ -449,6 +449,10 @@ wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 		args[8] = PointerGetDatum(wals_gram_bytea(done->user_gram, info->factors));
 	else
 		nulls[8] = 'n';
+	if (done->item_counts != NULL)
+		args[9] = PointerGetDatum(wals_counts_bytea(done->item_counts, done->nitem_counts));
+	else
+		nulls[9] = 'n';
 	wals_become_catalog_writer(&save);
 	if (wals_sql(psprintf("UPDATE %s SET users = users OPERATOR(pg_catalog.+) $3,"
 						  " items = items OPERATOR(pg_catalog.+) $4,"
@@ -456,11 +460,13 @@ wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 						  " changed_mark = COALESCE($6, changed_mark),"
 						  " refreshed_at = CASE WHEN $7 THEN pg_catalog.now() ELSE refreshed_at END,"
 						  " refreshed_ratings = refreshed_ratings OPERATOR(pg_catalog.+) $8,"
-						  " user_gram = COALESCE($9, user_gram)"
+						  " user_gram = COALESCE($9, user_gram),"
+						  " item_counts = CASE WHEN $10 IS NOT NULL THEN $10"
+						  " WHEN $5 IS NOT NULL THEN NULL ELSE item_counts END"
 						  " WHERE schema OPERATOR(pg_catalog.=) $1"
 						  " AND model OPERATOR(pg_catalog.=) $2",
 						  wals_catalog_table("wals_models")),
-				 9, types, args, nulls, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
+				 10, types, args, nulls, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
 		elog(ERROR, "wals: could not record the refresh of model \"%s\"", info->display);
 	wals_unbecome(&save);
 	if (done->items_changed)

@@ -143,6 +143,8 @@ typedef struct WalsRefreshDone
 	const char *mark;			/* the new mark, or NULL to keep it */
 	bool		by_refresh;		/* wals_refresh, which sets refreshed_at */
 	const float *user_gram;		/* XᵀX of the users now, to keep, or NULL */
+	const int32 *item_counts;	/* ratings of each item now, to keep, or NULL */
+	int64		nitem_counts;
 } WalsRefreshDone;
 
 extern void wals_user_side_load(const WalsModelInfo *info, WalsUserSide *us);

@@ -389,6 +389,14 @@ write_catalog(const WalsTrainArgs *args, const WalsData *data,
 		wals_gram_rows(X, 0, data->nusers, args->params.factors, G);
 		row.user_gram = G;
 	}
+	if (data->shards == NULL && data->by_item.indptr != NULL)
+	{
+		int32	   *counts = palloc(sizeof(int32) * Max(data->nitems, 1));
+
+		for (int64 i = 0; i < data->nitems; i++)
+			counts[i] = (int32) (data->by_item.indptr[i + 1] - data->by_item.indptr[i]);
+		row.item_counts = counts;
+	}
 	row.params = args->params;
 	row.iterations = result->iterations;
 	row.max_iterations = args->iterations;

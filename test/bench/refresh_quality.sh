@@ -23,9 +23,10 @@
 #    the positive ratings (rating >= REFRESH_MIN_RATING, default 4, as
 #    implicit feedback, each pair counting 1), seq as its changed_col,
 #    indexed on seq, (user_id, item_id) and item_id; trains on the first
-#    80% three models: stale (never refreshed), new (refreshed with
-#    solve_items => 'new') and touched ('touched'); inserts the next 10% in
-#    ten batches of n/100 rows, each followed by a wals_refresh of both;
+#    80% four models: stale (never refreshed), new (refreshed with
+#    solve_items => 'new'), changed ('changed', the default) and touched
+#    ('touched'); inserts the next 10% in ten batches of n/100 rows, each
+#    followed by a wals_refresh of the last three;
 #    then trains "retrained" on the same 90%, cold, with the same settings;
 # 3. scores each on the positive ratings of the last 10% of the users that
 #    the first 90% knows (wals_evaluate, k = 10: the items each model keeps

@@ -85,6 +85,8 @@ SELECT 1 FROM wals_train('src', 'user_id', 'item_id', model => 'stale', $SETTING
 	changed_col => 'seq');
 SELECT 1 FROM wals_train('src', 'user_id', 'item_id', model => 'new', $SETTINGS, seed => $seed,
 	changed_col => 'seq');
+SELECT 1 FROM wals_train('src', 'user_id', 'item_id', model => 'changed', $SETTINGS, seed => $seed,
+	changed_col => 'seq');
 SELECT 1 FROM wals_train('src', 'user_id', 'item_id', model => 'touched', $SETTINGS, seed => $seed,
 	changed_col => 'seq');
 SQL
@@ -94,8 +96,11 @@ SQL
 		sql "INSERT INTO src SELECT user_id, item_id, seq FROM ev
 			WHERE seq > $lo AND seq <= $hi AND rating >= $MIN_RATING" > /dev/null
 		$PSQL > /dev/null <<SQL
-WITH x AS (SELECT * FROM wals_refresh('new'))
+WITH x AS (SELECT * FROM wals_refresh('new', solve_items => 'new'))
 INSERT INTO results SELECT $seed, 'new', k, v
+	FROM x, LATERAL (VALUES ('refresh_s', x.refresh_s), ('refreshed_ratings', x.ratings::float8)) t(k, v);
+WITH x AS (SELECT * FROM wals_refresh('changed', solve_items => 'changed'))
+INSERT INTO results SELECT $seed, 'changed', k, v
 	FROM x, LATERAL (VALUES ('refresh_s', x.refresh_s), ('refreshed_ratings', x.ratings::float8)) t(k, v);
 WITH x AS (SELECT * FROM wals_refresh('touched', solve_items => 'touched'))
 INSERT INTO results SELECT $seed, 'touched', k, v
@@ -105,7 +110,7 @@ SQL
 	sql "SET client_min_messages = warning;
 		SELECT 1 FROM wals_train('src', 'user_id', 'item_id', model => 'retrained', $SETTINGS,
 			seed => $seed)" > /dev/null
-	for m in stale new touched retrained; do
+	for m in stale new changed touched retrained; do
 		score "$seed" "$m"
 		sql "SELECT wals_drop_model('$m')" > /dev/null
 	done
@@ -120,6 +125,7 @@ r AS (SELECT metric, v FROM m WHERE model = 'retrained')
 SELECT format('| %s | %s (%s) | %s (%s) | %s users, %s unknown | %s |',
 	CASE model WHEN 'stale' THEN 'trained on 80%, not refreshed'
 		WHEN 'new' THEN 'on 80% + 10 refreshes, solve_items => ''new'''
+		WHEN 'changed' THEN 'on 80% + 10 refreshes, solve_items => ''changed'''
 		WHEN 'touched' THEN 'on 80% + 10 refreshes, solve_items => ''touched'''
 		ELSE 'retrained on 90%' END,
 	round(max(m.v) FILTER (WHERE m.metric = 'recall@10')::numeric, 4),
@@ -130,14 +136,14 @@ SELECT format('| %s | %s (%s) | %s (%s) | %s users, %s unknown | %s |',
 	coalesce(round((SELECT sum(value) FROM results x WHERE x.model = m.model AND x.metric = 'refresh_s')::numeric
 		/ (SELECT count(DISTINCT seed) FROM results), 3) || ' s for the 10 refreshes', ''))
 FROM m JOIN r USING (metric)
-GROUP BY model ORDER BY array_position(ARRAY['stale', 'new', 'touched', 'retrained'], model);
+GROUP BY model ORDER BY array_position(ARRAY['stale', 'new', 'changed', 'touched', 'retrained'], model);
 SQL
 echo
 echo "each seed, recall@10 / ndcg@10:"
 $PSQL -At <<SQL
 SELECT format('  seed %s: %s', seed, string_agg(format('%s %s / %s', model,
 		round(recall::numeric, 4), round(ndcg::numeric, 4)), ', '
-		ORDER BY array_position(ARRAY['stale', 'new', 'touched', 'retrained'], model)))
+		ORDER BY array_position(ARRAY['stale', 'new', 'changed', 'touched', 'retrained'], model)))
 FROM (SELECT seed, model, max(value) FILTER (WHERE metric = 'recall@10') AS recall,
 		max(value) FILTER (WHERE metric = 'ndcg@10') AS ndcg
 	FROM results GROUP BY seed, model) s

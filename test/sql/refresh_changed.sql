@@ -100,6 +100,34 @@ UPDATE shop SET ts = '2026-03-01 00:00:00+00' WHERE item_id = 7;
 SELECT model, ratings, users, new_users, items, new_items FROM wals_refresh('shop', 'touched');
 SELECT count(*) AS item_7_moved FROM shop_item_factors f JOIN before_items b USING (item_id)
 WHERE f.factors <> b.factors AND item_id = 7;
+-- the users are solved before the items, against item 7 as it was: each
+-- of its raters keeps it among their rated items
+SELECT count(*) AS raters, count(*) FILTER (WHERE EXISTS (
+         SELECT FROM wals_rated_items(u.user_id, 'shop') ri WHERE ri.item_id = 7)) AS keep_item_7
+FROM (SELECT DISTINCT user_id FROM shop WHERE item_id = 7) u;
+
+-- solve_items => 'changed', the default, solves a known item when the rows
+-- above the mark name a tenth of its ratings or more, as the catalog
+-- counts them (an int4 for each item): 5 of item 9's 30 are, 1 of item
+-- 10's is not
+SELECT length(item_counts) = 4 * items AS counted_per_item FROM wals_models WHERE model = 'shop';
+CREATE TEMP TABLE before_changed AS SELECT * FROM shop_item_factors;
+UPDATE shop SET ts = '2026-03-02 00:00:00+00'
+WHERE (item_id = 9 AND user_id IN (SELECT user_id FROM shop WHERE item_id = 9 ORDER BY 1 LIMIT 5))
+   OR (item_id = 10 AND user_id = (SELECT min(user_id) FROM shop WHERE item_id = 10));
+BEGIN;
+SELECT ratings, items, new_items FROM wals_refresh('shop', 'new');
+ROLLBACK;
+SELECT ratings, items, new_items FROM wals_refresh('shop');
+SELECT item_id FROM shop_item_factors f JOIN before_changed b USING (item_id)
+WHERE f.factors <> b.factors ORDER BY 1;
+-- a catalog row without counts (a model of 0.6.0) has them counted in the
+-- source by the first refresh, and kept
+UPDATE wals_models SET item_counts = NULL WHERE model = 'shop';
+UPDATE shop SET ts = '2026-03-03 00:00:00+00'
+WHERE item_id = 11 AND user_id IN (SELECT user_id FROM shop WHERE item_id = 11 ORDER BY 1 LIMIT 4);
+SELECT ratings, items FROM wals_refresh('shop');
+SELECT length(item_counts) = 4 * items AS counted_again FROM wals_models WHERE model = 'shop';
 
 -- wals_refresh_items on a fresh training: every item solved again against
 -- the final user factors gives back the factors the training stored
