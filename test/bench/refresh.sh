@@ -21,19 +21,19 @@
 #    of users drawn one by one, as a span of time holds the ratings of the
 #    users active in it (REFRESH_SPREAD=sessions, the default), or rows
 #    drawn at random (REFRESH_SPREAD=random: each touches another user);
-#    trains two models with changed_col => 'ts' and the training
+#    trains three models with changed_col => 'ts' and the training
 #    benchmark's settings (f = 64, 15 CG iterations of 3 steps, implicit,
 #    workers => 1), times a full wals_retrain, inserts the rows held back
-#    with higher ts and times wals_refresh, solve_items => 'new' on one
-#    model and 'touched' on the other;
-# 4. the same with 0.1% (a part of the 1%: its rows are deleted again, both
+#    with higher ts and times wals_refresh, solve_items => 'new',
+#    'changed' (the default) and 'touched', one on each model;
+# 4. the same with 0.1% (a part of the 1%: its rows are deleted again, the
 #    models retrained, the retrain timed, the rows inserted again);
 # 5. times wals_refresh_items on REFRESH_ITEMS (default 100) items drawn at
 #    random and on the as many most rated;
 # 6. prints the CPU, the kernels and the figures, also written to
 #    test/bench/out/refresh.txt.
 #
-# Nothing is asserted.  About 5 minutes on 2 cores once the data is cached.
+# Nothing is asserted.  About 6 minutes on 2 cores once the data is cached.
 # Environment: WALS_TOOLS, the folder of gen_ratings.py (default
 # ../shared/tools); REFRESH_FRACTIONS (default "0.01 0.001"),
 # REFRESH_WORKERS (default 1), REFRESH_ITEMS (default 100), REFRESH_SPREAD

@@ -133,7 +133,7 @@ esac
 
 # --- the models -------------------------------------------------------------
 say "training"
-for m in m_new m_touched; do
+for m in m_new m_changed m_touched; do
 	sql "SET client_min_messages = warning;
 		SELECT 1 FROM wals_train('r', 'user_id', 'item_id', 'rating', model => '$m', $SETTINGS,
 			changed_col => 'ts')" > /dev/null
@@ -151,7 +151,9 @@ for f in $(echo "$FRACTIONS" | tr ' ' '\n' | sort -gr); do
 		# fraction), and both models trained again without them
 		sql "DELETE FROM r WHERE ts IN (SELECT $base + k FROM held WHERE $cond)" > /dev/null
 		sql "VACUUM ANALYZE r" > /dev/null
-		sql "SET client_min_messages = warning; SELECT 1 FROM wals_retrain('m_touched')" > /dev/null
+		for m in m_changed m_touched; do
+			sql "SET client_min_messages = warning; SELECT 1 FROM wals_retrain('$m')" > /dev/null
+		done
 	fi
 	first=0
 	rows=$(sql "SELECT count(*) FROM held WHERE $cond")
@@ -176,7 +178,7 @@ for f in $(echo "$FRACTIONS" | tr ' ' '\n' | sort -gr); do
 	sql "INSERT INTO r (user_id, item_id, rating, ts) SELECT user_id, item_id, rating, $base + k
 		FROM held WHERE $cond ORDER BY k" > /dev/null
 
-	for solve in new touched; do
+	for solve in new changed touched; do
 		say "$label: refreshing, solve_items => '$solve'"
 		read -r s row < <(timed "SELECT * FROM wals_refresh('m_$solve', solve_items => '$solve')")
 		if [ "$f" = 0.001 ] || [ "$f" = 0.0010 ]; then target="2%"; elif [ "$f" = 0.01 ]; then target="10%"; else target="-"; fi
