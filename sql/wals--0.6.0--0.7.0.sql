@@ -11,21 +11,29 @@
 -- serving keys its copies on once a refresh has changed the item factors
 -- (NULL: the training's version); refreshed_at and refreshed_ratings say
 -- when the last refresh ran and how many ratings refreshes have taken in
--- since the training.  user_gram is XᵀX of the user factors, f x f float4
--- in a bytea, kept so that a refresh solves new items without reading
--- every user (NULL: not kept, read when needed).  item_counts is the
--- number of ratings of each item, int4 in the order of the item ids, as
--- the training counted them and refreshes added to them, so that a
--- refresh can tell the items a tenth of whose ratings changed (NULL: not
--- kept, counted in the source when needed).
+-- since the training.
 ALTER TABLE @extschema@.wals_models
 	ADD COLUMN changed_col text,
 	ADD COLUMN changed_mark text,
 	ADD COLUMN serving_version bigint,
 	ADD COLUMN refreshed_at timestamptz,
-	ADD COLUMN refreshed_ratings bigint NOT NULL DEFAULT 0,
-	ADD COLUMN user_gram bytea,
-	ADD COLUMN item_counts bytea;
+	ADD COLUMN refreshed_ratings bigint NOT NULL DEFAULT 0;
+
+-- What a refresh keeps of a model version beside its catalog row, out of
+-- the way of SELECT * FROM wals_models: user_gram, XᵀX of the user
+-- factors, f x f float4 in a bytea, so that a refresh solves new items
+-- without reading every user; item_counts, the ratings of each item,
+-- int4 in the order of the item ids, so that it can tell the items a
+-- tenth of whose ratings changed.  Either NULL, or the version's row
+-- missing (a model of 0.6.0, or restored by pg_restore, which does not
+-- dump it), is learned again by the next refresh.  Read and written by
+-- wals alone.
+CREATE TABLE @extschema@.wals_model_state (
+	version bigint PRIMARY KEY,
+	user_gram bytea,
+	item_counts bytea
+);
+REVOKE ALL ON @extschema@.wals_model_state FROM PUBLIC;
 
 DROP FUNCTION @extschema@.wals_train(regclass, name, name, name, text, int, int, real, text, real,
 	real, text, int, text, int, int, bool, real, text, int, real, real, real, int, text, regclass,

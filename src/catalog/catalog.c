@@ -814,7 +814,7 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 			 errhint("Pass model => one of %s, or set wals.default_model.", models)));
 }
 
-#define NCATALOG 49
+#define NCATALOG 47
 
 /* The values of the catalog row's columns, in their order, as SPI takes them. */
 typedef struct CatalogParams
@@ -899,11 +899,6 @@ outcome_params(CatalogParams *c, const WalsCatalogRow *row)
 		  row->changed_col == NULL);
 	param(c, TEXTOID, row->changed_mark ? CStringGetTextDatum(row->changed_mark) : (Datum) 0,
 		  row->changed_mark == NULL);
-	param(c, BYTEAOID, row->user_gram ? PointerGetDatum(wals_gram_bytea(row->user_gram, p->factors)) :
-		  (Datum) 0, row->user_gram == NULL);
-	param(c, BYTEAOID, row->item_counts ?
-		  PointerGetDatum(wals_counts_bytea(row->item_counts, row->items)) : (Datum) 0,
-		  row->item_counts == NULL);
 }
 
 /* XᵀX of f factors as the catalog keeps it. */
@@ -972,6 +967,21 @@ wals_gram_from_bytea(bytea *b, int f)
 }
 
 /*
+ * Remove what wals_model_state keeps of the version of the model whose
+ * schema and name are args[0..1], as the catalog writer.
+ */
+static void
+forget_state(Oid *types, Datum *args)
+{
+	wals_spi_exec(psprintf("DELETE FROM %s WHERE version OPERATOR(pg_catalog.=) ANY"
+						   " (SELECT m.version FROM %s m WHERE m.schema OPERATOR(pg_catalog.=) $1"
+						   " AND m.model OPERATOR(pg_catalog.=) $2)",
+						   wals_catalog_table("wals_model_state"),
+						   wals_catalog_table("wals_models")),
+				  2, types, args, SPI_OK_DELETE);
+}
+
+/*
  * Replace the catalog row of model row->schema.row->model with row, as the
  * extension's owner; the caller has checked that it may (wals_lock_model).
  * trained_by is the caller.  The one writer of wals_models, for a training
@@ -989,6 +999,7 @@ wals_catalog_write(const WalsCatalogRow *row)
 	Assert(c.n == NCATALOG);
 
 	wals_become_catalog_writer(&save);
+	forget_state(c.types, c.values);
 	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
 						   " AND model OPERATOR(pg_catalog.=) $2",
 						   wals_catalog_table("wals_models")),
@@ -1001,15 +1012,36 @@ wals_catalog_write(const WalsCatalogRow *row)
 					 " trained_by, accelerate, block_size, regularization_exponent, init_std,"
 					 " validation, validation_table, validation_owner, validation_metric,"
 					 " patience, best_iteration, validation_score, owner, trained_at,"
-					 " changed_col, changed_mark, user_gram, item_counts)"
+					 " changed_col, changed_mark)"
 					 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
 					 " $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,"
 					 " $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40,"
-					 " $41, $42, $43, $44, $45, $46, $47, $48, $49)",
+					 " $41, $42, $43, $44, $45, $46, $47)",
 					 wals_catalog_table("wals_models"));
 	if (wals_sql(query, c.n, c.types, c.values, c.nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"",
 			 wals_model_display(row->schema, row->model));
+	if (row->user_gram != NULL || row->item_counts != NULL)
+	{
+		Oid			types[3] = {INT8OID, BYTEAOID, BYTEAOID};
+		Datum		values[3];
+		char		nulls[3] = "   ";
+
+		values[0] = Int64GetDatum(row->version);
+		if (row->user_gram != NULL)
+			values[1] = PointerGetDatum(wals_gram_bytea(row->user_gram, row->params.factors));
+		else
+			nulls[1] = 'n';
+		if (row->item_counts != NULL)
+			values[2] = PointerGetDatum(wals_counts_bytea(row->item_counts, row->items));
+		else
+			nulls[2] = 'n';
+		if (wals_sql(psprintf("INSERT INTO %s (version, user_gram, item_counts) VALUES ($1, $2, $3)",
+							  wals_catalog_table("wals_model_state")),
+					 3, types, values, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "wals: could not keep the state of model \"%s\"",
+				 wals_model_display(row->schema, row->model));
+	}
 	wals_unbecome(&save);
 }
 
@@ -1024,6 +1056,7 @@ wals_catalog_delete(const WalsModelInfo *info)
 	args[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
 	args[1] = CStringGetTextDatum(info->name);
 	wals_become_catalog_writer(&save);
+	forget_state(types, args);
 	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
 						   " AND model OPERATOR(pg_catalog.=) $2",
 						   wals_catalog_table("wals_training_log")),
@@ -1058,35 +1091,56 @@ wals_catalog_add_users(const WalsModelInfo *info, int64 delta)
 	args[1] = CStringGetTextDatum(info->name);
 	args[2] = Int64GetDatum(delta);
 	wals_become_catalog_writer(&save);
-	wals_spi_exec(psprintf("UPDATE %s SET users = users OPERATOR(pg_catalog.+) $3, user_gram = NULL"
+	wals_spi_exec(psprintf("UPDATE %s SET users = users OPERATOR(pg_catalog.+) $3"
 						   " WHERE schema OPERATOR(pg_catalog.=) $1"
 						   " AND model OPERATOR(pg_catalog.=) $2",
 						   wals_catalog_table("wals_models")),
 				  3, types, args, SPI_OK_UPDATE);
+	wals_spi_exec(psprintf("UPDATE %s SET user_gram = NULL WHERE version OPERATOR(pg_catalog.=) ANY"
+						   " (SELECT m.version FROM %s m WHERE m.schema OPERATOR(pg_catalog.=) $1"
+						   " AND m.model OPERATOR(pg_catalog.=) $2)",
+						   wals_catalog_table("wals_model_state"),
+						   wals_catalog_table("wals_models")),
+				  2, types, args, SPI_OK_UPDATE);
 	wals_unbecome(&save);
 }
 
 /*
- * The XᵀX the catalog keeps for a model, or NULL (see wals_gram_from_bytea),
- * and the number of its users, *users.
+ * What wals_model_state keeps of the current version of model
+ * schema.name, each NULL where it keeps none (see the update script of
+ * 0.7.0), and the model's users from its catalog row; false where there
+ * is no such row.  Read as the catalog writer: the table is wals's alone.
  */
-float *
-wals_catalog_user_gram(const WalsModelInfo *info, int64 *users)
+bool
+wals_catalog_state(const char *schema, const char *name, bytea **user_gram, bytea **item_counts,
+				   int64 *users)
 {
 	Oid			types[2] = {NAMEOID, TEXTOID};
 	Datum		key[2];
 	bool		isnull;
 	Datum		d;
+	WalsRoleSave save;
+	bool		found;
 
-	key[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
-	key[1] = CStringGetTextDatum(info->name);
-	if (wals_sql(psprintf("SELECT user_gram, users FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
-						  " AND model OPERATOR(pg_catalog.=) $2", wals_catalog_table("wals_models")),
-				 2, types, key, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		return NULL;
-	*users = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	key[0] = DirectFunctionCall1(namein, CStringGetDatum(schema));
+	key[1] = CStringGetTextDatum(name);
+	wals_become_catalog_writer(&save);
+	found = wals_sql(psprintf("SELECT s.user_gram, s.item_counts, m.users FROM %s m"
+							  " LEFT JOIN %s s ON s.version OPERATOR(pg_catalog.=) m.version"
+							  " WHERE m.schema OPERATOR(pg_catalog.=) $1"
+							  " AND m.model OPERATOR(pg_catalog.=) $2",
+							  wals_catalog_table("wals_models"),
+							  wals_catalog_table("wals_model_state")),
+					 2, types, key, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1;
+	wals_unbecome(&save);
+	if (!found)
+		return false;
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? NULL : wals_gram_from_bytea(DatumGetByteaPP(d), info->factors);
+	*user_gram = isnull ? NULL : DatumGetByteaPCopy(d);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	*item_counts = isnull ? NULL : DatumGetByteaPCopy(d);
+	*users = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	return true;
 }
 
 /*

@@ -104,7 +104,8 @@ extern bytea *wals_gram_bytea(const float *G, int f);
 extern float *wals_gram_from_bytea(bytea *b, int f);
 extern bytea *wals_counts_bytea(const int32 *counts, int64 n);
 extern int32 *wals_counts_from_bytea(bytea *b, int64 n);
-extern float *wals_catalog_user_gram(const WalsModelInfo *info, int64 *users);
+extern bool wals_catalog_state(const char *schema, const char *name, bytea **user_gram,
+							   bytea **item_counts, int64 *users);
 
 /* What starts the description of a model's user factor table (describe.c). */
 #define WALS_DESCRIPTION_PREFIX		"wals model settings: "

@@ -989,23 +989,15 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	*name = found.name;
 	key[0] = DirectFunctionCall1(namein, CStringGetDatum(found.schema));
 	key[1] = CStringGetTextDatum(found.name);
-	if (wals_sql(psprintf("SELECT changed_col, changed_mark, user_gram, users, item_counts FROM %s"
+	if (wals_sql(psprintf("SELECT changed_col, changed_mark FROM %s"
 						  " WHERE schema OPERATOR(pg_catalog.=) $1 AND model OPERATOR(pg_catalog.=) $2",
 						  wals_catalog_table("wals_models")),
 				 2, types, key, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		wals_no_such_model(found.schema, found.name);
 	col = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	mark = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-	{
-		bool		isnull;
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
-
-		gram = isnull ? NULL : DatumGetByteaPCopy(d);
-		r->users_before = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-													  SPI_tuptable->tupdesc, 4, &isnull));
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull);
-		kept_counts = isnull ? NULL : DatumGetByteaPCopy(d);
-	}
+	if (!wals_catalog_state(found.schema, found.name, &gram, &kept_counts, &r->users_before))
+		wals_no_such_model(found.schema, found.name);
 	if (col == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

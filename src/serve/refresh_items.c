@@ -429,6 +429,9 @@ wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 	BYTEAOID, BYTEAOID};
 	Datum		args[10];
 	char		nulls[10] = "          ";
+	Oid			state_types[5] = {NAMEOID, TEXTOID, BOOLOID, BYTEAOID, BYTEAOID};
+	Datum		state_args[5];
+	char		state_nulls[5];
 	WalsRoleSave save;
 
 	args[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
@@ -459,15 +462,38 @@ wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 						  " serving_version = COALESCE($5, serving_version),"
 						  " changed_mark = COALESCE($6, changed_mark),"
 						  " refreshed_at = CASE WHEN $7 THEN pg_catalog.now() ELSE refreshed_at END,"
-						  " refreshed_ratings = refreshed_ratings OPERATOR(pg_catalog.+) $8,"
-						  " user_gram = COALESCE($9, user_gram),"
-						  " item_counts = CASE WHEN $10 IS NOT NULL THEN $10"
-						  " WHEN $5 IS NOT NULL THEN NULL ELSE item_counts END"
+						  " refreshed_ratings = refreshed_ratings OPERATOR(pg_catalog.+) $8"
 						  " WHERE schema OPERATOR(pg_catalog.=) $1"
 						  " AND model OPERATOR(pg_catalog.=) $2",
 						  wals_catalog_table("wals_models")),
-				 10, types, args, nulls, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
+				 8, types, args, nulls, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
 		elog(ERROR, "wals: could not record the refresh of model \"%s\"", info->display);
+	/*
+	 * What the version keeps for the next refresh: a new Gram where one was
+	 * made, new counts where they were, none where the items changed
+	 * without them (they would name other items).
+	 */
+	memcpy(state_args, args, sizeof(Datum) * 2);
+	memcpy(state_nulls, "     ", 5);
+	state_args[2] = BoolGetDatum(done->items_changed);
+	state_args[3] = args[8];
+	state_nulls[3] = nulls[8];
+	state_args[4] = args[9];
+	state_nulls[4] = nulls[9];
+	if (wals_sql(psprintf("UPDATE %s SET user_gram = COALESCE($4, user_gram),"
+						  " item_counts = CASE WHEN $5 IS NOT NULL THEN $5 WHEN $3 THEN NULL"
+						  " ELSE item_counts END"
+						  " WHERE version OPERATOR(pg_catalog.=) ANY (SELECT m.version FROM %s m"
+						  " WHERE m.schema OPERATOR(pg_catalog.=) $1 AND m.model OPERATOR(pg_catalog.=) $2)",
+						  wals_catalog_table("wals_model_state"), wals_catalog_table("wals_models")),
+				 5, state_types, state_args, state_nulls, false, 0) != SPI_OK_UPDATE ||
+		(SPI_processed == 0 &&
+		 wals_sql(psprintf("INSERT INTO %s (version, user_gram, item_counts)"
+						   " SELECT m.version, $4, $5 FROM %s m"
+						   " WHERE m.schema OPERATOR(pg_catalog.=) $1 AND m.model OPERATOR(pg_catalog.=) $2",
+						   wals_catalog_table("wals_model_state"), wals_catalog_table("wals_models")),
+				  5, state_types, state_args, state_nulls, false, 0) != SPI_OK_INSERT))
+		elog(ERROR, "wals: could not keep the state of model \"%s\"", info->display);
 	wals_unbecome(&save);
 	if (done->items_changed)
 	{
@@ -565,6 +591,8 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	WalsRefreshDone done = {0};
 	WalsServeModel *m;
 	float	   *G;
+	bytea	   *gram;
+	bytea	   *counts;
 	int64		users;
 
 	if (ids == NULL)
@@ -581,7 +609,9 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	wals_model_resolve(model, &found);
 	if (!wals_lock_model(found.schema, found.name, &found, false))
 		wals_no_such_model(found.schema, found.name);
-	G = wals_catalog_user_gram(&found, &users);
+	if (!wals_catalog_state(found.schema, found.name, &gram, &counts, &users))
+		wals_no_such_model(found.schema, found.name);
+	G = wals_gram_from_bytea(gram, found.factors);
 	wals_become_model_owner(&found, &save);
 	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
 	wals_model_source(&found, &source);

@@ -35,13 +35,16 @@ CREATE TEMP TABLE before_items AS SELECT * FROM shop_item_factors;
 -- the training keeps XᵀX of the users, f x f floats, so that new items are
 -- solved without reading every user; solved with every user read instead
 -- (the Gram forgotten), they come out the same
-SELECT length(user_gram) AS user_gram_bytes FROM wals_models WHERE model = 'shop';
+SELECT length(user_gram) AS user_gram_bytes FROM wals_model_state s JOIN wals_models m USING (version)
+WHERE m.model = 'shop';
 BEGIN;
-UPDATE wals_models SET user_gram = NULL WHERE model = 'shop';
+UPDATE wals_model_state SET user_gram = NULL
+WHERE version = (SELECT version FROM wals_models WHERE model = 'shop');
 SELECT new_items FROM wals_refresh('shop');
 SELECT string_agg(array_to_string(factors, ','), ';' ORDER BY item_id) AS loaded
 FROM shop_item_factors WHERE item_id >= 500 \gset
-SELECT length(user_gram) AS learned_bytes FROM wals_models WHERE model = 'shop';
+SELECT length(user_gram) AS learned_bytes FROM wals_model_state s JOIN wals_models m USING (version)
+WHERE m.model = 'shop';
 ROLLBACK;
 SELECT model, ratings, users, new_users, items, new_items, mark FROM wals_refresh('shop');
 WITH l AS (SELECT ord, string_to_array(x, ',')::real[] AS f
@@ -110,7 +113,8 @@ FROM (SELECT DISTINCT user_id FROM shop WHERE item_id = 7) u;
 -- above the mark name a tenth of its ratings or more, as the catalog
 -- counts them (an int4 for each item): 5 of item 9's 30 are, 1 of item
 -- 10's is not
-SELECT length(item_counts) = 4 * items AS counted_per_item FROM wals_models WHERE model = 'shop';
+SELECT length(item_counts) = 4 * items AS counted_per_item
+FROM wals_model_state s JOIN wals_models m USING (version) WHERE m.model = 'shop';
 CREATE TEMP TABLE before_changed AS SELECT * FROM shop_item_factors;
 UPDATE shop SET ts = '2026-03-02 00:00:00+00'
 WHERE (item_id = 9 AND user_id IN (SELECT user_id FROM shop WHERE item_id = 9 ORDER BY 1 LIMIT 5))
@@ -121,13 +125,15 @@ ROLLBACK;
 SELECT ratings, items, new_items FROM wals_refresh('shop');
 SELECT item_id FROM shop_item_factors f JOIN before_changed b USING (item_id)
 WHERE f.factors <> b.factors ORDER BY 1;
--- a catalog row without counts (a model of 0.6.0) has them counted in the
--- source by the first refresh, and kept
-UPDATE wals_models SET item_counts = NULL WHERE model = 'shop';
+-- a version without its state (a model of 0.6.0, or restored) has the
+-- counts made in the source and the Gram from the users by the first
+-- refresh, and kept
+DELETE FROM wals_model_state WHERE version = (SELECT version FROM wals_models WHERE model = 'shop');
 UPDATE shop SET ts = '2026-03-03 00:00:00+00'
 WHERE item_id = 11 AND user_id IN (SELECT user_id FROM shop WHERE item_id = 11 ORDER BY 1 LIMIT 4);
 SELECT ratings, items FROM wals_refresh('shop');
-SELECT length(item_counts) = 4 * items AS counted_again FROM wals_models WHERE model = 'shop';
+SELECT length(item_counts) = 4 * items AS counted_again, user_gram IS NOT NULL AS gram_learned
+FROM wals_model_state s JOIN wals_models m USING (version) WHERE m.model = 'shop';
 
 -- wals_refresh_items on a fresh training: every item solved again against
 -- the final user factors gives back the factors the training stored
@@ -158,7 +164,8 @@ SELECT count(*) AS rows_3, (SELECT items FROM wals_models WHERE model = 'exact')
 FROM exact_item_factors WHERE item_id = 3;
 -- wals_refresh_users forgets the kept Gram, which the next refresh learns again
 SELECT wals_refresh_users('{1}', 'exact') AS stored;
-SELECT user_gram IS NULL AS forgotten FROM wals_models WHERE model = 'exact';
+SELECT user_gram IS NULL AS forgotten FROM wals_model_state s JOIN wals_models m USING (version)
+WHERE m.model = 'exact';
 -- a source with one row per pair, by a unique index, reads no pair again:
 -- a rating updated in place is taken as it is
 CREATE TABLE stock (user_id int, item_id int, r real, ts bigint, PRIMARY KEY (user_id, item_id));
@@ -240,8 +247,17 @@ SELECT * FROM wals_refresh('shop');
 \echo :LAST_ERROR_SQLSTATE
 SELECT wals_refresh_items('{1}', 'shop');
 \echo :LAST_ERROR_SQLSTATE
+-- nor read, nor change, what wals keeps of a version for its refreshes
+SELECT count(*) FROM wals_model_state;
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM wals_model_state;
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
+-- a retraining and a drop leave nothing of the versions before
+SELECT 1 FROM wals_retrain('shop');
+SELECT count(*) AS orphans FROM wals_model_state WHERE version NOT IN (SELECT version FROM wals_models);
 SELECT wals_drop_model('shop'), wals_drop_model('exact');
+SELECT count(*) AS orphans FROM wals_model_state WHERE version NOT IN (SELECT version FROM wals_models);
 DROP TABLE shop, exact, before_users, before_items, trained, trained_nu, patched;
 DROP ROLE wals_refresh_outsider;
