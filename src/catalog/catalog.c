@@ -968,16 +968,18 @@ wals_gram_from_bytea(bytea *b, int f)
 
 /*
  * Remove what wals_model_state keeps of the version of the model whose
- * schema and name are args[0..1], as the catalog writer.
+ * schema and name are args[0..1], and of any version no catalog row names
+ * (a row deleted by hand), as the catalog writer.
  */
 static void
 forget_state(Oid *types, Datum *args)
 {
-	wals_spi_exec(psprintf("DELETE FROM %s WHERE version OPERATOR(pg_catalog.=) ANY"
+	wals_spi_exec(psprintf("DELETE FROM %s s WHERE s.version OPERATOR(pg_catalog.=) ANY"
 						   " (SELECT m.version FROM %s m WHERE m.schema OPERATOR(pg_catalog.=) $1"
-						   " AND m.model OPERATOR(pg_catalog.=) $2)",
+						   " AND m.model OPERATOR(pg_catalog.=) $2)"
+						   " OR NOT EXISTS (SELECT FROM %s m WHERE m.version OPERATOR(pg_catalog.=) s.version)",
 						   wals_catalog_table("wals_model_state"),
-						   wals_catalog_table("wals_models")),
+						   wals_catalog_table("wals_models"), wals_catalog_table("wals_models")),
 				  2, types, args, SPI_OK_DELETE);
 }
 

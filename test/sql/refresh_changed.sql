@@ -254,7 +254,8 @@ DELETE FROM wals_model_state;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
--- a retraining and a drop leave nothing of the versions before
+-- a retraining and a drop leave nothing of the versions before, nor of
+-- those whose catalog row was deleted by hand (attach.sql's)
 SELECT 1 FROM wals_retrain('shop');
 SELECT count(*) AS orphans FROM wals_model_state WHERE version NOT IN (SELECT version FROM wals_models);
 SELECT wals_drop_model('shop'), wals_drop_model('exact');
