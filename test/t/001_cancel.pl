@@ -181,10 +181,12 @@ model_unchanged('after pg_cancel_backend in an accelerated iteration');
 
 # wals_tune shows which trial it is in pg_stat_activity; cancelled there, it
 # leaves the model, no trial model and no tuning log.  The session's next
-# training shows no trace of the tuning.
+# training shows no trace of the tuning.  Any trial after the first (the
+# best so far shown) will do: a trial of 8 factors can be over between two
+# polls of an assert-enabled server under load, and trial 2 missed.
 cancel_when_shown(
 	q{SELECT * FROM wals_tune('big', 'user_id', 'item_id', 'rating', model => 'm', space => '{"factors": [8]}', budget => '1 hour')},
-	'wals_tune: model m, trial 2, % s of 3600 s spent; best ndcg@20 %: wals_train: model "public.m_trial", iteration %',
+	'wals_tune: model m, trial %, % s of 3600 s spent; best ndcg@20 %: wals_train: model "public.m_trial", iteration %',
 	'pg_stat_activity shows the trial of wals_tune and its training', 'wals_tune');
 model_unchanged('after pg_cancel_backend in wals_tune');
 is( $node->safe_psql(
