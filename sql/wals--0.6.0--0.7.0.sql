@@ -99,3 +99,28 @@ CREATE FUNCTION @extschema@.wals_refresh(
 RETURNS SETOF @extschema@.wals_refresh_result
 AS 'MODULE_PATHNAME', 'wals_refresh'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
+
+-- wals_tune says which trial the model was trained with: chosen, in its
+-- result and in wals_tuning_log (false for the tunings before 0.7.0,
+-- whose choice was the best value of the metric).
+ALTER TABLE @extschema@.wals_tuning_log ADD COLUMN chosen bool NOT NULL DEFAULT false;
+
+DROP FUNCTION @extschema@.wals_tune(regclass, name, name, name, text, text, real, interval, jsonb,
+	int, int);
+
+CREATE FUNCTION @extschema@.wals_tune(
+	source regclass,
+	user_col name,
+	item_col name,
+	rating_col name DEFAULT NULL,
+	model text DEFAULT NULL,
+	metric text DEFAULT 'ndcg@20',
+	validation real DEFAULT 0.1,
+	budget interval DEFAULT '10 minutes',
+	space jsonb DEFAULT NULL,
+	seed int DEFAULT 42,
+	max_trials int DEFAULT NULL)
+RETURNS TABLE(trial int, parameters jsonb, score float8, iterations int, seconds float8,
+	chosen bool)
+AS 'MODULE_PATHNAME', 'wals_tune'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;

@@ -381,25 +381,28 @@ check_trial_name(const WalsModelName *mn, const char *trial_name)
 			 errhint("Drop or rename that model, or tune into another model name.")));
 }
 
-/* Write every trial into wals_tuning_log, as the catalog's writer. */
+/*
+ * Write every trial into wals_tuning_log, as the catalog's writer, trial
+ * best (from 0) marked as the one the model was trained with.
+ */
 static void
-log_trials(const char *model, const TuneTrial *trials, int n, const char *metric)
+log_trials(const char *model, const TuneTrial *trials, int n, int best, const char *metric)
 {
 	WalsModelInfo info;
 	WalsRoleSave save;
 	int64		tuning = wals_next_version();
-	Oid			types[9] = {NAMEOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TEXTOID, FLOAT8OID,
-		INT4OID, FLOAT8OID};
+	Oid			types[10] = {NAMEOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TEXTOID, FLOAT8OID,
+		INT4OID, FLOAT8OID, BOOLOID};
 	char	   *query = psprintf("INSERT INTO %s (schema, model, tuning, trial, parameters, metric,"
-								 " value, iterations, seconds)"
-								 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+								 " value, iterations, seconds, chosen)"
+								 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
 								 wals_catalog_table("wals_tuning_log"));
 
 	wals_model_resolve(cstring_to_text(model), &info);
 	wals_become_catalog_writer(&save);
 	for (int t = 0; t < n; t++)
 	{
-		Datum		values[9];
+		Datum		values[10];
 
 		values[0] = DirectFunctionCall1(namein, CStringGetDatum(info.schema));
 		values[1] = CStringGetTextDatum(info.name);
@@ -410,7 +413,8 @@ log_trials(const char *model, const TuneTrial *trials, int n, const char *metric
 		values[6] = Float8GetDatum(trials[t].score);
 		values[7] = Int32GetDatum(trials[t].best_iteration);
 		values[8] = wals_seconds_datum(trials[t].seconds);
-		wals_spi_exec(query, 9, types, values, SPI_OK_INSERT);
+		values[9] = BoolGetDatum(t == best);
+		wals_spi_exec(query, 10, types, values, SPI_OK_INSERT);
 	}
 	wals_unbecome(&save);
 }
@@ -534,7 +538,7 @@ search(TuneRun *run, const TuneDim *dims, int seed)
  *			 model text, metric text, validation real, budget interval,
  *			 space jsonb, seed int, max_trials int)
  *	 RETURNS TABLE(trial int, parameters jsonb, score float8,
- *				   iterations int, seconds float8)
+ *				   iterations int, seconds float8, chosen bool)
  */
 /* wals_tune's arguments, checked. */
 typedef struct TuneArgs
@@ -655,22 +659,23 @@ tune_base(FunctionCallInfo fcinfo, const TuneArgs *ta, WalsTrainRequest *base)
 	base->value[WALS_ARG_REPLACE] = BoolGetDatum(true);
 }
 
-/* The trials, one row each, into the call's tuplestore. */
+/* The trials, one row each, into the call's tuplestore; best the one trained. */
 static void
-return_trials(FunctionCallInfo fcinfo, const TuneTrial *trials, int n)
+return_trials(FunctionCallInfo fcinfo, const TuneTrial *trials, int n, int best)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	for (int t = 0; t < n; t++)
 	{
-		Datum		values[5];
-		bool		nulls[5] = {false, false, false, false, false};
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false, false, false, false};
 
 		values[0] = Int32GetDatum(t + 1);
 		values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(trial_json(&trials[t])));
 		values[2] = Float8GetDatum(trials[t].score);
 		values[3] = Int32GetDatum(trials[t].best_iteration);
 		values[4] = wals_seconds_datum(trials[t].seconds);
+		values[5] = BoolGetDatum(t == best);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 }
@@ -730,9 +735,9 @@ tune_call(PG_FUNCTION_ARGS)
 	run.max_trials = ta.max_trials;
 	INSTR_TIME_SET_CURRENT(run.start);
 	tune_and_train(&run, dims, &ta, model);
-	log_trials(model, run.trials, run.n, ta.metric);
+	log_trials(model, run.trials, run.n, run.best, ta.metric);
 	SPI_finish();
-	return_trials(fcinfo, run.trials, run.n);
+	return_trials(fcinfo, run.trials, run.n, run.best);
 	return (Datum) 0;
 }
 

@@ -25,6 +25,15 @@ SELECT m.factors = (b.parameters->>'factors')::int AS best_factors,
 FROM wals_models m,
      (SELECT * FROM tun_a ORDER BY score DESC, trial LIMIT 1) b
 WHERE m.model = 'tun_m';
+-- the trial it was trained with is the one marked chosen, in the result and
+-- the log
+SELECT count(*) FILTER (WHERE chosen) AS chosen,
+       bool_and(chosen = (trial = (SELECT trial FROM tun_a ORDER BY score DESC, trial LIMIT 1)))
+         AS the_best
+FROM tun_a;
+SELECT count(*) AS chosen_logged
+FROM wals_tuning_log l JOIN tun_a a USING (trial)
+WHERE l.model = 'tun_m' AND l.chosen AND a.chosen;
 SELECT count(*) AS trial_models FROM wals_models WHERE model = 'tun_m_trial';
 SELECT count(*) AS logged, count(DISTINCT tuning) AS tunings, min(metric) AS metric,
        bool_and(seconds > 0) AS timed
