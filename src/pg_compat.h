@@ -52,7 +52,7 @@
 
 /*
  * The range table of an executor state that writes one relation, rte
- * (src/train/store.c): 16 moved its permissions into RTEPermissionInfo
+ * (wals_write_estate): 16 moved its permissions into RTEPermissionInfo
  * entries of their own, and 18 added the relations left after pruning,
  * here the one there is, as the logical replication worker does.
  */

@@ -1023,27 +1023,53 @@ wals_catalog_write(const WalsCatalogRow *row)
 	if (wals_sql(query, c.n, c.types, c.values, c.nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "wals: could not write the catalog row of model \"%s\"",
 			 wals_model_display(row->schema, row->model));
+	wals_unbecome(&save);
 	if (row->user_gram != NULL || row->item_counts != NULL)
-	{
-		Oid			types[3] = {INT8OID, BYTEAOID, BYTEAOID};
-		Datum		values[3];
-		char		nulls[3] = "   ";
+		wals_catalog_keep_state(row->schema, row->model,
+								row->user_gram ? wals_gram_bytea(row->user_gram, row->params.factors) : NULL,
+								row->item_counts ? wals_counts_bytea(row->item_counts, row->items) : NULL,
+								false);
+}
 
-		values[0] = Int64GetDatum(row->version);
-		if (row->user_gram != NULL)
-			values[1] = PointerGetDatum(wals_gram_bytea(row->user_gram, row->params.factors));
-		else
-			nulls[1] = 'n';
-		if (row->item_counts != NULL)
-			values[2] = PointerGetDatum(wals_counts_bytea(row->item_counts, row->items));
-		else
-			nulls[2] = 'n';
-		if (wals_sql(psprintf("INSERT INTO %s (version, user_gram, item_counts) VALUES ($1, $2, $3)",
-							  wals_catalog_table("wals_model_state")),
-					 3, types, values, nulls, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "wals: could not keep the state of model \"%s\"",
-				 wals_model_display(row->schema, row->model));
-	}
+/*
+ * Keep for the current version of model schema.name what its next refresh
+ * needs (see the update script of 0.7.0): user_gram and item_counts where
+ * not NULL, the version's others otherwise, but with items_changed no
+ * counts kept before (they would name other items).  As the catalog
+ * writer.
+ */
+void
+wals_catalog_keep_state(const char *schema, const char *name, bytea *user_gram,
+						bytea *item_counts, bool items_changed)
+{
+	Oid			types[5] = {NAMEOID, TEXTOID, BOOLOID, BYTEAOID, BYTEAOID};
+	Datum		args[5];
+	char		nulls[5] = "     ";
+	WalsRoleSave save;
+
+	args[0] = DirectFunctionCall1(namein, CStringGetDatum(schema));
+	args[1] = CStringGetTextDatum(name);
+	args[2] = BoolGetDatum(items_changed);
+	args[3] = PointerGetDatum(user_gram);
+	nulls[3] = user_gram == NULL ? 'n' : ' ';
+	args[4] = PointerGetDatum(item_counts);
+	nulls[4] = item_counts == NULL ? 'n' : ' ';
+	wals_become_catalog_writer(&save);
+	if (wals_sql(psprintf("UPDATE %s SET user_gram = COALESCE($4, user_gram),"
+						  " item_counts = CASE WHEN $5 IS NOT NULL THEN $5 WHEN $3 THEN NULL"
+						  " ELSE item_counts END"
+						  " WHERE version OPERATOR(pg_catalog.=) ANY (SELECT m.version FROM %s m"
+						  " WHERE m.schema OPERATOR(pg_catalog.=) $1 AND m.model OPERATOR(pg_catalog.=) $2)",
+						  wals_catalog_table("wals_model_state"), wals_catalog_table("wals_models")),
+				 5, types, args, nulls, false, 0) != SPI_OK_UPDATE ||
+		(SPI_processed == 0 &&
+		 wals_sql(psprintf("INSERT INTO %s (version, user_gram, item_counts)"
+						   " SELECT m.version, $4, $5 FROM %s m"
+						   " WHERE m.schema OPERATOR(pg_catalog.=) $1 AND m.model OPERATOR(pg_catalog.=) $2",
+						   wals_catalog_table("wals_model_state"), wals_catalog_table("wals_models")),
+				  5, types, args, nulls, false, 0) != SPI_OK_INSERT))
+		elog(ERROR, "wals: could not keep the state of model \"%s\"",
+			 wals_model_display(schema, name));
 	wals_unbecome(&save);
 }
 

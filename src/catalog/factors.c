@@ -22,7 +22,9 @@
 #include "catalog/pg_index.h"
 #include "catalog/pg_rewrite.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
+#include "nodes/makefuncs.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -325,4 +327,37 @@ wals_rated_bytea(const int64 *item_ids, const int32 *indices, const float *value
 	SET_VARSIZE(out, VARHDRSZ + wals_rated_pack(ids, values, n, (uint8 *) VARDATA(out)));
 	pfree(ids);
 	return out;
+}
+
+/*
+ * An executor state that writes rel (locked RowExclusiveLock), with its
+ * indexes open, as a statement of command cid would, and the result
+ * relation in *rri: for the factor rows written without SQL (a training's
+ * store, a refresh's rows in place).  wals_write_estate_end closes both.
+ */
+EState *
+wals_write_estate(Relation rel, CommandId cid, ResultRelInfo **rri)
+{
+	EState	   *estate = CreateExecutorState();
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = RELKIND_RELATION;
+	rte->rellockmode = RowExclusiveLock;
+	wals_init_range_table(estate, rte);
+	*rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(*rri, rel, 1, NULL, 0);
+	estate->es_opened_result_relations = list_make1(*rri);
+	estate->es_output_cid = cid;
+	ExecOpenIndices(*rri, false);
+	return estate;
+}
+
+void
+wals_write_estate_end(EState *estate, ResultRelInfo *rri)
+{
+	ExecCloseIndices(rri);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
 }

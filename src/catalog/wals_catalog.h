@@ -106,6 +106,8 @@ extern bytea *wals_counts_bytea(const int32 *counts, int64 n);
 extern int32 *wals_counts_from_bytea(bytea *b, int64 n);
 extern bool wals_catalog_state(const char *schema, const char *name, bytea **user_gram,
 							   bytea **item_counts, int64 *users);
+extern void wals_catalog_keep_state(const char *schema, const char *name, bytea *user_gram,
+									bytea *item_counts, bool items_changed);
 
 /* What starts the description of a model's user factor table (describe.c). */
 #define WALS_DESCRIPTION_PREFIX		"wals model settings: "
@@ -242,6 +244,8 @@ extern void wals_check_factor_table(const WalsModelInfo *info, Oid relid, bool u
 extern void wals_check_no_rules(const WalsModelInfo *info, Oid relid);
 extern bool wals_factor_table_in_form(Oid relid, bool user_side);
 extern bool wals_factor_table_keyed(Oid relid, bool user_side);
+extern EState *wals_write_estate(Relation rel, CommandId cid, ResultRelInfo **rri);
+extern void wals_write_estate_end(EState *estate, ResultRelInfo *rri);
 extern void wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
 							  const WalsModelInfo *info);
 extern int64 wals_read_id(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,

@@ -34,7 +34,6 @@
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -113,7 +112,6 @@ open_statements(WalsRowWriter *w, const char *table)
 static void
 open_direct(WalsRowWriter *w)
 {
-	RangeTblEntry *rte = makeNode(RangeTblEntry);
 	AclResult	acl = pg_class_aclcheck(w->relid, GetUserId(),
 										ACL_SELECT | ACL_INSERT | ACL_UPDATE | ACL_DELETE);
 
@@ -130,17 +128,7 @@ open_direct(WalsRowWriter *w)
 	w->snapshot = RegisterSnapshot(GetTransactionSnapshot());
 	w->scan = wals_index_beginscan(w->rel, w->index, w->snapshot, 1, 0);
 
-	w->estate = CreateExecutorState();
-	rte->rtekind = RTE_RELATION;
-	rte->relid = w->relid;
-	rte->relkind = RELKIND_RELATION;
-	rte->rellockmode = RowExclusiveLock;
-	wals_init_range_table(w->estate, rte);
-	w->rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(w->rri, w->rel, 1, NULL, 0);
-	w->estate->es_opened_result_relations = list_make1(w->rri);
-	w->estate->es_output_cid = GetCurrentCommandId(true);
-	ExecOpenIndices(w->rri, false);
+	w->estate = wals_write_estate(w->rel, GetCurrentCommandId(true), &w->rri);
 	w->found = table_slot_create(w->rel, NULL);
 	w->row = MakeSingleTupleTableSlot(RelationGetDescr(w->rel), &TTSOpsVirtual);
 	w->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "wals factor row",
@@ -170,9 +158,7 @@ wals_row_writer_close(WalsRowWriter *w)
 	{
 		ExecDropSingleTupleTableSlot(w->found);
 		ExecDropSingleTupleTableSlot(w->row);
-		ExecCloseIndices(w->rri);
-		ExecResetTupleTable(w->estate->es_tupleTable, false);
-		FreeExecutorState(w->estate);
+		wals_write_estate_end(w->estate, w->rri);
 		index_endscan(w->scan);
 		UnregisterSnapshot(w->snapshot);
 		index_close(w->index, NoLock);

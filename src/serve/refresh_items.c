@@ -425,13 +425,9 @@ void
 wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 					   const WalsItemsPatch *patch)
 {
-	Oid			types[10] = {NAMEOID, TEXTOID, INT8OID, INT8OID, INT8OID, TEXTOID, BOOLOID, INT8OID,
-	BYTEAOID, BYTEAOID};
-	Datum		args[10];
-	char		nulls[10] = "          ";
-	Oid			state_types[5] = {NAMEOID, TEXTOID, BOOLOID, BYTEAOID, BYTEAOID};
-	Datum		state_args[5];
-	char		state_nulls[5];
+	Oid			types[8] = {NAMEOID, TEXTOID, INT8OID, INT8OID, INT8OID, TEXTOID, BOOLOID, INT8OID};
+	Datum		args[8];
+	char		nulls[8] = "        ";
 	WalsRoleSave save;
 
 	args[0] = DirectFunctionCall1(namein, CStringGetDatum(info->schema));
@@ -448,14 +444,6 @@ wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 		nulls[5] = 'n';
 	args[6] = BoolGetDatum(done->by_refresh);
 	args[7] = Int64GetDatum(done->ratings);
-	if (done->user_gram != NULL)
-		args[8] = PointerGetDatum(wals_gram_bytea(done->user_gram, info->factors));
-	else
-		nulls[8] = 'n';
-	if (done->item_counts != NULL)
-		args[9] = PointerGetDatum(wals_counts_bytea(done->item_counts, done->nitem_counts));
-	else
-		nulls[9] = 'n';
 	wals_become_catalog_writer(&save);
 	if (wals_sql(psprintf("UPDATE %s SET users = users OPERATOR(pg_catalog.+) $3,"
 						  " items = items OPERATOR(pg_catalog.+) $4,"
@@ -468,33 +456,12 @@ wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 						  wals_catalog_table("wals_models")),
 				 8, types, args, nulls, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
 		elog(ERROR, "wals: could not record the refresh of model \"%s\"", info->display);
-	/*
-	 * What the version keeps for the next refresh: a new Gram where one was
-	 * made, new counts where they were, none where the items changed
-	 * without them (they would name other items).
-	 */
-	memcpy(state_args, args, sizeof(Datum) * 2);
-	memcpy(state_nulls, "     ", 5);
-	state_args[2] = BoolGetDatum(done->items_changed);
-	state_args[3] = args[8];
-	state_nulls[3] = nulls[8];
-	state_args[4] = args[9];
-	state_nulls[4] = nulls[9];
-	if (wals_sql(psprintf("UPDATE %s SET user_gram = COALESCE($4, user_gram),"
-						  " item_counts = CASE WHEN $5 IS NOT NULL THEN $5 WHEN $3 THEN NULL"
-						  " ELSE item_counts END"
-						  " WHERE version OPERATOR(pg_catalog.=) ANY (SELECT m.version FROM %s m"
-						  " WHERE m.schema OPERATOR(pg_catalog.=) $1 AND m.model OPERATOR(pg_catalog.=) $2)",
-						  wals_catalog_table("wals_model_state"), wals_catalog_table("wals_models")),
-				 5, state_types, state_args, state_nulls, false, 0) != SPI_OK_UPDATE ||
-		(SPI_processed == 0 &&
-		 wals_sql(psprintf("INSERT INTO %s (version, user_gram, item_counts)"
-						   " SELECT m.version, $4, $5 FROM %s m"
-						   " WHERE m.schema OPERATOR(pg_catalog.=) $1 AND m.model OPERATOR(pg_catalog.=) $2",
-						   wals_catalog_table("wals_model_state"), wals_catalog_table("wals_models")),
-				  5, state_types, state_args, state_nulls, false, 0) != SPI_OK_INSERT))
-		elog(ERROR, "wals: could not keep the state of model \"%s\"", info->display);
 	wals_unbecome(&save);
+	wals_catalog_keep_state(info->schema, info->name,
+							done->user_gram ? wals_gram_bytea(done->user_gram, info->factors) : NULL,
+							done->item_counts ?
+							wals_counts_bytea(done->item_counts, done->nitem_counts) : NULL,
+							done->items_changed);
 	if (done->items_changed)
 	{
 		/* the items every backend will serve, built now, as a training does */

@@ -42,7 +42,6 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
 #include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -136,19 +135,7 @@ writer_open(FactorWriter *w, Oid relid, bool fresh)
 		w->slots[i] = table_slot_create(w->rel, NULL);
 	if (!fresh)
 	{
-		RangeTblEntry *rte = makeNode(RangeTblEntry);
-
-		w->estate = CreateExecutorState();
-		rte->rtekind = RTE_RELATION;
-		rte->relid = relid;
-		rte->relkind = RELKIND_RELATION;
-		rte->rellockmode = RowExclusiveLock;
-		wals_init_range_table(w->estate, rte);
-		w->rri = makeNode(ResultRelInfo);
-		InitResultRelInfo(w->rri, w->rel, 1, NULL, 0);
-		w->estate->es_opened_result_relations = list_make1(w->rri);
-		w->estate->es_output_cid = w->cid;
-		ExecOpenIndices(w->rri, false);
+		w->estate = wals_write_estate(w->rel, w->cid, &w->rri);
 		AfterTriggerBeginQuery();
 	}
 }
@@ -186,9 +173,7 @@ writer_close(FactorWriter *w)
 	if (!w->fresh)
 	{
 		AfterTriggerEndQuery(w->estate);
-		ExecCloseIndices(w->rri);
-		ExecResetTupleTable(w->estate->es_tupleTable, false);
-		FreeExecutorState(w->estate);
+		wals_write_estate_end(w->estate, w->rri);
 	}
 	table_close(w->rel, NoLock);
 	MemoryContextDelete(w->batch_cxt);
