@@ -292,6 +292,9 @@ choose_items(Refresh *r, int32 **named)
 	{
 		int64		at = wals_serve_item(r->m, r->pairs[k].item);
 
+		if ((k & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+
 		if (at >= 0)
 			(*named)[at]++;
 		else
@@ -348,6 +351,8 @@ item_cells(Refresh *r, int64 *ncells)
 	{
 		int64		at = wals_ids_find(r->solved, r->nsolved, r->pairs[k].item);
 
+		if ((k & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (at >= 0 && r->is_new[at])
 			cells[(*ncells)++] = r->pairs[k];
 	}
@@ -375,6 +380,8 @@ counts_after(const Refresh *r, const int32 *named, int64 *n)
 	{
 		int64		at = wals_ids_find(r->solved, r->nsolved, r->pairs[p].item);
 
+		if ((p & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (at >= 0)
 			of_solved[at]++;
 	}
@@ -822,6 +829,8 @@ users_of_late_items(const Refresh *r, const bool *late, int64 *n)
 	{
 		int64		at = wals_ids_find(r->solved, r->nsolved, r->pairs[k].item);
 
+		if ((k & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (at >= 0 && late[at] && r->known[at] &&
 			(*n == 0 || users[*n - 1] != r->pairs[k].user))
 			users[(*n)++] = r->pairs[k].user;
@@ -938,6 +947,8 @@ users_now(Refresh *r, WalsUserSide *us, bool loaded, const WalsCell *cells, int6
 	{
 		int64		at = wals_ids_find(r->solved, r->nsolved, cells[c].item);
 
+		if ((c & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (at >= 0 && !r->is_new[at])
 			of_known[n++] = cells[c];
 	}
@@ -1055,6 +1066,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	{
 		bool	   *late = palloc0(sizeof(bool) * r->nsolved);
 		bool		pending = false;
+		int64		nlate;
 		int64		nagain;
 		int64	   *again;
 
@@ -1066,13 +1078,13 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 			/* 3. the known items chosen, against the users as 2 left them */
 			solve_some(r, &us, cells, ncells, SOLVE_KNOWN, NULL);
 			/* 4. the new items only new users rated, and those users again */
-			if (solve_some(r, &us, cells, ncells, SOLVE_LATE, late) > 0)
+			nlate = solve_some(r, &us, cells, ncells, SOLVE_LATE, late);
+			update_gram(r);
+			if (nlate > 0)
 			{
-				update_gram(r);
 				again = users_of_late_items(r, late, &nagain);
 				refresh_users(r, again, nagain, false);
 			}
-			update_gram(r);
 		}
 		wals_store_items(r->info, r->solved, r->nsolved, r->Ys, r->known, &r->done);
 	}
