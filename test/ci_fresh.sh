@@ -8,7 +8,7 @@
 # as on CI's.  A clean clone of HEAD goes to /work/main there, and .ci/run
 # runs in the root with an empty server cache (/var/cache/wals of the new
 # root) and a bare environment.  Prints the time of each step: the root,
-# the clone, each of .ci/run's steps and the whole.
+# the clone, .ci/run and the whole.
 #
 #   make ci-fresh                       as root
 #   WALS_CI_FRESH=/srv/ci make ci-fresh another folder for the root
@@ -101,11 +101,6 @@ say "running .ci/run in the root (its output: $dir/ci.log)"
 	echo "$status" >"$dir/status"
 } 2>&1 | tee "$dir/ci.log"
 status=$(cat "$dir/status")
-grep '^ci: ' "$dir/ci.log" | sed 's/^ci: //' >"$dir/steps" || true
-while read -r line; do
-	summary="$summary.ci/run: $line
-"
-done <"$dir/steps"
 timed ".ci/run" "$(minutes "$started") (exit $status)"
 timed "in all" "$(minutes "$began")"
 echo "ci-fresh on $(nproc) cores, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo):"
