@@ -232,258 +232,45 @@ wals_model_new_schema(const WalsModelName *mn)
 	return schema;
 }
 
-/*
- * Serving reads the catalog on every call, so its queries are planned once
- * per backend and per schema of the extension.  Every query returns
- * MODEL_COLUMNS.
- */
-#define MODEL_COLUMNS "schema, model, version, factors, feedback, source::pg_catalog.oid," \
-	" user_col, item_col, rating_col, regularization, alpha, unobserved_weight, solver," \
-	" cg_steps, user_factors::pg_catalog.oid, item_factors::pg_catalog.oid"
-#define NCOLUMNS 19
-
-/*
- * The columns added since 0.3.0, last: the steps of an update that come
- * before them (0.2.0 to 0.3.0 calls this library) read them as NULL.
- */
-#define MODEL_COLUMNS_SINCE_0_3 ", regularization_exponent, owner::pg_catalog.oid, serving_version"
-#define MODEL_COLUMNS_UPDATING ", NULL::pg_catalog.float4, NULL::pg_catalog.oid, NULL::pg_catalog.int8"
-
-static Oid	plans_schema = InvalidOid;
-static SPIPlanPtr by_key_plan = NULL;	/* $1 schema, $2 model */
-static SPIPlanPtr by_path_plan = NULL;	/* $1 model, $2 schemas in order */
-static SPIPlanPtr in_path_plan = NULL;	/* $1 schemas: two models at most */
-static bool plans_updating = false; /* made inside an update of wals */
-
-static void
-prepare_plans(void)
+/* The names of the schemas of search_path; temporary schemas hold no model. */
+static List *
+search_path_list(void)
 {
-	Oid			schema = wals_extension_schema();
-	char	   *table;
-	Oid			key_types[2] = {NAMEOID, TEXTOID};
-	Oid			path_types[2] = {TEXTOID, NAMEARRAYOID};
-	Oid			in_path_type = NAMEARRAYOID;
-	bool		updating = creating_extension;
-	const char *columns = updating ? MODEL_COLUMNS MODEL_COLUMNS_UPDATING :
-		MODEL_COLUMNS MODEL_COLUMNS_SINCE_0_3;
+	List	   *names = NIL;
+	ListCell   *lc;
 
-	if (schema == plans_schema && by_key_plan != NULL && updating == plans_updating)
-		return;
-	if (by_key_plan != NULL)
-		SPI_freeplan(by_key_plan);
-	if (by_path_plan != NULL)
-		SPI_freeplan(by_path_plan);
-	if (in_path_plan != NULL)
-		SPI_freeplan(in_path_plan);
-	by_key_plan = by_path_plan = in_path_plan = NULL;
-	table = quote_qualified_identifier(get_namespace_name(schema), "wals_models");
-	by_key_plan = wals_keep_plan(psprintf("SELECT %s FROM %s"
-										  " WHERE schema OPERATOR(pg_catalog.=) $1"
-										  " AND model OPERATOR(pg_catalog.=) $2", columns, table),
-								 2, key_types);
-	by_path_plan = wals_keep_plan(psprintf("SELECT %s FROM %s"
-										   " WHERE model OPERATOR(pg_catalog.=) $1"
-										   " AND schema OPERATOR(pg_catalog.=) ANY ($2)"
-										   " ORDER BY pg_catalog.array_position($2, schema) LIMIT 1",
-										   columns, table),
-								  2, path_types);
-	in_path_plan = wals_keep_plan(psprintf("SELECT %s FROM %s"
-										   " WHERE schema OPERATOR(pg_catalog.=) ANY ($1) LIMIT 2",
-										   columns, table),
-								  1, &in_path_type);
-	plans_schema = schema;
-	plans_updating = updating;
+	foreach(lc, fetch_search_path(false))
+	{
+		Oid			nsp = lfirst_oid(lc);
+		char	   *name;
+
+		if (!isAnyTempNamespace(nsp) && (name = get_namespace_name(nsp)) != NULL)
+			names = lappend(names, name);
+	}
+	return names;
 }
 
-/*
- * Run a plan of the catalog with the active snapshot: that of the call
- * (wals_call), so that a call reads the catalog row and the factor tables
- * it names as of one moment, since a retraining writes the tables in place.
- */
-static void
-run_plan(SPIPlanPtr plan, Datum *values)
-{
-	wals_sql_expect(wals_sql_plan(plan, values, NULL, true, 0), SPI_OK_SELECT, InvalidOid);
-}
-
-/* The schemas of search_path, as a name[]; temporary schemas hold no model. */
+/* The same, as a name[]. */
 static Datum
 search_path_names(void)
 {
-	List	   *path = fetch_search_path(false);
+	List	   *path = search_path_list();
 	Datum	   *names = palloc(sizeof(Datum) * Max(list_length(path), 1));
 	int			n = 0;
 	ListCell   *lc;
 
 	foreach(lc, path)
-	{
-		Oid			nsp = lfirst_oid(lc);
-		char	   *name;
-
-		if (isAnyTempNamespace(nsp) || (name = get_namespace_name(nsp)) == NULL)
-			continue;
-		names[n++] = CStringGetDatum(name);
-	}
+		names[n++] = CStringGetDatum(lfirst(lc));
 	return PointerGetDatum(construct_array(names, n, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
 }
 
-/* Note the first value of the row that is not one wals writes. */
-static void
-bad_value(WalsModelInfo *info, const char *what)
-{
-	if (info->invalid == NULL)
-		info->invalid = pstrdup(what);
-}
-
-/*
- * Error out for a catalog row with a value wals never writes: every use of
- * a model but its drop checks this first, before the values size anything.
- */
-void
-wals_model_check(const WalsModelInfo *info)
-{
-	if (info->invalid != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("catalog row of model \"%s\" is invalid: %s", info->display, info->invalid),
-				 errhint("Drop the model with wals_drop_model() and train it again.")));
-}
-
-/* Value col of row 0 of the last query, noted as bad when null. */
-static Datum
-value(WalsModelInfo *info, int col, const char *name, bool *isnull)
-{
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, isnull);
-
-	if (*isnull)
-		bad_value(info, psprintf("\"%s\" is null", name));
-	return d;
-}
-
-static int
-int_value(WalsModelInfo *info, int col, const char *name, int min, int max)
-{
-	bool		isnull;
-	int			v = DatumGetInt32(value(info, col, name, &isnull));
-
-	if (!isnull && (v < min || v > max))
-		bad_value(info, psprintf("\"%s\" is %d", name, v));
-	return isnull ? min : v;
-}
-
-static float
-real_value(WalsModelInfo *info, int col, const char *name)
-{
-	bool		isnull;
-	float		v = DatumGetFloat4(value(info, col, name, &isnull));
-
-	if (!isnull && (!isfinite(v) || v < 0 || v > WALS_MAX_REAL_PARAM))
-		bad_value(info, psprintf("\"%s\" is %g", name, v));
-	return isnull ? 0.0f : v;
-}
-
-/* A text or name value as a string, "" when null. */
+/* A text or name value of row 0 of the last query, "" when null. */
 static char *
 text_value(int col)
 {
 	char	   *s = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col);
 
 	return s != NULL ? s : pstrdup("");
-}
-
-static Oid
-oid_value(WalsModelInfo *info, int col, const char *name)
-{
-	bool		isnull;
-	Datum		d = value(info, col, name, &isnull);
-
-	return isnull ? InvalidOid : DatumGetObjectId(d);
-}
-
-/*
- * Fill info from row 0 of the last query; a value wals never writes is
- * noted in info->invalid, for wals_model_check.
- */
-static void
-fill_info(WalsModelInfo *info)
-{
-	char	   *feedback;
-	char	   *solver;
-	bool		isnull;
-	float		nu;
-	Datum		version;
-
-	if (SPI_tuptable->tupdesc->natts != NCOLUMNS)
-		elog(ERROR, "wals: the model catalog returned %d columns", SPI_tuptable->tupdesc->natts);
-	memset(info, 0, sizeof(*info));
-	info->schema = text_value(1);
-	info->name = text_value(2);
-	info->display = wals_model_display(info->schema, info->name);
-	info->version = DatumGetInt64(value(info, 3, "version", &isnull));
-	info->factors = int_value(info, 4, "factors", WALS_MIN_FACTORS, WALS_MAX_FACTORS);
-	feedback = text_value(5);
-	if (strcmp(feedback, "implicit") == 0)
-		info->params.feedback = WALS_IMPLICIT;
-	else if (strcmp(feedback, "explicit") == 0)
-		info->params.feedback = WALS_EXPLICIT;
-	else
-		bad_value(info, psprintf("\"feedback\" is \"%s\"", feedback));
-	info->source = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-												  6, &isnull));
-	if (isnull)
-		info->source = InvalidOid;
-	info->user_col = text_value(7);
-	info->item_col = text_value(8);
-	info->rating_col = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 9);
-	info->params.regularization = real_value(info, 10, "regularization");
-	info->params.alpha = real_value(info, 11, "alpha");
-	info->params.w0 = real_value(info, 12, "unobserved_weight");
-	solver = text_value(13);
-	if (strcmp(solver, "cg") == 0)
-		info->params.solver = WALS_CG;
-	else if (strcmp(solver, "cholesky") == 0)
-		info->params.solver = WALS_CHOLESKY;
-	else if (strcmp(solver, "subspace") == 0)
-		info->params.solver = WALS_SUBSPACE;
-	else
-		bad_value(info, psprintf("\"solver\" is \"%s\"", solver));
-	info->params.cg_steps = int_value(info, 14, "cg_steps", WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS);
-	info->params.factors = info->factors;
-	info->user_rel = oid_value(info, 15, "user_factors");
-	info->item_rel = oid_value(info, 16, "item_factors");
-	nu = DatumGetFloat4(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 17, &isnull));
-	if (!isnull)
-	{
-		info->params.frequency_scaled = true;
-		info->params.reg_exponent = nu;
-		if (!isfinite(nu) || nu < 0 || nu > WALS_MAX_REG_EXPONENT)
-			bad_value(info, psprintf("\"regularization_exponent\" is %g", nu));
-	}
-	/* null only while an update of wals reads the rows of an older version */
-	info->owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-												 18, &isnull));
-	if (isnull)
-		info->owner = InvalidOid;
-	/* a refresh that changed the items serves them under a version of its own */
-	version = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 19, &isnull);
-	if (!isnull)
-		info->version = DatumGetInt64(version);
-}
-
-/* Fill info from the catalog row of schema.name; false if there is none. */
-bool
-wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info)
-{
-	Datum		args[2];
-
-	prepare_plans();
-	args[0] = DirectFunctionCall1(namein, CStringGetDatum(schema));
-	args[1] = CStringGetTextDatum(name);
-	run_plan(by_key_plan, args);
-	if (SPI_processed == 0)
-		return false;
-	fill_info(info);
-	return true;
 }
 
 /* The models in schema, or in the schemas of search_path (NULL), for hints. */
@@ -671,7 +458,6 @@ check_unusable_schemas(const char *name)
 {
 	ListCell   *lc;
 
-	prepare_plans();
 	foreach(lc, search_path_all())
 	{
 		char	   *schema = lfirst(lc);
@@ -684,17 +470,7 @@ check_unusable_schemas(const char *name)
 		if (name != NULL)
 			found = wals_catalog_lookup(schema, name, &info);
 		else
-		{
-			Datum		name_datum = DirectFunctionCall1(namein, CStringGetDatum(schema));
-			Datum		one = PointerGetDatum(construct_array(&name_datum, 1, NAMEOID,
-															  NAMEDATALEN, false,
-															  TYPALIGN_CHAR));
-
-			run_plan(in_path_plan, &one);
-			found = SPI_processed > 0;
-			if (found)
-				fill_info(&info);
-		}
+			found = wals_catalog_models_along(list_make1(schema), &info, 1) == 1;
 		if (found)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -753,17 +529,8 @@ lookup_given(const char *given, const char *what, WalsModelInfo *info)
 			wals_no_such_model(mn.schema, mn.name);
 		return;
 	}
-	{
-		Datum		args[2];
-
-		prepare_plans();
-		args[0] = CStringGetTextDatum(mn.name);
-		args[1] = search_path_names();
-		run_plan(by_path_plan, args);
-		if (SPI_processed == 0)
-			wals_no_such_model(NULL, mn.name);
-		fill_info(info);
-	}
+	if (!wals_catalog_lookup_along(search_path_list(), mn.name, info))
+		wals_no_such_model(NULL, mn.name);
 }
 
 /*
@@ -774,7 +541,7 @@ lookup_given(const char *given, const char *what, WalsModelInfo *info)
 void
 wals_model_resolve(text *model, WalsModelInfo *info)
 {
-	Datum		path;
+	WalsModelInfo found[2];
 	char	   *models;
 
 	if (model != NULL)
@@ -782,12 +549,9 @@ wals_model_resolve(text *model, WalsModelInfo *info)
 		lookup_given(text_to_cstring(model), "model", info);
 		return;
 	}
-	prepare_plans();
-	path = search_path_names();
-	run_plan(in_path_plan, &path);
-	if (SPI_processed == 1)
+	if (wals_catalog_models_along(search_path_list(), found, 2) == 1)
 	{
-		fill_info(info);
+		*info = found[0];
 		return;
 	}
 	if (wals_default_model != NULL && wals_default_model[0] != '\0')

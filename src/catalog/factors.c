@@ -20,6 +20,7 @@
 #include "access/table.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_rewrite.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
@@ -167,7 +168,8 @@ wals_factor_table_in_form(Oid relid, bool user_side)
 
 /*
  * Whether relid, a factor table the caller has locked, has the primary key
- * wals gives it: its id column alone.
+ * wals gives it: its id column alone, a bigint, in B-tree's integer order,
+ * so that a scan key of int8 equality finds a row through it.
  */
 bool
 wals_factor_table_keyed(Oid relid, bool user_side)
@@ -184,9 +186,14 @@ wals_factor_table_keyed(Oid relid, bool user_side)
 		if (HeapTupleIsValid(tuple))
 		{
 			Form_pg_index index = (Form_pg_index) GETSTRUCT(tuple);
+			bool		isnull;
+			oidvector  *opclasses = (oidvector *)
+				DatumGetPointer(SysCacheGetAttr(INDEXRELID, tuple, Anum_pg_index_indclass,
+												&isnull));
 
 			keyed = index->indisvalid && index->indnatts == 1 && index->indnkeyatts == 1 &&
-				index->indkey.values[0] == id;
+				index->indkey.values[0] == id && get_atttype(relid, id) == INT8OID &&
+				!isnull && get_opclass_family(opclasses->values[0]) == INTEGER_BTREE_FAM_OID;
 			ReleaseSysCache(tuple);
 		}
 	}
@@ -260,7 +267,7 @@ wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, float *out,
  */
 void
 wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
-				const int64 *item_ids, int64 nitems, WalsRated *rated)
+				const WalsIdDirectory *items, WalsRated *rated)
 {
 	bytea	   *packed = DatumGetByteaPP(column_value(tuple, desc, col, BYTEAOID, info,
 													  "rated items"));
@@ -281,7 +288,7 @@ wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *i
 	rated->n = 0;
 	for (int64 i = 0; i < n; i++)
 	{
-		int64		index = wals_ids_find(item_ids, nitems, ids[i]);
+		int64		index = wals_id_directory_find(items, ids[i]);
 
 		if (!wals_rating_ok(values[i]))
 			bad_value(info, psprintf("A row's ratings hold %g.", values[i]));

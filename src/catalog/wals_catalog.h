@@ -175,14 +175,13 @@ typedef struct WalsRoleSave
 	int			guc_level;
 } WalsRoleSave;
 
-/* catalog.c: the rows of wals_models */
+/* catalog.c: model names, and writing the rows of wals_models */
 extern char *wals_catalog_table(const char *table);
 extern const char *wals_feedback_name(WalsFeedback feedback);
 extern const char *wals_solver_name(WalsSolver solver);
 extern void wals_model_name_parse(const char *given, const char *what, WalsModelName *out);
 extern char *wals_model_display(const char *schema, const char *name);
 extern char *wals_model_quoted(const char *schema, const char *name);
-extern bool wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info);
 extern void wals_model_resolve(text *model, WalsModelInfo *info);
 extern Oid	wals_model_new_schema(const WalsModelName *mn);
 extern char *wals_model_argument(const char *schema, const char *name);
@@ -190,10 +189,15 @@ extern char *wals_unattached_hint(const char *schema, const char *name);
 extern void wals_catalog_write(const WalsCatalogRow *row);
 extern void wals_no_such_model(const char *schema, const char *name);
 extern char *wals_model_grant_hint(const WalsModelInfo *info);
-extern void wals_model_check(const WalsModelInfo *info);
 extern void wals_catalog_delete(const WalsModelInfo *info);
 extern void wals_catalog_add_users(const WalsModelInfo *info, int64 delta);
 extern int64 wals_next_version(void);
+
+/* model_row.c: a model's catalog row, read in place */
+extern bool wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info);
+extern bool wals_catalog_lookup_along(List *schemas, const char *name, WalsModelInfo *info);
+extern int	wals_catalog_models_along(List *schemas, WalsModelInfo *infos, int max);
+extern void wals_model_check(const WalsModelInfo *info);
 
 /* spi.c: every statement wals runs, search_path pinned */
 extern int	wals_sql(const char *query, int nargs, const Oid *types, const Datum *values,
@@ -251,7 +255,7 @@ extern void wals_read_factors(HeapTuple tuple, TupleDesc desc, int col, int f, f
 extern int64 wals_read_id(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
 						  bool *isnull);
 extern void wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
-							const int64 *item_ids, int64 nitems, WalsRated *rated);
+							const WalsIdDirectory *items, WalsRated *rated);
 extern ArrayType *wals_real_array(const float *v, int64 n);
 extern bytea *wals_rated_bytea(const int64 *item_ids, const int32 *indices,
 							   const float *values, int64 n);

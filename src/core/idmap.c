@@ -414,6 +414,67 @@ wals_ids_find(const int64_t *ids, int64_t n, int64_t id)
 	FIND_BODY(ids, n, id);
 }
 
+/* Buckets of a directory over n ids: two ids a bucket where they spread evenly. */
+static int64_t
+directory_buckets(int64_t n)
+{
+	return n / 2 + 1;
+}
+
+size_t
+wals_id_directory_size(int64_t n)
+{
+	return sizeof(int64_t) * (size_t) (directory_buckets(n) + 1);
+}
+
+WalsStatus
+wals_id_directory_build(WalsIdDirectory *d, const int64_t *ids, int64_t n, int64_t *start)
+{
+	int64_t		most = directory_buckets(n);
+	uint64_t	range;
+	int64_t		b = 0;
+
+	d->ids = ids;
+	d->n = n;
+	d->start = start;
+	d->lo = n > 0 ? ids[0] : 0;
+	d->shift = 0;
+	range = n > 0 ? (uint64_t) ids[n - 1] - (uint64_t) ids[0] : 0;
+	while ((range >> d->shift) >= (uint64_t) most)
+		d->shift++;
+	d->nbuckets = (int64_t) (range >> d->shift) + 1;
+	for (int64_t i = 0; i < n; i++)
+	{
+		int64_t		at;
+
+		if (i > 0 && ids[i] <= ids[i - 1])
+			return WALS_EINVAL;
+		at = (int64_t) (((uint64_t) ids[i] - (uint64_t) d->lo) >> d->shift);
+		while (b <= at)
+			start[b++] = i;
+	}
+	while (b <= d->nbuckets)
+		start[b++] = n;
+	return WALS_OK;
+}
+
+int64_t
+wals_id_directory_find(const WalsIdDirectory *d, int64_t id)
+{
+	uint64_t	b;
+	int64_t		from;
+	int64_t		found;
+
+	if (d->n == 0 || id < d->lo)
+		return -1;
+	b = ((uint64_t) id - (uint64_t) d->lo) >> d->shift;
+	if (b >= (uint64_t) d->nbuckets)
+		return -1;
+	from = d->start[b];
+	found = wals_ids_find(d->ids + from, d->start[b + 1] - from, id);
+	return found < 0 ? -1 : from + found;
+}
+
 int64_t
 wals_index_find(const int32_t *a, int64_t n, int32_t v)
 {

@@ -143,6 +143,15 @@ underflow_eta(int f)
  */
 #define PRUNE_RATIO 4
 
+/*
+ * An allow list this many times shorter than the items is scored exactly,
+ * row by row: its rows cost less than a pass over every block, which
+ * visits the blocks that hold none of them too.  At 41,000 items × 64 a
+ * call took 0.05 ms through the blocks whatever the list, 0.02 ms row by
+ * row for 200 ids, 0.06 ms for 2,000.
+ */
+#define ALLOW_EXACT_RATIO 32
+
 /* Whether the bounds can prune enough for k among the filter's items. */
 static inline int
 prunes(const WalsScoreIndex *ix, const WalsScoreFilter *filter, int k)
@@ -150,7 +159,11 @@ prunes(const WalsScoreIndex *ix, const WalsScoreFilter *filter, int k)
 	int64_t		items = ix->n;
 
 	if (filter && filter->allow && filter->nallow < items)
+	{
+		if (filter->nallow * ALLOW_EXACT_RATIO < items)
+			return 0;
 		items = filter->nallow;
+	}
 	return (int64_t) k * PRUNE_RATIO < items;
 }
 

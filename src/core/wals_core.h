@@ -252,6 +252,40 @@ extern void wals_idmap_renumber(int32_t *index, size_t n, const int32_t *rank);
  */
 extern int64_t wals_ids_find(const int64_t *ids, int64_t n, int64_t id);
 
+/*
+ * A directory over strictly increasing ids, for lookups without a search
+ * of them all: bucket b holds the ids from lo + b * 2^shift up to the next
+ * bucket's, ids[start[b] .. start[b + 1]), and a lookup searches its
+ * bucket alone.  Ids spread evenly put about two in a bucket, so a lookup
+ * costs a load or two where a binary search of 41,000 ids cost 110 ns; ids
+ * bunched together cost no more than the search of them all.  start is the
+ * caller's, wals_id_directory_size bytes, so that it can live in shared
+ * memory; the struct only points at it.
+ */
+typedef struct WalsIdDirectory
+{
+	const int64_t *ids;
+	int64_t		n;
+	const int64_t *start;		/* nbuckets + 1 entries */
+	int64_t		lo;
+	int			shift;
+	int64_t		nbuckets;
+} WalsIdDirectory;
+
+/* Bytes of the start array of a directory over n ids. */
+extern size_t wals_id_directory_size(int64_t n);
+
+/*
+ * Fill start (wals_id_directory_size(n) bytes) for ids[0..n), strictly
+ * increasing, and return the directory's shape in *d; WALS_EINVAL for ids
+ * that do not increase.
+ */
+extern WalsStatus wals_id_directory_build(WalsIdDirectory *d, const int64_t *ids, int64_t n,
+										  int64_t *start);
+
+/* Index of id among the directory's ids, or -1 when absent. */
+extern int64_t wals_id_directory_find(const WalsIdDirectory *d, int64_t id);
+
 /* Index of v in a[0..n), strictly increasing dense indices, or -1. */
 extern int64_t wals_index_find(const int32_t *a, int64_t n, int32_t v);
 

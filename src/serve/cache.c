@@ -37,20 +37,29 @@
 
 #include <math.h>
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "executor/tuptable.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "pg_compat.h"
 #include "wals_serve.h"
 
 /* Rows fetched at a time by the queries over many users. */
@@ -112,13 +121,23 @@ xact_callback(XactEvent event, void *arg)
 		forget_retired();
 }
 
-/* relid's definition changed (InvalidOid: any relation's may have). */
+/*
+ * relid's definition changed (InvalidOid: any relation's may have): the
+ * item table's makes the entry stale, the user table's only the choice of
+ * how a user's row is read.
+ */
 static void
 relcache_callback(Datum arg, Oid relid)
 {
 	for (int i = 0; i < WALS_SERVE_MODELS; i++)
-		if (models[i] != NULL && (!OidIsValid(relid) || models[i]->info.item_rel == relid))
+	{
+		if (models[i] == NULL)
+			continue;
+		if (!OidIsValid(relid) || models[i]->info.item_rel == relid)
 			models[i]->stale = true;
+		if (!OidIsValid(relid) || models[i]->info.user_rel == relid)
+			models[i]->user_read = WALS_USER_READ_UNKNOWN;
+	}
 }
 
 /* Free an entry no longer cached, unless a call outside this one may hold it. */
@@ -135,18 +154,6 @@ release(WalsServeModel *m)
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	retired = lappend(retired, m);
 	MemoryContextSwitchTo(old);
-}
-
-/* The plan of the query for one user's row. */
-static void
-prepare_plans(WalsServeModel *m, const WalsModelInfo *info)
-{
-	Oid			int8type = INT8OID;
-
-	m->user_plan = wals_keep_plan(psprintf("SELECT factors, rated FROM %s"
-										   " WHERE user_id OPERATOR(pg_catalog.=) $1",
-										   wals_relation_name(info->user_rel)),
-								  1, &int8type);
 }
 
 static void
@@ -173,7 +180,6 @@ load(const WalsModelInfo *info, bool retire, const WalsItemsPatch *patch)
 	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "wals served model",
 											  ALLOCSET_DEFAULT_SIZES);
 	WalsServeModel *volatile m = MemoryContextAllocZero(cxt, sizeof(WalsServeModel));
-	WalsRoleSave save;
 
 	m->cxt = cxt;
 	PG_TRY();
@@ -182,9 +188,6 @@ load(const WalsModelInfo *info, bool retire, const WalsItemsPatch *patch)
 		wals_check_factor_table(info, info->item_rel, false);
 		copy_info(m, info);
 		wals_items_load(m, info, retire, patch);
-		wals_become_model_owner(info, &save);
-		prepare_plans(m, info);
-		wals_unbecome(&save);
 	}
 	PG_CATCH();
 	{
@@ -294,27 +297,93 @@ wals_serve_preload(const char *schema, const char *name, const WalsItemsPatch *p
 int64
 wals_serve_item(const WalsServeModel *m, int64 id)
 {
-	return wals_ids_find(m->ids, m->nitems, id);
+	return wals_id_directory_find(&m->item_dir, id);
 }
 
 /*
- * The factors of user_id into x, and, unless rated is NULL, the user's rated
- * items; false for a user the model does not know.  The kept plan runs, and
- * is planned again when what it reads changed, as the model's owner.
+ * How m's user rows are read, decided as the model's owner: in place where
+ * the table has the primary key wals gives it and no row security applies
+ * to the owner, so that a query would find the same row through the same
+ * index; else by a query, whose plan is kept.  A new backend's first call
+ * thus parses and plans nothing for the user's row, and every call skips
+ * the executor's start and end.
  */
-bool
-wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated)
+static void
+choose_user_read(WalsServeModel *m)
+{
+	Oid			relid = m->info.user_rel;
+
+	m->factors_att = get_attnum(relid, "factors");
+	m->rated_att = get_attnum(relid, "rated");
+	if (wals_factor_table_keyed(relid, true) && m->factors_att > 0 && m->rated_att > 0 &&
+		check_enable_rls(relid, InvalidOid, true) != RLS_ENABLED)
+	{
+		m->user_read = WALS_USER_READ_IN_PLACE;
+		return;
+	}
+	if (m->user_plan == NULL)
+	{
+		Oid			int8type = INT8OID;
+
+		m->user_plan = wals_keep_plan(psprintf("SELECT factors, rated FROM %s"
+											   " WHERE user_id OPERATOR(pg_catalog.=) $1",
+											   wals_relation_name(relid)),
+									  1, &int8type);
+	}
+	m->user_read = WALS_USER_READ_QUERY;
+}
+
+/* user_id's row of m's user table, found through its primary key. */
+static bool
+user_in_place(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated)
+{
+	Relation	rel;
+	Relation	index;
+	AclResult	acl = pg_class_aclcheck(m->info.user_rel, GetUserId(), ACL_SELECT);
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	ScanKeyData key;
+	bool		found;
+
+	/* what the query would check */
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_TABLE, get_rel_name(m->info.user_rel));
+	rel = table_open(m->info.user_rel, AccessShareLock);
+	index = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(user_id));
+	scan = wals_index_beginscan(rel, index, GetActiveSnapshot(), 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+	{
+		bool		should_free;
+		HeapTuple	tuple = ExecFetchSlotHeapTuple(slot, false, &should_free);
+		TupleDesc	desc = RelationGetDescr(rel);
+
+		wals_read_factors(tuple, desc, m->factors_att, m->factors, x, &m->info);
+		if (rated != NULL)
+			wals_read_rated(tuple, desc, m->rated_att, &m->info, &m->item_dir, rated);
+		if (should_free)
+			heap_freetuple(tuple);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/* user_id's row of m's user table, by the kept query. */
+static bool
+user_by_query(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	Datum		arg = Int64GetDatum(user_id);
-	WalsRoleSave save;
-	int			rc;
+	int			rc = wals_sql_plan(m->user_plan, &arg, NULL, true, 1);
 	HeapTuple	tuple;
 	TupleDesc	desc;
 
-	wals_become_model_owner(&m->info, &save);
-	rc = wals_sql_plan(m->user_plan, &arg, NULL, true, 1);
-	wals_unbecome(&save);
 	/* SPI leaves its own context current: allocate in the caller's */
 	MemoryContextSwitchTo(cxt);
 	wals_sql_expect(rc, SPI_OK_SELECT, m->info.user_rel);
@@ -324,9 +393,31 @@ wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated)
 	desc = SPI_tuptable->tupdesc;
 	wals_read_factors(tuple, desc, 1, m->factors, x, &m->info);
 	if (rated != NULL)
-		wals_read_rated(tuple, desc, 2, &m->info, m->ids, m->nitems, rated);
+		wals_read_rated(tuple, desc, 2, &m->info, &m->item_dir, rated);
 	SPI_freetuptable(SPI_tuptable);
 	return true;
+}
+
+/*
+ * The factors of user_id into x, and, unless rated is NULL, the user's rated
+ * items; false for a user the model does not know.  Read as the model's
+ * owner.
+ */
+bool
+wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated)
+{
+	WalsRoleSave save;
+	bool		found;
+
+	wals_become_model_owner(&m->info, &save);
+	if (m->user_read == WALS_USER_READ_UNKNOWN)
+		choose_user_read(m);
+	if (m->user_read == WALS_USER_READ_IN_PLACE)
+		found = user_in_place(m, user_id, x, rated);
+	else
+		found = user_by_query(m, user_id, x, rated);
+	wals_unbecome(&save);
+	return found;
 }
 
 /*
@@ -400,7 +491,7 @@ user_row(HeapTuple tuple, TupleDesc desc, void *state)
 	wals_read_factors(tuple, desc, 2, s->m->factors, s->X + (size_t) u * s->m->factors,
 					  &s->m->info);
 	if (s->rated != NULL)
-		wals_read_rated(tuple, desc, 3, &s->m->info, s->m->ids, s->m->nitems, &s->rated[u]);
+		wals_read_rated(tuple, desc, 3, &s->m->info, &s->m->item_dir, &s->rated[u]);
 	s->known[u] = true;
 }
 

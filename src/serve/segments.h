@@ -12,7 +12,7 @@
 /* What an area holds. */
 typedef enum WalsAreaKind
 {
-	WALS_AREA_ITEMS = 1,		/* ids, Y, YᵀY and the index of Y */
+	WALS_AREA_ITEMS = 1,		/* ids and their directory, Y, YᵀY and the index of Y */
 	WALS_AREA_COSINE			/* the unit rows of Y and their index */
 } WalsAreaKind;
 
@@ -36,7 +36,11 @@ typedef struct WalsArea
 	int32		groups;			/* of the index, see wals_score.h */
 	int32		usable;
 	float		max_norm;
+	int64		dir_lo;			/* of the directory of ids, see WalsIdDirectory */
+	int32		dir_shift;
+	int64		dir_buckets;
 	Size		ids;			/* offsets from the head, 0 where absent */
+	Size		dir;
 	Size		Y;
 	Size		G;
 	Size		blocks;
@@ -44,7 +48,7 @@ typedef struct WalsArea
 } WalsArea;
 
 #define WALS_AREA_MAGIC 0x57414c53	/* "WALS" */
-#define WALS_AREA_LAYOUT 1
+#define WALS_AREA_LAYOUT 2
 
 extern void wals_area_key(WalsArea *key, Oid item_rel, int64 version, WalsAreaKind kind,
 						  int factors);

@@ -21,6 +21,17 @@
  * version's shared segment where it has one (items.c), else in that
  * context.  All of them are read-only once loaded.
  */
+/*
+ * A user's row is read through the user table's primary key where nothing
+ * but the row itself would come of a query (cache.c).
+ */
+typedef enum WalsUserRead
+{
+	WALS_USER_READ_UNKNOWN,		/* not decided since the table last changed */
+	WALS_USER_READ_IN_PLACE,
+	WALS_USER_READ_QUERY
+} WalsUserRead;
+
 typedef struct WalsServeModel
 {
 	MemoryContext cxt;
@@ -32,11 +43,15 @@ typedef struct WalsServeModel
 	int			factors;
 	int64		nitems;
 	int64	   *ids;			/* increasing */
+	WalsIdDirectory item_dir;	/* over ids, to find an item by id */
 	float	   *Y;				/* nitems x factors, 64-byte aligned */
 	float	   *G;				/* Y^T Y, for fold-in and explanations */
 	WalsScoreIndex index;
 	WalsScoreIndex *cosine;		/* over the unit rows of Y, built on demand */
-	SPIPlanPtr	user_plan;		/* factors, rated items and ratings of user $1 */
+	WalsUserRead user_read;		/* how a user's row is read */
+	AttrNumber	factors_att;	/* of the user table, where read in place */
+	AttrNumber	rated_att;
+	SPIPlanPtr	user_plan;		/* factors, rated items of user $1, or NULL */
 	void	   *scratch;		/* of the queries, grown as k needs */
 	size_t		scratch_size;
 } WalsServeModel;

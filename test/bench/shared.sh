@@ -23,8 +23,15 @@
 #    retraining to 4 s after its commit: the slowest call (after each
 #    client's first), and the slowest of those that ended within 2 s
 #    after the commit;
-# 4. prints the CPU, the kernels and the figures, also written to
-#    test/bench/out/shared.txt.
+# 4. prints the CPU, the kernels, the pages memory is mapped in (a new
+#    backend's first touch of each page is what its first call costs on a
+#    virtual machine that shadows page tables) and the figures, also
+#    written to test/bench/out/shared.txt.
+#
+# PostgreSQL's shared memory goes in huge pages where the kernel has them
+# reserved (vm.nr_hugepages; huge_pages = try, or SHARED_HUGE_PAGES=on to
+# insist), and the shared copies of the items where /dev/shm is mounted
+# with huge=within_size: the bench says which, and changes neither.
 #
 # Nothing is asserted.  Environment: WALS_TOOLS, the folder of
 # gen_ratings.py (default ../shared/tools).
@@ -47,7 +54,7 @@ else
 fi
 
 say "serving in a throw-away PostgreSQL cluster"
-if ! $PG_VIRTUALENV -t -o shared_buffers=512MB \
+if ! $PG_VIRTUALENV -t -o shared_buffers=512MB -o "huge_pages=${SHARED_HUGE_PAGES:-try}" \
 	bash "$BENCH/shared_db.sh" "$data" | tee "$OUTDIR/shared.txt"; then
 	say "failed (the end of the server log, if any, is above); the cluster is dropped"
 	exit 1

@@ -19,6 +19,8 @@ sql "CREATE EXTENSION wals"
 echo "cpu: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores"
 echo "kernels: $(sql "SELECT kernels FROM wals_devices() WHERE device = 'cpu'")"
 echo "$(sql 'SELECT version()' | cut -d, -f1); wals $(sql "SELECT extversion FROM pg_extension WHERE extname = 'wals'")"
+echo "pages: huge_pages = $(sql 'SHOW huge_pages'), $(awk '/^HugePages_(Total|Free):/ { printf "%s %s ", $1, $2 }' /proc/meminfo);" \
+	"/dev/shm huge=$(awk '$2 == "/dev/shm" { n = split($4, o, ","); for (i = 1; i <= n; i++) if (o[i] ~ /^huge=/) h = substr(o[i], 6) } END { print (h == "" ? "never" : h) }' /proc/mounts)"
 
 load_file r "$data"
 sql "SET client_min_messages = warning;

@@ -137,6 +137,34 @@ SELECT count(*) AS superuser_sees_again
 FROM wals_recommend(1, 30, 'Shop.Shop Model', exclude_rated => false);
 DROP POLICY owner_few ON "Shop"."Shop Model_item_factors";
 
+-- a user's row is read through the user table's primary key, unless row
+-- security applies to the owner: then by a query that runs the owner's
+-- policies, for every role served; the choice follows the table's
+-- definition
+CREATE POLICY owner_users ON "Shop"."Shop Model_user_factors" FOR SELECT TO wals_trainer
+  USING (user_id <> 1);
+ALTER TABLE "Shop"."Shop Model_user_factors" ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+SELECT count(*) AS user_1_hidden FROM wals_recommend(1, 3, 'Shop.Shop Model');
+SELECT count(*) AS user_2_seen FROM wals_recommend(2, 3, 'Shop.Shop Model');
+ALTER TABLE "Shop"."Shop Model_user_factors" NO FORCE ROW LEVEL SECURITY,
+  DISABLE ROW LEVEL SECURITY;
+DROP POLICY owner_users ON "Shop"."Shop Model_user_factors";
+SELECT count(*) AS user_1_again FROM wals_recommend(1, 3, 'Shop.Shop Model');
+
+-- the catalog is read in place, with the right to read it that a query
+-- would need; row security on it, which only a query could apply, is
+-- refused
+REVOKE SELECT ON wals_models FROM PUBLIC;
+SET ROLE wals_app;
+SELECT wals_predict(1, 1, 'Shop.Shop Model');
+RESET ROLE;
+GRANT SELECT ON wals_models TO PUBLIC;
+ALTER TABLE wals_models ENABLE ROW LEVEL SECURITY;
+SET ROLE wals_app;
+SELECT wals_predict(1, 1, 'Shop.Shop Model');
+RESET ROLE;
+ALTER TABLE wals_models DISABLE ROW LEVEL SECURITY;
+
 -- row-level security on the source: a training sees only the caller's rows
 ALTER TABLE "Shop"."Item Views" ENABLE ROW LEVEL SECURITY;
 CREATE POLICY first_fifty ON "Shop"."Item Views" FOR SELECT TO wals_app USING ("User Id" <= 50);

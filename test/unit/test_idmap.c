@@ -3,7 +3,8 @@
  *	  Id maps: provisional indices in order of first sight that survive
  *	  every move, the array layout for serial ids and the hash layout for
  *	  the others, dense numbering by id order whatever the input order, for
- *	  the full int64 range, and lookups of absent ids.
+ *	  the full int64 range, and lookups of absent ids; the directory over
+ *	  sorted ids that serving looks items up in.
  */
 #include <stdlib.h>
 
@@ -349,6 +350,68 @@ test_ids_find(void)
 	CHECK(wals_ids_find(ids, 0, 0) == -1, "empty array");
 }
 
+/* A directory over ids[0..n) finds each of them, and nothing between them. */
+static int
+directory_misses(const int64_t *ids, int64_t n)
+{
+	int64_t    *start = test_alloc(wals_id_directory_size(n), 1);
+	WalsIdDirectory d;
+	int			bad = 0;
+	int64_t		i;
+
+	if (wals_id_directory_build(&d, ids, n, start) != WALS_OK)
+		bad++;
+	for (i = 0; i < n; i++)
+	{
+		bad += wals_id_directory_find(&d, ids[i]) != i;
+		if (ids[i] > INT64_MIN && (i == 0 || ids[i - 1] != ids[i] - 1))
+			bad += wals_id_directory_find(&d, ids[i] - 1) != -1;
+		if (ids[i] < INT64_MAX && (i == n - 1 || ids[i + 1] != ids[i] + 1))
+			bad += wals_id_directory_find(&d, ids[i] + 1) != -1;
+	}
+	bad += (int) (d.nbuckets * 2 > n + 2);
+	free(start);
+	return bad;
+}
+
+/*
+ * The directory of sorted ids: serial ids, ids with gaps, ids bunched at
+ * both ends of the int64 range, a single id, none; ids out of order are
+ * refused.
+ */
+static void
+test_directory(void)
+{
+	int64_t		n = 50000;
+	int64_t    *ids = test_alloc((size_t) n, sizeof(int64_t));
+	int64_t		extremes[6] = {INT64_MIN, INT64_MIN + 1, -7, 0, INT64_MAX - 1, INT64_MAX};
+	int64_t		unordered[3] = {1, 3, 3};
+	int64_t		start[4];
+	TestRng		rng;
+	WalsIdDirectory d;
+	int64_t		i;
+
+	rng_seed(&rng, 7);
+	for (i = 0; i < n; i++)
+		ids[i] = 1000 + i;
+	CHECK(directory_misses(ids, n) == 0, "serial ids");
+	for (i = 0; i < n; i++)
+		ids[i] = (i == 0 ? -5000 : ids[i - 1]) + 1 + rng_below(&rng, 40);
+	CHECK(directory_misses(ids, n) == 0, "ids with gaps");
+	for (i = 0; i < n; i++)
+		ids[i] = i < n / 2 ? INT64_MIN + i * 3 : INT64_MAX - (n - 1 - i) * 5;
+	CHECK(directory_misses(ids, n) == 0, "ids bunched at both ends of the range");
+	CHECK(directory_misses(extremes, 6) == 0, "the extremes of int64");
+	CHECK(directory_misses(extremes + 3, 1) == 0, "one id");
+	CHECK(directory_misses(ids, 0) == 0, "no ids");
+	CHECK(wals_id_directory_build(&d, ids, 0, start) == WALS_OK &&
+		  wals_id_directory_find(&d, 0) == -1, "find among no ids");
+	CHECK(wals_id_directory_size(3) <= sizeof(start) &&
+		  wals_id_directory_build(&d, unordered, 3, start) == WALS_EINVAL,
+		  "ids that do not increase are refused");
+	free(ids);
+}
+
 /* The dense-index search, and ids sorted and kept once. */
 static void
 test_index_find_sort_unique(void)
@@ -382,4 +445,5 @@ test_idmap(void)
 	test_monotone();
 	test_edges();
 	test_ids_find();
+	test_directory();
 }
