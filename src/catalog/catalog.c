@@ -47,19 +47,6 @@ wals_catalog_table(const char *table)
 	return quote_qualified_identifier(get_namespace_name(wals_extension_schema()), table);
 }
 
-/* A feedback and a solver as wals_models and wals_train name them. */
-const char *
-wals_feedback_name(WalsFeedback feedback)
-{
-	return feedback == WALS_EXPLICIT ? "explicit" : "implicit";
-}
-
-const char *
-wals_solver_name(WalsSolver solver)
-{
-	return solver == WALS_CG ? "cg" : solver == WALS_SUBSPACE ? "subspace" : "cholesky";
-}
-
 static void
 invalid_name(const char *given, const char *what, const char *detail)
 {

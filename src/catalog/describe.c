@@ -362,22 +362,17 @@ text_field(const Reader *r, const char *key, bool nullable, int max_bytes)
 	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
-/* A text field that must be one of choices (NULL-terminated); its index. */
+/* A text field that must be one of words; its value. */
 static int
-choice_field(const Reader *r, const char *key, const char *const *choices)
+word_field(const Reader *r, const char *key, const WalsWord *words)
 {
 	char	   *value = text_field(r, key, false, DESCRIPTION_MAX_TEXT);
-	StringInfoData valid;
+	int			v;
 
-	initStringInfo(&valid);
-	for (int i = 0; choices[i] != NULL; i++)
-	{
-		if (strcmp(value, choices[i]) == 0)
-			return i;
-		appendStringInfo(&valid, "%s\"%s\"", i == 0 ? "" : ", ", choices[i]);
-	}
-	bad(r, key, psprintf("is \"%s\", and must be one of %s", shown(value), valid.data));
-	return -1;					/* keep compiler quiet */
+	if (!wals_word_parse(words, value, &v))
+		bad(r, key, psprintf("is \"%s\", and must be one of %s", shown(value),
+							 wals_word_choices(words)));
+	return v;
 }
 
 /* Two digits (or n) at s, or -1. */
@@ -469,15 +464,11 @@ read_columns(Reader *r, int format, WalsCatalogRow *row, WalsDescribedRelation *
 static void
 read_params(Reader *r, WalsCatalogRow *row)
 {
-	static const char *const feedbacks[] = {"implicit", "explicit", NULL};
-	static const char *const solvers[] = {"cg", "cholesky", "subspace", NULL};
-	static const WalsSolver solver_of[] = {WALS_CG, WALS_CHOLESKY, WALS_SUBSPACE};
-	static const char *const accelerates[] = {"none", "ncg", NULL};
 	WalsParams *p = &row->params;
 	bool		isnull;
 
 	memset(p, 0, sizeof(*p));
-	p->feedback = choice_field(r, "feedback", feedbacks) == 0 ? WALS_IMPLICIT : WALS_EXPLICIT;
+	p->feedback = (WalsFeedback) word_field(r, "feedback", wals_feedback_words);
 	p->factors = (int) int_field(r, "factors", WALS_MIN_FACTORS, WALS_MAX_FACTORS, NULL);
 	row->max_iterations = (int) int_field(r, "max_iterations", WALS_MIN_ITERATIONS,
 										  WALS_MAX_ITERATIONS, NULL);
@@ -487,7 +478,7 @@ read_params(Reader *r, WalsCatalogRow *row)
 	p->alpha = (float) number_field(r, "alpha", 0, WALS_MAX_REAL_PARAM, false, true, NULL);
 	p->w0 = (float) number_field(r, "unobserved_weight", 0, WALS_MAX_REAL_PARAM, false, true,
 								 NULL);
-	p->solver = solver_of[choice_field(r, "solver", solvers)];
+	p->solver = (WalsSolver) word_field(r, "solver", wals_solver_words);
 	p->cg_steps = (int) int_field(r, "cg_steps", WALS_MIN_CG_STEPS, WALS_MAX_CG_STEPS, NULL);
 	p->block_size = (int) int_field(r, "block_size", 1, p->factors, &isnull);
 	if (isnull != (p->solver != WALS_SUBSPACE))
@@ -504,7 +495,8 @@ read_params(Reader *r, WalsCatalogRow *row)
 	if (isnull)
 		row->tolerance = -1;
 	row->warm_start = field(r, "warm_start", jbvBool, false)->val.boolean;
-	row->accelerate = accelerates[choice_field(r, "accelerate", accelerates)];
+	row->accelerate = wals_accelerate_name((WalsAccelerate) word_field(r, "accelerate",
+																	wals_accelerate_words));
 	row->init_std = (float) number_field(r, "init_std", 0, WALS_MAX_INIT_STD, true, true,
 										 &isnull);
 	if (isnull)
@@ -550,8 +542,8 @@ read_validation(Reader *r, int format, WalsCatalogRow *row, WalsDescribedRelatio
 	if (validating &&
 		!wals_metric_parse(row->validation_metric, WALS_MAX_VALIDATION_K, &kind, &k))
 		bad(r, "validation_metric",
-			psprintf("is \"%s\", and must be ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, or auc",
-					 shown(row->validation_metric), WALS_MAX_VALIDATION_K));
+			psprintf("is \"%s\", and must be %s", shown(row->validation_metric),
+					 wals_metric_choices()));
 	row->patience = (int) int_field(r, "patience", 1, WALS_MAX_ITERATIONS, &isnull);
 	validation_field_given(r, "patience", isnull, validating);
 	row->best_iteration = (int) int_field(r, "best_iteration", 1, row->iterations, &isnull);
@@ -565,13 +557,13 @@ read_validation(Reader *r, int format, WalsCatalogRow *row, WalsDescribedRelatio
 static void
 read_outcome(Reader *r, WalsCatalogRow *row)
 {
-	static const char *const devices[] = {"cpu", "gpu", "shards", NULL};
+	static const WalsWord devices[] = {{"cpu", 0}, {"gpu", 1}, {"shards", 2}, {NULL, 0}};
 
 	row->users = int_field(r, "users", 1, PG_INT64_MAX, NULL);
 	row->items = int_field(r, "items", 1, PG_INT64_MAX, NULL);
 	row->ratings = int_field(r, "ratings", 1, PG_INT64_MAX, NULL);
 	row->loss = number_field(r, "loss", 0, DBL_MAX, false, false, NULL);
-	row->device = devices[choice_field(r, "device", devices)];
+	row->device = wals_word_name(devices, word_field(r, "device", devices));
 	row->workers = (int) int_field(r, "workers", 0, PG_INT32_MAX, NULL);
 	row->load_s = number_field(r, "load_s", 0, DBL_MAX, false, false, NULL);
 	row->train_s = number_field(r, "train_s", 0, DBL_MAX, false, false, NULL);

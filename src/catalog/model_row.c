@@ -284,6 +284,7 @@ fill_info(WalsModelInfo *info, HeapTuple tuple, TupleDesc desc)
 {
 	char	   *feedback;
 	char	   *solver;
+	int			word;
 	bool		isnull;
 	float		nu;
 	Datum		d;
@@ -295,10 +296,8 @@ fill_info(WalsModelInfo *info, HeapTuple tuple, TupleDesc desc)
 	info->version = DatumGetInt64(required(info, tuple, desc, COL_VERSION, &isnull));
 	info->factors = int_value(info, tuple, desc, COL_FACTORS, WALS_MIN_FACTORS, WALS_MAX_FACTORS);
 	feedback = text_value(tuple, desc, COL_FEEDBACK);
-	if (strcmp(feedback, "implicit") == 0)
-		info->params.feedback = WALS_IMPLICIT;
-	else if (strcmp(feedback, "explicit") == 0)
-		info->params.feedback = WALS_EXPLICIT;
+	if (wals_word_parse(wals_feedback_words, feedback, &word))
+		info->params.feedback = (WalsFeedback) word;
 	else
 		bad_value(info, psprintf("\"feedback\" is \"%s\"", feedback));
 	d = get(tuple, desc, COL_SOURCE, &isnull);
@@ -310,12 +309,8 @@ fill_info(WalsModelInfo *info, HeapTuple tuple, TupleDesc desc)
 	info->params.alpha = real_value(info, tuple, desc, COL_ALPHA);
 	info->params.w0 = real_value(info, tuple, desc, COL_UNOBSERVED_WEIGHT);
 	solver = text_value(tuple, desc, COL_SOLVER);
-	if (strcmp(solver, "cg") == 0)
-		info->params.solver = WALS_CG;
-	else if (strcmp(solver, "cholesky") == 0)
-		info->params.solver = WALS_CHOLESKY;
-	else if (strcmp(solver, "subspace") == 0)
-		info->params.solver = WALS_SUBSPACE;
+	if (wals_word_parse(wals_solver_words, solver, &word))
+		info->params.solver = (WalsSolver) word;
 	else
 		bad_value(info, psprintf("\"solver\" is \"%s\"", solver));
 	info->params.cg_steps = int_value(info, tuple, desc, COL_CG_STEPS, WALS_MIN_CG_STEPS,

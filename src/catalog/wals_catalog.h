@@ -175,10 +175,36 @@ typedef struct WalsRoleSave
 	int			guc_level;
 } WalsRoleSave;
 
-/* catalog.c: model names, and writing the rows of wals_models */
-extern char *wals_catalog_table(const char *table);
+/* What wraps the ALS sweeps of a training (src/train/ncg.c). */
+typedef enum WalsAccelerate
+{
+	WALS_ACCEL_NONE = 0,
+	WALS_ACCEL_NCG				/* ALS-NCG: sweeps precondition a nonlinear CG */
+} WalsAccelerate;
+
+/*
+ * vocabulary.c: the words of an option's values, each table ended by a
+ * NULL name
+ */
+typedef struct WalsWord
+{
+	const char *name;
+	int			value;
+} WalsWord;
+
+extern const WalsWord wals_feedback_words[];
+extern const WalsWord wals_solver_words[];
+extern const WalsWord wals_accelerate_words[];
+extern bool wals_word_parse(const WalsWord *words, const char *given, int *value);
+extern const char *wals_word_name(const WalsWord *words, int value);
+extern char *wals_word_choices(const WalsWord *words);
+extern char *wals_metric_choices(void);
 extern const char *wals_feedback_name(WalsFeedback feedback);
 extern const char *wals_solver_name(WalsSolver solver);
+extern const char *wals_accelerate_name(WalsAccelerate accelerate);
+
+/* catalog.c: model names, and writing the rows of wals_models */
+extern char *wals_catalog_table(const char *table);
 extern void wals_model_name_parse(const char *given, const char *what, WalsModelName *out);
 extern char *wals_model_display(const char *schema, const char *name);
 extern char *wals_model_quoted(const char *schema, const char *name);

@@ -16,6 +16,7 @@
  * 1 and the fraction is rounded once, at the end.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -536,20 +537,33 @@ wals_rmse_finish(const WalsRmseAcc *acc)
 	return acc->cells > 0 ? sqrt(acc->sse / (double) acc->cells) : NAN;
 }
 
+/* The metrics ranked at k, by the prefix of their names; "auc" is the other. */
+static const struct
+{
+	const char *prefix;
+	WalsMetricKind kind;
+}			ranked[] = {
+	{"precision@", WALS_METRIC_PRECISION},
+	{"recall@", WALS_METRIC_RECALL},
+	{"ndcg@", WALS_METRIC_NDCG},
+	{"map@", WALS_METRIC_MAP},
+};
+
+void
+wals_metric_name(WalsMetricKind kind, int k, char *buf, size_t size)
+{
+	for (size_t i = 0; i < sizeof(ranked) / sizeof(ranked[0]); i++)
+		if (ranked[i].kind == kind)
+		{
+			snprintf(buf, size, "%s%d", ranked[i].prefix, k);
+			return;
+		}
+	snprintf(buf, size, "auc");
+}
+
 int
 wals_metric_parse(const char *name, int max_k, WalsMetricKind *kind, int *k)
 {
-	static const struct
-	{
-		const char *prefix;
-		WalsMetricKind kind;
-	}			ranked[] = {
-		{"precision@", WALS_METRIC_PRECISION},
-		{"recall@", WALS_METRIC_RECALL},
-		{"ndcg@", WALS_METRIC_NDCG},
-		{"map@", WALS_METRIC_MAP},
-	};
-
 	if (strcmp(name, "auc") == 0)
 	{
 		*kind = WALS_METRIC_AUC;

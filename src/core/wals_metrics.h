@@ -179,6 +179,9 @@ typedef enum WalsMetricKind
  */
 extern int	wals_metric_parse(const char *name, int max_k, WalsMetricKind *kind, int *k);
 
+/* The name of metric kind at k, as wals_metric_parse reads it, into buf. */
+extern void wals_metric_name(WalsMetricKind kind, int k, char *buf, size_t size);
+
 /* The mean of that metric in m, 0 where no user counted towards it. */
 extern double wals_metric_value(const WalsMetrics *m, WalsMetricKind kind);
 

@@ -348,15 +348,17 @@ put_results(ReturnSetInfo *rsinfo, const EvalState *e)
 	char		name[64];
 
 	wals_metrics_finish(&e->acc, &result);
-	snprintf(name, sizeof(name), "precision@%d", e->k);
-	put_metric(rsinfo, name, result.precision);
-	snprintf(name, sizeof(name), "recall@%d", e->k);
-	put_metric(rsinfo, name, result.recall);
-	snprintf(name, sizeof(name), "ndcg@%d", e->k);
-	put_metric(rsinfo, name, result.ndcg);
-	snprintf(name, sizeof(name), "map@%d", e->k);
-	put_metric(rsinfo, name, result.map);
-	put_metric(rsinfo, "auc", result.auc);
+	{
+		/* NaN where no user counted, which put_metric returns as NULL */
+		const double values[] = {result.precision, result.recall, result.ndcg, result.map,
+		result.auc};
+
+		for (WalsMetricKind kind = WALS_METRIC_PRECISION; kind <= WALS_METRIC_AUC; kind++)
+		{
+			wals_metric_name(kind, e->k, name, sizeof(name));
+			put_metric(rsinfo, name, values[kind]);
+		}
+	}
 	if (e->rmse)
 		put_metric(rsinfo, "rmse", wals_rmse_finish(&e->sq));
 	put_metric(rsinfo, "users", (double) result.users);

@@ -27,12 +27,6 @@ static const char *const arg_names[] = {
 	"patience", "validation_metric", "validation_table", "replace", "changed_col"
 };
 
-const char *
-wals_accelerate_name(WalsAccelerate accelerate)
-{
-	return accelerate == WALS_ACCEL_NCG ? "ncg" : "none";
-}
-
 static void
 require_not_null(const WalsTrainRequest *req, int arg)
 {
@@ -131,48 +125,32 @@ model_arg(const WalsTrainRequest *req, WalsTrainArgs *args)
 	args->model_display = wals_model_display(get_namespace_name(args->schema), mn.name);
 }
 
+/* The value of argument arg, one of words. */
+static int
+word_arg(const WalsTrainRequest *req, WalsTrainArg arg, const WalsWord *words)
+{
+	char	   *value;
+	int			v;
+
+	require_not_null(req, arg);
+	value = text_to_cstring(DatumGetTextPP(req->value[arg]));
+	if (!wals_word_parse(words, value, &v))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized value for \"%s\": \"%s\"", arg_names[arg], value),
+				 errhint("Valid values are %s.", wals_word_choices(words))));
+	return v;
+}
+
 static void
 choice_args(const WalsTrainRequest *req, WalsTrainArgs *args)
 {
 	char	   *value;
 
-	require_not_null(req, WALS_ARG_FEEDBACK);
-	value = text_to_cstring(DatumGetTextPP(req->value[WALS_ARG_FEEDBACK]));
-	if (pg_strcasecmp(value, "implicit") == 0)
-		args->params.feedback = WALS_IMPLICIT;
-	else if (pg_strcasecmp(value, "explicit") == 0)
-		args->params.feedback = WALS_EXPLICIT;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unrecognized value for \"feedback\": \"%s\"", value),
-				 errhint("Valid values are \"implicit\" and \"explicit\".")));
-
-	require_not_null(req, WALS_ARG_SOLVER);
-	value = text_to_cstring(DatumGetTextPP(req->value[WALS_ARG_SOLVER]));
-	if (pg_strcasecmp(value, "cg") == 0)
-		args->params.solver = WALS_CG;
-	else if (pg_strcasecmp(value, "cholesky") == 0)
-		args->params.solver = WALS_CHOLESKY;
-	else if (pg_strcasecmp(value, "subspace") == 0)
-		args->params.solver = WALS_SUBSPACE;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unrecognized value for \"solver\": \"%s\"", value),
-				 errhint("Valid values are \"cg\", \"cholesky\" and \"subspace\".")));
-
-	require_not_null(req, WALS_ARG_ACCELERATE);
-	value = text_to_cstring(DatumGetTextPP(req->value[WALS_ARG_ACCELERATE]));
-	if (pg_strcasecmp(value, "none") == 0)
-		args->accelerate = WALS_ACCEL_NONE;
-	else if (pg_strcasecmp(value, "ncg") == 0)
-		args->accelerate = WALS_ACCEL_NCG;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unrecognized value for \"accelerate\": \"%s\"", value),
-				 errhint("Valid values are \"none\" and \"ncg\".")));
+	args->params.feedback = (WalsFeedback) word_arg(req, WALS_ARG_FEEDBACK, wals_feedback_words);
+	args->params.solver = (WalsSolver) word_arg(req, WALS_ARG_SOLVER, wals_solver_words);
+	args->accelerate = (WalsAccelerate) word_arg(req, WALS_ARG_ACCELERATE,
+												 wals_accelerate_words);
 
 	args->device = (WalsDevice) wals_device;
 	if (!req->isnull[WALS_ARG_DEVICE])
@@ -279,8 +257,7 @@ validation_args(const WalsTrainRequest *req, WalsTrainArgs *args)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for \"validation_metric\": \"%s\"", metric),
-				 errhint("\"validation_metric\" must be ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, or auc.",
-						 WALS_MAX_VALIDATION_K)));
+				 errhint("\"validation_metric\" must be %s.", wals_metric_choices())));
 	args->validation_metric = pstrdup(metric);
 	args->patience = req->isnull[WALS_ARG_PATIENCE] ? WALS_DEFAULT_PATIENCE :
 		int_arg(req, WALS_ARG_PATIENCE, 1, WALS_MAX_ITERATIONS);

@@ -270,14 +270,19 @@ apply_overrides(FunctionCallInfo fcinfo, WalsTrainRequest *train)
 		{R_INIT_STD, WALS_ARG_INIT_STD}, {R_PATIENCE, WALS_ARG_PATIENCE},
 		{R_VALIDATION_METRIC, WALS_ARG_VALIDATION_METRIC},
 	};
+	int			solver;
 
 	for (int i = 0; i < (int) lengthof(map); i++)
 		if (!PG_ARGISNULL(map[i].from))
 			set_arg(train, map[i].to, PG_GETARG_DATUM(map[i].from), false);
 
-	/* a block size belongs to the subspace solver alone */
+	/*
+	 * A block size belongs to the subspace solver alone; a solver that is
+	 * none of them is wals_train's to refuse.
+	 */
 	if (!PG_ARGISNULL(R_SOLVER) && PG_ARGISNULL(R_BLOCK_SIZE) &&
-		pg_strcasecmp(text_to_cstring(PG_GETARG_TEXT_PP(R_SOLVER)), "subspace") != 0)
+		!(wals_word_parse(wals_solver_words, text_to_cstring(PG_GETARG_TEXT_PP(R_SOLVER)),
+						  &solver) && solver == WALS_SUBSPACE))
 		set_arg(train, WALS_ARG_BLOCK_SIZE, (Datum) 0, true);
 
 	/*

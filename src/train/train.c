@@ -462,13 +462,13 @@ wals_train_request_init(WalsTrainRequest *req)
 	SET(WALS_ARG_FACTORS, Int32GetDatum(64));
 	SET(WALS_ARG_ITERATIONS, Int32GetDatum(15));
 	SET(WALS_ARG_REGULARIZATION, Float4GetDatum(0.1f));
-	SET(WALS_ARG_FEEDBACK, CStringGetTextDatum("implicit"));
+	SET(WALS_ARG_FEEDBACK, CStringGetTextDatum(wals_feedback_name(WALS_IMPLICIT)));
 	SET(WALS_ARG_ALPHA, Float4GetDatum(1.0f));
-	SET(WALS_ARG_SOLVER, CStringGetTextDatum("cg"));
+	SET(WALS_ARG_SOLVER, CStringGetTextDatum(wals_solver_name(WALS_CG)));
 	SET(WALS_ARG_CG_STEPS, Int32GetDatum(3));
 	SET(WALS_ARG_SEED, Int32GetDatum(42));
 	SET(WALS_ARG_WARM_START, BoolGetDatum(false));
-	SET(WALS_ARG_ACCELERATE, CStringGetTextDatum("none"));
+	SET(WALS_ARG_ACCELERATE, CStringGetTextDatum(wals_accelerate_name(WALS_ACCEL_NONE)));
 	SET(WALS_ARG_REPLACE, BoolGetDatum(false));
 #undef SET
 }

@@ -266,10 +266,17 @@ parse_space(Jsonb *space, TuneDim *dims)
 	}
 }
 
-static bool
-subspace(const TuneTrial *t)
+/* The solver of a trial, and what wraps it: see TUNE_SUBSPACE_FACTORS. */
+static WalsSolver
+trial_solver(const TuneTrial *t)
 {
-	return t->v[DIM_FACTORS] >= TUNE_SUBSPACE_FACTORS;
+	return t->v[DIM_FACTORS] >= TUNE_SUBSPACE_FACTORS ? WALS_SUBSPACE : WALS_CG;
+}
+
+static WalsAccelerate
+trial_accelerate(const TuneTrial *t)
+{
+	return trial_solver(t) == WALS_SUBSPACE ? WALS_ACCEL_NCG : WALS_ACCEL_NONE;
 }
 
 /* The trial's parameters as jsonb text, NULL exponent as null. */
@@ -283,7 +290,7 @@ trial_json(const TuneTrial *t)
 					(int) t->v[DIM_FACTORS], t->v[DIM_REGULARIZATION],
 					isnan(t->v[DIM_EXPONENT]) ? "null" : psprintf("%.6g", t->v[DIM_EXPONENT]),
 					t->v[DIM_UNOBSERVED], t->v[DIM_ALPHA], t->v[DIM_INIT_STD],
-					subspace(t) ? "subspace" : "cg", subspace(t) ? "ncg" : "none",
+					wals_solver_name(trial_solver(t)), wals_accelerate_name(trial_accelerate(t)),
 					t->config + 1, t->max_iterations);
 }
 
@@ -334,8 +341,8 @@ train_with(const WalsTrainRequest *base, const char *model, const TuneTrial *t,
 		SET(WALS_ARG_PATIENCE, Int32GetDatum(TUNE_PATIENCE));
 		SET(WALS_ARG_VALIDATION_METRIC, CStringGetTextDatum(metric));
 	}
-	SET(WALS_ARG_SOLVER, CStringGetTextDatum(subspace(t) ? "subspace" : "cg"));
-	SET(WALS_ARG_ACCELERATE, CStringGetTextDatum(subspace(t) ? "ncg" : "none"));
+	SET(WALS_ARG_SOLVER, CStringGetTextDatum(wals_solver_name(trial_solver(t))));
+	SET(WALS_ARG_ACCELERATE, CStringGetTextDatum(wals_accelerate_name(trial_accelerate(t))));
 #undef SET
 	wals_call_allow_write();
 	wals_call_from_c(run_training, &tt, "wals_train", true);
@@ -572,8 +579,7 @@ tune_args(FunctionCallInfo fcinfo, TuneArgs *ta)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for \"metric\": \"%s\"", ta->metric),
-				 errhint("\"metric\" must be ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, or auc.",
-						 WALS_MAX_VALIDATION_K)));
+				 errhint("\"metric\" must be %s.", wals_metric_choices())));
 	ta->validation = PG_ARGISNULL(6) ? -1 : PG_GETARG_FLOAT4(6);
 	if (!(ta->validation > 0 && ta->validation <= WALS_MAX_VALIDATION))
 		ereport(ERROR,

@@ -15,13 +15,6 @@
 /* Initial factors are normal with this deviation, as in ref_wals.py. */
 #define WALS_INIT_SCALE				0.01f
 
-/* What wraps the ALS sweeps of a training (ncg.c). */
-typedef enum WalsAccelerate
-{
-	WALS_ACCEL_NONE = 0,
-	WALS_ACCEL_NCG				/* ALS-NCG: sweeps precondition a nonlinear CG */
-} WalsAccelerate;
-
 /*
  * The vectors of an accelerated training, each the size of all factors (X
  * then Y): WALS_VEC_FACTORS is the factors themselves, and the engine keeps
@@ -210,7 +203,6 @@ typedef struct WalsTrainSummary
 
 /* args.c */
 extern void wals_train_args_parse(const WalsTrainRequest *req, WalsTrainArgs *args);
-extern const char *wals_accelerate_name(WalsAccelerate accelerate);
 
 /* train.c: the training's one entry point, and its SQL function's row */
 extern void wals_train_request_init(WalsTrainRequest *req);

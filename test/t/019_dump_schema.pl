@@ -279,7 +279,7 @@ my @hostile = (
 	[ 'a missing field', q{d - 'feedback'}, qr/"feedback" is missing/ ],
 	[ 'every field missing', q{'{"format": 1}'::jsonb}, qr/"source" is missing/ ],
 	[ 'a null field', q{jsonb_set(d, '{solver}', 'null')}, qr/"solver" is null, and must be a string/ ],
-	[ 'an unknown solver', q{jsonb_set(d, '{solver}', '"qr"')}, qr/"solver" is "qr", and must be one of "cg", "cholesky", "subspace"/ ],
+	[ 'an unknown solver', q{jsonb_set(d, '{solver}', '"qr"')}, qr/"solver" is "qr", and must be one of "cg", "cholesky" and "subspace"/ ],
 	[ 'a block size without solver subspace', q{jsonb_set(d, '{block_size}', '2')}, qr/"block_size" is given, and applies only to solver "subspace"/ ],
 	[ 'subspace without a block size', q{jsonb_set(d, '{solver}', '"subspace"')}, qr/"block_size" is null, and solver "subspace" needs one/ ],
 	[ 'a block size above the factors', q{jsonb_set(jsonb_set(d, '{solver}', '"subspace"'), '{block_size}', '9')}, qr/"block_size" is 9, and must be between 1 and 4/ ],
