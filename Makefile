@@ -326,92 +326,8 @@ ci-fresh:
 	./test/install_deps.sh --ci-fresh
 	./test/ci_fresh.sh
 
-# aarch64 without an Arm machine: Debian's cross compiler builds wals.so
-# (every object with the flags PGXS uses here, against the server headers,
-# checked by test/arm64/pg_abi.c) and the unit tests, which run under
-# qemu-user twice: every suite on a CPU with every feature qemu knows
-# (dotprod, SVE), and on a Cortex-A57, which has no dotprod, the suites
-# whose kernels are chosen by it at run time (ARM64_SUITES_cortex-a57: the
-# int8 scoring, the one kernel that SDOT changes), with the neon family
-# alone (ARM64_ENV_cortex-a57: the generic family is the same code on
-# both CPUs, and took half of the A57's minute).  The arm64 serial
-# OpenBLAS comes through multiarch.  qemu runs the arm64 loader and C
-# library of libc6:arm64 (installed with OpenBLAS), not those of the cross
-# sysroot (qemu -L), whose point release may differ.
-ARM64_MULTIARCH = aarch64-linux-gnu
-ARM64_CC = $(ARM64_MULTIARCH)-gcc
-ARM64_BLAS_INC = /usr/include/$(ARM64_MULTIARCH)/openblas-serial
-ARM64_BLAS_LIB = /usr/lib/$(ARM64_MULTIARCH)/openblas-serial
-ARM64_BLAS_LDFLAGS = -L$(ARM64_BLAS_LIB) -Wl,-rpath,$(ARM64_BLAS_LIB) -lopenblas -lm
-ARM64_QEMU = qemu-aarch64
-ARM64_QEMU_CPUS = max cortex-a57
-ARM64_SUITES_cortex-a57 = score
-ARM64_ENV_cortex-a57 = WALS_UNIT_KERNELS=neon
-ARM64_DIR = build/arm64
-ARM64_OBJS = $(addprefix $(ARM64_DIR)/,$(OBJS))
-# PGXS's own flags (its CFLAGS already carry CFLAGS_SL and PG_CFLAGS), less
-# any x86 -m option, with the arm64 OpenBLAS headers for the x86 ones.
-ARM64_CFLAGS = $(filter-out -m%,$(CFLAGS))
-ARM64_CPPFLAGS = $(subst $(BLAS_CFLAGS),-I$(ARM64_BLAS_INC),$(CPPFLAGS))
-EXTRA_CLEAN += test/unit/wals_unit_arm64 $(ARM64_DIR)
-
-$(ARM64_DIR)/%.o: %.c $(WALS_HDRS)
-	@mkdir -p $(@D)
-	$(ARM64_CC) $(ARM64_CFLAGS) $(ARM64_CPPFLAGS) -c -o $@ $<
-
-$(ARM64_DIR)/wals$(DLSUFFIX): $(ARM64_OBJS) $(ARM64_DIR)/test/arm64/pg_abi.o
-	$(ARM64_CC) $(ARM64_CFLAGS) -shared -o $@ $(ARM64_OBJS) \
-		-Wl,-z,relro -Wl,-z,now -Wl,--as-needed $(ARM64_BLAS_LDFLAGS)
-
-# The unit tests link src/core's objects of wals.so: what they test on
-# aarch64 is the code the server runs there.
-ARM64_UNIT_OBJS = $(UNIT_SRCS:%.c=$(ARM64_DIR)/%.o)
-$(ARM64_UNIT_OBJS): $(ARM64_DIR)/%.o: %.c $(CORE_HDRS) $(wildcard test/unit/*.h)
-	@mkdir -p $(@D)
-	$(ARM64_CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra $(WERROR) \
-		-Isrc/core -Itest/unit -I$(ARM64_BLAS_INC) -c -o $@ $<
-
-test/unit/wals_unit_arm64: $(CORE_SRCS:%.c=$(ARM64_DIR)/%.o) $(ARM64_UNIT_OBJS)
-	$(ARM64_CC) -g -o $@ $^ $(ARM64_BLAS_LDFLAGS)
-
-.PHONY: deps-arm64 build-arm64 unit-arm64 test-arm64
-# After deps: the two must not run apt-get at once under make -j.
-deps-arm64: deps
-	./test/install_deps.sh --arm64
-
-build-arm64: $(ARM64_DIR)/wals$(DLSUFFIX) test/unit/wals_unit_arm64
-	@if $(ARM64_MULTIARCH)-readelf -h $(ARM64_DIR)/wals$(DLSUFFIX) | grep -q AArch64; then \
-		echo "wals: built $(ARM64_DIR)/wals$(DLSUFFIX) for AArch64"; \
-	else echo "wals: $(ARM64_DIR)/wals$(DLSUFFIX) is not an AArch64 object" >&2; exit 1; fi
-
-# The runs go side by side (one core each); then each prints its output
-# and summary, and the last line adds them up.  A run that exits non-zero
-# without counting a failure (a crash, qemu missing) counts as one.
-unit-arm64: test/unit/wals_unit_arm64
-	@mkdir -p $(ARM64_DIR)
-	@$(foreach cpu,$(ARM64_QEMU_CPUS), \
-		( QEMU_CPU=$(cpu) $(ARM64_ENV_$(cpu)) $(ARM64_QEMU) ./test/unit/wals_unit_arm64 $(ARM64_SUITES_$(cpu)) \
-			> $(ARM64_DIR)/unit-$(cpu).log 2>&1; \
-		  echo $$? > $(ARM64_DIR)/unit-$(cpu).rc ) & ) \
-	wait; \
-	passed=0; failed=0; \
-	for cpu in $(ARM64_QEMU_CPUS); do \
-		echo "wals: unit tests on aarch64 under qemu, cpu $$cpu:"; \
-		cat $(ARM64_DIR)/unit-$$cpu.log; rc=$$(cat $(ARM64_DIR)/unit-$$cpu.rc); \
-		sum=$$(grep -E '^[0-9]+ passed, [0-9]+ failed$$' $(ARM64_DIR)/unit-$$cpu.log | tail -n 1); \
-		p=$${sum%% passed*}; f=$${sum#*passed, }; f=$${f%% failed}; \
-		[ -n "$$sum" ] || { p=0; f=0; }; \
-		if [ "$$rc" != 0 ] && [ "$$f" -eq 0 ]; then \
-			echo "wals: cpu $$cpu: exit status $$rc"; f=1; \
-		fi; \
-		passed=$$((passed + p)); failed=$$((failed + f)); \
-	done; \
-	echo "$$passed passed, $$failed failed"; \
-	[ $$failed -eq 0 ]
-
-test-arm64: deps-arm64
-	$(MAKE) build-arm64
-	$(MAKE) unit-arm64
+# The aarch64 build and its unit tests under qemu.
+include test/arm64/arm64.mk
 
 # numpy and scipy for the benchmarks' data and scores, gnuplot for their
 # plots; after deps, so that the two never run apt-get at once.
@@ -426,98 +342,54 @@ bench: deps-bench
 	./test/bench/train.sh
 	./test/bench/serve.sh
 
-# Serving alone: latency, throughput, the batch and the plain-SQL agreement
-# at MovieLens-20M size, with pgvector beside it where installed.
-.PHONY: bench-serve
-bench-serve: deps-bench
-	$(MAKE) all
-	$(MAKE) install
-	./test/bench/serve.sh
+# The benchmarks: each builds and installs the extension, then runs the
+# script of test/bench/ named for it (or BENCH_SCRIPT_ of its name, where
+# the two differ):
+#   bench-serve            serving alone: latency, throughput, the batch and
+#                          the plain-SQL agreement at MovieLens-20M size, with
+#                          pgvector beside it where installed
+#   bench-gpu              the GPU against 2 CPU cores from 100k to 20M
+#                          ratings; without a usable GPU it says why and stops
+#   bench-evaluate         wals_evaluate's milliseconds per test user at 41,000
+#                          items, f = 128, with 0, 1 and 2 parallel workers
+#   bench-shared           a new backend's first call, a serving backend's
+#                          memory and the slowest call while a retraining
+#                          commits, with the items shared by every backend and
+#                          without
+#   bench-validation       the seconds of an iteration with a validation share
+#                          against one without (RATINGS, VALIDATION_WORKERS,
+#                          VALIDATION_FACTORS, VALIDATION_ITERATIONS)
+#   bench-negative         dislikes (negative implicit ratings) against
+#                          ref_wals.py on a small set, from the same starting
+#                          factors: the loss of each iteration and the final
+#                          factors, relative differences
+#   bench-tune             held-out quality of the defaults against wals_tune
+#                          (TUNE_BUDGET, TUNE_METRIC, TUNE_SET, or RATINGS and
+#                          TEST: CSVs of your own)
+#   bench-accel            plain ALS-CG against ALS-NCG and the subspace
+#                          solver, to the loss of 15 CG iterations, on the 5M
+#                          and 20M sets (ACCEL_SETS, ACCEL_FACTORS)
+#   bench-refresh          wals_refresh against a full wals_retrain on the 20M
+#                          set's 15.5M ratings, with 1% and 0.1% of them new
+#                          (REFRESH_FRACTIONS), and wals_refresh_items on 100
+#                          items
+#   bench-refresh-quality  a model kept fresh by wals_refresh against one
+#                          retrained, on ratings replayed in time order:
+#                          MovieLens 100K's u.data where ML100K names it, a
+#                          synthetic set with synthetic times otherwise
+#   bench-shards           one server against 1, 2 and 3 local shards
+#                          (postgres_fdw partitions by user) on the 20M set:
+#                          seconds per iteration, bytes moved, memory per shard
+BENCHES = bench-serve bench-gpu bench-evaluate bench-shared bench-validation bench-negative \
+	bench-tune bench-accel bench-refresh bench-refresh-quality bench-shards
+BENCH_SCRIPT_negative = negative_ref
+BENCH_SCRIPT_refresh-quality = refresh_quality
 
-# The GPU against 2 CPU cores from 100k to 20M ratings; without a usable GPU
-# it says why and stops.
-.PHONY: bench-gpu
-bench-gpu: deps-bench
+.PHONY: $(BENCHES)
+$(BENCHES): bench-%: deps-bench
 	$(MAKE) all
 	$(MAKE) install
-	./test/bench/gpu.sh
-
-# wals_evaluate's milliseconds per test user at 41,000 items, f = 128, with
-# 0, 1 and 2 parallel workers.
-.PHONY: bench-evaluate
-bench-evaluate: deps-bench
-	$(MAKE) all
-	$(MAKE) install
-	./test/bench/evaluate.sh
-
-# The seconds of an iteration with a validation share against one without
-# (RATINGS, VALIDATION_WORKERS, VALIDATION_FACTORS, VALIDATION_ITERATIONS).
-# A new backend's first call, a serving backend's memory and the slowest
-# call while a retraining commits, with the items shared by every backend
-# and without (test/bench/shared.sh).
-.PHONY: bench-shared
-bench-shared: deps-bench
-	$(MAKE) all
-	$(MAKE) install
-	./test/bench/shared.sh
-
-.PHONY: bench-validation
-bench-validation: deps-bench
-	$(MAKE) all
-	$(MAKE) install
-	./test/bench/validation.sh
-
-# Dislikes (negative implicit ratings) against ref_wals.py on a small set,
-# from the same starting factors: the loss of each iteration and the final
-# factors, relative differences.
-.PHONY: bench-negative
-bench-negative: deps-bench
-	$(MAKE) all
-	$(MAKE) install
-	./test/bench/negative_ref.sh
-
-# Held-out quality of the defaults against wals_tune (TUNE_BUDGET, TUNE_METRIC,
-# TUNE_SET, or RATINGS and TEST: CSVs of your own).
-.PHONY: bench-tune
-bench-tune: deps-bench
-	$(MAKE) all
-	$(MAKE) install
-	./test/bench/tune.sh
-
-# Plain ALS-CG against ALS-NCG and the subspace solver, to the loss of 15
-# CG iterations, on the 5M and 20M sets (ACCEL_SETS, ACCEL_FACTORS).
-.PHONY: bench-accel
-bench-accel: deps-bench
-	$(MAKE) all
-	$(MAKE) install
-	./test/bench/accel.sh
-
-# wals_refresh against a full wals_retrain on the 20M set's 15.5M ratings,
-# with 1% and 0.1% of them new (REFRESH_FRACTIONS), solve_items 'new' and
-# 'touched', and wals_refresh_items on 100 items (test/bench/refresh.sh).
-.PHONY: bench-refresh
-bench-refresh: deps-bench
-	$(MAKE) all
-	$(MAKE) install
-	./test/bench/refresh.sh
-
-# Quality of a model kept fresh by wals_refresh against one retrained, on
-# ratings replayed in time order: MovieLens 100K's u.data where ML100K names
-# it, a synthetic set with synthetic times otherwise
-# (test/bench/refresh_quality.sh).
-.PHONY: bench-refresh-quality
-bench-refresh-quality: deps-bench
-	$(MAKE) all
-	$(MAKE) install
-	./test/bench/refresh_quality.sh
-
-# One server against 1, 2 and 3 local shards (postgres_fdw partitions by
-# user) on the 20M set: seconds per iteration, bytes moved, memory per shard.
-.PHONY: bench-shards
-bench-shards: deps-bench
-	$(MAKE) all
-	$(MAKE) install
-	./test/bench/shards.sh
+	./test/bench/$(or $(BENCH_SCRIPT_$*),$*).sh
 
 # The ratings of a sharded source loaded straight into two postgres_fdw
 # shards (the recipe of examples/postgres_fdw) against through the

@@ -30,13 +30,10 @@
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-PG_CONFIG=${PG_CONFIG:-pg_config}
-version=$("$PG_CONFIG" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
-if [ "$("$PG_CONFIG" --bindir)" = "/usr/lib/postgresql/$version/bin" ]; then
-	virtualenv="pg_virtualenv -v $version"
-else
-	virtualenv=./test/bin/pg_virtualenv
-fi
+cd "$root"
+. test/lib.sh
+version=$PG_MAJOR
+virtualenv=$PG_VIRTUALENV
 run_user=${WALS_TEST_USER:-postgres}
 
 dir=$root
@@ -47,8 +44,7 @@ if [ "$(id -u)" -eq 0 ]; then
 		exit 1
 	fi
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/wals_installcheck.XXXXXX")
-	tar -C "$root" --exclude=./.git --exclude=./test/bench/cache --exclude=./build \
-		-cf - . | tar -C "$dir" -xf -
+	wals_copy_tree "$dir"
 	chown -R "$run_user" "$dir"
 	as_user="runuser -u $run_user --"
 fi

@@ -9,17 +9,11 @@ PY=${WALS_PYTHON:-/usr/bin/python3}
 PSQL="psql -X -q -v ON_ERROR_STOP=1"
 
 # The server the benchmarks run on: PG_CONFIG's (make passes its own), and
-# a throwaway cluster of it: postgresql-common's pg_virtualenv for Debian's
-# servers, test/bin/pg_virtualenv (from the repository's root, where the
-# host-side scripts run) for another prefix's.
-PG_CONFIG=${PG_CONFIG:-pg_config}
-PG_MAJOR=$("$PG_CONFIG" --version 2>/dev/null | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
-if [ "$("$PG_CONFIG" --bindir 2>/dev/null)" = "/usr/lib/postgresql/$PG_MAJOR/bin" ]; then
-	PG_VIRTUALENV="pg_virtualenv -v $PG_MAJOR"
-else
-	PG_VIRTUALENV="$(pwd)/test/bin/pg_virtualenv"
-fi
-export PG_CONFIG
+# a throwaway cluster of it (test/lib.sh), which the host-side scripts
+# start from the repository's root; the in-database halves, which run
+# inside it from elsewhere, set BENCH to this folder first.
+# shellcheck source=test/lib.sh
+. "${BENCH:-test/bench}/../lib.sh"
 
 # --- host side: needs CACHE, TOOLS, SEED and a say function ------------------
 

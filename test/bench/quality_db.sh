@@ -19,8 +19,9 @@
 #     against the held-out rating.
 set -eu
 
+BENCH=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=test/bench/lib.sh
-. "$(dirname "$0")/lib.sh"
+. "$BENCH/lib.sh"
 
 CACHE=$1
 RES=$2

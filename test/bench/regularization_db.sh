@@ -11,8 +11,9 @@ set -euo pipefail
 DATA=$1
 VALUES=$2
 TABLE=$3
+BENCH=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=test/bench/lib.sh
-. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+. "$BENCH/lib.sh"
 
 RES=$(mktemp -d -t wals-regularization.XXXXXX)
 trap 'rm -rf "$RES"' EXIT
