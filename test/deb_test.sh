@@ -22,9 +22,9 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "deb_test.sh: installs a package with dpkg: run it as root" >&2
 	exit 1
 fi
-PG_CONFIG=${PG_CONFIG:-pg_config}
-major=$("$PG_CONFIG" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
-if [ "$("$PG_CONFIG" --bindir)" != "/usr/lib/postgresql/$major/bin" ]; then
+. test/lib.sh
+major=$PG_MAJOR
+if [ "$PG_DEBIAN" != yes ]; then
 	echo "deb_test.sh: $PG_CONFIG is not Debian's PostgreSQL $major: the package is for Debian's servers" >&2
 	exit 1
 fi
@@ -122,6 +122,17 @@ case "$depends" in
 *libopenblas0-serial*libpq5*) ok "depends on the serial OpenBLAS and libpq: $depends" ;;
 *) fail "depends on the serial OpenBLAS and libpq: $depends" ;;
 esac
+# README.md and doc/ beside it, uncompressed: every doc/*.md README links
+# to is there under the same name.
+docs=/usr/share/doc/$package
+broken=0
+for link in $(grep -o '](doc/[a-z_]*\.md' README.md | sed 's/^](//' | sort -u); do
+	[ -f "$docs/$link" ] || { broken=$((broken + 1)); echo "wals: not in the package: $docs/$link"; }
+done
+expect "README.md in $docs, uncompressed" "$([ -f "$docs/README.md" ] && echo yes)" yes
+expect "every doc/*.md README.md links to in $docs/doc" "$broken" 0
+expect "as many doc/*.md as the tree has" "$(ls "$docs"/doc/*.md 2>/dev/null | wc -l)" \
+	"$(ls doc/*.md | wc -l)"
 missing=$(ldd "$libdir/wals.so" | grep -c 'not found' || true)
 expect "every library wals.so needs is found (ldd)" "$missing" 0
 expect "wals.so loads the serial OpenBLAS" \

@@ -11,12 +11,11 @@
 # IPC::Run for the TAP modules, bison and flex, whose output the tarballs
 # of PostgreSQL 17 and later no longer carry, and debian-keyring, against
 # which it checks a source package that the archive's signed index does
-# not cover.  With --deb, what `make deb` needs to build the Debian
-# package: debhelper, dpkg-dev, and postgresql-server-dev-all
-# (pg_buildext's debhelper side, which brings the headers of every server
-# version postgresql-common supports here).  With --bench, what the
-# benchmarks need besides the build: numpy and scipy for the data and
-# scores, gnuplot for the plots.  Does nothing when all are present.  This
+# not cover.  With --deb, what `make deb` needs on this machine to build
+# the Debian package: debootstrap alone, since it builds in a Debian root
+# of its own (test/deb_build.sh), which holds the build's packages.  With
+# --bench, what the benchmarks need besides the build: numpy and scipy for
+# the data and scores, gnuplot for the plots.  Does nothing when all are present.  This
 # is the only place anything is installed: the Makefile's targets that need
 # packages (deps, demo, test, deb, the benchmarks) call it.  With
 # --ci-fresh, what `make ci-fresh` needs to make a Debian root: debootstrap.
@@ -34,8 +33,7 @@ elif [ "${1:-}" = "--pg-build" ]; then
 	PACKAGES="gcc libc6-dev make bzip2 zlib1g-dev perl libipc-run-perl bison flex
 		debian-keyring"
 elif [ "${1:-}" = "--deb" ]; then
-	PACKAGES="debhelper dpkg-dev postgresql-server-dev-all postgresql-common
-		libopenblas-serial-dev pkgconf make gcc"
+	PACKAGES="debootstrap"
 elif [ "${1:-}" = "--ci-fresh" ]; then
 	PACKAGES="debootstrap git"
 elif [ "${1:-}" = "--bench" ]; then
