@@ -118,11 +118,11 @@ NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin
 CUDA_LIB = $(abspath $(dir $(NVCC))../lib64)
 # Native code for Hopper, and PTX that newer devices compile at load.
 NVCC_ARCH = -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-GPU_SRCS = gpu/device.cu gpu/train.cu gpu/cholesky.cu
+GPU_SRCS = gpu/device.cu gpu/train.cu gpu/cg.cu gpu/loss.cu gpu/vectors.cu gpu/cholesky.cu
 ifneq ($(NVCC),)
 GPU_LIB = gpu/wals_cuda$(DLSUFFIX)
 all: $(GPU_LIB)
-$(GPU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h
+$(GPU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h gpu/kernels.h
 	$(NVCC) -O2 $(NVCC_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -shared -Igpu -o $@ $(GPU_SRCS) \
 		-L$(CUDA_LIB) -Xlinker -rpath,$(CUDA_LIB) -lcublas -lcusolver
 install: install-gpu
@@ -215,7 +215,7 @@ test/gpu/host_engine$(DLSUFFIX): $(HOST_DIR)/test/gpu/host_engine.o $(HOST_CORE_
 # thread, with the same table as wals_cuda.so, so that check_train holds
 # them to src/core, and injects faults, without a GPU or nvcc.
 EMU_LIB = test/gpu/wals_cuda_emu$(DLSUFFIX)
-$(EMU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h $(wildcard test/gpu/emu/*)
+$(EMU_LIB): $(GPU_SRCS) gpu/wals_cuda.h gpu/engine.h gpu/kernels.h $(wildcard test/gpu/emu/*)
 	$(CXX) -std=c++17 -g -O2 -Wall -Wextra -Wno-sign-compare $(WERROR) -fPIC -fvisibility=hidden \
 		-shared -Itest/gpu/emu -Igpu $(BLAS_CFLAGS) -o $@ -x c++ $(GPU_SRCS) -x none \
 		test/gpu/emu/emu.cc $(BLAS_LDFLAGS)

@@ -2,8 +2,8 @@
  * engine.h
  *	  What the CUDA sources of the engine share among themselves, and no
  *	  caller sees: the exact solvers' entry points (cholesky.cu) for the
- *	  training (train.cu), a warp's dot product, and the one way both
- *	  report a failed call.
+ *	  training (train.cu), a warp's dot product, and the one way all of
+ *	  them report a failed call.
  */
 #ifndef WALS_CUDA_ENGINE_H
 #define WALS_CUDA_ENGINE_H
@@ -96,7 +96,7 @@ wals_cuda_block_dim(const WalsCudaProblem *p)
 /*
  * What a row's system takes from the training's parameters, and the
  * confidence c and target p of a cell with merged rating r: src/core's
- * wals_cell_weights, for the CG kernels (train.cu) and the exact ones
+ * wals_cell_weights, for the CG kernels (cg.cu) and the exact ones
  * (cholesky.cu) alike.
  */
 struct Weights
