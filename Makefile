@@ -24,10 +24,11 @@ EXTENSION = wals
 EXTVERSION = 0.7.0
 
 MODULE_big = wals
-# src/core: the algorithms, pure C with no server; src/catalog, src/train
+# src/core: the algorithms, pure C with no server (kernels/: the SIMD
+# kernel families; score/: top-k scoring); src/catalog, src/train
 # and src/serve: the server's side, one header each (wals_*.h), over the
 # shared src/wals.h; src/train/shard: the sharded training, inside training.
-CORE_SRCS = $(sort $(wildcard src/core/*.c))
+CORE_SRCS = $(sort $(wildcard src/core/*.c src/core/kernels/*.c src/core/score/*.c))
 CORE_OBJS = $(CORE_SRCS:.c=.o)
 SUBSYSTEMS = catalog train train/shard serve
 OBJS = $(CORE_OBJS) $(patsubst %.c,%.o,$(sort $(wildcard src/*.c $(SUBSYSTEMS:%=src/%/*.c))))
@@ -139,7 +140,7 @@ endif
 # The portable kernels pass 32-byte vectors between functions compiled for
 # the same instruction set; clang warns about the ABI when it emits the
 # bitcode for JIT inlining, which has no bearing on how they are called.
-src/core/kernels_generic.bc: BITCODE_CFLAGS += -Wno-psabi
+src/core/kernels/kernels_generic.bc: BITCODE_CFLAGS += -Wno-psabi
 
 # PGXS tracks no header dependencies: rebuild every object when a shared
 # header changes, or a stale object would read structs of the old layout.
@@ -149,7 +150,7 @@ $(OBJS): $(WALS_HDRS)
 # that use it are rebuilt when the Makefile changes.
 $(patsubst %.c,%.o,$(shell grep -l WALS_VERSION $(OBJS:.o=.c) 2>/dev/null)): Makefile
 
-CORE_HDRS = $(wildcard src/core/*.h)
+CORE_HDRS = $(wildcard src/core/*.h src/core/kernels/*.h src/core/score/*.h)
 UNIT_SRCS = $(sort $(wildcard test/unit/*.c))
 
 # The programs built from src/core without the server: its unit tests, its

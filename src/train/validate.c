@@ -13,7 +13,7 @@
  * iteration the held-out cells are scored by validation_metric as
  * wals_evaluate measures it (over at most WALS_VALIDATION_USERS users,
  * evenly spread): the top k comes from the int8 first pass and exact
- * rescoring of wals_recommend (src/core/score_query.c), AUC from every item's
+ * rescoring of wals_recommend (src/core/score/score_query.c), AUC from every item's
  * score.  The CPU engine scores in its parallel workers, which take chunks
  * of the users as they take rows in a sweep (validate_shared.c); other
  * engines hand back a copy of the factors, which the leader scores.  The
