@@ -237,9 +237,10 @@ read_pairs(Refresh *r, const char *col, Oid type, const char *mark)
 }
 
 /*
- * The ratings of each of the model's items in the source, counted there:
- * for a model whose catalog row keeps no counts (trained by 0.6.0, or
- * sharded), once, then kept.
+ * The ratings of each of the model's items in the source, counted there
+ * as a training counts them, a (user, item) pair once however many rows
+ * it has: for a model whose catalog row keeps no counts (trained by 0.6.0,
+ * or sharded), once, then kept.
  */
 static int32 *
 count_items(const Refresh *r)
@@ -248,9 +249,9 @@ count_items(const Refresh *r)
 	SPIPlanPtr	plan;
 	Portal		portal;
 
-	plan = wals_sql_prepare(psprintf("SELECT (s.%s)::pg_catalog.int8, pg_catalog.count(*) FROM %s s"
-									 " GROUP BY 1",
-									 r->src.item_col, r->src.relation),
+	plan = wals_sql_prepare(psprintf("SELECT (s.%s)::pg_catalog.int8, pg_catalog.count(DISTINCT s.%s)"
+									 " FROM %s s GROUP BY 1",
+									 r->src.item_col, r->src.user_col, r->src.relation),
 							0, NULL);
 	portal = wals_sql_cursor_plan(plan, NULL, NULL, true);
 	for (;;)
