@@ -8,9 +8,10 @@
  * the call goes straight to scoring.  Every training draws a new version
  * (a retraining writes into the same tables, a replacement may make new
  * ones), and a drop removes the row, so a retraining or drop committed by
- * any session is seen by the next call here.  An entry holds the plans of
- * the per-call queries, so that a call parses and plans nothing, and maps
- * the version's items (the factors in one aligned matrix with their ids,
+ * any session is seen by the next call here.  An entry says how a user's
+ * row is read (through the user table's key, or by a query whose plan it
+ * keeps), so that a call parses and plans nothing, and maps the version's
+ * items (the factors in one aligned matrix with their ids,
  * Y^T Y for fold-in, the compact index of the scoring engine), which the
  * training built once for every backend of the server (items.c).
  *
@@ -171,8 +172,9 @@ copy_info(WalsServeModel *m, const WalsModelInfo *info)
 /*
  * A fresh entry for info, built completely before it replaces anything, so
  * that an error or a cancel while loading leaves no half-built entry.  Read
- * and planned as the model's owner (see the head of the file); retire: as
- * for wals_items_load.
+ * as the model's owner (see the head of the file); how a user's row is read
+ * is chosen at its first call (choose_user_read); retire: as for
+ * wals_items_load.
  */
 static WalsServeModel *
 load(const WalsModelInfo *info, bool retire, const WalsItemsPatch *patch)
