@@ -41,6 +41,9 @@
 
 #define WALS_KEY_SHARED			UINT64CONST(0x57414C5300000001)
 
+/* The cursor's chunk while the leader rewrites the task's description. */
+#define CHUNK_CLOSED			PG_UINT32_MAX
+
 /*
  * Elements of a pass over all factors (combine, dot) between two checks for
  * a cancel: about a millisecond; the factors of 20,000 rows at f = 4096 are
@@ -65,7 +68,10 @@ typedef enum WalsTask
  * block by the chunk bounds of each side and the loss of each user chunk.
  * The cursor packs the task's generation (high 32 bits) with the next chunk
  * to claim, so that a process that lagged behind can never claim a chunk of
- * a later task under an earlier one's description.  failed holds twice the
+ * a later task under an earlier one's description.  While the leader
+ * rewrites the description the cursor holds the new generation and
+ * CHUNK_CLOSED, so that a process that read the new description cannot
+ * claim a chunk under the earlier generation either.  failed holds twice the
  * lowest failing row of the current task, plus one when its solution was
  * not finite rather than its system not positive definite.
  */
@@ -248,7 +254,6 @@ work_on(CpuEngine *e, uint32 gen)
 	uint32		nchunks;
 	uint64		cur;
 
-	pg_read_barrier();
 	task = sh->task;
 	nchunks = sh->nchunks;
 	cur = pg_atomic_read_u64(&sh->cursor);
@@ -277,6 +282,8 @@ run_task(CpuEngine *e, WalsTask task, uint32 nchunks)
 	WalsShared *sh = e->shared;
 	uint32		gen = (uint32) (pg_atomic_read_u64(&sh->cursor) >> 32) + 1;
 
+	pg_atomic_write_u64(&sh->cursor, ((uint64) gen << 32) | CHUNK_CLOSED);
+	pg_memory_barrier();
 	sh->task = task;
 	sh->nchunks = nchunks;
 	pg_atomic_write_u32(&sh->finished, 0);
@@ -740,14 +747,22 @@ wals_parallel_main(dsm_segment *seg, shm_toc *toc)
 
 	for (;;)
 	{
+		uint64		cur;
 		uint32		gen;
 
 		ConditionVariablePrepareToSleep(&sh->task_cv);
-		while ((gen = (uint32) (pg_atomic_read_u64(&sh->cursor) >> 32)) == seen)
+		for (;;)
+		{
+			cur = pg_atomic_read_u64(&sh->cursor);
+			gen = (uint32) (cur >> 32);
+			if (gen != seen && (uint32) cur != CHUNK_CLOSED)
+				break;
 			ConditionVariableSleep(&sh->task_cv, PG_WAIT_EXTENSION);
+		}
 		ConditionVariableCancelSleep();
 		seen = gen;
 
+		/* The description of gen, written before the cursor opened it. */
 		pg_read_barrier();
 		if (sh->task == WALS_TASK_QUIT)
 			break;
