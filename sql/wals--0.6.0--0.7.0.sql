@@ -124,3 +124,33 @@ RETURNS TABLE(trial int, parameters jsonb, score float8, iterations int, seconds
 	chosen bool)
 AS 'MODULE_PATHNAME', 'wals_tune'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+-- The trainings, tunings and refreshes under way, one row for each backend
+-- (work_progress.c): pid and database to everyone, the rest to members of
+-- the role that runs the work and of pg_read_all_stats, as
+-- pg_stat_progress_* show theirs.
+CREATE FUNCTION @extschema@.wals_progress_rows(
+	OUT pid int,
+	OUT datid oid,
+	OUT command text,
+	OUT model text,
+	OUT phase text,
+	OUT iteration int,
+	OUT iterations int,
+	OUT rows_done bigint,
+	OUT rows_total bigint,
+	OUT trial int,
+	OUT trials int,
+	OUT budget_s float8,
+	OUT budget_used float8,
+	OUT elapsed_s float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'wals_progress_rows'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+CREATE VIEW @extschema@.wals_progress AS
+	SELECT p.pid, p.datid, d.datname, p.command, p.model, p.phase, p.iteration, p.iterations,
+		p.rows_done, p.rows_total, p.trial, p.trials, p.budget_s, p.budget_used, p.elapsed_s
+	FROM @extschema@.wals_progress_rows() p
+		LEFT JOIN pg_catalog.pg_database d ON d.oid OPERATOR(pg_catalog.=) p.datid;
+GRANT SELECT ON @extschema@.wals_progress TO PUBLIC;

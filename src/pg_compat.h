@@ -45,6 +45,9 @@
 #endif
 
 #if PG_VERSION_NUM >= 170000
+/* 17 named the lookup of a backend's status by its position (from 1) anew. */
+#define pgstat_fetch_stat_local_beentry(idx) pgstat_get_local_beentry_by_index(idx)
+
 /* 17 lets the caller give the lexer's struct; NULL allocates it, as on 15. */
 #define makeJsonLexContextCstringLen(json, len, encoding, need_escapes) \
 	makeJsonLexContextCstringLen(NULL, (json), (len), (encoding), (need_escapes))

@@ -153,6 +153,41 @@ wals_area_section(Size *off, Size bytes)
 	return at;
 }
 
+/*
+ * What wals_progress shows of the work under way in this backend
+ * (work_progress.c): the outermost training, tuning or refresh, and the
+ * phase, iteration, rows and trial of whatever runs inside it.
+ */
+typedef enum WalsWork
+{
+	WALS_WORK_TRAIN = 1,
+	WALS_WORK_TUNE,
+	WALS_WORK_REFRESH
+} WalsWork;
+
+typedef enum WalsPhase
+{
+	WALS_PHASE_STARTING = 1,
+	WALS_PHASE_READING,
+	WALS_PHASE_BUILDING,
+	WALS_PHASE_SOLVING_USERS,
+	WALS_PHASE_SOLVING_ITEMS,
+	WALS_PHASE_LOSS,
+	WALS_PHASE_VALIDATION,
+	WALS_PHASE_LINE_SEARCH,
+	WALS_PHASE_GPU_UPLOAD,
+	WALS_PHASE_GPU_SWEEP,
+	WALS_PHASE_STORING,
+	WALS_PHASE_READING_CHANGES
+} WalsPhase;
+
+extern void wals_work_begin(WalsWork work, Oid schema, const char *model);
+extern void wals_work_end(void);
+extern void wals_work_phase(WalsPhase phase, int64 rows_total);
+extern void wals_work_rows(int64 done);
+extern void wals_work_iteration(int it, int iterations);
+extern void wals_work_trial(int trial, int trials, double budget_s);
+
 /* calls.c: the wals calls running in this backend */
 extern Datum wals_call(PGFunction impl, FunctionCallInfo fcinfo, const char *fn, bool writes);
 extern int	wals_call_depth(void);

@@ -21,6 +21,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
@@ -90,6 +91,7 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 		if (i > 0 && users[i] == users[i - 1])
 			continue;
 		CHECK_FOR_INTERRUPTS();
+		wals_work_rows(i);
 		read_ratings(m, select, users[i], &rated);
 		if (rated.n == 0)
 		{
@@ -145,12 +147,15 @@ refresh_users_call(PG_FUNCTION_ARGS)
 	wals_model_resolve(model, &found);
 	if (!wals_lock_model(found.schema, found.name, &found, false))
 		wals_no_such_model(found.schema, found.name);
+	wals_work_begin(WALS_WORK_REFRESH, get_namespace_oid(found.schema, false), found.name);
 	wals_become_model_owner(&found, &save);
 	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
 	wals_check_factor_table(&m->info, m->info.user_rel, true);
 	wals_model_source(&m->info, &source);
+	wals_work_phase(WALS_PHASE_SOLVING_USERS, n);
 	stored = refresh(m, &source, users, n, &added, &removed);
 	wals_unbecome(&save);
+	wals_work_end();
 	/* the users' Gram the catalog keeps is no longer theirs */
 	if (stored > 0 || removed > 0)
 		wals_catalog_add_users(&m->info, added - removed);

@@ -47,6 +47,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -808,12 +809,14 @@ refresh_users(Refresh *r, const int64 *which, int64 n, bool count)
 									 wals_relation_name(r->info->user_rel)),
 							1, &type);
 	columns_init(r, &c);
+	wals_work_phase(WALS_PHASE_SOLVING_USERS, n);
 	for (int64 lo = 0; lo < n; lo += REFRESH_BATCH)
 	{
 		outer = MemoryContextSwitchTo(batch);
 		solve_users(r, &c, w, read, which, lo, Min(n, lo + REFRESH_BATCH), count);
 		MemoryContextSwitchTo(outer);
 		MemoryContextReset(batch);
+		wals_work_rows(Min(n, lo + REFRESH_BATCH));
 	}
 	wals_row_writer_close(w);
 	MemoryContextDelete(batch);
@@ -999,6 +1002,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	if (!wals_lock_model(found.schema, found.name, &found, false))
 		wals_no_such_model(found.schema, found.name);
 	*name = found.name;
+	wals_work_begin(WALS_WORK_REFRESH, get_namespace_oid(found.schema, false), found.name);
 	key[0] = DirectFunctionCall1(namein, CStringGetDatum(found.schema));
 	key[1] = CStringGetTextDatum(found.name);
 	if (wals_sql(psprintf("SELECT changed_col, changed_mark FROM %s"
@@ -1030,8 +1034,10 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 		wals_unbecome(&save);
 		r->done.by_refresh = true;
 		wals_catalog_refreshed(&found, &r->done, NULL);
+		wals_work_end();
 		return;
 	}
+	wals_work_phase(WALS_PHASE_READING_CHANGES, 0);
 	r->done.mark = wals_mark_text(high, type);
 	r->done.ratings = read_pairs(r, col, type, mark);
 	r->done.by_refresh = true;
@@ -1054,6 +1060,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 		}
 		cells = item_cells(r, &ncells);
 		/* 1. the new items, against their raters as they are */
+		wals_work_phase(WALS_PHASE_SOLVING_ITEMS, 0);
 		if (loaded)
 			raters = us;
 		else
@@ -1077,6 +1084,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 		{
 			users_now(r, &us, loaded, cells, ncells);
 			/* 3. the known items chosen, against the users as 2 left them */
+			wals_work_phase(WALS_PHASE_SOLVING_ITEMS, 0);
 			solve_some(r, &us, cells, ncells, SOLVE_KNOWN, NULL);
 			/* 4. the new items only new users rated, and those users again */
 			nlate = solve_some(r, &us, cells, ncells, SOLVE_LATE, late);
@@ -1087,6 +1095,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 				refresh_users(r, again, nagain, false);
 			}
 		}
+		wals_work_phase(WALS_PHASE_STORING, 0);
 		wals_store_items(r->info, r->solved, r->nsolved, r->Ys, r->known, &r->done);
 	}
 	wals_unbecome(&save);
@@ -1100,6 +1109,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 
 		wals_catalog_refreshed(&found, &r->done, &patch);
 	}
+	wals_work_end();
 }
 
 /*

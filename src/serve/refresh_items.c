@@ -21,6 +21,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
@@ -579,6 +580,7 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	if (!wals_catalog_state(found.schema, found.name, &gram, &counts, &users))
 		wals_no_such_model(found.schema, found.name);
 	G = wals_gram_from_bytea(gram, found.factors);
+	wals_work_begin(WALS_WORK_REFRESH, get_namespace_oid(found.schema, false), found.name);
 	wals_become_model_owner(&found, &save);
 	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
 	wals_model_source(&found, &source);
@@ -589,9 +591,12 @@ refresh_items_call(PG_FUNCTION_ARGS)
 		wals_user_side_load(&found, &us);
 	Y = palloc(sizeof(float) * found.factors * Max(distinct, 1));
 	known = palloc(sizeof(bool) * Max(distinct, 1));
+	wals_work_phase(WALS_PHASE_SOLVING_ITEMS, 0);
 	wals_solve_items(&found, &us, ids, distinct, cells, ncells, Y, known);
+	wals_work_phase(WALS_PHASE_STORING, 0);
 	wals_store_items(&found, ids, distinct, Y, known, &done);
 	wals_unbecome(&save);
+	wals_work_end();
 	removed = 0;
 	for (int64 i = 0; i < distinct; i++)
 		removed += !known[i];

@@ -271,6 +271,8 @@ void
 wals_train_args_parse(const WalsTrainRequest *req, WalsTrainArgs *args)
 {
 	memset(args, 0, sizeof(*args));
+	args->deadline = req->deadline;
+	INSTR_TIME_SET_CURRENT(args->began);
 	source_arg(req, args);
 	args->user_col = column_arg(req, WALS_ARG_USER_COL, args, true);
 	args->item_col = column_arg(req, WALS_ARG_ITEM_COL, args, true);

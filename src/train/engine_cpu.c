@@ -89,6 +89,7 @@ typedef struct WalsShared
 	uint32		nchunks;		/* chunks of the current task */
 	pg_atomic_uint64 cursor;
 	pg_atomic_uint32 finished;
+	pg_atomic_uint64 rows_done;	/* of the solve under way, for wals_progress */
 	pg_atomic_uint64 failed;
 	ConditionVariable task_cv;
 	ConditionVariable done_cv;
@@ -269,6 +270,15 @@ work_on(CpuEngine *e, uint32 gen)
 		CHECK_FOR_INTERRUPTS();
 		if (pg_atomic_read_u64(&sh->failed) == WALS_NO_FAILURE)
 			run_chunk(e, task, chunk);
+		if (task == WALS_TASK_SOLVE_USERS || task == WALS_TASK_SOLVE_ITEMS)
+		{
+			const int64 *bounds = task == WALS_TASK_SOLVE_USERS ? e->user_chunks : e->item_chunks;
+			uint64		done = pg_atomic_add_fetch_u64(&sh->rows_done,
+													   bounds[chunk + 1] - bounds[chunk]);
+
+			if (e->problem != NULL)
+				wals_work_rows((int64) done);
+		}
 		if (pg_atomic_add_fetch_u32(&sh->finished, 1) == nchunks)
 			ConditionVariableBroadcast(&sh->done_cv);
 		cur = pg_atomic_read_u64(&sh->cursor);
@@ -287,6 +297,7 @@ run_task(CpuEngine *e, WalsTask task, uint32 nchunks)
 	sh->task = task;
 	sh->nchunks = nchunks;
 	pg_atomic_write_u32(&sh->finished, 0);
+	pg_atomic_write_u64(&sh->rows_done, 0);
 	pg_write_barrier();
 	pg_atomic_write_u64(&sh->cursor, (uint64) gen << 32);
 	if (e->pcxt != NULL)
@@ -300,7 +311,11 @@ run_task(CpuEngine *e, WalsTask task, uint32 nchunks)
 	{
 		ConditionVariablePrepareToSleep(&sh->done_cv);
 		while (pg_atomic_read_u32(&sh->finished) < nchunks)
-			ConditionVariableSleep(&sh->done_cv, PG_WAIT_EXTENSION);
+		{
+			/* the last chunks may be long ones: wals_progress's rows go on */
+			ConditionVariableTimedSleep(&sh->done_cv, 1000, PG_WAIT_EXTENSION);
+			wals_work_rows((int64) pg_atomic_read_u64(&sh->rows_done));
+		}
 		ConditionVariableCancelSleep();
 	}
 }
@@ -313,8 +328,12 @@ solve_side(CpuEngine *e, WalsSide side, WalsFailure *failure)
 {
 	WalsShared *sh = e->shared;
 
-	e->problem->phase(e->problem->phase_arg, side == WALS_SIDE_USERS ?
-					  "solving user factors" : "solving item factors");
+	if (side == WALS_SIDE_USERS)
+		e->problem->phase(e->problem->phase_arg, WALS_PHASE_SOLVING_USERS,
+						  e->ws->shape.nusers, "solving user factors");
+	else
+		e->problem->phase(e->problem->phase_arg, WALS_PHASE_SOLVING_ITEMS,
+						  e->ws->shape.nitems, "solving item factors");
 	run_task(e, side == WALS_SIDE_USERS ? WALS_TASK_SOLVE_USERS : WALS_TASK_SOLVE_ITEMS,
 			 (uint32) (side == WALS_SIDE_USERS ? sh->user_nchunks : sh->item_nchunks));
 	failure->status = wals_recorded_failure(pg_atomic_read_u64(&sh->failed), &failure->row);
@@ -361,7 +380,7 @@ compute_loss(CpuEngine *e)
 	const WalsParams *params = &sh->params;
 	double		loss;
 
-	e->problem->phase(e->problem->phase_arg, "computing the loss");
+	e->problem->phase(e->problem->phase_arg, WALS_PHASE_LOSS, 0, "computing the loss");
 	run_task(e, WALS_TASK_LOSS, (uint32) sh->user_nchunks);
 	loss = wals_loss_unobserved(params, ws->GX, ws->GY);
 	for (int64 c = 0; c < sh->user_nchunks; c++)
@@ -401,6 +420,7 @@ launch_workers(CpuEngine *e, const WalsTrainArgs *args, const WalsShared *local,
 	memcpy(sh, local, bytes);
 	pg_atomic_init_u64(&sh->cursor, 0);
 	pg_atomic_init_u32(&sh->finished, 0);
+	pg_atomic_init_u64(&sh->rows_done, 0);
 	pg_atomic_init_u64(&sh->failed, WALS_NO_FAILURE);
 	ConditionVariableInit(&sh->task_cv);
 	ConditionVariableInit(&sh->done_cv);
@@ -520,7 +540,8 @@ cpu_validate(void *state, WalsMetrics *out, WalsFailure *failure)
 	CpuEngine  *e = state;
 
 	Assert(e->shared->validation_bytes > 0);
-	e->problem->phase(e->problem->phase_arg, "measuring the validation metric");
+	e->problem->phase(e->problem->phase_arg, WALS_PHASE_VALIDATION, 0,
+					  "measuring the validation metric");
 	wals_validation_index_begin(&e->validation);
 	run_task(e, WALS_TASK_INDEX, (uint32) wals_validation_index_chunks(e->validation.area));
 	wals_validation_index_end(&e->validation);
@@ -660,7 +681,8 @@ cpu_line(void *state, int base, int dir, double coef[WALS_LINE_TERMS], WalsFailu
 		return bad_vector(dir, failure);
 	if (!vector_ok(e, base, failure) || !vector_ok(e, dir, failure))
 		return false;
-	e->problem->phase(e->problem->phase_arg, "searching along the direction");
+	e->problem->phase(e->problem->phase_arg, WALS_PHASE_LINE_SEARCH, 0,
+					  "searching along the direction");
 	sh->vec_a = base;
 	sh->vec_b = dir;
 	run_task(e, WALS_TASK_LINE, (uint32) sh->user_nchunks);

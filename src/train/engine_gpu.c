@@ -108,7 +108,7 @@ gpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	e->cuda = wals_cuda_api();
 	e->problem = problem;
 	describe_problem(problem, &p);
-	problem->phase(problem->phase_arg, "uploading to the GPU");
+	problem->phase(problem->phase_arg, WALS_PHASE_GPU_UPLOAD, 0, "uploading to the GPU");
 	INSTR_TIME_SET_CURRENT(e->begun);
 	if (e->cuda->train_begin(&p, &e->training, &err) != 0)
 		return failed(&err, failure);
@@ -125,7 +125,7 @@ gpu_iterate(void *state, double *loss, WalsFailure *failure)
 	WalsCudaError err = {0};
 	double		unused;
 
-	e->problem->phase(e->problem->phase_arg, "sweeping on the GPU");
+	e->problem->phase(e->problem->phase_arg, WALS_PHASE_GPU_SWEEP, 0, "sweeping on the GPU");
 	if (e->cuda->train_iterate(e->training, loss != NULL ? loss : &unused, &err) != 0)
 		return failed(&err, failure);
 	return true;

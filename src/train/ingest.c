@@ -240,6 +240,7 @@ static void
 ingest_check(Ingest *in)
 {
 	CHECK_FOR_INTERRUPTS();
+	wals_work_rows(in->n + in->nbatch);
 	wals_memory_check(ingest_bytes(in), "reading the ratings");
 	MemoryContextReset(in->scratch);
 	in->countdown = WALS_INGEST_CHECK_ROWS;
@@ -591,6 +592,7 @@ wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty)
 	side_init(&in.users, "mapping user ids");
 	side_init(&in.items, "mapping item ids");
 
+	wals_work_phase(WALS_PHASE_READING, -1);
 	read_source(&in);
 	MemoryContextDelete(in.scratch);
 

@@ -185,7 +185,7 @@ writer_close(FactorWriter *w)
  */
 static void
 insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n, int f,
-			   const WalsCsr *rated, const int64 *item_ids, WalsShards *shards)
+			   const WalsCsr *rated, const int64 *item_ids, WalsShards *shards, int64 done_before)
 {
 	FactorWriter w;
 	AttrNumber	attnum[3];
@@ -206,7 +206,10 @@ insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n,
 			writer_flush(&w, nslots);
 			nslots = 0;
 			if ((r & 1023) == 0 || !w.per_row)
+			{
 				CHECK_FOR_INTERRUPTS();
+				wals_work_rows(done_before + r);
+			}
 		}
 		if (r == n)
 			break;
@@ -244,13 +247,13 @@ write_rows(const WalsTrainArgs *args, const WalsData *data, bool user_side, cons
 {
 	if (user_side && data->shards != NULL)
 		insert_factors(relid, fresh, data->user_ids, F, data->nusers, args->params.factors,
-					   NULL, NULL, data->shards);
+					   NULL, NULL, data->shards, 0);
 	else if (user_side)
 		insert_factors(relid, fresh, data->user_ids, F, data->nusers, args->params.factors,
-					   rated_cells(args, data), data->item_ids, NULL);
+					   rated_cells(args, data), data->item_ids, NULL, 0);
 	else
 		insert_factors(relid, fresh, data->item_ids, F, data->nitems, args->params.factors,
-					   NULL, NULL, NULL);
+					   NULL, NULL, NULL, data->nusers);
 }
 
 /*
@@ -489,6 +492,7 @@ wals_store_model(const WalsTrainArgs *args, const WalsData *data,
 	Oid			item_rel;
 
 	INSTR_TIME_SET_CURRENT(start);
+	wals_work_phase(WALS_PHASE_STORING, data->nusers + data->nitems);
 	result->version = wals_next_version();
 	user_rel = write_factor_table(args, data, true, X);
 	item_rel = write_factor_table(args, data, false, Y);

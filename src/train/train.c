@@ -220,11 +220,13 @@ typedef struct Progress
 } Progress;
 
 static void
-report_phase(void *arg, const char *phase)
+report_phase(void *arg, WalsPhase phase, int64 rows, const char *text)
 {
 	Progress   *p = arg;
 
-	wals_report_progress(p->args, p->it, phase, p->result);
+	wals_work_phase(phase, rows);
+	wals_work_iteration(p->it + 1, p->args->iterations);
+	wals_report_progress(p->args, p->it, text, p->result);
 }
 
 /* What a failure of the engine was doing, for its message. */
@@ -264,6 +266,20 @@ begin(const WalsEngine *engine, WalsProblem *problem, void **state)
 	return false;
 }
 
+/* Whether a trial of wals_tune has reached its deadline (WalsDeadline). */
+static bool
+past_deadline(const WalsTrainArgs *args, const WalsData *data)
+{
+	const WalsDeadline *d = &args->deadline;
+	double		own;
+
+	if (d->budget_s <= 0)
+		return false;
+	own = d->own_factor * wals_seconds_since(args->began) +
+		(double) (data->nusers + data->nitems) * args->params.factors * WALS_STORE_S_PER_FACTOR;
+	return wals_seconds_since(d->since) + Max(d->reserve_s, own) >= d->budget_s;
+}
+
 /*
  * Run the iterations on an engine that has begun, letting it release what
  * it holds when anything ends them with an error.
@@ -290,6 +306,8 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 			double		score = NAN;
 			bool		ok;
 
+			bool		late;
+
 			CHECK_FOR_INTERRUPTS();
 			INSTR_TIME_SET_CURRENT(start);
 			progress->it = it;
@@ -297,7 +315,8 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 				ok = wals_ncg_iterate(engine, state, &ncg, &loss, &step, &failure);
 			else
 				ok = engine->iterate(state, &loss, &failure);
-			if (ok && wals_validation_due(validation, it, it == args->iterations - 1 ||
+			late = past_deadline(args, data);
+			if (ok && wals_validation_due(validation, it, it == args->iterations - 1 || late ||
 										  wals_loss_flat(args, result, it, loss)))
 				ok = wals_validation_step(args, data, engine, state, validation, it, &score,
 										  &failure);
@@ -305,7 +324,7 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 				wals_report_failure(&failure, doing(args, engine, it), data->user_ids,
 									data->item_ids);
 			if (wals_iteration_done(args, result, it, loss, step, score, wals_seconds_since(start)) ||
-				wals_validation_stop(args, validation, it))
+				wals_validation_stop(args, validation, it) || late)
 				break;
 		}
 	}
@@ -395,6 +414,7 @@ train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResul
 							   wals_cpu_engine_bytes(args, raw.nusers, raw.nitems) +
 							   wals_validation_bytes(args, &raw),
 							   data);
+	wals_work_phase(WALS_PHASE_BUILDING, 0);
 	wals_build_matrices(args, &raw, data);
 	result->load_s = wals_seconds_since(start);
 
@@ -509,6 +529,7 @@ wals_train_run(const WalsTrainRequest *req, WalsTrainSummary *summary)
 
 	INSTR_TIME_SET_CURRENT(start);
 	wals_train_args_parse(req, &args);
+	wals_work_begin(WALS_WORK_TRAIN, args.schema, args.model);
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "wals training", ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(cxt);
@@ -553,6 +574,7 @@ wals_train_run(const WalsTrainRequest *req, WalsTrainSummary *summary)
 	MemoryContextSwitchTo(oldcxt);
 	summarize(&args, &data, &result, summary);
 	MemoryContextDelete(cxt);
+	wals_work_end();
 }
 
 /* wals_train(source, user_col, item_col, ...): see sql/ for its signature. */

@@ -18,7 +18,12 @@
  * their convergence does, so most of the budget goes to the promising
  * ones.  Trials run until the budget is spent (at least one, and at most
  * max_trials), so the same seed and number of trials give the same
- * results.  The solver follows the width: CG below TUNE_SUBSPACE_FACTORS,
+ * results.  The budget covers the final training too: no trial starts
+ * once what is left of it is what training and storing the best so far on
+ * every rating will take, estimated from that trial's read and iterations,
+ * and a trial stops after the iteration where what is left is that, or
+ * what its own final training would take (its seconds so far, scaled to
+ * every rating), keeping its best iterate so far (WalsDeadline).  The solver follows the width: CG below TUNE_SUBSPACE_FACTORS,
  * the subspace solver with ALS-NCG from there on, the fastest of them at
  * each width in make bench-accel.  Each trial trains under the tuned
  * model's name with "_trial" appended, through wals_train's entry point
@@ -101,8 +106,11 @@ typedef struct TuneTrial
 	int			config;			/* the configuration sampled, from 0 */
 	int			max_iterations; /* the trial's round's */
 	int			best_iteration;
+	int			iterations;		/* run */
 	double		seconds;
 	double		validation_s;	/* of seconds, scoring the validation */
+	double		load_s;
+	int64		rows;			/* users and items */
 } TuneTrial;
 
 /*
@@ -319,12 +327,13 @@ run_training(void *arg)
 static void
 train_with(const WalsTrainRequest *base, const char *model, const TuneTrial *t,
 		   double validation, const char *metric, int iterations, bool trial,
-		   WalsTrainSummary *summary)
+		   const WalsDeadline *deadline, WalsTrainSummary *summary)
 {
 	TuneTraining tt;
 
 	tt.req = *base;
 	tt.req.trial = trial;
+	tt.req.deadline = *deadline;
 #define SET(arg, datum) (tt.req.value[arg] = (datum), tt.req.isnull[arg] = false)
 	SET(WALS_ARG_MODEL, CStringGetTextDatum(model));
 	SET(WALS_ARG_FACTORS, Int32GetDatum((int32) t->v[DIM_FACTORS]));
@@ -353,15 +362,18 @@ train_with(const WalsTrainRequest *base, const char *model, const TuneTrial *t,
 /* Train config's trial as model: checked, read and trained, not stored. */
 static void
 train_trial(const WalsTrainRequest *base, const char *model, TuneTrial *t, double validation,
-			const char *metric, int iterations)
+			const char *metric, int iterations, const WalsDeadline *deadline)
 {
 	WalsTrainSummary summary;
 
-	train_with(base, model, t, validation, metric, iterations, true, &summary);
+	train_with(base, model, t, validation, metric, iterations, true, deadline, &summary);
 	t->score = isnan(summary.validation_score) ? 0 : summary.validation_score;
 	t->best_iteration = summary.best_iteration;
+	t->iterations = summary.iterations;
 	t->seconds = summary.train_s;
 	t->validation_s = summary.validation_s;
+	t->load_s = summary.load_s;
+	t->rows = summary.users + summary.items;
 }
 
 /*
@@ -442,11 +454,57 @@ typedef struct TuneRun
 	int			best;
 } TuneRun;
 
+/*
+ * The seconds an iteration of trial t took, and what training its
+ * parameters on every rating and storing the model will take, with a
+ * tenth more for what the estimate misses.
+ */
+static double
+iteration_s(const TuneTrial *t)
+{
+	return Max(t->seconds - t->validation_s, 0) / Max(t->iterations, 1);
+}
+
+static double
+final_s(const TuneRun *run, const TuneTrial *t)
+{
+	return 1.1 * (t->load_s +
+				  iteration_s(t) * Max(t->best_iteration, 1) / (1 - run->validation) +
+				  (double) t->rows * t->v[DIM_FACTORS] * WALS_STORE_S_PER_FACTOR);
+}
+
+/*
+ * Whether another trial fits: a read and an iteration of the best so far
+ * before only its final training is left of the budget.  The first always
+ * runs.
+ */
 static bool
 budget_left(const TuneRun *run)
 {
-	return run->n < run->max_trials &&
-		(run->n == 0 || wals_seconds_since(run->start) < run->budget_s);
+	const TuneTrial *best = &run->trials[run->best];
+
+	if (run->n >= run->max_trials)
+		return false;
+	return run->n == 0 ||
+		wals_seconds_since(run->start) + best->load_s + iteration_s(best) + final_s(run, best) <
+		run->budget_s;
+}
+
+/*
+ * The next trial's deadline: it stops once no more than the final training
+ * is left of the budget, its own, were it the best (its seconds so far on
+ * the whole ratings, with a tenth more), or the best's so far.
+ */
+static WalsDeadline
+trial_deadline(const TuneRun *run)
+{
+	WalsDeadline d;
+
+	d.since = run->start;
+	d.budget_s = run->budget_s;
+	d.reserve_s = run->n == 0 ? 0 : final_s(run, &run->trials[run->best]);
+	d.own_factor = 1.1 / (1 - run->validation);
+	return d;
 }
 
 /* Train config for at most max_iterations into the next trial. */
@@ -455,17 +513,21 @@ run_trial(TuneRun *run, TuneTrial *config, int max_iterations)
 {
 	TuneTrial  *t = &run->trials[run->n];
 	TuneTrial  *best = &run->trials[run->best];
+	WalsDeadline deadline;
 
 	CHECK_FOR_INTERRUPTS();
 	*t = *config;
 	t->max_iterations = max_iterations;
+	wals_work_trial(run->n + 1, run->max_trials, run->budget_s);
 	wals_progress_context(run->n == 0 ?
 						  psprintf("wals_tune: model %s, trial 1, %.0f s of %.0f s spent",
 								   run->shown, wals_seconds_since(run->start), run->budget_s) :
 						  psprintf("wals_tune: model %s, trial %d, %.0f s of %.0f s spent; best %s %.4f (trial %d)",
 								   run->shown, run->n + 1, wals_seconds_since(run->start),
 								   run->budget_s, run->metric, best->score, run->best + 1));
-	train_trial(run->base, run->trial_model, t, run->validation, run->metric, max_iterations);
+	deadline = trial_deadline(run);
+	train_trial(run->base, run->trial_model, t, run->validation, run->metric, max_iterations,
+				&deadline);
 	config->score = t->score;
 	if (run->n == 0 || t->score > best->score)
 		run->best = run->n;
@@ -691,14 +753,16 @@ static void
 tune_and_train(TuneRun *run, const TuneDim *dims, const TuneArgs *ta, const char *model)
 {
 	WalsTrainSummary summary;
+	WalsDeadline none = {0};
 
 	PG_TRY();
 	{
 		search(run, dims, ta->seed);
 		wals_progress_context(psprintf("wals_tune: model %s, final training with trial %d's parameters",
 									   ta->shown, run->best + 1));
+		wals_work_trial(run->best + 1, run->max_trials, run->budget_s);
 		train_with(run->base, model, &run->trials[run->best], 0, ta->metric,
-				   Max(run->trials[run->best].best_iteration, 1), false, &summary);
+				   Max(run->trials[run->best].best_iteration, 1), false, &none, &summary);
 	}
 	PG_CATCH();
 	{
@@ -740,8 +804,10 @@ tune_call(PG_FUNCTION_ARGS)
 	run.budget_s = ta.budget_s;
 	run.max_trials = ta.max_trials;
 	INSTR_TIME_SET_CURRENT(run.start);
+	wals_work_begin(WALS_WORK_TUNE, get_namespace_oid(ta.mn.schema, false), ta.mn.name);
 	tune_and_train(&run, dims, &ta, model);
 	log_trials(model, run.trials, run.n, run.best, ta.metric);
+	wals_work_end();
 	SPI_finish();
 	return_trials(fcinfo, run.trials, run.n, run.best);
 	return (Datum) 0;

@@ -19,7 +19,8 @@
 #    wals_tune (budget TUNE_BUDGET, default '10 minutes'; metric
 #    TUNE_METRIC, default 'recall@20'; its validation share comes out of
 #    the training rows, never out of the test split);
-# 3. prints the CPU, the kernels, every trial, the parameters chosen, the
+# 3. prints the CPU, the kernels, every trial, the seconds wals_tune took
+#    against its budget (its final training included), the parameters chosen, the
 #    seconds the trials spent training and scoring their validation, and
 #    wals_evaluate's precision, recall and ndcg at 20 of both models on the
 #    test split.

@@ -30,12 +30,18 @@ SELECT 1 FROM wals_train('r', 'user_id', 'item_id', model => 'defaults');
 SQL
 echo "trials ($metric on the validation share; iterations; seconds):"
 notices=$(mktemp)
+began=$(date +%s.%N)
 $PSQL -At -F ' ' 2> "$notices" <<SQL
 SELECT trial, round(score::numeric, 4), iterations, round(seconds::numeric, 1), parameters
 FROM wals_tune('r', 'user_id', 'item_id', model => 'tuned', budget => '$budget',
                metric => '$metric');
 SQL
-echo "chosen: $(sql "SELECT parameters FROM wals_tuning_log WHERE model = 'tuned' ORDER BY value DESC, trial LIMIT 1")"
+ended=$(date +%s.%N)
+budget_s=$(sql "SELECT extract(epoch FROM interval '$budget')")
+awk -v b="$began" -v e="$ended" -v s="$budget_s" 'BEGIN {
+	printf "wals_tune took %.1f s of its %.0f s budget (%+.1f%%), its final training included\n",
+		   e - b, s, 100 * (e - b - s) / s }'
+echo "chosen: $(sql "SELECT parameters FROM wals_tuning_log WHERE model = 'tuned' AND chosen")"
 # The trials' NOTICEs say how much of each trial was spent on its validation.
 sed -n 's/.*wals_tune trial [0-9]*: .* in \([0-9.]*\) s (\([0-9.]*\) s of it.*/\1 \2/p' "$notices" |
 	awk '{ n++; total += $1; valid += $2 }

@@ -175,6 +175,7 @@ DELETE FROM wals_models WHERE schema = 'alice' AND model = 'a';
 my $m = "model => 'alice.m', factors => 4, iterations => 2";
 my @calls = (
 	[ wals_devices => q{SELECT pg_catalog.count(*) FROM wals_devices()} ],
+	[ wals_progress_rows => q{SELECT pg_catalog.count(*) FROM wals_progress} ],
 	[ wals_shards => q{SELECT pg_catalog.count(*) FROM wals_shards('alice.r')} ],
 	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m)} ],
 	[ wals_train => qq{SELECT pg_catalog.count(*) FROM wals_train('alice.r', 'user_id', 'item_id', 'rating', $m,

@@ -153,6 +153,7 @@ send_solve(WalsShards *sh, int side)
 	int64		most = pg_hton64((uint64) (sh->n > 1 ? message_bytes() : 0));
 
 	sh->problem->phase(sh->problem->phase_arg,
+					   users ? WALS_PHASE_SOLVING_USERS : WALS_PHASE_SOLVING_ITEMS, 0,
 					   psprintf("solving %s on servers %s", users ? "users" : "items",
 								sh->names));
 	initStringInfo(&gb);
@@ -306,7 +307,7 @@ shard_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 static void
 send_loss(WalsShards *sh)
 {
-	sh->problem->phase(sh->problem->phase_arg,
+	sh->problem->phase(sh->problem->phase_arg, WALS_PHASE_LOSS, 0,
 					   psprintf("computing the loss on servers %s", sh->names));
 	for (int s = 0; s < sh->n; s++)
 		wals_shard_send(sh->shard[s], "wals_shard_loss", 0, NULL);
