@@ -102,7 +102,10 @@ LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
 
 -- wals_tune says which trial the model was trained with: chosen, in its
 -- result and in wals_tuning_log (false for the tunings before 0.7.0,
--- whose choice was the best value of the metric).
+-- whose choice was the best value of the metric).  It tunes explicit
+-- ratings too (feedback), judged by default by the RMSE of the held-out
+-- ratings (metric NULL: 'rmse' for explicit feedback, 'ndcg@20' for
+-- implicit).
 ALTER TABLE @extschema@.wals_tuning_log ADD COLUMN chosen bool NOT NULL DEFAULT false;
 
 DROP FUNCTION @extschema@.wals_tune(regclass, name, name, name, text, text, real, interval, jsonb,
@@ -114,12 +117,13 @@ CREATE FUNCTION @extschema@.wals_tune(
 	item_col name,
 	rating_col name DEFAULT NULL,
 	model text DEFAULT NULL,
-	metric text DEFAULT 'ndcg@20',
+	metric text DEFAULT NULL,
 	validation real DEFAULT 0.1,
 	budget interval DEFAULT '10 minutes',
 	space jsonb DEFAULT NULL,
 	seed int DEFAULT 42,
-	max_trials int DEFAULT NULL)
+	max_trials int DEFAULT NULL,
+	feedback text DEFAULT 'implicit')
 RETURNS TABLE(trial int, parameters jsonb, score float8, iterations int, seconds float8,
 	chosen bool)
 AS 'MODULE_PATHNAME', 'wals_tune'

@@ -73,7 +73,7 @@ wals_word_choices(const WalsWord *words)
 char *
 wals_metric_choices(void)
 {
-	return psprintf("ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, or auc",
+	return psprintf("ndcg@k, recall@k, precision@k or map@k with k from 1 to %d, auc, or rmse (explicit feedback)",
 					WALS_MAX_VALIDATION_K);
 }
 

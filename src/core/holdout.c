@@ -12,6 +12,7 @@
  * items the validation expects the user to be recommended, which a dislike
  * is not, and in training it tells the model what the user does not want.
  */
+#include <math.h>
 #include <string.h>
 
 #include "wals_internal.h"
@@ -351,6 +352,38 @@ score_and_merge(const WalsScoreIndex *ix, const float *X, const WalsCsr *train,
 	for (int j = 0; st == WALS_OK && j < n; j++)
 		wals_metrics_merge(acc, &parts[j]);
 	return st;
+}
+
+WalsStatus
+wals_holdout_rmse(const float *X, const float *Y, int f, const WalsCsr *held_cells, double *rmse)
+{
+	const WalsCsr *h = held_cells;
+	double		sse = 0.0;
+
+	if (X == NULL || Y == NULL || f < 1 || h == NULL || rmse == NULL)
+		return WALS_EINVAL;
+	for (int64_t c = 0; c < h->indptr[h->nrows]; c++)
+		if (h->indices[c] < 0 || h->indices[c] >= h->ncols)
+			return WALS_EINVAL;
+	for (int64_t u = 0; u < h->nrows; u++)
+	{
+		const float *x = X + u * (int64_t) f;
+
+		for (int64_t c = h->indptr[u]; c < h->indptr[u + 1]; c++)
+		{
+			const float *y = Y + (int64_t) h->indices[c] * f;
+			double		dot = 0.0;
+			double		e;
+
+			for (int j = 0; j < f; j++)
+				dot += (double) x[j] * y[j];
+			e = dot - h->values[c];
+			sse += e * e;
+		}
+		wals_poll((int64_t) f * (h->indptr[u + 1] - h->indptr[u]) + 1);
+	}
+	*rmse = h->indptr[h->nrows] > 0 ? sqrt(sse / (double) h->indptr[h->nrows]) : NAN;
+	return WALS_OK;
 }
 
 WalsStatus

@@ -558,15 +558,15 @@ wals_metric_name(WalsMetricKind kind, int k, char *buf, size_t size)
 			snprintf(buf, size, "%s%d", ranked[i].prefix, k);
 			return;
 		}
-	snprintf(buf, size, "auc");
+	snprintf(buf, size, kind == WALS_METRIC_RMSE ? "rmse" : "auc");
 }
 
 int
 wals_metric_parse(const char *name, int max_k, WalsMetricKind *kind, int *k)
 {
-	if (strcmp(name, "auc") == 0)
+	if (strcmp(name, "auc") == 0 || strcmp(name, "rmse") == 0)
 	{
-		*kind = WALS_METRIC_AUC;
+		*kind = name[0] == 'a' ? WALS_METRIC_AUC : WALS_METRIC_RMSE;
 		*k = 1;
 		return 1;
 	}

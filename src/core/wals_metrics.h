@@ -169,21 +169,29 @@ typedef enum WalsMetricKind
 	WALS_METRIC_RECALL,
 	WALS_METRIC_NDCG,
 	WALS_METRIC_MAP,
-	WALS_METRIC_AUC
+	WALS_METRIC_AUC,
+	WALS_METRIC_RMSE			/* of explicit ratings; lower is better */
 } WalsMetricKind;
 
 /*
  * Parse "precision@k", "recall@k", "ndcg@k", "map@k" (k a decimal number
- * from 1 to max_k) or "auc" (k set to 1: AUC ranks every item whatever k
- * is).  0 for anything else.
+ * from 1 to max_k), "auc" or "rmse" (k set to 1: AUC ranks every item
+ * whatever k is, RMSE ranks none).  0 for anything else.
  */
 extern int	wals_metric_parse(const char *name, int max_k, WalsMetricKind *kind, int *k);
 
 /* The name of metric kind at k, as wals_metric_parse reads it, into buf. */
 extern void wals_metric_name(WalsMetricKind kind, int k, char *buf, size_t size);
 
-/* The mean of that metric in m, 0 where no user counted towards it. */
+/* The mean of that ranking metric in m, 0 where no user counted towards it. */
 extern double wals_metric_value(const WalsMetrics *m, WalsMetricKind kind);
+
+/* Whether a lower value of metric kind is the better one (RMSE). */
+static inline int
+wals_metric_lower_better(WalsMetricKind kind)
+{
+	return kind == WALS_METRIC_RMSE;
+}
 
 /*
  * Validation: the metrics at k (above) of the user factors X and the item
@@ -215,6 +223,13 @@ extern WalsStatus wals_holdout_score(const WalsScoreIndex *ix, const float *X,
 									 const WalsCsr *train, const WalsCsr *held_cells,
 									 const int64_t *users, int64_t n, int k, int with_auc,
 									 void *scratch, WalsMetricsAcc *parts);
+
+/*
+ * The RMSE of x_u·y_i against the rating of every held-out cell (all users,
+ * held_cells' values), into *rmse (NaN without a cell).
+ */
+extern WalsStatus wals_holdout_rmse(const float *X, const float *Y, int f,
+									const WalsCsr *held_cells, double *rmse);
 
 /* The whole validation over wals_holdout_pick's users, in one process. */
 extern WalsStatus wals_holdout_metrics(const WalsScoreIndex *ix, const float *X,

@@ -258,6 +258,16 @@ validation_args(const WalsTrainRequest *req, WalsTrainArgs *args)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for \"validation_metric\": \"%s\"", metric),
 				 errhint("\"validation_metric\" must be %s.", wals_metric_choices())));
+	if (args->validation_kind == WALS_METRIC_RMSE && args->params.feedback != WALS_EXPLICIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"validation_metric\" => 'rmse' applies only to explicit feedback"),
+				 errhint("Pass feedback => 'explicit' for ratings whose values the model predicts, or a ranking metric such as 'ndcg@20'.")));
+	if (args->validation_kind == WALS_METRIC_RMSE && OidIsValid(args->validation_table))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("\"validation_metric\" => 'rmse' needs a \"validation\" share"),
+				 errhint("wals reads the cells of \"validation_table\" without their ratings: hold out a share of the source with validation => 0.1.")));
 	args->validation_metric = pstrdup(metric);
 	args->patience = req->isnull[WALS_ARG_PATIENCE] ? WALS_DEFAULT_PATIENCE :
 		int_arg(req, WALS_ARG_PATIENCE, 1, WALS_MAX_ITERATIONS);

@@ -102,7 +102,8 @@ enum
 typedef struct TuneTrial
 {
 	double		v[NDIMS];
-	double		score;
+	double		score;			/* the metric's value */
+	double		rank;			/* higher is better, whatever the metric */
 	int			config;			/* the configuration sampled, from 0 */
 	int			max_iterations; /* the trial's round's */
 	int			best_iteration;
@@ -114,14 +115,17 @@ typedef struct TuneTrial
 } TuneTrial;
 
 /*
- * The default space, after Rendle et al.: frequency-scaled or classic
- * regularization, whose useful ranges differ by the scale n + w0 N of the
- * first, small unobserved weights, little or no extra confidence.
+ * The default space of implicit feedback, after Rendle et al.:
+ * frequency-scaled or classic regularization, whose useful ranges differ
+ * by the scale n + w0 N of the first, small unobserved weights, little or
+ * no extra confidence.  Of explicit feedback, ALS-WR as Spark's ALS and
+ * Zhou et al. tune it: the observed ratings alone (no unobserved weight,
+ * no confidence), lambda scaled by each row's ratings, narrower models.
  */
 static void
-default_space(TuneDim *dims)
+default_space(TuneDim *dims, WalsFeedback feedback)
 {
-	TuneDim		d[NDIMS] = {
+	TuneDim		implicit[NDIMS] = {
 		{"factors", true, 5, {32, 64, 128, 256, 512}},
 		{"regularization", false, 0, {0}, 0, 0},
 		{"regularization_exponent", false, 2, {NAN, 1}},
@@ -129,8 +133,16 @@ default_space(TuneDim *dims)
 		{"alpha", false, 4, {0, 1, 4, 16}},
 		{"init_std", false, 1, {0.1}},
 	};
+	TuneDim		explicit[NDIMS] = {
+		{"factors", true, 5, {8, 16, 32, 64, 128}},
+		{"regularization", false, 0, {0}, 0.005, 0.5},
+		{"regularization_exponent", false, 1, {NAN}},
+		{"unobserved_weight", false, 1, {0}},
+		{"alpha", false, 1, {1}},
+		{"init_std", false, 1, {0.1}},
+	};
 
-	memcpy(dims, d, sizeof(d));
+	memcpy(dims, feedback == WALS_EXPLICIT ? explicit : implicit, sizeof(implicit));
 }
 
 /* A uniform in [0, 1) for (seed, trial, dimension). */
@@ -362,12 +374,15 @@ train_with(const WalsTrainRequest *base, const char *model, const TuneTrial *t,
 /* Train config's trial as model: checked, read and trained, not stored. */
 static void
 train_trial(const WalsTrainRequest *base, const char *model, TuneTrial *t, double validation,
-			const char *metric, int iterations, const WalsDeadline *deadline)
+			const char *metric, bool lower, int iterations, const WalsDeadline *deadline)
 {
 	WalsTrainSummary summary;
 
 	train_with(base, model, t, validation, metric, iterations, true, deadline, &summary);
-	t->score = isnan(summary.validation_score) ? 0 : summary.validation_score;
+	t->score = summary.validation_score;
+	if (!lower && isnan(t->score))
+		t->score = 0;
+	t->rank = isnan(t->score) ? -INFINITY : lower ? -t->score : t->score;
 	t->best_iteration = summary.best_iteration;
 	t->iterations = summary.iterations;
 	t->seconds = summary.train_s;
@@ -445,6 +460,7 @@ typedef struct TuneRun
 	const char *trial_model;
 	const char *shown;
 	const char *metric;
+	bool		lower;			/* better lower (rmse) */
 	double		validation;
 	instr_time	start;
 	double		budget_s;
@@ -526,10 +542,11 @@ run_trial(TuneRun *run, TuneTrial *config, int max_iterations)
 								   run->shown, run->n + 1, wals_seconds_since(run->start),
 								   run->budget_s, run->metric, best->score, run->best + 1));
 	deadline = trial_deadline(run);
-	train_trial(run->base, run->trial_model, t, run->validation, run->metric, max_iterations,
-				&deadline);
+	train_trial(run->base, run->trial_model, t, run->validation, run->metric, run->lower,
+				max_iterations, &deadline);
 	config->score = t->score;
-	if (run->n == 0 || t->score > best->score)
+	config->rank = t->rank;
+	if (run->n == 0 || t->rank > best->rank)
 		run->best = run->n;
 	ereport(NOTICE,
 			(errmsg("wals_tune trial %d: %s %.4f after %d iterations, in %.1f s (%.1f s of it scoring the validation)",
@@ -552,15 +569,15 @@ cheaper(const void *a, const void *b)
 	return x->config - y->config;
 }
 
-/* Higher score first, then in the order sampled. */
+/* The better score first (by rank), then in the order sampled. */
 static int
 better(const void *a, const void *b)
 {
 	const TuneTrial *x = a;
 	const TuneTrial *y = b;
 
-	if (x->score != y->score)
-		return x->score > y->score ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank > y->rank ? -1 : 1;
 	return x->config - y->config;
 }
 
@@ -605,7 +622,7 @@ search(TuneRun *run, const TuneDim *dims, int seed)
 /*
  * wals_tune(source regclass, user_col name, item_col name, rating_col name,
  *			 model text, metric text, validation real, budget interval,
- *			 space jsonb, seed int, max_trials int)
+ *			 space jsonb, seed int, max_trials int, feedback text)
  *	 RETURNS TABLE(trial int, parameters jsonb, score float8,
  *				   iterations int, seconds float8, chosen bool)
  */
@@ -617,6 +634,8 @@ typedef struct TuneArgs
 	double		budget_s;
 	int			seed;
 	int			max_trials;
+	WalsFeedback feedback;
+	bool		lower;			/* the metric is better lower (rmse) */
 	WalsModelName mn;			/* the model tuned, its schema resolved */
 	char	   *shown;			/* the model as given, for progress */
 } TuneArgs;
@@ -627,21 +646,40 @@ tune_args(FunctionCallInfo fcinfo, TuneArgs *ta)
 	WalsMetricKind kind;
 	int			k;
 
+	int			feedback = WALS_IMPLICIT;
+
 	for (int a = 0; a < 3; a++)
 		if (PG_ARGISNULL(a))
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("\"%s\" must not be null", a == 0 ? "source" : a == 1 ? "user_col" : "item_col")));
-	if (PG_ARGISNULL(5))
+	if (!PG_ARGISNULL(11) &&
+		!wals_word_parse(wals_feedback_words, text_to_cstring(PG_GETARG_TEXT_PP(11)), &feedback))
 		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("\"metric\" must not be null")));
-	ta->metric = text_to_cstring(PG_GETARG_TEXT_PP(5));
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized value for \"feedback\": \"%s\"",
+						text_to_cstring(PG_GETARG_TEXT_PP(11))),
+				 errhint("Valid values are %s.", wals_word_choices(wals_feedback_words))));
+	ta->feedback = (WalsFeedback) feedback;
+	if (feedback == WALS_EXPLICIT && PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("feedback => 'explicit' needs a \"rating_col\""),
+				 errhint("Name the column of the ratings the model predicts.")));
+	/* by default, what each feedback is judged by: the values, or the ranking */
+	ta->metric = !PG_ARGISNULL(5) ? text_to_cstring(PG_GETARG_TEXT_PP(5)) :
+		feedback == WALS_EXPLICIT ? "rmse" : "ndcg@20";
 	if (!wals_metric_parse(ta->metric, WALS_MAX_VALIDATION_K, &kind, &k))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for \"metric\": \"%s\"", ta->metric),
 				 errhint("\"metric\" must be %s.", wals_metric_choices())));
+	if (kind == WALS_METRIC_RMSE && feedback != WALS_EXPLICIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"metric\" => 'rmse' applies only to explicit feedback"),
+				 errhint("Pass feedback => 'explicit' for ratings whose values the model predicts, or a ranking metric such as 'ndcg@20'.")));
+	ta->lower = wals_metric_lower_better(kind);
 	ta->validation = PG_ARGISNULL(6) ? -1 : PG_GETARG_FLOAT4(6);
 	if (!(ta->validation > 0 && ta->validation <= WALS_MAX_VALIDATION))
 		ereport(ERROR,
@@ -725,6 +763,7 @@ tune_base(FunctionCallInfo fcinfo, const TuneArgs *ta, WalsTrainRequest *base)
 	}
 	base->value[WALS_ARG_SEED] = Int32GetDatum(ta->seed);
 	base->value[WALS_ARG_REPLACE] = BoolGetDatum(true);
+	base->value[WALS_ARG_FEEDBACK] = CStringGetTextDatum(wals_feedback_name(ta->feedback));
 }
 
 /* The trials, one row each, into the call's tuplestore; best the one trained. */
@@ -790,7 +829,7 @@ tune_call(PG_FUNCTION_ARGS)
 	/* the trials outlive SPI_finish, which frees what was allocated inside */
 	run.trials = palloc0(sizeof(TuneTrial) * ta.max_trials);
 	SPI_connect();
-	default_space(dims);
+	default_space(dims, ta.feedback);
 	if (!PG_ARGISNULL(8))
 		parse_space(PG_GETARG_JSONB_P(8), dims);
 	tune_base(fcinfo, &ta, &base);
@@ -801,6 +840,7 @@ tune_call(PG_FUNCTION_ARGS)
 	run.shown = ta.shown;
 	run.metric = ta.metric;
 	run.validation = ta.validation;
+	run.lower = ta.lower;
 	run.budget_s = ta.budget_s;
 	run.max_trials = ta.max_trials;
 	INSTR_TIME_SET_CURRENT(run.start);

@@ -16,15 +16,19 @@
  * rescoring of wals_recommend (src/core/score/score_query.c), AUC from every item's
  * score.  The CPU engine scores in its parallel workers, which take chunks
  * of the users as they take rows in a sweep (validate_shared.c); other
- * engines hand back a copy of the factors, which the leader scores.  The
+ * engines hand back a copy of the factors, which the leader scores.  RMSE,
+ * of explicit feedback, is lower the better and goes over every held-out
+ * rating, a dot product each, which the leader computes on a copy of the
+ * factors from any engine (validation_table's cells come without their
+ * ratings, so it needs a share).  The
  * best iterate's factors are copied into a second pair of buffers; the
  * training stops once patience iterations have passed without a better
  * one, and the model stored is the best iterate.
  *
- * Not every iteration is scored.  While the metric rises steeply (by more
- * than WALS_VALIDATION_STEEP of its value in one iteration), the next
- * iterate is all but sure to score higher still, so the iteration after a
- * steep rise is skipped and the one after it scored: the best iterate and
+ * Not every iteration is scored.  While the metric improves steeply (by
+ * more than WALS_VALIDATION_STEEP of its value in one iteration), the next
+ * iterate is all but sure to score better still, so the iteration after a
+ * steep gain is skipped and the one after it scored: the best iterate and
  * the stop are decided where the metric flattens, and there every
  * iteration is scored.  The first iteration and the last (the iterations
  * asked for, or the one where the loss stops improving by the tolerance)
@@ -249,10 +253,12 @@ wals_validation_begin(const WalsTrainArgs *args, const WalsData *data, const Wal
 	v->on = true;
 	v->best_X = MemoryContextAllocHuge(CurrentMemoryContext, Max(xs, 1));
 	v->best_Y = MemoryContextAllocHuge(CurrentMemoryContext, Max(ys, 1));
-	if (engine->validate != NULL)
+	if (engine->validate != NULL && args->validation_kind != WALS_METRIC_RMSE)
 		return;
 	v->X = MemoryContextAllocHuge(CurrentMemoryContext, Max(xs, 1));
 	v->Y = MemoryContextAllocHuge(CurrentMemoryContext, Max(ys, 1));
+	if (args->validation_kind == WALS_METRIC_RMSE)
+		return;
 	v->index = MemoryContextAllocHuge(CurrentMemoryContext,
 									  wals_score_index_size(data->nitems, args->params.factors));
 	v->scratch = MemoryContextAllocHuge(CurrentMemoryContext,
@@ -288,24 +294,51 @@ score_copy(const WalsTrainArgs *args, const WalsData *data, const WalsEngine *en
 	return true;
 }
 
+/* The RMSE of a copy of the factors on every held-out rating, by the leader. */
+static bool
+rmse_copy(const WalsTrainArgs *args, const WalsData *data, const WalsEngine *engine,
+		  void *state, WalsValidation *v, double *rmse, WalsFailure *failure)
+{
+	WalsStatus	st;
+
+	if (!engine->factors(state, v->X, v->Y, failure))
+		return false;
+	CHECK_FOR_INTERRUPTS();
+	st = wals_holdout_rmse(v->X, v->Y, args->params.factors, &data->held, rmse);
+	if (st != WALS_OK)
+		wals_report_core_status(st, "measuring the validation metric");
+	return true;
+}
+
 bool
 wals_validation_step(const WalsTrainArgs *args, const WalsData *data, const WalsEngine *engine,
 					 void *state, WalsValidation *v, int it, double *score, WalsFailure *failure)
 {
 	WalsMetrics m;
 	instr_time	start;
+	bool		lower = wals_metric_lower_better(args->validation_kind);
+	double		gain;
 
 	INSTR_TIME_SET_CURRENT(start);
-	if (engine->validate != NULL ? !engine->validate(state, &m, failure) :
-		!score_copy(args, data, engine, state, v, &m, failure))
-		return false;
+	if (args->validation_kind == WALS_METRIC_RMSE)
+	{
+		if (!rmse_copy(args, data, engine, state, v, score, failure))
+			return false;
+	}
+	else
+	{
+		if (engine->validate != NULL ? !engine->validate(state, &m, failure) :
+			!score_copy(args, data, engine, state, v, &m, failure))
+			return false;
+		*score = wals_metric_value(&m, args->validation_kind);
+	}
 	v->seconds += wals_seconds_since(start);
-	*score = wals_metric_value(&m, args->validation_kind);
+	gain = lower ? v->last - *score : *score - v->last;
 	v->steep = v->last_it >= 0 &&
-		*score - v->last > WALS_VALIDATION_STEEP * fabs(*score) * (it - v->last_it);
+		gain > WALS_VALIDATION_STEEP * fabs(*score) * (it - v->last_it);
 	v->last_it = it;
 	v->last = *score;
-	if (v->best_it >= 0 && !(*score > v->best))
+	if (v->best_it >= 0 && !(lower ? *score < v->best : *score > v->best))
 		return true;
 	v->best = *score;
 	v->best_it = it;

@@ -176,6 +176,25 @@ FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_r', max_tria
 SELECT validation IS NULL AS final_on_every_rating FROM wals_models WHERE model = 'tun_r';
 SELECT DISTINCT metric FROM wals_tuning_log WHERE model = 'tun_r';
 
+-- explicit ratings: judged by the RMSE of the held-out ratings unless told
+-- otherwise, the chosen trial the lowest, in a space of the observed
+-- ratings alone (no unobserved weight) and narrower models
+CREATE TABLE tun_e AS
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_e', max_trials => 4,
+                        feedback => 'explicit');
+SELECT count(*) AS trials, bool_and(score > 0 AND score < 5) AS rmse,
+       bool_and((parameters->>'unobserved_weight')::float8 = 0) AS observed_only,
+       bool_and((parameters->>'factors')::int IN (8, 16, 32, 64, 128)) AS narrow
+FROM tun_e;
+SELECT (SELECT trial FROM tun_e WHERE chosen) =
+       (SELECT trial FROM tun_e ORDER BY score, trial LIMIT 1) AS lowest_chosen;
+SELECT feedback, validation IS NULL AS final_on_every_rating FROM wals_models WHERE model = 'tun_e';
+SELECT DISTINCT metric FROM wals_tuning_log WHERE model = 'tun_e';
+SELECT count(*) AS trials, bool_and(score BETWEEN 0 AND 1) AS ndcg
+FROM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_e', max_trials => 2,
+               feedback => 'explicit', metric => 'ndcg@10', space => '{"factors": [8]}');
+SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_e')) d;
+
 -- a model with the trial model's name is never replaced: wals_tune refuses
 SELECT 1 FROM wals_train('tun', 'user_id', 'item_id', model => 'tun_r_trial', factors => 8,
                          iterations => 1);
@@ -186,7 +205,8 @@ SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_r_trial')) d,
 
 -- Bad arguments, each naming itself.
 SELECT * FROM wals_tune('tun', 'user_id', 'item_id', metric => 'rmse');
-SELECT * FROM wals_tune('tun', 'user_id', 'item_id', metric => NULL);
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', feedback => 'stars');
+SELECT * FROM wals_tune('tun', 'user_id', 'item_id', feedback => 'explicit');
 SELECT * FROM wals_tune('tun', 'user_id', 'item_id', validation => 0);
 SELECT * FROM wals_tune('tun', 'user_id', 'item_id', budget => '-1 minute');
 SELECT * FROM wals_tune('tun', 'user_id', 'item_id', max_trials => 0);

@@ -111,12 +111,28 @@ SELECT m.ratings = (SELECT count(DISTINCT (user_id, item_id)) FROM val_train)
        AS rated_training_cells_only
 FROM wals_models m WHERE m.model = 'val_t';
 
+-- Explicit ratings, by the RMSE of the held-out ratings: lower is better,
+-- so the best iterate is the lowest, and the over-fitting training stops
+-- where it starts to rise.
+SELECT iterations < 40 AS stopped_early
+FROM wals_train('val', 'user_id', 'item_id', 'rating', model => 'val_e', factors => 16,
+                iterations => 40, regularization => 0.0001, feedback => 'explicit',
+                validation => 0.2, patience => 2, validation_metric => 'rmse');
+SELECT m.validation_metric, m.validation_score BETWEEN 0 AND 5 AS an_rmse,
+       m.validation_score = (SELECT min(validation_score) FROM wals_training_log l
+                             WHERE l.model = 'val_e' AND l.version = m.version) AS lowest_kept,
+       m.best_iteration < m.iterations AS over_fitting_left_behind
+FROM wals_models m WHERE m.model = 'val_e';
+SELECT count(*) AS dropped FROM (SELECT wals_drop_model('val_e')) d;
+
 -- Bad arguments, each naming itself.
 SELECT * FROM wals_train('val', 'user_id', 'item_id', validation_metric => 'recall@10');
 SELECT * FROM wals_train('val', 'user_id', 'item_id', validation => 0.1,
                          validation_table => 'val_test');
 SELECT * FROM wals_train('val', 'user_id', 'item_id', validation => 0.1,
                          validation_metric => 'rmse');
+SELECT * FROM wals_train('val', 'user_id', 'item_id', 'rating', feedback => 'explicit',
+                         validation_table => 'val_test', validation_metric => 'rmse');
 SELECT * FROM wals_train('val', 'user_id', 'item_id', validation => 0.1,
                          validation_metric => 'ndcg@0');
 SELECT * FROM wals_train('val', 'user_id', 'item_id', validation_table => 'val');

@@ -385,7 +385,9 @@ test_metric_names(void)
 		{"NDCG@20", 0, WALS_METRIC_AUC, 0},
 		{"ndcg", 0, WALS_METRIC_AUC, 0},
 		{"auc@10", 0, WALS_METRIC_AUC, 0},
-		{"rmse", 0, WALS_METRIC_AUC, 0},
+		{"rmse", 1, WALS_METRIC_RMSE, 1},
+		{"rmse@10", 0, WALS_METRIC_AUC, 0},
+		{"RMSE", 0, WALS_METRIC_AUC, 0},
 		{"", 0, WALS_METRIC_AUC, 0},
 	};
 	WalsMetrics m = {0.1, 0.2, 0.3, 0.4, NAN, 0, 0, 0, 0};
@@ -407,6 +409,36 @@ test_metric_names(void)
 		  "metric values, NaN as 0");
 }
 
+/* RMSE on held cells: by hand, no cell, and an item out of range. */
+static void
+test_rmse_of_holdout(void)
+{
+	/* x0 = (1, 2), x1 = (0, 1); y0 = (1, 0), y1 = (1, 1), y2 = (2, -1) */
+	float		X[] = {1, 2, 0, 1};
+	float		Y[] = {1, 0, 1, 1, 2, -1};
+	int64_t		indptr[] = {0, 2, 3};
+	int32_t		indices[] = {0, 2, 1};
+	float		values[] = {2, 1, 4};
+	WalsCsr		held = {2, 3, indptr, indices, values};
+	int64_t		none_ptr[] = {0, 0, 0};
+	WalsCsr		none = {2, 3, none_ptr, indices, values};
+	int32_t		bad[] = {0, 3, 1};
+	WalsCsr		out = {2, 3, indptr, bad, values};
+	double		rmse = -1;
+	char		name[32];
+
+	/* scores 1, 0, 1 against 2, 1, 4: errors -1, -1, -3 */
+	CHECK(wals_holdout_rmse(X, Y, 2, &held, &rmse) == WALS_OK &&
+		  fabs(rmse - sqrt(11.0 / 3.0)) < 1e-12, "rmse by hand: %.17g", rmse);
+	CHECK(wals_holdout_rmse(X, Y, 2, &none, &rmse) == WALS_OK && isnan(rmse),
+		  "no held cell: NaN");
+	CHECK(wals_holdout_rmse(X, Y, 2, &out, &rmse) == WALS_EINVAL, "an item out of range");
+	CHECK(wals_holdout_rmse(NULL, Y, 2, &held, &rmse) == WALS_EINVAL, "no factors");
+	wals_metric_name(WALS_METRIC_RMSE, 1, name, sizeof(name));
+	CHECK(strcmp(name, "rmse") == 0 && wals_metric_lower_better(WALS_METRIC_RMSE) &&
+		  !wals_metric_lower_better(WALS_METRIC_NDCG), "rmse's name and direction");
+}
+
 void
 test_holdout(void)
 {
@@ -414,4 +446,5 @@ test_holdout(void)
 	test_split_dislikes();
 	test_metrics_of_holdout();
 	test_metric_names();
+	test_rmse_of_holdout();
 }
