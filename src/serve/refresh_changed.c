@@ -91,6 +91,8 @@ typedef struct Refresh
 	int32	   *counts;			/* ratings of each of the model's items, or NULL */
 	WalsCell   *pairs;			/* merged ratings of the pairs, by (user, item) */
 	int64		npairs;
+	bool	   *pair_rated;		/* the pair was among its user's rated items */
+	bool		counted_now;	/* counts read from the source as it is now */
 	int64	   *solved;			/* the items solved here, increasing */
 	int64		nsolved;
 	bool	   *is_new;			/* per solved item */
@@ -364,9 +366,10 @@ item_cells(Refresh *r, int64 *ncells)
 /*
  * The rating counts of the items of the model as the refresh leaves it,
  * in the order of their ids: the kept ones with the pairs that named them
- * added (a pair that replaced a rating counts again, until the next
- * training counts afresh), a new item's its pairs, an item left without
- * factors out.  NULL where the ids do not come out as many as the catalog
+ * added, but for those among their users' rated items already (an
+ * updated rating, which user_row found), so that the counts stay those a
+ * training would make, or as counted in the source by this refresh; a new
+ * item's its pairs; an item left without factors out.  NULL where the ids do not come out as many as the catalog
  * will count.
  */
 static int32 *
@@ -375,17 +378,21 @@ counts_after(const Refresh *r, const int32 *named, int64 *n)
 	int64		nitems = r->m->nitems;
 	int32	   *counts = palloc(sizeof(int32) * Max(nitems + r->nsolved, 1));
 	int64	   *of_solved = palloc0(sizeof(int64) * Max(r->nsolved, 1));
+	int32	   *rated_before = palloc0(sizeof(int32) * Max(nitems, 1));
 	int64		i = 0;
 	int64		k = 0;
 
 	for (int64 p = 0; p < r->npairs; p++)
 	{
 		int64		at = wals_ids_find(r->solved, r->nsolved, r->pairs[p].item);
+		int64		known = r->pair_rated[p] ? wals_serve_item(r->m, r->pairs[p].item) : -1;
 
 		if ((p & 4095) == 0)
 			CHECK_FOR_INTERRUPTS();
 		if (at >= 0)
 			of_solved[at]++;
+		if (known >= 0)
+			rated_before[known]++;
 	}
 	*n = 0;
 	while (i < nitems || k < r->nsolved)
@@ -396,8 +403,10 @@ counts_after(const Refresh *r, const int32 *named, int64 *n)
 
 		if (solved && !r->known[k])
 			c = -1;
+		else if (from_model && r->counted_now)
+			c = r->counts[i];
 		else if (from_model)
-			c = (int64) r->counts[i] + named[i];
+			c = (int64) r->counts[i] + named[i] - rated_before[i];
 		else
 			c = of_solved[k];
 		if (c >= 0)
@@ -603,7 +612,10 @@ user_row(const Refresh *r, Columns *c, int64 id, bytea *stored, WalsCsr *R, int6
 		if (p < p1 && (a >= ns || r->pairs[p].item <= sid[a]))
 		{
 			if (a < ns && r->pairs[p].item == sid[a])
+			{
+				r->pair_rated[p] = true;
 				a++;
+			}
 			item = r->pairs[p].item;
 			rating = r->pairs[p++].rating;
 		}
@@ -1040,10 +1052,14 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	wals_work_phase(WALS_PHASE_READING_CHANGES, 0);
 	r->done.mark = wals_mark_text(high, type);
 	r->done.ratings = read_pairs(r, col, type, mark);
+	r->pair_rated = palloc0(sizeof(bool) * Max(r->npairs, 1));
 	r->done.by_refresh = true;
 
 	if (r->counts == NULL && r->items == REFRESH_CHANGED)
+	{
 		r->counts = count_items(r);
+		r->counted_now = true;
+	}
 	choose_items(r, &named);
 	name_users(r);
 	if (r->nsolved > 0)

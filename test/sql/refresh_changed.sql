@@ -142,6 +142,22 @@ SELECT get_byte(item_counts, 4 * p.i) + 256 * get_byte(item_counts, 4 * p.i + 1)
 FROM wals_model_state s JOIN wals_models m USING (version),
      (SELECT count(*)::int AS i FROM shop_item_factors WHERE item_id < 501) p
 WHERE m.model = 'shop';
+-- a rating changed in place is a pair its user had rated already: the
+-- count of its item stays what a training would count
+CREATE TEMP VIEW item_11_count AS
+SELECT get_byte(item_counts, 4 * p.i) + 256 * get_byte(item_counts, 4 * p.i + 1) AS n
+FROM wals_model_state s JOIN wals_models m USING (version),
+     (SELECT count(*)::int AS i FROM shop_item_factors WHERE item_id < 11) p
+WHERE m.model = 'shop';
+CREATE TEMP TABLE item_11_before AS SELECT n FROM item_11_count;
+UPDATE shop SET ts = '2026-03-04 00:00:00+00'
+WHERE item_id = 11 AND user_id IN (SELECT user_id FROM shop WHERE item_id = 11 ORDER BY 1 LIMIT 4);
+SELECT ratings FROM wals_refresh('shop');
+SELECT c.n = b.n AS item_11_count_kept,
+       c.n = (SELECT count(DISTINCT user_id) FROM shop WHERE item_id = 11) AS as_trained
+FROM item_11_count c, item_11_before b;
+DROP VIEW item_11_count;
+DROP TABLE item_11_before;
 
 -- wals_refresh_items on a fresh training: every item solved again against
 -- the final user factors gives back the factors the training stored
