@@ -177,6 +177,27 @@ wals_extension_schema(void)
 	return schema;
 }
 
+/*
+ * Refuse a call of fn through a declaration of another version of wals,
+ * before any argument is read: between installing a library and running
+ * ALTER EXTENSION wals UPDATE, the SQL declarations are the older ones,
+ * and an argument the library reads past those declared is not there.
+ * The version's own message says what to do; a declaration changed by
+ * hand gets this one.
+ */
+void
+wals_require_nargs(FunctionCallInfo fcinfo, int nargs, const char *fn)
+{
+	if (PG_NARGS() == nargs)
+		return;
+	(void) wals_extension_schema();
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("%s() is declared with %d arguments, but the library of wals %s takes %d",
+					fn, PG_NARGS(), WALS_VERSION, nargs),
+			 errhint("Run ALTER EXTENSION wals UPDATE, or drop and create the extension again.")));
+}
+
 /* A role as messages name it: quoted, or by its OID once it is dropped. */
 char *
 wals_role_display(Oid role)

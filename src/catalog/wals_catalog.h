@@ -309,6 +309,7 @@ extern void wals_become_model_owner(const WalsModelInfo *info, WalsRoleSave *sav
 extern void wals_become_catalog_writer(WalsRoleSave *save);
 extern char *wals_role_display(Oid role);
 extern Oid	wals_extension_schema(void);
+extern void wals_require_nargs(FunctionCallInfo fcinfo, int nargs, const char *fn);
 extern bool wals_extension_installed(Oid *schema, Oid *owner);
 
 #endif							/* WALS_CATALOG_H */

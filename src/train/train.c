@@ -266,18 +266,22 @@ begin(const WalsEngine *engine, WalsProblem *problem, void **state)
 	return false;
 }
 
-/* Whether a trial of wals_tune has reached its deadline (WalsDeadline). */
+/*
+ * Whether a trial of wals_tune should stop after this iteration, which took
+ * iteration_s: whether one more as long would leave less of the budget than
+ * the final training will take (WalsDeadline).
+ */
 static bool
-past_deadline(const WalsTrainArgs *args, const WalsData *data)
+past_deadline(const WalsTrainArgs *args, const WalsData *data, double iteration_s)
 {
 	const WalsDeadline *d = &args->deadline;
 	double		own;
 
 	if (d->budget_s <= 0)
 		return false;
-	own = d->own_factor * wals_seconds_since(args->began) +
+	own = d->own_factor * (wals_seconds_since(args->began) + iteration_s) +
 		(double) (data->nusers + data->nitems) * args->params.factors * WALS_STORE_S_PER_FACTOR;
-	return wals_seconds_since(d->since) + Max(d->reserve_s, own) >= d->budget_s;
+	return wals_seconds_since(d->since) + iteration_s + Max(d->reserve_s, own) >= d->budget_s;
 }
 
 /*
@@ -315,7 +319,7 @@ run_iterations(const WalsEngine *engine, void *state, const WalsProblem *problem
 				ok = wals_ncg_iterate(engine, state, &ncg, &loss, &step, &failure);
 			else
 				ok = engine->iterate(state, &loss, &failure);
-			late = past_deadline(args, data);
+			late = past_deadline(args, data, wals_seconds_since(start));
 			if (ok && wals_validation_due(validation, it, it == args->iterations - 1 || late ||
 										  wals_loss_flat(args, result, it, loss)))
 				ok = wals_validation_step(args, data, engine, state, validation, it, &score,
@@ -584,7 +588,7 @@ train_call(PG_FUNCTION_ARGS)
 	WalsTrainRequest req;
 	WalsTrainSummary summary;
 
-	Assert(PG_NARGS() == WALS_TRAIN_NARGS);
+	wals_require_nargs(fcinfo, WALS_TRAIN_NARGS, "wals_train");
 	for (int a = 0; a < WALS_TRAIN_NARGS; a++)
 	{
 		req.value[a] = PG_GETARG_DATUM(a);

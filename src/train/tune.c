@@ -19,19 +19,22 @@
  * ones.  Trials run until the budget is spent (at least one, and at most
  * max_trials), so the same seed and number of trials give the same
  * results.  The budget covers the final training too: no trial starts
- * once what is left of it is what training and storing the best so far on
- * every rating will take, estimated from that trial's read and iterations,
- * and a trial stops after the iteration where what is left is that, or
- * what its own final training would take (its seconds so far, scaled to
- * every rating), keeping its best iterate so far (WalsDeadline).  The solver follows the width: CG below TUNE_SUBSPACE_FACTORS,
- * the subspace solver with ALS-NCG from there on, the fastest of them at
- * each width in make bench-accel.  Each trial trains under the tuned
- * model's name with "_trial" appended, through wals_train's entry point
- * (wals_train_run, counted as a call of wals_train), so a trial checks,
- * reads and trains exactly as that training would; but it stores no model,
- * handing its outcome back instead, since storing factors that nobody
- * reads took most of a trial's time at large f.  Then the model is trained with
- * the best parameters for as many iterations as the best trial found best.
+ * unless its read and first iteration fit before what is left of the
+ * budget is what training and storing the best so far on every rating
+ * will take, estimated from that trial's read and iterations
+ * (budget_left), and a trial stops after the iteration where one more as
+ * long would leave less than that, or than its own final training would
+ * take (its seconds so far, scaled to every rating), keeping its best
+ * iterate so far (WalsDeadline).  The solver follows the width: CG below
+ * TUNE_SUBSPACE_FACTORS, the subspace solver with ALS-NCG from there on,
+ * the fastest of them at each width in make bench-accel.  Each trial
+ * trains under the tuned model's name with "_trial" appended, through
+ * wals_train's entry point (wals_train_run, counted as a call of
+ * wals_train), so a trial checks, reads and trains exactly as that
+ * training would; but it stores no model, handing its outcome back
+ * instead, since storing factors that nobody reads took most of a trial's
+ * time at large f.  Then the model is trained with the best parameters for
+ * as many iterations as the best trial found best.
  * Everything happens in the caller's transaction: a cancel or an error
  * leaves the previous model, and the log of earlier tunings, as they were.
  *
@@ -490,19 +493,26 @@ final_s(const TuneRun *run, const TuneTrial *t)
 }
 
 /*
- * Whether another trial fits: a read and an iteration of the best so far
- * before only its final training is left of the budget.  The first always
- * runs.
+ * Whether another trial, next (NULL: one as wide as the best so far), fits:
+ * a read of the source and its first iteration, estimated from the best's
+ * by the square of their widths, before only the best's final training is
+ * left of the budget.  The first trial always runs.
  */
 static bool
-budget_left(const TuneRun *run)
+budget_left(const TuneRun *run, const TuneTrial *next)
 {
 	const TuneTrial *best = &run->trials[run->best];
+	double		first;
 
 	if (run->n >= run->max_trials)
 		return false;
-	return run->n == 0 ||
-		wals_seconds_since(run->start) + best->load_s + iteration_s(best) + final_s(run, best) <
+	if (run->n == 0)
+		return true;
+	/* the first iteration of next, as the best's scaled by f^2 (CG) */
+	first = iteration_s(best);
+	if (next != NULL)
+		first *= pow(next->v[DIM_FACTORS] / best->v[DIM_FACTORS], 2);
+	return wals_seconds_since(run->start) + best->load_s + first + final_s(run, best) <
 		run->budget_s;
 }
 
@@ -589,7 +599,7 @@ better(const void *a, const void *b)
 static void
 search(TuneRun *run, const TuneDim *dims, int seed)
 {
-	for (int bracket = 0; budget_left(run); bracket++)
+	for (int bracket = 0; budget_left(run, NULL); bracket++)
 	{
 		TuneTrial	round[TUNE_BRACKET];
 		int			nround = TUNE_BRACKET;
@@ -608,7 +618,7 @@ search(TuneRun *run, const TuneDim *dims, int seed)
 			qsort(round, nround, sizeof(TuneTrial), cheaper);
 			for (int j = 0; j < nround; j++)
 			{
-				if (!budget_left(run))
+				if (!budget_left(run, &round[j]))
 					return;
 				run_trial(run, &round[j], iterations);
 			}
@@ -648,6 +658,7 @@ tune_args(FunctionCallInfo fcinfo, TuneArgs *ta)
 
 	int			feedback = WALS_IMPLICIT;
 
+	wals_require_nargs(fcinfo, 12, "wals_tune");
 	for (int a = 0; a < 3; a++)
 		if (PG_ARGISNULL(a))
 			ereport(ERROR,

@@ -337,5 +337,32 @@ is($node->safe_psql('from_050',
 		q{SELECT validation_table = 'tenant.held'::regclass FROM wals_models WHERE model = 'g'}),
 	't', 'until its owner gives the table again');
 
+# A library installed before ALTER EXTENSION wals UPDATE: the functions
+# whose arguments changed are called through the older declarations, and
+# refuse before they read an argument that is not there (a read past them
+# crashed the server).
+$node->safe_psql('postgres', 'CREATE DATABASE from_060');
+$node->safe_psql(
+	'from_060', q{
+CREATE EXTENSION wals VERSION '0.6.0';
+CREATE TABLE r AS SELECT u AS user_id, (u * 7) % 30 + 1 AS item_id, 1.0::real AS rating
+  FROM generate_series(1, 60) u;
+});
+for my $call (
+	q{SELECT count(*) FROM wals_train('r', 'user_id', 'item_id', 'rating', factors => 4)},
+	q{SELECT count(*) FROM wals_tune('r', 'user_id', 'item_id', 'rating', max_trials => 1,
+	  metric => 'ndcg@5', space => '{"factors": [4]}')})
+{
+	($ret, $stdout, $stderr) = $node->psql('from_060', $call);
+	like($stderr,
+		qr/ERROR:  extension "wals" is at version 0.6.0 in this database, but its library is version/,
+		"before the update, refused with what to do: $call");
+}
+is($node->safe_psql('from_060', 'SELECT 1'), '1', 'and the server is still up');
+$node->safe_psql('from_060', 'ALTER EXTENSION wals UPDATE');
+is($node->safe_psql('from_060',
+		q{SELECT count(*) FROM wals_train('r', 'user_id', 'item_id', 'rating', factors => 4)}),
+	'1', 'after it, the training runs');
+
 $node->stop;
 done_testing();
