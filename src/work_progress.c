@@ -53,7 +53,7 @@ enum
 	P_ITERATION,				/* from 1; 0 before the first */
 	P_ITERATIONS,
 	P_ROWS_DONE,
-	P_ROWS_TOTAL,				/* 0: not counted in this phase */
+	P_ROWS_TOTAL,				/* 0: not counted in this phase; -1: total unknown */
 	P_TRIAL,					/* wals_tune's, from 1 */
 	P_TRIALS,
 	P_BUDGET_MS,
@@ -167,7 +167,10 @@ wals_work_end(void)
 		pgstat_progress_end_command();
 }
 
-/* A new phase, with rows_total rows to go through (0: not counted). */
+/*
+ * A new phase, with rows_total rows to go through (0: rows not counted;
+ * -1: counted, their total unknown).
+ */
 void
 wals_work_phase(WalsPhase phase, int64 rows_total)
 {
@@ -272,7 +275,7 @@ wals_progress_rows(PG_FUNCTION_ARGS)
 		values[7] = Int64GetDatum(p[P_ROWS_DONE]);
 		nulls[7] = p[P_ROWS_TOTAL] == 0;
 		values[8] = Int64GetDatum(p[P_ROWS_TOTAL]);
-		nulls[8] = p[P_ROWS_TOTAL] == 0;
+		nulls[8] = p[P_ROWS_TOTAL] <= 0;
 		values[9] = Int32GetDatum((int32) p[P_TRIAL]);
 		nulls[9] = p[P_TRIALS] == 0;
 		values[10] = Int32GetDatum((int32) p[P_TRIALS]);

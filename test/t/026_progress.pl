@@ -121,7 +121,8 @@ BEGIN
   IF u = 1 AND i = (SELECT min(item_id) FROM small WHERE user_id = 1) THEN
     -- the backends' states are read once a transaction, unless cleared
     PERFORM pg_stat_clear_snapshot();
-    RAISE WARNING 'seen: %', (SELECT string_agg(command || ', ' || model || ', ' || phase, '; ')
+    RAISE WARNING 'seen: %', (SELECT string_agg(command || ', ' || model || ', ' || phase
+      || ', rows ' || coalesce(rows_done::text, 'none') || ' of ' || coalesce(rows_total::text, 'none'), '; ')
       FROM wals_progress WHERE pid = pg_backend_pid());
   END IF;
   RETURN true;
@@ -132,12 +133,12 @@ my ($ret, $stdout, $stderr) = $node->psql('postgres',
 	q{SELECT count(*) FROM wals_train('small_v', 'user_id', 'item_id', model => 's',
 	  factors => 4, iterations => 2, changed_col => 'ts')},
 	extra_params => [ '-U', 'alice' ]);
-like($stderr, qr/seen: train, public\.s, reading the source$/m,
-	'a training shows itself reading its source');
+like($stderr, qr/seen: train, public\.s, reading the source, rows \d+ of none$/m,
+	'a training shows itself reading its source, the rows read of a total it does not know');
 as('alice', q{INSERT INTO small VALUES (1, 49, 2)});
 ($ret, $stdout, $stderr) = $node->psql('postgres', q{SELECT count(*) FROM wals_refresh('s')},
 	extra_params => [ '-U', 'alice' ]);
-like($stderr, qr/seen: refresh, public\.s, reading the changed ratings$/m,
+like($stderr, qr/seen: refresh, public\.s, reading the changed ratings, rows none of none$/m,
 	'a refresh shows itself reading the changed ratings');
 is(as('alice', 'SELECT count(*) FROM wals_progress'), '0', 'and neither leaves a row');
 
