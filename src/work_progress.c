@@ -128,12 +128,14 @@ slot_ours(void)
 	return true;
 }
 
+/* Set counters index[0..n) to value[0..n), in one write of the slot. */
 static void
-set(int param, int64 value)
+set(int n, const int *index, const int64 *value)
 {
-	slot[param] = value;
+	for (int i = 0; i < n; i++)
+		slot[index[i]] = value[i];
 	if (slot_ours())
-		pgstat_progress_update_param(param, value);
+		pgstat_progress_update_multi_param(n, index, value);
 }
 
 void
@@ -175,34 +177,36 @@ void
 wals_work_phase(WalsPhase phase, int64 rows_total)
 {
 	const int	index[] = {P_PHASE, P_ROWS_DONE, P_ROWS_TOTAL};
-	int64		value[] = {phase, 0, rows_total};
+	const int64 value[] = {phase, 0, rows_total};
 
-	for (int i = 0; i < lengthof(index); i++)
-		slot[index[i]] = value[i];
-	if (slot_ours())
-		pgstat_progress_update_multi_param(lengthof(index), index, value);
+	set(lengthof(index), index, value);
 }
 
 void
 wals_work_rows(int64 done)
 {
-	set(P_ROWS_DONE, done);
+	const int	index[] = {P_ROWS_DONE};
+
+	set(1, index, &done);
 }
 
 /* Iteration it, from 1, of iterations; 0 before the first. */
 void
 wals_work_iteration(int it, int iterations)
 {
-	set(P_ITERATION, it);
-	set(P_ITERATIONS, iterations);
+	const int	index[] = {P_ITERATION, P_ITERATIONS};
+	const int64 value[] = {it, iterations};
+
+	set(lengthof(index), index, value);
 }
 
 void
 wals_work_trial(int trial, int trials, double budget_s)
 {
-	set(P_TRIAL, trial);
-	set(P_TRIALS, trials);
-	set(P_BUDGET_MS, (int64) (budget_s * 1000));
+	const int	index[] = {P_TRIAL, P_TRIALS, P_BUDGET_MS};
+	const int64 value[] = {trial, trials, (int64) (budget_s * 1000)};
+
+	set(lengthof(index), index, value);
 }
 
 /* The model's name, qualified as wals_models shows it. */

@@ -42,6 +42,23 @@ wals_word_parse(const WalsWord *words, const char *given, int *value)
 	return false;
 }
 
+/*
+ * The value words names given, given as argument arg: an error saying
+ * which words it may be when it names none.
+ */
+int
+wals_word_arg(const WalsWord *words, const char *given, const char *arg)
+{
+	int			value;
+
+	if (!wals_word_parse(words, given, &value))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized value for \"%s\": \"%s\"", arg, given),
+				 errhint("Valid values are %s.", wals_word_choices(words))));
+	return value;
+}
+
 /* The word of value; every value of an enum has one. */
 const char *
 wals_word_name(const WalsWord *words, int value)

@@ -196,6 +196,7 @@ extern const WalsWord wals_feedback_words[];
 extern const WalsWord wals_solver_words[];
 extern const WalsWord wals_accelerate_words[];
 extern bool wals_word_parse(const WalsWord *words, const char *given, int *value);
+extern int	wals_word_arg(const WalsWord *words, const char *given, const char *arg);
 extern const char *wals_word_name(const WalsWord *words, int value);
 extern char *wals_word_choices(const WalsWord *words);
 extern char *wals_metric_choices(void);

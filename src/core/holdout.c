@@ -12,7 +12,6 @@
  * items the validation expects the user to be recommended, which a dislike
  * is not, and in training it tells the model what the user does not want.
  */
-#include <math.h>
 #include <string.h>
 
 #include "wals_internal.h"
@@ -358,13 +357,14 @@ WalsStatus
 wals_holdout_rmse(const float *X, const float *Y, int f, const WalsCsr *held_cells, double *rmse)
 {
 	const WalsCsr *h = held_cells;
-	double		sse = 0.0;
+	WalsRmseAcc acc;
 
 	if (X == NULL || Y == NULL || f < 1 || h == NULL || rmse == NULL)
 		return WALS_EINVAL;
 	for (int64_t c = 0; c < h->indptr[h->nrows]; c++)
 		if (h->indices[c] < 0 || h->indices[c] >= h->ncols)
 			return WALS_EINVAL;
+	wals_rmse_init(&acc);
 	for (int64_t u = 0; u < h->nrows; u++)
 	{
 		const float *x = X + u * (int64_t) f;
@@ -378,11 +378,12 @@ wals_holdout_rmse(const float *X, const float *Y, int f, const WalsCsr *held_cel
 			for (int j = 0; j < f; j++)
 				dot += (double) x[j] * y[j];
 			e = dot - h->values[c];
-			sse += e * e;
+			acc.sse += e * e;
+			acc.cells++;
 		}
 		wals_poll((int64_t) f * (h->indptr[u + 1] - h->indptr[u]) + 1);
 	}
-	*rmse = h->indptr[h->nrows] > 0 ? sqrt(sse / (double) h->indptr[h->nrows]) : NAN;
+	*rmse = wals_rmse_finish(&acc);
 	return WALS_OK;
 }
 

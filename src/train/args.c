@@ -129,17 +129,8 @@ model_arg(const WalsTrainRequest *req, WalsTrainArgs *args)
 static int
 word_arg(const WalsTrainRequest *req, WalsTrainArg arg, const WalsWord *words)
 {
-	char	   *value;
-	int			v;
-
 	require_not_null(req, arg);
-	value = text_to_cstring(DatumGetTextPP(req->value[arg]));
-	if (!wals_word_parse(words, value, &v))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unrecognized value for \"%s\": \"%s\"", arg_names[arg], value),
-				 errhint("Valid values are %s.", wals_word_choices(words))));
-	return v;
+	return wals_word_arg(words, text_to_cstring(DatumGetTextPP(req->value[arg])), arg_names[arg]);
 }
 
 static void

@@ -280,7 +280,7 @@ past_deadline(const WalsTrainArgs *args, const WalsData *data, double iteration_
 	if (d->budget_s <= 0)
 		return false;
 	own = d->own_factor * (wals_seconds_since(args->began) + iteration_s) +
-		(double) (data->nusers + data->nitems) * args->params.factors * WALS_STORE_S_PER_FACTOR;
+		wals_store_estimate_s(data->nusers + data->nitems, args->params.factors);
 	return wals_seconds_since(d->since) + iteration_s + Max(d->reserve_s, own) >= d->budget_s;
 }
 

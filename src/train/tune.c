@@ -489,7 +489,7 @@ final_s(const TuneRun *run, const TuneTrial *t)
 {
 	return 1.1 * (t->load_s +
 				  iteration_s(t) * Max(t->best_iteration, 1) / (1 - run->validation) +
-				  (double) t->rows * t->v[DIM_FACTORS] * WALS_STORE_S_PER_FACTOR);
+				  wals_store_estimate_s(t->rows, (int) t->v[DIM_FACTORS]));
 }
 
 /*
@@ -655,8 +655,7 @@ tune_args(FunctionCallInfo fcinfo, TuneArgs *ta)
 {
 	WalsMetricKind kind;
 	int			k;
-
-	int			feedback = WALS_IMPLICIT;
+	WalsFeedback feedback = WALS_IMPLICIT;
 
 	wals_require_nargs(fcinfo, 12, "wals_tune");
 	for (int a = 0; a < 3; a++)
@@ -664,14 +663,10 @@ tune_args(FunctionCallInfo fcinfo, TuneArgs *ta)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("\"%s\" must not be null", a == 0 ? "source" : a == 1 ? "user_col" : "item_col")));
-	if (!PG_ARGISNULL(11) &&
-		!wals_word_parse(wals_feedback_words, text_to_cstring(PG_GETARG_TEXT_PP(11)), &feedback))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unrecognized value for \"feedback\": \"%s\"",
-						text_to_cstring(PG_GETARG_TEXT_PP(11))),
-				 errhint("Valid values are %s.", wals_word_choices(wals_feedback_words))));
-	ta->feedback = (WalsFeedback) feedback;
+	if (!PG_ARGISNULL(11))
+		feedback = (WalsFeedback) wals_word_arg(wals_feedback_words,
+												text_to_cstring(PG_GETARG_TEXT_PP(11)), "feedback");
+	ta->feedback = feedback;
 	if (feedback == WALS_EXPLICIT && PG_ARGISNULL(3))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -52,7 +52,6 @@ wals_shard_load(PG_FUNCTION_ARGS)
 	Loaded	   *l;
 	MemoryContext old;
 	List	   *names;
-	int			feedback;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(4))
 		ereport(ERROR,
@@ -72,13 +71,9 @@ wals_shard_load(PG_FUNCTION_ARGS)
 		args.rating_col = wals_check_column(args.source, args.source_display,
 											text_to_cstring(PG_GETARG_TEXT_PP(3)), "rating_col",
 											false);
-	if (!wals_word_parse(wals_feedback_words, text_to_cstring(PG_GETARG_TEXT_PP(4)), &feedback))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unrecognized value for \"feedback\": \"%s\"",
-						text_to_cstring(PG_GETARG_TEXT_PP(4))),
-				 errhint("Valid values are %s.", wals_word_choices(wals_feedback_words))));
-	args.params.feedback = (WalsFeedback) feedback;
+	args.params.feedback = (WalsFeedback) wals_word_arg(wals_feedback_words,
+														text_to_cstring(PG_GETARG_TEXT_PP(4)),
+														"feedback");
 	wals_shard_reserve(s, 0, "the rows read by a sharded training");
 
 	old = MemoryContextSwitchTo(s->cxt);
