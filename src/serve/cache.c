@@ -61,6 +61,7 @@
 #include "utils/syscache.h"
 
 #include "pg_compat.h"
+#include "segments.h"
 #include "wals_serve.h"
 
 /* Rows fetched at a time by the queries over many users. */
@@ -276,10 +277,16 @@ wals_serve_model(text *model)
  * them here: the training's own, so that no reader pays for it after the
  * commit.  The caller holds the model's lock and wrote its rows.  patch,
  * where not NULL, says what a refresh changed of the version before, to
- * build from (items.c) rather than from the item table.
+ * build from (items.c) rather than from the item table.  replaced, where
+ * not NULL, is the model as committed before: the areas of its item table
+ * older than its version are retired, as the first reader of the new
+ * version would retire them, so that a model retrained or refreshed again
+ * and again with no call between keeps two versions in shared memory, not
+ * one per change.
  */
 void
-wals_serve_preload(const char *schema, const char *name, const WalsItemsPatch *patch)
+wals_serve_preload(const char *schema, const char *name, const WalsItemsPatch *patch,
+				   const WalsModelInfo *replaced)
 {
 	WalsModelInfo info;
 	int			slot;
@@ -293,6 +300,8 @@ wals_serve_preload(const char *schema, const char *name, const WalsItemsPatch *p
 	if (models[slot] != NULL)
 		release(models[slot]);
 	put_first(fresh, slot);
+	if (replaced != NULL)
+		wals_segment_retire_older(replaced->item_rel, replaced->version);
 }
 
 /* Index of item id in m, or -1. */

@@ -467,7 +467,7 @@ wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 	{
 		/* the items every backend will serve, built now, as a training does */
 		wals_call_new_snapshot();
-		wals_serve_preload(info->schema, info->name, patch);
+		wals_serve_preload(info->schema, info->name, patch, info);
 	}
 }
 

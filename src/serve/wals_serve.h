@@ -74,7 +74,7 @@ typedef struct WalsItemsPatch
 /* cache.c */
 extern WalsServeModel *wals_serve_model(text *model);
 extern void wals_serve_preload(const char *schema, const char *name,
-							   const WalsItemsPatch *patch);
+							   const WalsItemsPatch *patch, const WalsModelInfo *replaced);
 extern int64 wals_serve_item(const WalsServeModel *m, int64 id);
 extern bool wals_serve_user(WalsServeModel *m, int64 user_id, float *x, WalsRated *rated);
 extern int	wals_serve_users(WalsServeModel *m, int64 *ids, int n, float *X, WalsRated *rated);

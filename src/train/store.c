@@ -509,5 +509,5 @@ wals_store_model(const WalsTrainArgs *args, const WalsData *data,
 	 * as readers would build them (serve/items.c): so that no reader pays
 	 * for the retraining once it commits.
 	 */
-	wals_serve_preload(get_namespace_name(args->schema), args->model, NULL);
+	wals_serve_preload(get_namespace_name(args->schema), args->model, NULL, args->old);
 }

@@ -160,6 +160,13 @@ call(q{SELECT model FROM wals_retrain('tenant.m', seed => 10)});
 call(sprintf($served, 1));
 is(files(), '1', 'until a later version is loaded');
 
+# 5a. Retrainings with no call between them keep two versions, not one
+# each: a training retires the versions before the one it replaces.
+call(qq{SELECT model FROM wals_retrain('tenant.m', seed => $_)}) for (21, 22, 23);
+is(files(), '2', 'three retrainings in a row leave the version they replaced and the last');
+call(sprintf($served, 1));
+is(files(), '1', 'whose first reader retires the other');
+
 # 6. A dropped model's version goes at the next publication in the database.
 $node->safe_psql(
 	'postgres', q{
