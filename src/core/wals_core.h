@@ -320,6 +320,28 @@ extern WalsStatus wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 								   void *scratch, size_t scratch_bytes);
 
 /*
+ * Bytes of scratch wals_csr_group_in_place needs for nrows rows.
+ */
+extern size_t wals_csr_group_scratch_bytes(int64_t nrows);
+
+/*
+ * Group coordinates (row[k], col[k], val[k]), k < n, by row, in place: on
+ * return col[0..n) and val[0..n) hold row 0's cells, then row 1's, ..., in
+ * no particular order within a row, repeats kept, and indptr[0..nrows] (room
+ * for nrows + 1) the row starts, indptr[nrows] = n; row[] is clobbered.  The
+ * result is fit for wals_csr_transpose_merge (as an nrows x ncols CSR with
+ * indices = col, values = val), which then gives exactly what it gives after
+ * wals_csr_scatter.  Returns WALS_EINVAL for a size or an index out of range
+ * and WALS_ENONFINITE for a non-finite value, checked before anything moves
+ * (the arrays are then unchanged).  scratch: wals_csr_group_scratch_bytes(nrows)
+ * bytes, 200 kB for 10 million rows; NULL or fewer is WALS_EINVAL.
+ */
+extern WalsStatus wals_csr_group_in_place(int64_t nrows, int64_t ncols, size_t n,
+										  int32_t *row, int32_t *col, float *val,
+										  int64_t *indptr, void *scratch,
+										  size_t scratch_bytes);
+
+/*
  * The transpose of in (whose rows may be unsorted and repeat columns) with
  * duplicate cells merged: summed for implicit, averaged for explicit, in an
  * order that does not depend on the order of in's rows.  out is sized from

@@ -399,12 +399,12 @@ launch_workers(CpuEngine *e, const WalsTrainArgs *args, const WalsShared *local,
 {
 	WalsShared *sh;
 
-	if (args->workers > 0 && e->ws->seg == NULL)
+	if (args->workers > 0 && !wals_workspace_shared(e->ws))
 		ereport(NOTICE,
 				(errmsg("no dynamic shared memory segment is available; model \"%s\" trains in the leader alone",
 						args->model_display),
 				 errhint("Raise max_connections or free dynamic shared memory segments to train with parallel workers.")));
-	if (args->workers > 0 && e->ws->seg != NULL)
+	if (args->workers > 0 && wals_workspace_shared(e->ws))
 	{
 		EnterParallelMode();
 		e->pcxt = CreateParallelContext("wals", "wals_parallel_main", args->workers);
@@ -432,7 +432,7 @@ launch_workers(CpuEngine *e, const WalsTrainArgs *args, const WalsShared *local,
 		shm_toc_insert(e->pcxt->toc, WALS_KEY_SHARED, sh);
 		LaunchParallelWorkers(e->pcxt);
 	}
-	if (args->workers > 0 && e->ws->seg != NULL &&
+	if (args->workers > 0 && wals_workspace_shared(e->ws) &&
 		(e->pcxt->seg == NULL || e->pcxt->nworkers_launched == 0))
 		ereport(NOTICE,
 				(errmsg("no parallel worker could be launched; model \"%s\" trains in the leader alone",

@@ -3,16 +3,19 @@
  *	  Building the two matrices of a training, by user and by item, from
  *	  the rows read.
  *
- * Each matrix takes 8 bytes a cell.  Building by user first would need the
- * rows and both matrices at once; instead the rows are scattered by item
- * into the buffers of the item matrix and freed at once, and every later
- * step only reads one matrix's buffers to write the other's
- * (src/core/csr.c).  Large buffers are mapped lazily, so the peak is about
- * 20 bytes a rating while the rows still exist, and 16 afterwards, plus
- * the scratch the three sorts share (a 64th of a byte a rating, 300 kB at
- * least), which the memory estimate counts.
+ * Each matrix takes 8 bytes a cell and the rows read 12 a row; a training
+ * holds at most 16 bytes a rating at any moment.  The rows are grouped by
+ * item in place (src/core/csr_group.c), which leaves their users and
+ * ratings as a matrix by item and the array of items to be freed; that
+ * matrix is copied into the items' block of the workspace and freed; only
+ * then is the users' block allocated, and every later step reads one
+ * matrix's buffers to write the other's (src/core/csr.c): the merging
+ * transpose to the matrix by user, then the transpose back, which leaves
+ * the matrix by item merged and sorted.  Beside them, the scratch of the
+ * sorts (a 64th of a byte a rating, 300 kB at least), which the memory
+ * estimate counts (workspace.c).
  *
- * Those sorts, not page faults, made building cost more than reading: with
+ * The sorts, not page faults, made building cost more than reading: with
  * its buffers faulted in ahead, building 15.2 million ratings (138k users,
  * 27k items) took 0.6 to 0.8 s after a read of 0.55 s on a 2-core Xeon VM,
  * nearly all of it cells missing the cache and the TLB as they went to
@@ -57,13 +60,63 @@ prefault_csr(const WalsCsr *csr, int64 nrows, int64 nnz)
 	wals_prefault(csr->values, nnz * sizeof(float));
 }
 
-/* See wals_train.h. */
-void
-wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
+/*
+ * memcpy in pieces of a few milliseconds each, answering a cancel between
+ * them: the arrays copied hold hundreds of megabytes.
+ */
+static void
+copy_bytes(void *to, const void *from, size_t bytes)
 {
-	size_t		scratch_bytes = wals_csr_scratch_bytes(raw->n);
+	const size_t piece = 16 * 1024 * 1024;
+
+	for (size_t done = 0; done < bytes; done += piece)
+	{
+		memcpy((char *) to + done, (const char *) from + done, Min(piece, bytes - done));
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * Group raw's rows by item in place, free the items, and copy the rest
+ * into the items' block of ws: its matrix by item, rows unsorted.
+ */
+static void
+group_by_item(WalsRatings *raw, WalsWorkspace *ws)
+{
+	size_t		scratch_bytes = wals_csr_group_scratch_bytes(raw->nitems);
 	void	   *scratch = MemoryContextAllocHuge(CurrentMemoryContext,
 											 Max(scratch_bytes, 1));
+	int64	   *indptr = MemoryContextAllocHuge(CurrentMemoryContext,
+												(raw->nitems + 1) * sizeof(int64));
+
+	wals_report_core_status(wals_csr_group_in_place(raw->nitems, raw->nusers, raw->n,
+													raw->items, raw->users, raw->ratings,
+													indptr, scratch, scratch_bytes),
+							"building the rating matrix");
+	pfree(scratch);
+	pfree(raw->items);
+	raw->items = NULL;
+	CHECK_FOR_INTERRUPTS();
+
+	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
+	prefault_csr(&ws->by_item, raw->nitems, raw->n);
+	copy_bytes(ws->by_item.indptr, indptr, (raw->nitems + 1) * sizeof(int64));
+	pfree(indptr);
+	copy_bytes(ws->by_item.indices, raw->users, raw->n * sizeof(int32));
+	pfree(raw->users);
+	raw->users = NULL;
+	copy_bytes(ws->by_item.values, raw->ratings, raw->n * sizeof(float));
+	pfree(raw->ratings);
+	raw->ratings = NULL;
+}
+
+/* See wals_train.h. */
+void
+wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *ws,
+					WalsData *data)
+{
+	size_t		scratch_bytes = wals_csr_scratch_bytes(raw->n);
+	void	   *scratch;
 
 	data->nusers = raw->nusers;
 	data->nitems = raw->nitems;
@@ -71,18 +124,11 @@ wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
 	data->item_ids = raw->item_ids;
 	data->null_ids = raw->null_ids;
 
-	prefault_csr(&data->by_item, raw->nitems, raw->n);
-	wals_report_core_status(wals_csr_scatter(raw->nitems, raw->nusers, raw->n,
-											 raw->items, raw->users, raw->ratings,
-											 &data->by_item, scratch, scratch_bytes),
-							"building the rating matrix");
-	pfree(raw->users);
-	pfree(raw->items);
-	pfree(raw->ratings);
-	raw->users = NULL;
-	raw->items = NULL;
-	raw->ratings = NULL;
-	CHECK_FOR_INTERRUPTS();
+	group_by_item(raw, ws);
+	wals_workspace_allocate(ws, WALS_BLOCK_USERS);
+	data->by_item = ws->by_item;
+	data->by_user = ws->by_user;
+	scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
 
 	prefault_csr(&data->by_user, raw->nusers, raw->n);
 	check_merge(args, wals_csr_transpose_merge(args->params.feedback,

@@ -416,10 +416,9 @@ train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResul
 	device = wals_device_choose(args, raw.n);
 	ws = wals_workspace_create(args, &raw, wals_seconds_since(start),
 							   wals_cpu_engine_bytes(args, raw.nusers, raw.nitems) +
-							   wals_validation_bytes(args, &raw),
-							   data);
+							   wals_validation_bytes(args, &raw));
 	wals_work_phase(WALS_PHASE_BUILDING, 0);
-	wals_build_matrices(args, &raw, data);
+	wals_build_matrices(args, &raw, ws, data);
 	result->load_s = wals_seconds_since(start);
 
 	INSTR_TIME_SET_CURRENT(phase);

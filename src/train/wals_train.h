@@ -250,30 +250,32 @@ extern void *wals_alloc_huge(MemoryContext cxt, size_t bytes);
 extern void wals_prefault(void *p, size_t bytes);
 
 /*
- * matrices.c: build both matrices of data from raw into buffers the caller has already
- * set in data->by_user and data->by_item: indptr of nusers + 1 and
- * nitems + 1 entries, indices and values of raw->n entries each.  Frees
- * raw's three arrays as soon as they are consumed and moves its ids and
- * counts into data.
+ * The two blocks of a training's memory: the item matrix and the item
+ * factors, then the user matrix, the user factors and the spares, each
+ * allocated only when the build needs it (workspace.c).
  */
-extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
-								WalsData *data);
+typedef enum WalsBlock
+{
+	WALS_BLOCK_ITEMS,
+	WALS_BLOCK_USERS,
+	WALS_BLOCKS
+} WalsBlock;
 
-/* Byte offsets of the sections of a training's workspace. */
+/* Where each section lies in its block. */
 typedef struct WalsWorkspaceLayout
 {
-	Size		x;
-	Size		y;
-	Size		gx;
+	Size		y;				/* the items' block */
 	Size		gy;
-	Size		user_indptr;
-	Size		user_indices;
-	Size		user_values;
 	Size		item_indptr;
 	Size		item_indices;
 	Size		item_values;
+	Size		x;				/* the users' block */
+	Size		gx;
+	Size		user_indptr;
+	Size		user_indices;
+	Size		user_values;
 	Size		spares;			/* the spare vectors of an accelerated training */
-	Size		total;
+	Size		total[WALS_BLOCKS];
 } WalsWorkspaceLayout;
 
 /* What a parallel worker needs to find a workspace and map it. */
@@ -284,21 +286,22 @@ typedef struct WalsWorkspaceShape
 	int64		cells;			/* rows read: a bound on the cells merged */
 	int			factors;
 	int			spares;			/* spare vectors: 0, or WALS_ACCEL_VECTORS - 1 */
-	dsm_handle	handle;			/* of the shared segment, when there is one */
+	dsm_handle	handle[WALS_BLOCKS];	/* of the shared segments, when shared */
 	WalsWorkspaceLayout layout;
 } WalsWorkspaceShape;
 
 /*
  * The memory of a training (workspace.c): both matrices, both factor
  * matrices and their Grams, and the spare vectors of an accelerated
- * training, shared with parallel workers when seg is set.  The spares are
- * kept whatever the device, so that a training that falls back from the GPU
- * to the CPU finds them.
+ * training, shared with parallel workers when both blocks are segments
+ * (wals_workspace_shared).  The spares are kept whatever the device, so
+ * that a training that falls back from the GPU to the CPU finds them.
  */
 typedef struct WalsWorkspace
 {
 	WalsWorkspaceShape shape;
-	dsm_segment *seg;			/* NULL when the memory is private */
+	bool		share;			/* ask for segments, for parallel workers */
+	dsm_segment *seg[WALS_BLOCKS];	/* NULL where the block is private */
 	WalsCsr		by_user;
 	WalsCsr		by_item;
 	float	   *X;
@@ -312,10 +315,20 @@ typedef struct WalsWorkspace
 extern double wals_workspace_min_bytes(const WalsTrainArgs *args, double rows,
 									   double engine_bytes);
 extern WalsWorkspace *wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw,
-											double read_s, double engine_bytes,
-											WalsData *data);
+											double read_s, double engine_bytes);
+extern void wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block);
+extern bool wals_workspace_shared(const WalsWorkspace *ws);
 extern void wals_workspace_attach(const WalsWorkspaceShape *shape, WalsWorkspace *ws);
 extern void wals_workspace_release(WalsWorkspace *ws);
+
+/*
+ * matrices.c: build both matrices of data from raw in ws, allocating its
+ * blocks as they are needed, and point data's matrices at them.  Frees
+ * raw's three arrays as soon as they are consumed and moves its ids and
+ * counts into data.
+ */
+extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
+								WalsWorkspace *ws, WalsData *data);
 
 /*
  * A training as every engine receives it: the arguments, the matrices and

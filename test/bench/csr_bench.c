@@ -19,12 +19,16 @@
  * Each repetition runs wals_build_matrices' three passes in turn: the
  * scatter by item, the merging transpose to the matrix by user, the
  * transpose back to the matrix by item.  They run once through the
- * one-level counting sort (no scratch) and once through the two-level one,
- * and both must give the same matrices.  Buffers are faulted in before the
- * clock starts, as ingest.c does; "huge" asks for transparent huge pages as
- * ingest.c does for private memory, "4k" leaves them off, as for the
- * shared segment of a training with workers where the kernel gives shared
- * memory none (shmem_enabled "never", the default).
+ * one-level counting sort (no scratch), once through the two-level one,
+ * and once with the first pass grouping a copy of the coordinates by item
+ * in place (wals_csr_group_in_place) instead of scattering them, the
+ * transposes taking two levels; all must give the same matrices, and the
+ * grouping's time is given as a multiple of the two-level scatter's.
+ * Buffers are faulted in before the clock starts, as ingest.c does;
+ * "huge" asks for transparent huge pages as ingest.c does for private
+ * memory, "4k" leaves them off, as for the shared segment of a training
+ * with workers where the kernel gives shared memory none (shmem_enabled
+ * "never", the default).
  */
 /* madvise and its MADV_ flags, which strict POSIX leaves out. */
 #define _DEFAULT_SOURCE
@@ -41,14 +45,41 @@
 #include "bench_common.h"
 
 #define BENCH_PASSES 3
+#define BENCH_PATHS 3
 #define BENCH_MAX_REPS 50
 
 /* Huge pages are 2 MB where there are any. */
 #define BENCH_HUGE_PAGE ((size_t) 2 << 20)
 
 static const char *const pass_names[BENCH_PASSES] = {
-	"scatter by item", "transpose+merge", "transpose"
+	"scatter/group by item", "transpose+merge", "transpose"
 };
+
+/* The ways through the build; the last groups the coordinates in place. */
+enum
+{
+	PATH_ONE_LEVEL,
+	PATH_TWO_LEVEL,
+	PATH_IN_PLACE
+};
+
+static const char *const path_names[BENCH_PATHS] = {
+	"one-level", "two-level", "in-place"
+};
+
+/*
+ * The coordinates as the in-place path finds them: a fresh copy each time,
+ * since the grouping reorders them and spends the items, and the scratch
+ * of the grouping.
+ */
+typedef struct GroupCopy
+{
+	int32_t    *u;
+	int32_t    *i;
+	float	   *v;
+	void	   *scratch;
+	size_t		bytes;
+} GroupCopy;
 
 /*
  * Zeroed memory on whole huge pages, faulted in now so that no pass pays
@@ -233,28 +264,47 @@ print_machine(void)
 	fclose(fp);
 }
 
-/* The three passes of wals_build_matrices, timed; exits on an error. */
+/*
+ * The three passes of wals_build_matrices, timed, the first a scatter or,
+ * on the in-place path, a grouping of gc's copy, whose copying is not
+ * timed; exits on an error.
+ */
 static void
-build_once(const char *path, size_t n, int32_t users, int32_t items,
-		   const int32_t *u, const int32_t *i, const float *v,
+build_once(int path, size_t n, int32_t users, int32_t items,
+		   const int32_t *u, const int32_t *i, const float *v, GroupCopy *gc,
 		   WalsCsr *by_item, WalsCsr *by_user, void *scratch, size_t bytes,
 		   double *secs)
 {
-	double		t0 = cpu_seconds();
+	WalsCsr		grouped = {items, users, by_item->indptr, gc->u, gc->v};
+	const WalsCsr *first = path == PATH_IN_PLACE ? &grouped : by_item;
+	double		t0;
 	double		t1;
 	double		t2;
+	WalsStatus	status;
 
-	if (wals_csr_scatter(items, users, n, i, u, v, by_item,
-						 scratch, bytes) != WALS_OK)
+	if (path == PATH_IN_PLACE)
 	{
-		fprintf(stderr, "csr_bench: %s scatter failed\n", path);
+		memcpy(gc->u, u, n * sizeof(int32_t));
+		memcpy(gc->i, i, n * sizeof(int32_t));
+		memcpy(gc->v, v, n * sizeof(float));
+	}
+	t0 = cpu_seconds();
+	if (path == PATH_IN_PLACE)
+		status = wals_csr_group_in_place(items, users, n, gc->i, gc->u, gc->v,
+										 by_item->indptr, gc->scratch, gc->bytes);
+	else
+		status = wals_csr_scatter(items, users, n, i, u, v, by_item,
+								  scratch, bytes);
+	if (status != WALS_OK)
+	{
+		fprintf(stderr, "csr_bench: %s first pass failed\n", path_names[path]);
 		exit(1);
 	}
 	t1 = cpu_seconds();
-	if (wals_csr_transpose_merge(WALS_IMPLICIT, by_item, by_user,
+	if (wals_csr_transpose_merge(WALS_IMPLICIT, first, by_user,
 								 scratch, bytes) != WALS_OK)
 	{
-		fprintf(stderr, "csr_bench: %s merge failed\n", path);
+		fprintf(stderr, "csr_bench: %s merge failed\n", path_names[path]);
 		exit(1);
 	}
 	t2 = cpu_seconds();
@@ -281,7 +331,9 @@ main(int argc, char **argv)
 	void	   *scratch;
 	WalsCsr		by_item;
 	WalsCsr		by_user;
-	uint64_t	hash[2];
+	GroupCopy	gc;
+	uint64_t	hash[BENCH_PATHS];
+	double		best_first[BENCH_PATHS];
 	int			path;
 	int			p;
 
@@ -303,6 +355,11 @@ main(int argc, char **argv)
 	by_user.indptr = bench_alloc((users + 1) * sizeof(int64_t), huge);
 	by_user.indices = bench_alloc(n * sizeof(int32_t), huge);
 	by_user.values = bench_alloc(n * sizeof(float), huge);
+	gc.u = bench_alloc(n * sizeof(int32_t), huge);
+	gc.i = bench_alloc(n * sizeof(int32_t), huge);
+	gc.v = bench_alloc(n * sizeof(float), huge);
+	gc.bytes = wals_csr_group_scratch_bytes(items);
+	gc.scratch = bench_alloc(gc.bytes, huge);
 
 	print_machine();
 	printf("ratings: %zu (%d users, %d items), order %s, %s pages, scratch %zu bytes\n",
@@ -313,9 +370,9 @@ main(int argc, char **argv)
 		printf(" %24s", pass_names[p]);
 	printf(" %24s\n", "total");
 
-	for (path = 0; path < 2; path++)
+	for (path = 0; path < BENCH_PATHS; path++)
 	{
-		const char *name = path == 0 ? "one-level" : "two-level";
+		int			one = path == PATH_ONE_LEVEL;
 		double		secs[BENCH_PASSES + 1][BENCH_MAX_REPS];
 		int			r;
 
@@ -323,8 +380,8 @@ main(int argc, char **argv)
 		{
 			double		s[BENCH_PASSES];
 
-			build_once(name, n, users, items, u, i, v, &by_item, &by_user,
-					   path == 0 ? NULL : scratch, path == 0 ? 0 : bytes, s);
+			build_once(path, n, users, items, u, i, v, &gc, &by_item, &by_user,
+					   one ? NULL : scratch, one ? 0 : bytes, s);
 			secs[BENCH_PASSES][r] = 0.0;
 			for (p = 0; p < BENCH_PASSES; p++)
 			{
@@ -334,7 +391,7 @@ main(int argc, char **argv)
 		}
 		hash[path] = csr_hash(csr_hash(UINT64_C(0xcbf29ce484222325), &by_user),
 							  &by_item);
-		printf("%-10s", name);
+		printf("%-10s", path_names[path]);
 		for (p = 0; p <= BENCH_PASSES; p++)
 		{
 			qsort(secs[p], reps, sizeof(double), cmp_double);
@@ -342,13 +399,17 @@ main(int argc, char **argv)
 				   secs[p][0] / (double) n * 1e9);
 		}
 		printf("\n");
+		best_first[path] = secs[0][0];
 	}
-	if (hash[0] != hash[1])
+	if (hash[PATH_TWO_LEVEL] != hash[PATH_ONE_LEVEL] ||
+		hash[PATH_IN_PLACE] != hash[PATH_ONE_LEVEL])
 	{
-		fprintf(stderr, "csr_bench: the two paths built different matrices\n");
+		fprintf(stderr, "csr_bench: the paths built different matrices\n");
 		return 1;
 	}
-	printf("merged ratings: %lld; both paths built the same matrices\n",
+	printf("grouping in place: %.2fx the two-level scatter's time\n",
+		   best_first[PATH_IN_PLACE] / best_first[PATH_TWO_LEVEL]);
+	printf("merged ratings: %lld; all paths built the same matrices\n",
 		   (long long) by_user.indptr[users]);
 	return 0;
 }

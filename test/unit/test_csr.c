@@ -8,7 +8,10 @@
  *	  bit, on arrays on a cache line (non-temporal stores) and off one,
  *	  with repeats, empty rows, a row holding most cells, every bit of the
  *	  packed index in use, and the fallbacks to one level.  A pair repeated
- *	  a hundred thousand times merges in n log n.
+ *	  a hundred thousand times merges in n log n.  Grouping in place gives
+ *	  each row the scatter's cells, and the merging transpose the same
+ *	  matrix to the bit, in one level and two, within its scratch, and
+ *	  refuses bad input before a cell moves.
  */
 #include <math.h>
 #include <stdio.h>
@@ -675,6 +678,379 @@ test_long_run(WalsFeedback fb)
 	free(sorted);
 }
 
+/* A cell as one sortable key: its column, then its value's bits. */
+static uint64_t
+cell_key(int32_t col, float val)
+{
+	uint32_t	bits;
+
+	memcpy(&bits, &val, sizeof(bits));
+	return ((uint64_t) (uint32_t) col << 32) | bits;
+}
+
+/* Whether cells [a, a + len) of one CSR and [b, b + len) of another are the same multiset. */
+static int
+same_cells(const int32_t *a_col, const float *a_val, int64_t a,
+		   const int32_t *b_col, const float *b_val, int64_t b, int64_t len)
+{
+	uint64_t   *ka = test_alloc(len, sizeof(uint64_t));
+	uint64_t   *kb = test_alloc(len, sizeof(uint64_t));
+	int64_t		k;
+	int			same;
+
+	for (k = 0; k < len; k++)
+	{
+		ka[k] = cell_key(a_col[a + k], a_val[a + k]);
+		kb[k] = cell_key(b_col[b + k], b_val[b + k]);
+	}
+	qsort(ka, len, sizeof(uint64_t), cmp_u64);
+	qsort(kb, len, sizeof(uint64_t), cmp_u64);
+	same = memcmp(ka, kb, len * sizeof(uint64_t)) == 0;
+	free(ka);
+	free(kb);
+	return same;
+}
+
+/*
+ * A scratch of exactly bytes for the grouping, shift bytes past a line,
+ * filled with 0xA5 and followed by a guard of as many bytes.
+ */
+#define GROUP_GUARD 64
+
+static unsigned char *
+group_scratch(size_t bytes, size_t shift)
+{
+	unsigned char *scratch = aligned_buffer(bytes + GROUP_GUARD, shift);
+
+	memset(scratch, 0xA5, bytes + GROUP_GUARD);
+	return scratch;
+}
+
+/* The grouping by hand: rows 2 and 4 empty, repeats, no cells, no rows. */
+static void
+test_group_by_hand(void)
+{
+	int32_t		row[] = {3, 0, 3, 1, 0, 3};
+	int32_t		col[] = {1, 4, 0, 2, 4, 1};
+	float		val[] = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};
+	int32_t		want_col[] = {4, 4, 2, 1, 0, 1};
+	float		want_val[] = {5.0f, 2.0f, 4.0f, 6.0f, 3.0f, 1.0f};
+	int64_t		want_ptr[] = {0, 2, 3, 3, 6, 6};
+	int64_t		indptr[6];
+	size_t		bytes = wals_csr_group_scratch_bytes(5000);
+	unsigned char *scratch = group_scratch(bytes, 0);
+	int64_t	   *wide = test_alloc(5001, sizeof(int64_t));
+	int32_t		one_row[] = {4999};
+	int32_t		one_col[] = {2};
+	float		one_val[] = {7.0f};
+	int64_t		r;
+	int			bad = 0;
+
+	CHECK(bytes >= wals_csr_group_scratch_bytes(5) &&
+		  wals_csr_group_scratch_bytes(0) > 0, "scratch sizes");
+	CHECK(wals_csr_group_in_place(5, 5, 6, row, col, val, indptr, scratch,
+								  bytes) == WALS_OK, "group");
+	CHECK(memcmp(indptr, want_ptr, sizeof(want_ptr)) == 0,
+		  "indptr %lld %lld %lld %lld %lld %lld", (long long) indptr[0],
+		  (long long) indptr[1], (long long) indptr[2], (long long) indptr[3],
+		  (long long) indptr[4], (long long) indptr[5]);
+	for (r = 0; r < 5; r++)
+		bad += !same_cells(col, val, indptr[r], want_col, want_val, want_ptr[r],
+						   want_ptr[r + 1] - want_ptr[r]);
+	CHECK(bad == 0, "%d rows with the wrong cells", bad);
+
+	memset(indptr, 0xFF, sizeof(indptr));
+	CHECK(wals_csr_group_in_place(4, 3, 0, row, col, val, indptr, scratch,
+								  bytes) == WALS_OK &&
+		  indptr[0] == 0 && indptr[1] == 0 && indptr[2] == 0 &&
+		  indptr[3] == 0 && indptr[4] == 0, "no cells");
+	indptr[0] = -1;
+	CHECK(wals_csr_group_in_place(0, 3, 0, row, col, val, indptr, scratch,
+								  bytes) == WALS_OK && indptr[0] == 0, "no rows");
+	CHECK(wals_csr_group_in_place(0, 3, 1, row, col, val, indptr, scratch,
+								  bytes) == WALS_EINVAL, "a cell and no rows");
+
+	memset(wide, 0xFF, 5001 * sizeof(int64_t));
+	CHECK(wals_csr_group_in_place(5000, 3, 0, row, col, val, wide, scratch,
+								  bytes) == WALS_OK, "two levels, no cells");
+	for (r = 0; r <= 5000; r++)
+		bad += wide[r] != 0;
+	CHECK(bad == 0, "two levels, no cells: %d row starts not 0", bad);
+	CHECK(wals_csr_group_in_place(5000, 3, 1, one_row, one_col, one_val, wide,
+								  scratch, bytes) == WALS_OK &&
+		  wide[4999] == 0 && wide[5000] == 1 && one_col[0] == 2 &&
+		  one_val[0] == 7.0f, "two levels, one cell in the last row");
+	CHECK(!touched(scratch + bytes, GROUP_GUARD), "wrote past the scratch");
+	free(wide);
+	free(scratch);
+}
+
+/*
+ * A grouping's shape: cells over rows drawn as nrows * u^power (1 for
+ * uniform rows, more for a power law crowding the low rows, 0 for rows
+ * already in order), columns uniform, and a share (in percent) repeating
+ * an earlier cell's pair with a new value.
+ */
+typedef struct GroupCase
+{
+	const char *name;
+	int64_t		nrows;
+	int64_t		ncols;
+	size_t		n;
+	double		power;
+	int			repeat_pct;
+} GroupCase;
+
+/*
+ * The grouping against the scatter, on a scratch of exactly its size past a
+ * line: the same row starts, each row the same multiset of cells, and the
+ * merging transposes of both the same to the bit, for both feedbacks.
+ */
+static void
+check_group(const GroupCase *gc)
+{
+	int32_t    *row = test_alloc(gc->n, sizeof(int32_t));
+	int32_t    *col = test_alloc(gc->n, sizeof(int32_t));
+	float	   *val = test_alloc(gc->n, sizeof(float));
+	size_t		bytes = wals_csr_group_scratch_bytes(gc->nrows);
+	unsigned char *scratch = group_scratch(bytes, 4);
+	size_t		csr_bytes = wals_csr_scratch_bytes(gc->n);
+	void	   *csr_scratch = csr_bytes > 0 ? aligned_buffer(csr_bytes, 0) : NULL;
+	WalsCsr		grouped;
+	WalsCsr		scattered;
+	TestRng		rng;
+	int64_t		r;
+	int			bad = 0;
+	int			f;
+	size_t		k;
+
+	rng_seed(&rng, (uint64_t) gc->nrows * 131 + gc->n);
+	for (k = 0; k < gc->n; k++)
+	{
+		if (k > 0 && rng_below(&rng, 100) < gc->repeat_pct)
+		{
+			size_t		j = rng_next(&rng) % k;
+
+			row[k] = row[j];
+			col[k] = col[j];
+		}
+		else
+		{
+			row[k] = gc->power == 0.0 ? (int32_t) (k * gc->nrows / gc->n) :
+				(int32_t) (gc->nrows * pow(rng_uniform(&rng), gc->power));
+			col[k] = (int32_t) (rng_next(&rng) % (uint64_t) gc->ncols);
+		}
+		val[k] = (float) (rng_uniform(&rng) * 100.0);
+	}
+	big_csr(&scattered, gc->nrows, gc->n, 0);
+	CHECK(wals_csr_scatter(gc->nrows, gc->ncols, gc->n, row, col, val,
+						   &scattered, NULL, 0) == WALS_OK, "%s: scatter", gc->name);
+
+	grouped.nrows = gc->nrows;
+	grouped.ncols = gc->ncols;
+	grouped.indptr = aligned_buffer((gc->nrows + 1) * sizeof(int64_t), 0);
+	grouped.indices = col;
+	grouped.values = val;
+	CHECK(wals_csr_group_in_place(gc->nrows, gc->ncols, gc->n, row, col, val,
+								  grouped.indptr, scratch, bytes) == WALS_OK,
+		  "%s: group", gc->name);
+	CHECK(!touched(scratch + bytes, GROUP_GUARD), "%s: wrote past the scratch",
+		  gc->name);
+	CHECK(grouped.indptr[0] == 0 && grouped.indptr[gc->nrows] == (int64_t) gc->n &&
+		  memcmp(grouped.indptr, scattered.indptr,
+				 (gc->nrows + 1) * sizeof(int64_t)) == 0,
+		  "%s: row starts differ from the scatter's", gc->name);
+	for (r = 0; r < gc->nrows; r++)
+		if (scattered.indptr[r + 1] > scattered.indptr[r])
+			bad += !same_cells(col, val, grouped.indptr[r], scattered.indices,
+							   scattered.values, scattered.indptr[r],
+							   scattered.indptr[r + 1] - scattered.indptr[r]);
+	CHECK(bad == 0, "%s: %d rows with other cells than the scatter's", gc->name, bad);
+
+	for (f = 0; f < 2; f++)
+	{
+		WalsFeedback fb = f == 0 ? WALS_IMPLICIT : WALS_EXPLICIT;
+		WalsCsr		a;
+		WalsCsr		b;
+
+		big_csr(&a, gc->ncols, gc->n, 0);
+		big_csr(&b, gc->ncols, gc->n, 0);
+		CHECK(wals_csr_transpose_merge(fb, &grouped, &a, csr_scratch,
+									   csr_bytes) == WALS_OK &&
+			  wals_csr_transpose_merge(fb, &scattered, &b, csr_scratch,
+									   csr_bytes) == WALS_OK,
+			  "%s: merging transposes", gc->name);
+		CHECK(csr_same(&a, &b) && well_formed(&a),
+			  "%s: %s merge after grouping differs from after the scatter",
+			  gc->name, f == 0 ? "implicit" : "explicit");
+		big_csr_free(&a, 0);
+		big_csr_free(&b, 0);
+	}
+	free(grouped.indptr);
+	big_csr_free(&scattered, 0);
+	free(scratch - 4);
+	free(csr_scratch);
+	free(row);
+	free(col);
+	free(val);
+}
+
+/*
+ * Shapes taking one level and two: tiny, at the edge of one level (256
+ * rows) and just past it, a power law whose low rows crowd one first-level
+ * bucket, rows already in order, a last bucket one row short of the
+ * others, rows so many that most buckets are empty, and so many that the
+ * first level takes more than 8 bits.
+ */
+static void
+test_group_random(void)
+{
+	static const GroupCase cases[] = {
+		{"one cell", 1, 1, 1, 1.0, 0},
+		{"one row", 1, 7, 200, 1.0, 30},
+		{"tiny", 3, 2, 40, 1.0, 50},
+		{"one level, power law", 256, 50, 30000, 2.0, 20},
+		{"just past one level", 257, 60, 30000, 1.0, 20},
+		{"two levels, uniform", 3000, 700, 100000, 1.0, 5},
+		{"two levels, power law", 50000, 20000, 300000, 3.0, 10},
+		{"two levels, a hot bucket", 200000, 5000, 300000, 8.0, 2},
+		{"two levels, rows in order", 50000, 20000, 300000, 0.0, 0},
+		{"two levels, a last bucket one row short", 65535, 100, 50000, 1.0, 5},
+		{"two levels, most buckets empty", 2000000, 1000, 5000, 1.0, 10},
+		{"two levels, 1024 first-level buckets", 9000000, 3000, 200000, 2.0, 5},
+	};
+	size_t		c;
+
+	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+		check_group(&cases[c]);
+}
+
+/*
+ * Bad input, at the last cell so that the checks must cover every cell
+ * before one moves, and sizes and scratches refused: the right status, and
+ * the coordinates and indptr left as they were.
+ */
+static void
+test_group_bad_input(void)
+{
+	static const char *const names[] = {
+		"row past the end", "negative row", "column past the end",
+		"negative column", "NaN value", "infinite value",
+		"scratch one byte short", "no scratch", "more columns than int32",
+		"negative row count", "more rows than int32"
+	};
+	static const WalsStatus want[] = {
+		WALS_EINVAL, WALS_EINVAL, WALS_EINVAL, WALS_EINVAL,
+		WALS_ENONFINITE, WALS_ENONFINITE, WALS_EINVAL, WALS_EINVAL,
+		WALS_EINVAL, WALS_EINVAL, WALS_EINVAL
+	};
+	int64_t		nrows = 5000;
+	int64_t		ncols = 300;
+	size_t		n = 20000;
+	int32_t    *row = test_alloc(n, sizeof(int32_t));
+	int32_t    *col = test_alloc(n, sizeof(int32_t));
+	float	   *val = test_alloc(n, sizeof(float));
+	int32_t    *row0 = test_alloc(n, sizeof(int32_t));
+	int32_t    *col0 = test_alloc(n, sizeof(int32_t));
+	float	   *val0 = test_alloc(n, sizeof(float));
+	int64_t    *indptr = test_alloc(nrows + 1, sizeof(int64_t));
+	int64_t    *indptr0 = test_alloc(nrows + 1, sizeof(int64_t));
+	size_t		bytes = wals_csr_group_scratch_bytes(nrows);
+	unsigned char *scratch = group_scratch(bytes, 0);
+	TestRng		rng;
+	int32_t		last_row;
+	int32_t		last_col;
+	float		last_val;
+	int			c;
+	size_t		k;
+
+	rng_seed(&rng, 5);
+	for (k = 0; k < n; k++)
+	{
+		row0[k] = (int32_t) (rng_next(&rng) % (uint64_t) nrows);
+		col0[k] = (int32_t) (rng_next(&rng) % (uint64_t) ncols);
+		val0[k] = (float) rng_uniform(&rng);
+	}
+	last_row = row0[n - 1];
+	last_col = col0[n - 1];
+	last_val = val0[n - 1];
+	memset(indptr0, 0x5A, (nrows + 1) * sizeof(int64_t));
+	for (c = 0; c < (int) (sizeof(want) / sizeof(want[0])); c++)
+	{
+		int64_t		m = nrows;
+		int64_t		w = ncols;
+		void	   *s = scratch;
+		size_t		sb = bytes;
+		WalsStatus	status;
+
+		row0[n - 1] = last_row;
+		col0[n - 1] = last_col;
+		val0[n - 1] = last_val;
+		switch (c)
+		{
+			case 0:
+				row0[n - 1] = (int32_t) nrows;
+				break;
+			case 1:
+				row0[n - 1] = -1;
+				break;
+			case 2:
+				col0[n - 1] = (int32_t) ncols;
+				break;
+			case 3:
+				col0[n - 1] = -1;
+				break;
+			case 4:
+				val0[n - 1] = NAN;
+				break;
+			case 5:
+				val0[n - 1] = -INFINITY;
+				break;
+			case 6:
+				sb = bytes - 1;
+				break;
+			case 7:
+				s = NULL;
+				break;
+			case 8:
+				w = (int64_t) INT32_MAX + 1;
+				break;
+			case 9:
+				m = -1;
+				break;
+			case 10:
+				m = (int64_t) INT32_MAX + 1;
+				break;
+		}
+		memcpy(row, row0, n * sizeof(int32_t));
+		memcpy(col, col0, n * sizeof(int32_t));
+		memcpy(val, val0, n * sizeof(float));
+		memcpy(indptr, indptr0, (nrows + 1) * sizeof(int64_t));
+		status = wals_csr_group_in_place(m, w, n, row, col, val, indptr, s, sb);
+		CHECK(status == want[c], "%s: status %d, expected %d", names[c],
+			  (int) status, (int) want[c]);
+		CHECK(memcmp(row, row0, n * sizeof(int32_t)) == 0 &&
+			  memcmp(col, col0, n * sizeof(int32_t)) == 0 &&
+			  memcmp(val, val0, n * sizeof(float)) == 0 &&
+			  memcmp(indptr, indptr0, (nrows + 1) * sizeof(int64_t)) == 0,
+			  "%s: the arrays changed", names[c]);
+	}
+	row0[n - 1] = last_row;
+	col0[n - 1] = last_col;
+	val0[n - 1] = last_val;
+	CHECK(wals_csr_group_in_place(nrows, ncols, n, row0, col0, val0, indptr,
+								  scratch, bytes) == WALS_OK, "the same cells, fixed");
+	free(row);
+	free(col);
+	free(val);
+	free(row0);
+	free(col0);
+	free(val0);
+	free(indptr);
+	free(indptr0);
+	free(scratch);
+}
+
 /* Entry point: every sparse-build check. */
 void
 test_csr(void)
@@ -690,4 +1066,7 @@ test_csr(void)
 	test_long_run(WALS_EXPLICIT);
 	test_two_level();
 	test_two_level_overflow();
+	test_group_by_hand();
+	test_group_random();
+	test_group_bad_input();
 }
