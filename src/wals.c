@@ -161,7 +161,7 @@ _PG_init(void)
 							   gettext_noop("The CUDA engine wals loads when a GPU is considered."),
 							   gettext_noop("A name in the package library directory, or an absolute path."),
 							   &wals_cuda_library,
-							   "wals_cuda",
+							   WALS_CUDA_ENGINE,
 							   PGC_SUSET,
 							   0,
 							   NULL, NULL, NULL);

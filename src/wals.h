@@ -75,6 +75,9 @@
  */
 #define WALS_DEFAULT_GPU_MIN_RATINGS	2000000
 
+/* wals.cuda_library's default: the engine gpu/ builds, in $libdir. */
+#define WALS_CUDA_ENGINE	"wals_cuda"
+
 /*
  * wals.shard_message_size: the most one message of a sharded training
  * carries, in kB; a value (a side's factors or ids) that is larger goes in
