@@ -20,6 +20,11 @@
  * distinct ids sorted and the rows renumbered in place, so that dense
  * indices follow id order (src/core/idmap.c).
  *
+ * A table of a few thousand pages or more, read by a training with
+ * workers, is read by the workers beside the leader, each from its share
+ * of one parallel scan (ingest_parallel.c); a view, or anything else that
+ * goes through SPI, is read by the leader alone.
+ *
  * Large buffers ask for transparent huge pages and are faulted in ahead of
  * use (pages.c), and the rows of a table are sized from the planner's
  * estimate up front: moving a growing array would break its huge pages.
@@ -48,6 +53,7 @@
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
 
+#include "ingest_internal.h"
 #include "wals_train.h"
 
 /*
@@ -55,12 +61,6 @@
  * milliseconds of reading.
  */
 #define WALS_INGEST_CHECK_ROWS		8192
-
-/*
- * Rows whose ids are mapped together: enough for the prefetching of the id
- * maps to hide most of their cache misses, few enough to stay in cache.
- */
-#define WALS_INGEST_BATCH			512
 
 /* Rows whose pages are faulted in at a time, ahead of the rows read. */
 #define WALS_INGEST_PREFAULT_ROWS	(1 << 20)
@@ -71,49 +71,6 @@
  */
 #define WALS_INGEST_INITIAL_ROWS	65536
 
-/* The values of a row, in this order, wherever they come from. */
-#define ROW_USER	0
-#define ROW_ITEM	1
-#define ROW_RATING	2
-#define ROW_VALUES	3
-
-/* How to read a row's values. */
-typedef struct RowLayout
-{
-	bool		has_rating;		/* false: every pair counts 1 */
-	WalsValueKind	kind[ROW_VALUES];
-	AttrNumber	attnum[ROW_VALUES]; /* in the table, for a direct scan */
-} RowLayout;
-
-/* One side's id map, its memory, and the ids of the batch not yet mapped. */
-typedef struct IdSide
-{
-	WalsIdMap	map;
-	void	   *buffer;
-	size_t		bytes;
-	int64		pending[WALS_INGEST_BATCH];
-	const char *what;			/* for errors */
-} IdSide;
-
-/* Everything read so far. */
-typedef struct Ingest
-{
-	const WalsTrainArgs *args;
-	RowLayout	layout;
-	MemoryContext cxt;			/* where the arrays live */
-	MemoryContext scratch;		/* numeric conversions, reset at each check */
-	IdSide		users;
-	IdSide		items;
-	int32	   *user_idx;		/* provisional indices until renumbered */
-	int32	   *item_idx;
-	float	   *ratings;		/* also holds the ratings of the batch */
-	int64		n;				/* rows mapped */
-	int64		capacity;		/* always room for n plus a batch */
-	int64		prefaulted;		/* rows whose pages are faulted in */
-	int			nbatch;			/* rows in the batch */
-	int64		null_ids;
-	int			countdown;		/* rows until the next check */
-} Ingest;
 
 /* The executor's receiver of the SPI path. */
 typedef struct IngestReceiver
@@ -203,8 +160,8 @@ prefault_rows(Ingest *in)
 }
 
 /* Room for capacity rows, a batch at least. */
-static void
-alloc_rows(Ingest *in, double capacity)
+void
+wals_ingest_alloc(Ingest *in, double capacity)
 {
 	in->capacity = (int64) Min(Max(capacity, WALS_INGEST_BATCH),
 							   (double) (MaxAllocHugeSize / sizeof(int32)));
@@ -215,33 +172,81 @@ alloc_rows(Ingest *in, double capacity)
 	prefault_rows(in);
 }
 
-/* Move the batch into the rows. */
-static void
-flush_batch(Ingest *in)
+/*
+ * Move the batch into the rows; rows that fill the arrays are handed over
+ * where there is someone to hand them to, else the arrays grow.
+ */
+void
+wals_ingest_flush(Ingest *in)
 {
 	side_map(in, &in->users, in->user_idx + in->n);
 	side_map(in, &in->items, in->item_idx + in->n);
 	in->n += in->nbatch;
+	in->read += in->nbatch;
 	in->nbatch = 0;
 	if (in->n + WALS_INGEST_BATCH > in->capacity)
-		grow_rows(in);
+	{
+		if (in->hand_over != NULL)
+			in->hand_over(in);
+		else
+			grow_rows(in);
+	}
 	prefault_rows(in);
 }
 
-/* Memory held by the rows read and the id maps. */
-static double
-ingest_bytes(const Ingest *in)
+/*
+ * Map ids[0..n) of one side, read elsewhere (by a parallel worker), to
+ * this process's provisional indices at out, a batch at a time; the batch
+ * must be empty.
+ */
+void
+wals_ingest_map_ids(Ingest *in, IdSide *side, const int64 *ids, int64 n, int32 *out)
 {
-	return (double) in->n * (2 * sizeof(int32) + sizeof(float)) +
-		(double) (in->users.bytes + in->items.bytes);
+	Assert(in->nbatch == 0);
+	for (int64 done = 0; done < n; done += in->nbatch)
+	{
+		in->nbatch = (int) Min(n - done, WALS_INGEST_BATCH);
+		memcpy(side->pending, ids + done, in->nbatch * sizeof(int64));
+		side_map(in, side, out + done);
+		if ((done / WALS_INGEST_BATCH) % 64 == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	in->nbatch = 0;
 }
 
+/* Room for rows more rows, faulted in. */
+void
+wals_ingest_reserve(Ingest *in, int64 rows)
+{
+	while (in->n + rows + WALS_INGEST_BATCH > in->capacity)
+		grow_rows(in);
+	wals_prefault(in->user_idx + in->n, rows * sizeof(int32));
+	wals_prefault(in->item_idx + in->n, rows * sizeof(int32));
+	wals_prefault(in->ratings + in->n, rows * sizeof(float));
+	in->prefaulted = Max(in->prefaulted, in->n + rows);
+}
+
+/*
+ * Check for a cancel, and the memory of the rows read and this process's
+ * id maps; where processes read together, of the rows all of them have
+ * read.  The leader shows the rows read in its progress.
+ */
 static void
 ingest_check(Ingest *in)
 {
+	int64		rows = in->read + in->nbatch;
+
 	CHECK_FOR_INTERRUPTS();
-	wals_work_rows(in->n + in->nbatch);
-	wals_memory_check(ingest_bytes(in), "reading the ratings");
+	if (in->all_read != NULL)
+	{
+		rows = (int64) pg_atomic_add_fetch_u64(in->all_read, rows - in->counted);
+		in->counted = in->read + in->nbatch;
+	}
+	if (in->hand_over == NULL)
+		wals_work_rows(rows);
+	wals_memory_check((double) rows * (2 * sizeof(int32) + sizeof(float)) +
+					  (double) (in->users.bytes + in->items.bytes),
+					  "reading the ratings");
 	MemoryContextReset(in->scratch);
 	in->countdown = WALS_INGEST_CHECK_ROWS;
 }
@@ -351,7 +356,7 @@ ingest_row(Ingest *in, const Datum *values, const bool *nulls)
 	in->users.pending[k] = id_value(lay->kind[ROW_USER], values[ROW_USER]);
 	in->items.pending[k] = id_value(lay->kind[ROW_ITEM], values[ROW_ITEM]);
 	if (++in->nbatch == WALS_INGEST_BATCH)
-		flush_batch(in);
+		wals_ingest_flush(in);
 }
 
 /*
@@ -419,8 +424,8 @@ can_scan_directly(const WalsTrainArgs *args, Relation rel, RowLayout *lay)
  * it was made, but never more than the pages of rel can hold: an estimate
  * too low only costs a move of the rows, one too high only address space.
  */
-static double
-estimate_rows(Relation rel)
+double
+wals_ingest_estimate(Relation rel)
 {
 	BlockNumber pages;
 	double		tuples;
@@ -436,12 +441,11 @@ estimate_rows(Relation rel)
  * are fetched from them, at offsets cached in the descriptor when the
  * columns before are of fixed width: no copy, no slot, no other column.
  */
-static void
-scan_directly(Ingest *in, Relation rel)
+void
+wals_ingest_scan(Ingest *in, Relation rel, TableScanDesc scan)
 {
 	const RowLayout *lay = &in->layout;
 	TupleDesc	desc = RelationGetDescr(rel);
-	TableScanDesc scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
 	HeapTuple	tuple;
 	Datum		values[ROW_VALUES] = {0};
 	bool		nulls[ROW_VALUES] = {false};
@@ -455,7 +459,6 @@ scan_directly(Ingest *in, Relation rel)
 											  &nulls[ROW_RATING]);
 		ingest_row(in, values, nulls);
 	}
-	table_endscan(scan);
 }
 
 static bool
@@ -537,17 +540,23 @@ read_source(Ingest *in)
 
 		if (can_scan_directly(args, rel, &in->layout))
 		{
-			alloc_rows(in, estimate_rows(rel));
-			scan_directly(in, rel);
+			if (!wals_ingest_parallel(in, rel))
+			{
+				TableScanDesc scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+
+				wals_ingest_alloc(in, wals_ingest_estimate(rel));
+				wals_ingest_scan(in, rel, scan);
+				table_endscan(scan);
+			}
 			table_close(rel, NoLock);
-			flush_batch(in);
+			wals_ingest_flush(in);
 			return;
 		}
 		table_close(rel, NoLock);
 	}
-	alloc_rows(in, WALS_INGEST_INITIAL_ROWS);
+	wals_ingest_alloc(in, WALS_INGEST_INITIAL_ROWS);
 	scan_with_spi(in);
-	flush_batch(in);
+	wals_ingest_flush(in);
 }
 
 /*
@@ -574,6 +583,19 @@ side_finish(Ingest *in, IdSide *side, int32 *index, int64 *count)
 	return ids;
 }
 
+/* Start reading in the current memory context, nothing read yet. */
+void
+wals_ingest_begin(Ingest *in, const WalsTrainArgs *args)
+{
+	memset(in, 0, sizeof(*in));
+	in->args = args;
+	in->cxt = CurrentMemoryContext;
+	in->scratch = AllocSetContextCreate(in->cxt, "wals ingest scratch", ALLOCSET_SMALL_SIZES);
+	in->countdown = WALS_INGEST_CHECK_ROWS;
+	side_init(&in->users, "mapping user ids");
+	side_init(&in->items, "mapping item ids");
+}
+
 /*
  * Read the ratings the arguments describe into raw, with dense indices in
  * id order.  Must run inside an SPI connection.  Errors on a null rating, one
@@ -583,15 +605,9 @@ side_finish(Ingest *in, IdSide *side, int32 *index, int64 *count)
 void
 wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty)
 {
-	Ingest		in = {0};
+	Ingest		in;
 
-	in.args = args;
-	in.cxt = CurrentMemoryContext;
-	in.scratch = AllocSetContextCreate(in.cxt, "wals ingest scratch", ALLOCSET_SMALL_SIZES);
-	in.countdown = WALS_INGEST_CHECK_ROWS;
-	side_init(&in.users, "mapping user ids");
-	side_init(&in.items, "mapping item ids");
-
+	wals_ingest_begin(&in, args);
 	wals_work_phase(WALS_PHASE_READING, -1);
 	read_source(&in);
 	MemoryContextDelete(in.scratch);

@@ -72,6 +72,57 @@ for my $solver ('cg', 'cholesky')
 		"$solver: the same factors, bit for bit, with 0, 1 and 2 workers");
 }
 
+# A table of more than 4096 pages is read by workers beside the leader: the
+# same model as read alone, every row with a null id counted, and an error
+# in the rows a worker reads reaches the caller.
+$node->safe_psql(
+	'postgres', q{
+CREATE TABLE wide (user_id int, item_id int, rating real) WITH (fillfactor = 10);
+INSERT INTO wide SELECT u, (u * 7 + g * 13) % 300 + 1, 1 + (u + g) % 5
+  FROM generate_series(1, 9000) u, generate_series(1, 12) g;
+INSERT INTO wide SELECT CASE WHEN k % 2 = 0 THEN k END, CASE WHEN k % 2 = 1 THEN 1 END, 1
+  FROM generate_series(1, 500) k;
+ANALYZE wide;});
+is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096}),
+	't', 'the wide table has over 4096 pages');
+{
+	my %seen;
+	for my $workers (0, 1, 2)
+	{
+		my ($ret, $stdout, $stderr) = $node->psql(
+			'postgres',
+			qq{SET client_min_messages = debug1;
+			  SELECT loss FROM wals_train('wide', 'user_id', 'item_id', 'rating',
+			    model => 'wide$workers', factors => 8, iterations => 2, workers => $workers)});
+		is($ret, 0, "wide, workers => $workers: trains");
+		if ($workers > 0)
+		{
+			like($stderr, qr/wals: reading "wide" with $workers parallel workers/,
+				"wide, workers => $workers: the workers read beside the leader");
+		}
+		else
+		{
+			unlike($stderr, qr/parallel workers/, 'wide, workers => 0: the leader reads alone');
+		}
+		like($stderr, qr/skipped 500 rows of "wide" with a null user or item id/,
+			"wide, workers => $workers: every row with a null id is counted");
+		$seen{loss}{$stdout}++;
+		$seen{factors}{ factors_md5("wide$workers") }++;
+	}
+	is(scalar keys %{ $seen{loss} }, 1, 'wide: the same loss read by 0, 1 and 2 workers');
+	is(scalar keys %{ $seen{factors} }, 1, 'wide: the same factors, bit for bit');
+	$node->safe_psql('postgres',
+		q{UPDATE wide SET rating = 'NaN' WHERE user_id % 700 = 0; VACUUM wide;});
+	my ($ret, $stdout, $stderr) = $node->psql(
+		'postgres',
+		q{SELECT FROM wals_train('wide', 'user_id', 'item_id', 'rating',
+		    model => 'wide_bad', factors => 8, iterations => 1, workers => 2)});
+	like($stderr, qr/column "rating" given as "rating_col" contains the non-finite rating NaN/,
+		'a rating refused in any process stops the training with its error');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_models WHERE model = 'wide_bad'}),
+		'0', 'and stores nothing');
+}
+
 # With no worker to be had, the leader trains alone and says so.
 {
 	my ($ret, $stdout, $stderr) = $node->psql(
