@@ -101,7 +101,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-shared bench-validation bench-negative bench-tune bench-shards bench-shard-load bench-refresh bench-refresh-quality bench-catalog test-pg17 test-pg18 ci-fresh
+BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-shared bench-validation bench-negative bench-tune bench-shards bench-shard-load bench-refresh bench-refresh-quality bench-catalog bench-scale test-pg17 test-pg18 ci-fresh
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # Every TAP test copies test/installcheck.sh's initdb template, on 15 too
@@ -381,11 +381,15 @@ bench: deps-bench
 #   bench-catalog          exact serving over 10,000,000 items at f = 64
 #                          (CATALOG_ITEMS, CATALOG_FACTORS): warm calls, new
 #                          connections' first, agreement with plain SQL
+#   bench-scale            a training of 100,000,000 ratings made in SQL
+#                          (SCALE_RATINGS, SCALE_WORKERS): seconds to read,
+#                          build, iterate and store, bytes a rating
 #   bench-shards           one server against 1, 2 and 3 local shards
 #                          (postgres_fdw partitions by user) on the 20M set:
 #                          seconds per iteration, bytes moved, memory per shard
 BENCHES = bench-serve bench-gpu bench-evaluate bench-shared bench-validation bench-negative \
-	bench-tune bench-accel bench-refresh bench-refresh-quality bench-shards bench-catalog
+	bench-tune bench-accel bench-refresh bench-refresh-quality bench-shards bench-catalog \
+	bench-scale
 BENCH_SCRIPT_negative = negative_ref
 BENCH_SCRIPT_refresh-quality = refresh_quality
 

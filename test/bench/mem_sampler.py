@@ -11,8 +11,12 @@ shared page in equal parts to the processes that map it, so the dynamic
 shared memory that the leader and its workers share is counted once in the
 sum.  On SIGTERM prints one JSON line: peak_kb; first_kb, the first sample,
 which is about what the backend holds before the training allocates
-anything; samples; and processes, the most seen in one sample (1 + the
-workers that were running).
+anything; samples; processes, the most seen in one sample (1 + the
+workers that were running); and own_peak_kb and own_first_kb, the same
+for the memory the training itself allocates: the private memory of the
+backend and its workers (RssAnon, which leaves out the pages of
+shared_buffers they touch) plus the dynamic shared memory segments in
+/dev/shm.
 
 The workers are the processes that pg_stat_activity lists with leader_pid =
 the backend's pid; they are found here by their process title, "parallel
@@ -47,6 +51,33 @@ def pss_kb(pid):
     return 0
 
 
+def anon_kb(pid):
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def segments_kb():
+    """Dynamic shared memory in use on the server's machine (/dev/shm)."""
+    total = 0
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return 0
+    for name in names:
+        if name.startswith("PostgreSQL."):
+            try:
+                total += os.stat(f"/dev/shm/{name}").st_blocks // 2
+            except OSError:
+                pass
+    return total
+
+
 def workers(title):
     found = []
     for name in os.listdir("/proc"):
@@ -75,18 +106,23 @@ def main():
         if leader is None:
             time.sleep(0.005)
     peak = first = samples = most = 0
+    own_peak = own_first = None
     if leader is not None:
         title = re.compile(rb"parallel worker for PID %d(?!\d)" % leader)
         while not stop:
             pids = [leader] + workers(title)
             total = sum(pss_kb(p) for p in pids)
+            own = sum(anon_kb(p) for p in pids) + segments_kb()
             first = first or total
+            own_first = own if own_first is None else own_first
             peak = max(peak, total)
+            own_peak = own if own_peak is None else max(own_peak, own)
             most = max(most, len(pids))
             samples += 1
             time.sleep(INTERVAL)
     print(json.dumps({"peak_kb": peak, "first_kb": first, "samples": samples,
-                      "processes": most}))
+                      "processes": most, "own_peak_kb": own_peak or 0,
+                      "own_first_kb": own_first or 0}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+#!/bin/bash
+# A hundred million ratings and more: what a training costs as its ratings
+# grow past what the caches hold, against the targets of the billion
+# ratings (at most 16 bytes a rating, leader and workers together; an
+# iteration's cost per rating at 100M within 1.2x of its cost at 15.5M;
+# the factors stored in at most 3 s at 100M; reading at most 1.5x a sum()
+# over the same table).
+#
+#   ./test/bench/scale.sh       (from the repository root, as root, with
+#                                the extension built and installed; or
+#                                `make bench-scale`, which does both)
+#
+# 1. in a throw-away cluster makes the ratings in SQL: SCALE_RATINGS rows
+#    (default 100,000,000) of SCALE_USERS users (default 666,666), each
+#    rating about as many items, among SCALE_ITEMS items (default 100,000)
+#    whose popularity falls as a power of their rank, a rating of 1 to 5;
+# 2. times sum() over the table with SCALE_WORKERS parallel workers
+#    (default: one less than the cores) and without;
+# 3. trains SCALE_FACTORS factors (default 64), SCALE_ITERATIONS CG
+#    iterations (default 3) with SCALE_WORKERS workers, sampling the memory
+#    the training allocates (mem_sampler.py: the private memory of the
+#    leader and its workers and the dynamic shared memory segments);
+# 4. prints the CPU, the kernels, the sizes and the figures (the seconds to
+#    read, build, iterate and store; bytes a rating), also written to
+#    test/bench/out/scale.txt.
+#
+# Nothing is asserted.  At 100M: a 4.4 GB table, about 10 minutes on 2
+# cores, 2 GB of memory for the training; 500M (SCALE_RATINGS=500000000)
+# needs 22 GB of disk and about 9 GB of memory.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+
+say() { echo "scale.sh: $*" >&2; }
+
+# shellcheck source=test/bench/lib.sh
+. test/bench/lib.sh
+
+bench_prepare
+
+say "training on many ratings in a throw-away PostgreSQL cluster"
+if ! $PG_VIRTUALENV -t -o shared_buffers=1GB -o max_wal_size=20GB -o maintenance_work_mem=1GB \
+	-o max_worker_processes=16 -o max_parallel_workers=16 \
+	bash ${SCALE_TRACE:+-x} "$BENCH/scale_db.sh" | tee "$OUTDIR/scale.txt"; then
+	say "failed (the end of the server log, if any, is above); the cluster is dropped"
+	exit 1
+fi
+say "written to $OUTDIR/scale.txt"

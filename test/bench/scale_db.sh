@@ -1,0 +1,82 @@
+#!/bin/bash
+# The in-database half of scale.sh: runs inside pg_virtualenv.
+set -euo pipefail
+
+BENCH=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=test/bench/lib.sh
+. "$BENCH/lib.sh"
+
+RATINGS=${SCALE_RATINGS:-100000000}
+USERS=${SCALE_USERS:-666666}
+ITEMS=${SCALE_ITEMS:-100000}
+FACTORS=${SCALE_FACTORS:-64}
+ITERATIONS=${SCALE_ITERATIONS:-3}
+WORKERS=${SCALE_WORKERS:-$(( $(nproc) > 1 ? $(nproc) - 1 : 0 ))}
+RES=$(mktemp -d)
+
+say() { echo "  $*" >&2; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+
+SAMPLER=""
+stop_sampler() {
+	if [ -n "$SAMPLER" ]; then
+		kill -TERM "$SAMPLER" 2>/dev/null || true
+		wait "$SAMPLER" 2>/dev/null || true
+		SAMPLER=""
+	fi
+}
+trap 'stop_sampler; rm -rf "$RES"' EXIT
+
+sql "CREATE EXTENSION wals"
+echo "cpu: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores, $(awk '/^MemTotal:/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo) GB"
+echo "kernels: $(sql "SELECT kernels FROM wals_devices() WHERE device = 'cpu'")"
+echo "$(sql 'SELECT version()' | cut -d, -f1); wals $(sql "SELECT extversion FROM pg_extension WHERE extname = 'wals'")"
+
+say "making $RATINGS ratings of $USERS users and $ITEMS items"
+t0=$(now)
+$PSQL <<SQL
+CREATE UNLOGGED TABLE r (user_id bigint, item_id bigint, rating real);
+INSERT INTO r
+SELECT i % $USERS + 1,
+       floor($ITEMS * power((hashint8(i) & 2147483647)::float8 / 2147483648, 2.5))::bigint + 1,
+       (i % 5) + 1
+FROM (SELECT generate_series(0, $RATINGS - 1) AS i) s;
+ANALYZE r;
+SQL
+echo "ratings: $(sql 'SELECT count(*) FROM r') rows, $(sql "SELECT pg_size_pretty(pg_table_size('r'))"), made in $(since "$t0") s"
+
+sum_s() {
+	$PSQL -At -c "SET max_parallel_workers_per_gather = $1" -c '\timing on' \
+		-c 'SELECT sum(rating) FROM r' | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' |
+		awk '{ printf "%.2f", $1 / 1000 }'
+}
+sum_s 0 > /dev/null
+echo "sum() over the table: $(sum_s 0) s alone, $(sum_s "$WORKERS") s with $WORKERS workers"
+
+say "training f = $FACTORS, $ITERATIONS iterations, $WORKERS workers"
+$PY "$BENCH/mem_sampler.py" "$RES/pid" > "$RES/mem" &
+SAMPLER=$!
+$PSQL -At > "$RES/train" <<SQL
+SELECT pg_backend_pid() \g $RES/pid
+SET client_min_messages = warning;
+SELECT load_s || ' ' || train_s || ' ' || store_s || ' ' || ratings
+FROM wals_train('r', 'user_id', 'item_id', 'rating', model => 'big', factors => $FACTORS,
+                iterations => $ITERATIONS, workers => $WORKERS);
+SELECT workers FROM wals_models WHERE model = 'big';
+SELECT string_agg(round(l.seconds::numeric, 2)::text, ' ' ORDER BY l.iteration)
+FROM wals_training_log l JOIN wals_models m
+  ON m.model = l.model AND m.schema = l.schema AND m.version = l.version
+WHERE m.model = 'big';
+SQL
+stop_sampler
+read -r load_s train_s store_s cells < <(sed -n 1p "$RES/train")
+launched=$(sed -n 2p "$RES/train")
+iters=$(sed -n 3p "$RES/train")
+field() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" "$RES/mem"; }
+echo "trained: $cells distinct ratings, $launched workers launched"
+echo "  load (read and build): $load_s s; train: $train_s s (iterations: $iters s); store: $store_s s"
+echo "  per rating, an iteration: $(echo "$iters" | awk -v n="$cells" '{ s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.1f", 1e9 * s / NF / n }') ns"
+awk -v p="$(field own_peak_kb)" -v f="$(field own_first_kb)" -v n="$cells" -v u="$USERS" -v i="$ITEMS" -v k="$FACTORS" 'BEGIN {
+	m = (p - f) * 1024; x = 4 * k * (u + i)
+	printf "  memory the training allocates, leader and workers (private memory and shared segments, peak less the first sample): %.0f MB, %.1f bytes a rating; less the factors (%.0f MB): %.1f bytes a rating\n", m / 1048576, m / n, x / 1048576, (m - x) / n }'
