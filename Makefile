@@ -101,7 +101,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 # Without PGXS only the targets that install it first (deps, demo, test and
 # the benchmarks run test/install_deps.sh, then make again) can go on;
 # anything else would build a partial tree or install to the wrong place.
-BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-shared bench-validation bench-negative bench-tune bench-shards bench-shard-load bench-refresh bench-refresh-quality bench-catalog bench-scale test-pg17 test-pg18 ci-fresh
+BOOTSTRAP_GOALS = deps deps-arm64 deps-bench deps-deb deb test-deb demo test test-arm64 test-cassert bench bench-serve bench-gpu bench-accel bench-evaluate bench-shared bench-validation bench-negative bench-tune bench-shards bench-shard-load bench-refresh bench-refresh-quality bench-catalog bench-scale test-citus test-pg17 test-pg18 ci-fresh
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 # Every TAP test copies test/installcheck.sh's initdb template, on 15 too
@@ -310,12 +310,18 @@ test-cassert: deps
 # of the Debian suite that carries it (test/pg_build.sh): 17 with
 # assertions, 18 without, built as PostgreSQL's releases are.  What differs
 # between the majors is in src/pg_compat.h.
-.PHONY: test-pg17 test-pg18
+.PHONY: test-pg17 test-pg18 test-citus
 test-pg17: deps
 	./test/pg_test.sh 17 cassert
 
 test-pg18: deps
 	./test/pg_test.sh 18 release
+
+# Citus from a source tree of your own (CITUS_SRC): not in .ci/run, whose
+# machines have no Citus package and no network to fetch one.
+test-citus: deps
+	$(MAKE) install
+	CITUS_SRC='$(CITUS_SRC)' ./test/citus_test.sh
 
 # .ci/run from a clean clone of HEAD inside a new Debian 12 root made by
 # debootstrap (gcc, make and git in it, nothing else of this machine's but
