@@ -56,3 +56,9 @@ wals_copy_floats(float *dst, const float *src, size_t n)
 {
 	wals_fill_floats(dst, src, n);
 }
+
+void
+wals_copy_bytes(void *dst, const void *src, size_t bytes)
+{
+	wals_fill_bytes(dst, src, bytes);
+}

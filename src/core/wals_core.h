@@ -82,10 +82,13 @@ extern void wals_set_poll_hook(WalsPollHook hook);
  * p[0..n) = 0, and dst[0..n) = src[0..n), polling between slices: the first
  * write to a fresh page costs microseconds, 170 ms for an f x f matrix at
  * f = 4096 and a second for the factors of 20,000 rows, so the caller's
- * clears of a Gram and copies of factors go through these.
+ * clears of a Gram and copies of factors go through these.  wals_copy_bytes
+ * copies bytes bytes so, whatever they hold: the arrays of a matrix that a
+ * training moves into its shared workspace (hundreds of megabytes).
  */
 extern void wals_zero_floats(float *p, size_t n);
 extern void wals_copy_floats(float *dst, const float *src, size_t n);
+extern void wals_copy_bytes(void *dst, const void *src, size_t bytes);
 
 typedef enum WalsFeedback
 {

@@ -135,22 +135,33 @@ wals_poll(int64_t work)
 #define WALS_SLICE_FLOATS ((size_t) 1 << 16)
 #define WALS_TOUCH_WORK 32
 
+/*
+ * bytes of dst = those of src, or 0 where src is NULL, by slices of
+ * WALS_SLICE_FLOATS floats' bytes, polling.
+ */
+static inline void
+wals_fill_bytes(void *dst, const void *src, size_t bytes)
+{
+	const size_t slice = sizeof(float) * WALS_SLICE_FLOATS;
+	size_t		k;
+
+	for (k = 0; k < bytes; k += slice)
+	{
+		size_t		m = bytes - k < slice ? bytes - k : slice;
+
+		if (src != NULL)
+			memcpy((char *) dst + k, (const char *) src + k, m);
+		else
+			memset((char *) dst + k, 0, m);
+		wals_poll((int64_t) (m / sizeof(float)) * WALS_TOUCH_WORK);
+	}
+}
+
 /* dst[0..n) = src[0..n), or 0 where src is NULL, by slices, polling. */
 static inline void
 wals_fill_floats(float *dst, const float *src, size_t n)
 {
-	size_t		k;
-
-	for (k = 0; k < n; k += WALS_SLICE_FLOATS)
-	{
-		size_t		m = n - k < WALS_SLICE_FLOATS ? n - k : WALS_SLICE_FLOATS;
-
-		if (src != NULL)
-			memcpy(dst + k, src + k, sizeof(float) * m);
-		else
-			memset(dst + k, 0, sizeof(float) * m);
-		wals_poll((int64_t) m * WALS_TOUCH_WORK);
-	}
+	wals_fill_bytes(dst, src, sizeof(float) * n);
 }
 
 /*

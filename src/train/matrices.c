@@ -61,22 +61,6 @@ prefault_csr(const WalsCsr *csr, int64 nrows, int64 nnz)
 }
 
 /*
- * memcpy in pieces of a few milliseconds each, answering a cancel between
- * them: the arrays copied hold hundreds of megabytes.
- */
-static void
-copy_bytes(void *to, const void *from, size_t bytes)
-{
-	const size_t piece = 16 * 1024 * 1024;
-
-	for (size_t done = 0; done < bytes; done += piece)
-	{
-		memcpy((char *) to + done, (const char *) from + done, Min(piece, bytes - done));
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-
-/*
  * Group raw's rows by item in place, free the items, and copy the rest
  * into the items' block of ws: its matrix by item, rows unsorted.
  */
@@ -100,12 +84,12 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
 	prefault_csr(&ws->by_item, raw->nitems, raw->n);
-	copy_bytes(ws->by_item.indptr, indptr, (raw->nitems + 1) * sizeof(int64));
+	wals_copy_bytes(ws->by_item.indptr, indptr, (raw->nitems + 1) * sizeof(int64));
 	pfree(indptr);
-	copy_bytes(ws->by_item.indices, raw->users, raw->n * sizeof(int32));
+	wals_copy_bytes(ws->by_item.indices, raw->users, raw->n * sizeof(int32));
 	pfree(raw->users);
 	raw->users = NULL;
-	copy_bytes(ws->by_item.values, raw->ratings, raw->n * sizeof(float));
+	wals_copy_bytes(ws->by_item.values, raw->ratings, raw->n * sizeof(float));
 	pfree(raw->ratings);
 	raw->ratings = NULL;
 }
