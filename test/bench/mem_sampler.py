@@ -40,26 +40,24 @@ def on_term(signum, frame):
     stop = True
 
 
-def pss_kb(pid):
+def proc_kb(pid, name, key):
+    """The kB of line key of /proc/<pid>/<name>, 0 once the process is gone."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
             for line in f:
-                if line.startswith(b"Pss:"):
+                if line.startswith(key):
                     return int(line.split()[1])
     except (OSError, ValueError):
         pass  # the process exited between the scan and the read
     return 0
 
 
+def pss_kb(pid):
+    return proc_kb(pid, "smaps_rollup", b"Pss:")
+
+
 def anon_kb(pid):
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"RssAnon:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
+    return proc_kb(pid, "status", b"RssAnon:")
 
 
 def segments_kb():
