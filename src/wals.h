@@ -181,7 +181,8 @@ typedef enum WalsPhase
 	WALS_PHASE_GPU_UPLOAD,
 	WALS_PHASE_GPU_SWEEP,
 	WALS_PHASE_STORING,
-	WALS_PHASE_READING_CHANGES
+	WALS_PHASE_READING_CHANGES,
+	WALS_PHASE_READING_USERS
 } WalsPhase;
 
 extern void wals_work_begin(WalsWork work, Oid schema, const char *model);

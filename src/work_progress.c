@@ -86,6 +86,7 @@ static const char *const phase_names[] = {
 	[WALS_PHASE_GPU_SWEEP] = "sweeping on the GPU",
 	[WALS_PHASE_STORING] = "storing the factors",
 	[WALS_PHASE_READING_CHANGES] = "reading the changed ratings",
+	[WALS_PHASE_READING_USERS] = "reading the stored users",
 };
 
 /* This backend's slot as written, to write it again whole. */

@@ -105,6 +105,7 @@ typedef struct Refresh
 	bool	   *has_x;
 	float	   *Xold;			/* their stored factors, before the refresh */
 	bool	   *has_old;
+	bytea	  **stored;			/* their stored rated items, or NULL */
 	float	   *Gu;				/* XᵀX of every user before the refresh, or NULL */
 	int64		users_before;	/* the model's users before it */
 	WalsRefreshDone done;
@@ -640,18 +641,66 @@ user_row(const Refresh *r, Columns *c, int64 id, bytea *stored, WalsCsr *R, int6
 }
 
 /*
- * Solve and write users which[lo, hi) (of r->users): their stored ratings
- * with the pairs in place, against the items.  count: the first write of
- * these users, which the result and the catalog count.
+ * The stored rows of r's users, their rated items and factors, read once,
+ * a batch at a time: the new items are solved against those factors (each
+ * of their raters is one of these users), and each pass over the users
+ * starts from those rated items.
  */
 static void
-solve_users(Refresh *r, Columns *c, WalsRowWriter *w, SPIPlanPtr read, const int64 *which,
+read_stored(Refresh *r)
+{
+	Oid			type = INT8ARRAYOID;
+	SPIPlanPtr	read;
+
+	wals_check_factor_table(r->info, r->info->user_rel, true);
+	read = wals_sql_prepare(psprintf("SELECT user_id, rated, factors FROM %s"
+									 " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
+									 wals_relation_name(r->info->user_rel)),
+							1, &type);
+	r->stored = palloc0(sizeof(bytea *) * Max(r->nusers, 1));
+	wals_work_phase(WALS_PHASE_READING_USERS, r->nusers);
+	for (int64 lo = 0; lo < r->nusers; lo += REFRESH_BATCH)
+	{
+		int64		n = Min(r->nusers - lo, REFRESH_BATCH);
+		Datum		arg = wals_int8_array(r->users + lo, n);
+
+		wals_sql_expect(wals_sql_plan(read, &arg, NULL, true, 0), SPI_OK_SELECT, r->info->user_rel);
+		for (uint64 t = 0; t < SPI_processed; t++)
+		{
+			bool		isnull;
+			HeapTuple	tuple = SPI_tuptable->vals[t];
+			int64		id = wals_read_id(tuple, SPI_tuptable->tupdesc, 1, r->info, &isnull);
+			int64		at = isnull ? -1 : wals_ids_find(r->users + lo, n, id);
+			Datum		d = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull);
+
+			if (at < 0 || isnull || r->stored[lo + at] != NULL)
+				continue;
+			wals_read_factors(tuple, SPI_tuptable->tupdesc, 3, r->f,
+							  r->Xold + (size_t) (lo + at) * r->f, r->info);
+			r->stored[lo + at] = DatumGetByteaPCopy(d);
+			r->has_old[lo + at] = true;
+		}
+		SPI_freetuptable(SPI_tuptable);
+		pfree(DatumGetPointer(arg));
+		wals_work_rows(lo + n);
+	}
+}
+
+/*
+ * Solve and write users which[lo, hi) (of r->users): their stored ratings
+ * with the pairs in place, against the items, from the factors of their
+ * last pass (the stored ones at the first); a user without those, exactly.
+ * count: the first pass over these users, which the result and the
+ * catalog count.
+ */
+static void
+solve_users(Refresh *r, Columns *c, WalsRowWriter *w, const int64 *which,
 			int64 lo, int64 hi, bool count)
 {
 	int			f = r->f;
 	int64		n = hi - lo;
-	Datum		arg = wals_int8_array(which + lo, n);
-	bytea	  **stored = palloc0(sizeof(bytea *) * n);
+	int64	   *at = palloc(sizeof(int64) * Max(n, 1));
+	bool	   *start = palloc(sizeof(bool) * Max(n, 1));
 	int64		cells = 0;
 	WalsParams	params = r->info->params;
 	WalsParams	exact = r->info->params;
@@ -662,40 +711,22 @@ solve_users(Refresh *r, Columns *c, WalsRowWriter *w, SPIPlanPtr read, const int
 	int64		bad = -1;
 	WalsStatus	st;
 
-	/* the stored ratings of the batch's users */
-	wals_sql_expect(wals_sql_plan(read, &arg, NULL, true, 0), SPI_OK_SELECT, r->info->user_rel);
-	for (uint64 t = 0; t < SPI_processed; t++)
-	{
-		bool		isnull;
-		HeapTuple	tuple = SPI_tuptable->vals[t];
-		int64		id = wals_read_id(tuple, SPI_tuptable->tupdesc, 1, r->info, &isnull);
-		int64		at = isnull ? -1 : wals_ids_find(which + lo, n, id);
-		Datum		d = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull);
-
-		if (at >= 0 && !isnull)
-		{
-			int64		k;
-
-			wals_read_factors(tuple, SPI_tuptable->tupdesc, 3, f, x + (size_t) at * f, r->info);
-			stored[at] = DatumGetByteaPCopy(d);
-			if (count)
-			{
-				int64		i = wals_ids_find(r->users, r->nusers, id);
-
-				memcpy(r->Xold + (size_t) i * f, x + (size_t) at * f, sizeof(float) * f);
-				r->has_old[i] = true;
-			}
-			if (wals_rated_count((const uint8 *) VARDATA_ANY(stored[at]),
-								 VARSIZE_ANY_EXHDR(stored[at]), &k) == WALS_OK)
-				cells += k;
-		}
-	}
-	SPI_freetuptable(SPI_tuptable);
 	for (int64 u = 0; u < n; u++)
 	{
+		int64		i = wals_ids_find(r->users, r->nusers, which[lo + u]);
+		bytea	   *stored = r->stored[i];
+		int64		k;
 		int64		p0;
 		int64		p1;
 
+		at[u] = i;
+		start[u] = count ? r->has_old[i] : r->has_x[i];
+		if (start[u])
+			memcpy(x + (size_t) u * f, (count ? r->Xold : r->X) + (size_t) i * f, sizeof(float) * f);
+		if (stored != NULL &&
+			wals_rated_count((const uint8 *) VARDATA_ANY(stored), VARSIZE_ANY_EXHDR(stored),
+							 &k) == WALS_OK)
+			cells += k;
 		pair_range(r, which[lo + u], &p0, &p1);
 		cells += p1 - p0;
 	}
@@ -719,7 +750,7 @@ solve_users(Refresh *r, Columns *c, WalsRowWriter *w, SPIPlanPtr read, const int
 	for (int64 u = 0; u < n; u++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		user_row(r, c, which[lo + u], stored[u], &R, u);
+		user_row(r, c, which[lo + u], r->stored[at[u]], &R, u);
 		max_nnz = Max(max_nnz, R.indptr[u + 1] - R.indptr[u]);
 	}
 	/* a frequency-scaled row's scale counts every item with factors */
@@ -745,7 +776,7 @@ solve_users(Refresh *r, Columns *c, WalsRowWriter *w, SPIPlanPtr read, const int
 			wals_report_core_status(st, "solving the users again");
 	}
 	for (int64 u = 0; u < n && params.solver != WALS_CHOLESKY; u++)
-		if (stored[u] == NULL)
+		if (!start[u])
 		{
 			st = wals_solve_rows(&exact, &R, c->Yc, r->G, x, u, u + 1, scratch, &bad);
 			if (st != WALS_OK)
@@ -757,13 +788,12 @@ solve_users(Refresh *r, Columns *c, WalsRowWriter *w, SPIPlanPtr read, const int
 	{
 		int64		id = which[lo + u];
 		int64		k = R.indptr[u + 1] - R.indptr[u];
-		int64		at = wals_ids_find(r->users, r->nusers, id);
 		int64	   *rid;
 		bytea	   *packed;
 
 		CHECK_FOR_INTERRUPTS();
-		r->has_x[at] = k > 0;
-		memcpy(r->X + (size_t) at * f, x + (size_t) u * f, sizeof(float) * f);
+		r->has_x[at[u]] = k > 0;
+		memcpy(r->X + (size_t) at[u] * f, x + (size_t) u * f, sizeof(float) * f);
 		if (k == 0)
 		{
 			int64		removed = wals_row_remove(w, id);
@@ -807,25 +837,18 @@ static void
 refresh_users(Refresh *r, const int64 *which, int64 n, bool count)
 {
 	WalsRowWriter *w;
-	Oid			type = INT8ARRAYOID;
-	SPIPlanPtr	read;
 	Columns		c;
 	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "wals refresh batch",
 												ALLOCSET_DEFAULT_SIZES);
 	MemoryContext outer;
 
-	wals_check_factor_table(r->info, r->info->user_rel, true);
 	w = wals_row_writer_open(r->info, true);
-	read = wals_sql_prepare(psprintf("SELECT user_id, rated, factors FROM %s"
-									 " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
-									 wals_relation_name(r->info->user_rel)),
-							1, &type);
 	columns_init(r, &c);
 	wals_work_phase(WALS_PHASE_SOLVING_USERS, n);
 	for (int64 lo = 0; lo < n; lo += REFRESH_BATCH)
 	{
 		outer = MemoryContextSwitchTo(batch);
-		solve_users(r, &c, w, read, which, lo, Min(n, lo + REFRESH_BATCH), count);
+		solve_users(r, &c, w, which, lo, Min(n, lo + REFRESH_BATCH), count);
 		MemoryContextSwitchTo(outer);
 		MemoryContextReset(batch);
 		wals_work_rows(Min(n, lo + REFRESH_BATCH));
@@ -913,6 +936,20 @@ gather_users(const Refresh *r, const bool *keep, const float *F, int64 *ids, flo
 			memcpy(rows + (size_t) n++ * r->f, F + (size_t) u * r->f, sizeof(float) * r->f);
 		}
 	return n;
+}
+
+/*
+ * The users that rated a new item, as stored: its raters, every one of
+ * them among the users the pairs name, with the kept Gram of all users.
+ */
+static void
+stored_raters(const Refresh *r, WalsUserSide *us)
+{
+	us->ids = palloc(sizeof(int64) * Max(r->nusers, 1));
+	us->X = palloc(sizeof(float) * r->f * Max(r->nusers, 1));
+	us->n = gather_users(r, r->has_old, r->Xold, us->ids, us->X);
+	us->G = r->Gu;
+	us->total = r->users_before;
 }
 
 /*
@@ -1062,6 +1099,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 	}
 	choose_items(r, &named);
 	name_users(r);
+	read_stored(r);
 	if (r->nsolved > 0)
 	{
 		WalsUserSide raters;
@@ -1080,7 +1118,7 @@ refresh(const RefreshArgs *a, Refresh *r, char **name)
 		if (loaded)
 			raters = us;
 		else
-			wals_user_side_raters(r->info, r->Gu, r->users_before, cells, ncells, &raters);
+			stored_raters(r, &raters);
 		solve_some(r, &raters, cells, ncells, SOLVE_NEW, NULL);
 	}
 	update_gram(r);
