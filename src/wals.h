@@ -134,6 +134,12 @@ extern void wals_report_failure(const WalsFailure *failure, const char *what,
 								const int64 *user_ids, const int64 *item_ids);
 extern void wals_report_core_status(WalsStatus status, const char *what);
 
+/* pages.c */
+extern void wals_advise_huge_pages(void *p, size_t bytes);
+extern void *wals_alloc_huge(MemoryContext cxt, size_t bytes);
+extern void wals_prefault(void *p, size_t bytes);
+extern void wals_prefault_read(const void *p, size_t bytes);
+
 /* memory.c */
 extern char *wals_pretty_bytes(double bytes);
 extern void wals_memory_check(double bytes, const char *what);

@@ -288,6 +288,8 @@ new_area(const WalsArea *key, bool share, MemoryContext cxt, dsm_segment **seg)
 	else
 		h = (WalsArea *) TYPEALIGN(WALS_AREA_ALIGN,
 								   MemoryContextAllocHuge(cxt, key->total + WALS_AREA_ALIGN));
+	/* every byte is written next: fault the pages in a few calls, not one by one */
+	wals_prefault(h, key->total);
 	memcpy(h, key, sizeof(WalsArea));
 	h->magic = 0;
 	return h;

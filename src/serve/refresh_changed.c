@@ -428,20 +428,19 @@ update_gram(Refresh *r)
 }
 
 /*
- * The columns of a batch of users: each item they rated that has factors,
- * numbered as met, its row copied into Yc.  An item's number across the
- * refresh (its "key") is its index in the model, or nitems plus its index
- * among the items solved when the model does not know it; col_of maps a
- * key to its column in the batch, -1 elsewhere, and is reset from keys
- * after each batch.  Kept across batches, so that no batch sorts, searches
- * or faults in memory anew.
+ * The columns of a pass over users: each item they rated that has
+ * factors, numbered as met, its row copied into Yc once.  An item's number
+ * across the refresh (its "key") is its index in the model, or nitems plus
+ * its index among the items solved when the model does not know it;
+ * col_of maps a key to its column, -1 until met.  Kept across the pass's
+ * batches, so that no batch maps, copies or faults in memory anew.
  */
 typedef struct Columns
 {
 	WalsIdMap	model_items;	/* item id -> index in the model */
 	int32	   *col_of;			/* nitems + nsolved */
 	int32	   *solved_of;		/* model index -> index among the solved, or -1 */
-	int64	   *keys;			/* of the batch's columns */
+	int64	   *keys;			/* of the columns, each copied once a pass */
 	float	   *Yc;				/* room for every key: no copy as it grows */
 	int64		n;
 	int32	   *indices;		/* R's, grown as a batch needs */
@@ -476,6 +475,9 @@ columns_init(const Refresh *r, Columns *c)
 			c->solved_of[wals_serve_item(r->m, r->solved[k])] = (int32) k;
 	c->keys = palloc(sizeof(int64) * (nitems + r->nsolved + 1));
 	c->Yc = palloc_extended(sizeof(float) * r->f * (nitems + r->nsolved + 1), MCXT_ALLOC_HUGE);
+	/* most rows are copied in, from most of the model's rows */
+	wals_prefault(c->Yc, sizeof(float) * r->f * (nitems + r->nsolved + 1));
+	wals_prefault_read(r->m->Y, sizeof(float) * r->f * nitems);
 	c->n = 0;
 	c->cells = 0;
 	c->indices = NULL;
@@ -505,7 +507,7 @@ item_key(const Refresh *r, const Columns *c, int64 id)
 	return k >= 0 ? r->m->nitems + k : -1;
 }
 
-/* The column of key in the batch, made when new; -1 for no factors. */
+/* The column of key in this pass, made when new; -1 for no factors. */
 static int32
 column_of(const Refresh *r, Columns *c, int64 key)
 {
@@ -520,14 +522,6 @@ column_of(const Refresh *r, Columns *c, int64 key)
 	c->keys[c->n] = key;
 	c->col_of[key] = (int32) c->n;
 	return (int32) c->n++;
-}
-
-static void
-columns_reset(Columns *c)
-{
-	for (int64 i = 0; i < c->n; i++)
-		c->col_of[c->keys[i]] = -1;
-	c->n = 0;
 }
 
 /* The items with factors as the users are solved: the model's, as solved. */
@@ -814,7 +808,6 @@ solve_users(Refresh *r, Columns *c, WalsRowWriter *w, const int64 *which,
 		pfree(rid);
 		pfree(packed);
 	}
-	columns_reset(c);
 }
 
 /* The users the pairs name, into r->users. */

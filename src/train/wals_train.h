@@ -244,11 +244,6 @@ extern void wals_train_summary_row(FunctionCallInfo fcinfo, const WalsTrainSumma
  */
 extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty);
 
-/* pages.c */
-extern void wals_advise_huge_pages(void *p, size_t bytes);
-extern void *wals_alloc_huge(MemoryContext cxt, size_t bytes);
-extern void wals_prefault(void *p, size_t bytes);
-
 /*
  * The two blocks of a training's memory: the item matrix and the item
  * factors, then the user matrix, the user factors and the spares, each

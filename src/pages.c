@@ -1,7 +1,7 @@
 /*
  * pages.c
  *	  Transparent huge pages and faulting in ahead of use, for the large
- *	  buffers of a training.
+ *	  buffers of a training and the shared copies of a model's items.
  *
  * A large training writes half a gigabyte of fresh memory, and faulting it
  * in page by page, then missing the TLB on most random writes, can cost
@@ -15,10 +15,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "wals_train.h"
+#include "miscadmin.h"
+
+#include "wals.h"
 
 /* Huge pages are 2 MB where there are any, and only whole ones count. */
 #define WALS_HUGE_PAGE				(2 * 1024 * 1024)
+
+/* Faulted in per system call: about a millisecond of work on 4 kB pages. */
+#define WALS_PREFAULT_CHUNK			(16 * 1024 * 1024)
 
 /* Ask for huge pages for [p, p + bytes); only a hint. */
 void
@@ -44,19 +49,45 @@ wals_alloc_huge(MemoryContext cxt, size_t bytes)
 }
 
 /*
- * Fault in the whole pages of [p, p + bytes) for writing, in one call; the
- * contents are unchanged.  Only a hint: where the kernel cannot, pages fault
+ * Fault in the whole pages of [p, p + bytes) with advice (for reading or
+ * for writing), a few megabytes per system call, answering a cancel
+ * between them.  A fault costs microseconds where a hypervisor shadows
+ * the guest's page tables, and one call maps thousands of pages for the
+ * cost of a few faults.  Only a hint: where the kernel cannot, pages fault
  * in on first touch as usual.
  */
-void
-wals_prefault(void *p, size_t bytes)
+static void
+prefault(void *p, size_t bytes, int advice)
 {
-#ifdef MADV_POPULATE_WRITE
 	uintptr_t	page = (uintptr_t) sysconf(_SC_PAGESIZE);
 	uintptr_t	start = TYPEALIGN(page, (uintptr_t) p);
 	uintptr_t	end = TYPEALIGN_DOWN(page, (uintptr_t) p + bytes);
 
-	if (end > start)
-		(void) madvise((void *) start, end - start, MADV_POPULATE_WRITE);
+	while (start < end)
+	{
+		uintptr_t	to = Min(end, start + WALS_PREFAULT_CHUNK);
+
+		CHECK_FOR_INTERRUPTS();
+		if (madvise((void *) start, to - start, advice) != 0)
+			return;
+		start = to;
+	}
+}
+
+/* Fault in [p, p + bytes) for writing; the contents are unchanged. */
+void
+wals_prefault(void *p, size_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+	prefault(p, bytes, MADV_POPULATE_WRITE);
+#endif
+}
+
+/* Fault in [p, p + bytes), shared memory mapped to be read, for reading. */
+void
+wals_prefault_read(const void *p, size_t bytes)
+{
+#ifdef MADV_POPULATE_READ
+	prefault((void *) p, bytes, MADV_POPULATE_READ);
 #endif
 }
