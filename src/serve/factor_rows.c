@@ -67,6 +67,7 @@ struct WalsRowWriter
 	AttrNumber	factors_att;
 	AttrNumber	rated_att;
 	MemoryContext row_cxt;		/* reset after each row; not the scan's */
+	MemoryContext cxt;			/* the writer's, where its scan keeps what it finds */
 };
 
 /* Whether a statement on relid would do no more than the direct path. */
@@ -141,6 +142,7 @@ wals_row_writer_open(const WalsModelInfo *info, bool user_side)
 {
 	WalsRowWriter *w = palloc0(sizeof(WalsRowWriter));
 
+	w->cxt = CurrentMemoryContext;
 	w->relid = user_side ? info->user_rel : info->item_rel;
 	w->user_side = user_side;
 	w->direct = direct_fits(w->relid, user_side);
@@ -168,15 +170,23 @@ wals_row_writer_close(WalsRowWriter *w)
 	pfree(w);
 }
 
-/* The row of id into w->found; false where there is none. */
+/*
+ * The row of id into w->found; false where there is none.  In the writer's
+ * memory: what the scan allocates as it goes (the dead entries it will
+ * mark) is kept to its end, past the memory of the caller's batch.
+ */
 static bool
 find(WalsRowWriter *w, int64 id)
 {
 	ScanKeyData key;
+	MemoryContext old = MemoryContextSwitchTo(w->cxt);
+	bool		found;
 
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(id));
 	index_rescan(w->scan, &key, 1, NULL, 0);
-	return index_getnext_slot(w->scan, ForwardScanDirection, w->found);
+	found = index_getnext_slot(w->scan, ForwardScanDirection, w->found);
+	MemoryContextSwitchTo(old);
+	return found;
 }
 
 /* Write the row of id; true when it is new. */
@@ -201,7 +211,6 @@ wals_row_write(WalsRowWriter *w, int64 id, const float *x, int f, bytea *rated)
 		return true;
 	}
 
-	/* the scan keeps what it allocates (dead entries to mark) to its end */
 	added = !find(w, id);
 	old = MemoryContextSwitchTo(w->row_cxt);
 	ExecClearTuple(row);

@@ -286,3 +286,22 @@ SELECT wals_drop_model('shop'), wals_drop_model('exact');
 SELECT count(*) AS orphans FROM wals_model_state WHERE version NOT IN (SELECT version FROM wals_models);
 DROP TABLE shop, exact, before_users, before_items, trained, trained_nu, patched;
 DROP ROLE wals_refresh_outsider;
+
+-- more users than a batch (2,048) after a retraining, whose old rows the
+-- writer's index scan finds dead and marks as it goes, past each batch;
+-- every user is written once, with the rating added
+CREATE TABLE many (user_id int, item_id int, r real, ts bigint);
+INSERT INTO many SELECT u, (u * 7 + g) % 40 + 1, 1, u * 3 + g
+FROM generate_series(1, 2500) u, generate_series(1, 3) g;
+CREATE INDEX ON many (ts);
+SELECT 1 FROM wals_train('many', 'user_id', 'item_id', 'r', factors => 4, iterations => 2,
+    changed_col => 'ts');
+SELECT 1 FROM wals_retrain('many');
+INSERT INTO many SELECT u, (u * 7 + 5) % 40 + 1, 1, 100000 + u FROM generate_series(1, 2500) u;
+SELECT ratings, users, new_users, items, new_items FROM wals_refresh('many');
+SELECT count(*) AS users, count(*) FILTER (WHERE array_length(factors, 1) = 4) AS with_factors
+FROM many_user_factors;
+SELECT count(*) AS scored FROM wals_recommend(1, 40, model => 'many', exclude_rated => false);
+SELECT count(*) AS left_unrated FROM wals_recommend(1, 40, model => 'many');
+SELECT wals_drop_model('many');
+DROP TABLE many;
