@@ -34,7 +34,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "wals_core.h"
+#include "wals_internal.h"
 
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -484,12 +484,14 @@ merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
 		   int64_t end, int64_t *w, int32_t *counts)
 {
 	int64_t		r;
+	int64_t		local = 0;
 
 	for (r = first; r < last; r++)
 	{
 		int64_t		k = csr->indptr[r];
 		int64_t		stop = r + 1 < last ? csr->indptr[r + 1] : end;
 
+		wals_poll_local(&local, (stop - k + 1) * WALS_CELL_WORK);
 		csr->indptr[r] = *w;
 		while (k < stop)
 		{
@@ -508,6 +510,7 @@ merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
 			k = run;
 		}
 	}
+	wals_poll(local);
 	return WALS_OK;
 }
 
@@ -542,6 +545,7 @@ sort_parts(const CsrParts *pp, WalsCsr *out, bool merge, WalsFeedback feedback)
 		int64_t		last = pp->first[p + 1];
 		int64_t		end = pp->cursor[p];
 
+		wals_poll((end - start + last - first) * WALS_CELL_WORK);
 		if (last - first == 1)
 			out->indptr[first] = start;
 		else
@@ -582,6 +586,8 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 		out->indptr[j] = 0;
 	for (k = 0; k < n; k++)
 	{
+		if (k % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 		if (row[k] < 0 || row[k] >= nrows || col[k] < 0 || col[k] >= ncols)
 			return WALS_EINVAL;
 		if (!isfinite(val[k]))
@@ -592,7 +598,11 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 	if (plan_parts(&pp, out, n, scratch, scratch_bytes))
 	{
 		for (k = 0; k < n; k++)
+		{
+			if (k % WALS_CELL_POLL == 0)
+				wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 			put_cell(&pp, out, row[k], col[k], val[k]);
+		}
 		flush_lines(&pp, out);
 		return sort_parts(&pp, out, false, WALS_IMPLICIT);
 	}
@@ -602,6 +612,8 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 	{
 		int64_t		pos = out->indptr[row[k]]++;
 
+		if (k % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 		out->indices[pos] = col[k];
 		out->values[pos] = val[k];
 	}
@@ -622,19 +634,28 @@ transpose(const WalsCsr *in, WalsCsr *out, void *scratch, size_t scratch_bytes,
 	CsrParts	pp;
 	int64_t		j;
 	int64_t		u;
+	int64_t		local = 0;
 
 	out->nrows = in->ncols;
 	out->ncols = in->nrows;
 	for (j = 0; j <= in->ncols; j++)
 		out->indptr[j] = 0;
 	for (j = 0; j < nnz; j++)
+	{
+		if (j % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 		out->indptr[in->indices[j] + 1]++;
+	}
 
 	if (plan_parts(&pp, out, (size_t) nnz, scratch, scratch_bytes))
 	{
 		for (u = 0; u < in->nrows; u++)
+		{
+			wals_poll_local(&local, (in->indptr[u + 1] - in->indptr[u] + 1) * WALS_CELL_WORK);
 			for (j = in->indptr[u]; j < in->indptr[u + 1]; j++)
 				put_cell(&pp, out, in->indices[j], (int32_t) u, in->values[j]);
+		}
+		wals_poll(local);
 		flush_lines(&pp, out);
 		return sort_parts(&pp, out, merge, feedback);
 	}
@@ -642,6 +663,7 @@ transpose(const WalsCsr *in, WalsCsr *out, void *scratch, size_t scratch_bytes,
 	counts_to_starts(out->indptr, in->ncols);
 	for (u = 0; u < in->nrows; u++)
 	{
+		wals_poll_local(&local, (in->indptr[u + 1] - in->indptr[u] + 1) * WALS_CELL_WORK);
 		for (j = in->indptr[u]; j < in->indptr[u + 1]; j++)
 		{
 			int64_t		dst = out->indptr[in->indices[j]]++;
@@ -650,6 +672,7 @@ transpose(const WalsCsr *in, WalsCsr *out, void *scratch, size_t scratch_bytes,
 			out->values[dst] = in->values[j];
 		}
 	}
+	wals_poll(local);
 	cursors_to_starts(out->indptr, in->ncols, 0);
 	return merge ? merge_duplicates(feedback, out, NULL) : WALS_OK;
 }

@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "wals_core.h"
+#include "wals_internal.h"
 
 /*
  * The first level sorts by GROUP_TOP_BITS top bits of the row, more when
@@ -187,22 +187,29 @@ permute(const GroupCells *c, int32_t base, int shift, int64_t nb,
 			int64_t		stop = end[todo[t]];
 			int64_t		k;
 
-			for (k = next[todo[t]]; k < stop; k++)
+			for (k = next[todo[t]]; k < stop;)
 			{
-				int32_t		r = c->row[k];
-				int32_t		cc = c->col[k];
-				float		v = c->val[k];
-				int64_t		d = (r - base) >> shift;
-				int64_t		pos = next[d]++;
+				int64_t		piece = stop - k < (int64_t) WALS_CELL_POLL ? stop :
+					k + (int64_t) WALS_CELL_POLL;
 
-				if (prefetch && pos + GROUP_PREFETCH < end[d])
-					prefetch_cell(c, pos + GROUP_PREFETCH);
-				c->row[k] = c->row[pos];
-				c->col[k] = c->col[pos];
-				c->val[k] = c->val[pos];
-				c->row[pos] = r;
-				c->col[pos] = cc;
-				c->val[pos] = v;
+				wals_poll((piece - k) * WALS_CELL_WORK);
+				for (; k < piece; k++)
+				{
+					int32_t		r = c->row[k];
+					int32_t		cc = c->col[k];
+					float		v = c->val[k];
+					int64_t		d = (r - base) >> shift;
+					int64_t		pos = next[d]++;
+
+					if (prefetch && pos + GROUP_PREFETCH < end[d])
+						prefetch_cell(c, pos + GROUP_PREFETCH);
+					c->row[k] = c->row[pos];
+					c->col[k] = c->col[pos];
+					c->val[k] = c->val[pos];
+					c->row[pos] = r;
+					c->col[pos] = cc;
+					c->val[pos] = v;
+				}
 			}
 			if (next[todo[t]] < stop)
 				todo[kept++] = todo[t];
@@ -228,6 +235,7 @@ sort_rows(const GroupCells *c, int64_t lo, int64_t hi, int64_t start,
 	int64_t		r;
 
 	memset(cursor, 0, (hi - lo) * sizeof(int64_t));
+	wals_poll((end - start + hi - lo) * WALS_CELL_WORK);
 	for (k = start; k < end; k++)
 	{
 		if (k % GROUP_LINE == 0 && k + GROUP_AHEAD < end)
@@ -279,6 +287,8 @@ wals_csr_group_in_place(int64_t nrows, int64_t ncols, size_t n,
 	memset(start, 0, (nb + 1) * sizeof(int64_t));
 	for (k = 0; k < n; k++)
 	{
+		if (k % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 		if (row[k] < 0 || row[k] >= nrows || col[k] < 0 || col[k] >= ncols)
 			return WALS_EINVAL;
 		if (!isfinite(val[k]))

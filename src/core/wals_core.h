@@ -337,7 +337,9 @@ extern size_t wals_csr_group_scratch_bytes(int64_t nrows);
  * wals_csr_scatter.  Returns WALS_EINVAL for a size or an index out of range
  * and WALS_ENONFINITE for a non-finite value, checked before anything moves
  * (the arrays are then unchanged).  scratch: wals_csr_group_scratch_bytes(nrows)
- * bytes, 200 kB for 10 million rows; NULL or fewer is WALS_EINVAL.
+ * bytes, 200 kB for 10 million rows; NULL or fewer is WALS_EINVAL.  Like the
+ * scatter and the transposes, it polls every few milliseconds of its passes;
+ * a hook that does not return leaves the arrays partly grouped.
  */
 extern WalsStatus wals_csr_group_in_place(int64_t nrows, int64_t ncols, size_t n,
 										  int32_t *row, int32_t *col, float *val,

@@ -165,6 +165,16 @@ wals_fill_floats(float *dst, const float *src, size_t n)
 }
 
 /*
+ * Work a cell costs in a pass of a counting sort, or a swap of the
+ * in-place grouping (csr.c, csr_group.c): a few nanoseconds streaming, ten
+ * or more where the cell's line is missed; those passes poll every
+ * WALS_CELL_POLL cells, about a millisecond at the first and 10 ms at the
+ * second.
+ */
+#define WALS_CELL_WORK 32
+#define WALS_CELL_POLL ((size_t) 1 << 19)
+
+/*
  * How a product of k rows, each costing row_work multiply-adds over its
  * whole output of n columns, is cut (gram.c): the rows a piece takes, and
  * in *stripe the columns of the output it covers, all n unless a piece

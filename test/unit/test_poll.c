@@ -403,6 +403,83 @@ test_init_polls(void)
 }
 
 /*
+ * The matrix build's passes over the cells, which cost a few nanoseconds
+ * a cell with no factor in sight: the grouping in place, the scatter and
+ * the merging transpose each poll at least once per WALS_POLL_WORK units
+ * of their cells' work, WALS_CELL_WORK a cell a pass.
+ */
+static void
+test_build_polls(void)
+{
+	int64_t		nrows = 50000;
+	int64_t		ncols = 1000;
+	size_t		n = (size_t) 8 * WALS_CELL_POLL;
+	int32_t    *row = test_alloc(n, sizeof(int32_t));
+	int32_t    *col = test_alloc(n, sizeof(int32_t));
+	float	   *val = test_alloc(n, sizeof(float));
+	size_t		group_bytes = wals_csr_group_scratch_bytes(nrows);
+	size_t		scratch_bytes = wals_csr_scratch_bytes(n);
+	void	   *scratch = test_alloc((group_bytes > scratch_bytes ? group_bytes : scratch_bytes) + 64, 1);
+	WalsCsr		by_row;
+	WalsCsr		by_col;
+	int64_t		floor = (int64_t) n * WALS_CELL_WORK / WALS_POLL_WORK;
+	TestRng		rng;
+	size_t		k;
+
+	rng_seed(&rng, 7);
+	for (k = 0; k < n; k++)
+	{
+		row[k] = (int32_t) (rng_next(&rng) % (uint64_t) nrows);
+		col[k] = (int32_t) (rng_next(&rng) % (uint64_t) ncols);
+		val[k] = 1.0f;
+	}
+	by_row.indptr = test_alloc((size_t) nrows + 1, sizeof(int64_t));
+	by_row.indices = col;
+	by_row.values = val;
+	by_row.nrows = nrows;
+	by_row.ncols = ncols;
+	count_from_zero();
+	CHECK(wals_csr_group_in_place(nrows, ncols, n, row, col, val, by_row.indptr, scratch,
+								  group_bytes) == WALS_OK, "poll: group in place");
+	CHECK(polls >= 3 * floor, "poll: grouping %zu cells in place polled %lld times",
+		  n, (long long) polls);
+
+	by_col.indptr = test_alloc((size_t) ncols + 1, sizeof(int64_t));
+	by_col.indices = test_alloc(n, sizeof(int32_t));
+	by_col.values = test_alloc(n, sizeof(float));
+	count_from_zero();
+	CHECK(wals_csr_transpose_merge(WALS_IMPLICIT, &by_row, &by_col, scratch,
+								   scratch_bytes) == WALS_OK, "poll: transpose");
+	CHECK(polls >= 2 * floor, "poll: the merging transpose of %zu cells polled %lld times",
+		  n, (long long) polls);
+
+	rng_seed(&rng, 7);
+	for (k = 0; k < n; k++)
+	{
+		row[k] = (int32_t) (rng_next(&rng) % (uint64_t) nrows);
+		col[k] = (int32_t) (rng_next(&rng) % (uint64_t) ncols);
+	}
+	by_row.indices = test_alloc(n, sizeof(int32_t));
+	by_row.values = test_alloc(n, sizeof(float));
+	count_from_zero();
+	CHECK(wals_csr_scatter(nrows, ncols, n, row, col, val, &by_row, scratch,
+						   scratch_bytes) == WALS_OK, "poll: scatter");
+	CHECK(polls >= 2 * floor, "poll: scattering %zu cells polled %lld times",
+		  n, (long long) polls);
+	wals_set_poll_hook(NULL);
+	free(by_row.indices);
+	free(by_row.values);
+	free(by_row.indptr);
+	free(by_col.indices);
+	free(by_col.values);
+	free(by_col.indptr);
+	free(row);
+	free(col);
+	free(val);
+	free(scratch);
+}
+
+/*
  * A hook that longjmps out, as the server's does on a cancel, in the
  * middle of a Cholesky row: the core holds nothing, so the same row
  * solved again afterwards gives the same bits as before.
@@ -445,5 +522,6 @@ test_poll(void)
 	test_products_in_pieces();
 	test_scoring_polls();
 	test_init_polls();
+	test_build_polls();
 	test_hook_that_jumps();
 }
