@@ -82,10 +82,32 @@ wals_rated_pack_bound(int64_t n)
 	return 1 + VARINT_MAX + (size_t) n * (VARINT_MAX + 4);
 }
 
+/*
+ * The kind of ratings[0..n): first, with neither a call nor a branch per
+ * rating, whether all are 1 or all are whole numbers below 2^31, those
+ * the conversion to int32 keeps (floorf, called per rating, was a third
+ * of the packing's time); else, rating by rating, whether all are whole
+ * numbers below 2^32.
+ */
 static int
 kind_of(const float *ratings, int64_t n)
 {
+	int			ones = 1;
+	int			small = 1;
 	int			kind = RATED_ONES;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		float		r = ratings[i];
+		float		inside = r >= 0.0f && r < 2147483648.0f ? r : 0.5f;
+
+		ones &= r == 1.0f;
+		small &= (float) (int32_t) inside == r;
+	}
+	if (ones)
+		return RATED_ONES;
+	if (small)
+		return RATED_WHOLE;
 
 	for (int64_t i = 0; i < n; i++)
 	{

@@ -34,6 +34,19 @@ round_trip(const int64_t *ids, const float *ratings, int64_t n, size_t *packed)
 	return ok;
 }
 
+/* The kind byte ids[0..n) with ratings r pack with (0 ones, 1 whole, 2 float). */
+static int
+packed_kind(const int64_t *ids, const float *r, int64_t n)
+{
+	uint8_t    *buf = test_alloc(wals_rated_pack_bound(n), 1);
+	int			kind;
+
+	(void) wals_rated_pack(ids, r, n, buf);
+	kind = buf[0];
+	free(buf);
+	return kind;
+}
+
 static void
 test_round_trips(void)
 {
@@ -52,6 +65,11 @@ test_round_trips(void)
 	CHECK(round_trip(edge, reals, 7, NULL), "real ratings, negative zero included");
 	CHECK(round_trip(edge, odd, 7, NULL), "NaN and infinite ratings come back as they were");
 	CHECK(round_trip(edge + 6, ones, 1, NULL), "a single INT64_MAX");
+	CHECK(packed_kind(edge, ones, 7) == 0, "ratings all 1 pack as ones");
+	CHECK(packed_kind(edge, whole, 7) == 1, "whole ratings up to 2^32 (one beyond 2^31) pack as whole numbers");
+	CHECK(packed_kind(edge, whole, 5) == 1, "whole ratings below 2^31 pack as whole numbers");
+	CHECK(packed_kind(edge, reals, 7) == 2, "real ratings pack as floats");
+	CHECK(packed_kind(edge, odd, 7) == 2, "a NaN packs as a float");
 
 	rng_seed(&rng, 17);
 	for (int t = 0; t < 200; t++)
