@@ -439,7 +439,7 @@ attach_model_call(PG_FUNCTION_ARGS)
 	schema = get_namespace_name(nsp);
 	display = wals_model_display(schema, mn.name);
 
-	SPI_connect();
+	wals_spi_connect();
 	if (wals_catalog_lookup(schema, mn.name, &info))
 		already_exists(display);
 

@@ -516,7 +516,7 @@ drop_model_call(PG_FUNCTION_ARGS)
 				 errmsg("\"model\" must not be null")));
 	PreventCommandIfReadOnly("wals_drop_model()");
 
-	SPI_connect();
+	wals_spi_connect();
 	wals_model_resolve(PG_GETARG_TEXT_PP(0), &found);
 	if (!wals_lock_model(found.schema, found.name, &info, false))
 		wals_no_such_model(found.schema, found.name);

@@ -99,6 +99,19 @@ wals_sql(const char *query, int nargs, const Oid *types, const Datum *values,
 	return rc;
 }
 
+/*
+ * Connect to SPI, as every entry point that runs a statement does; an
+ * error, never a code to forget to check, where it cannot.
+ */
+void
+wals_spi_connect(void)
+{
+	int			rc = SPI_connect();
+
+	if (rc != SPI_OK_CONNECT)
+		elog(ERROR, "wals: SPI_connect failed: %s", SPI_result_code_string(rc));
+}
+
 /* Run a query with parameters, none null; expected is an SPI result or -1. */
 void
 wals_spi_exec(const char *query, int nargs, const Oid *types,

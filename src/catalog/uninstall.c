@@ -217,7 +217,7 @@ uninstall_call(PG_FUNCTION_ARGS)
 		!OidIsValid(catalog = get_relname_relid("wals_models", schema)))
 		PG_RETURN_NULL();
 
-	SPI_connect();
+	wals_spi_connect();
 	LockRelationOid(catalog, AccessExclusiveLock);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(catalog)))
 	{

@@ -73,7 +73,7 @@ wals_upgrade_keep_rated(PG_FUNCTION_ARGS)
 	WalsRoleSave save;
 	char	   *table;
 
-	SPI_connect();
+	wals_spi_connect();
 	if (!wals_catalog_lookup(schema, model, &info))
 		wals_no_such_model(schema, model);
 	table = wals_relation_name(info.user_rel);

@@ -227,6 +227,7 @@ extern int	wals_catalog_models_along(List *schemas, WalsModelInfo *infos, int ma
 extern void wals_model_check(const WalsModelInfo *info);
 
 /* spi.c: every statement wals runs, search_path pinned */
+extern void wals_spi_connect(void);
 extern int	wals_sql(const char *query, int nargs, const Oid *types, const Datum *values,
 					 const char *nulls, bool read_only, long count);
 extern void wals_spi_exec(const char *query, int nargs, const Oid *types,

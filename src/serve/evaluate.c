@@ -386,7 +386,7 @@ evaluate_call(PG_FUNCTION_ARGS)
 
 	eval_args(fcinfo, &a);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	SPI_connect();
+	wals_spi_connect();
 	e.m = wals_serve_model(a.model);
 	e.block_cxt = AllocSetContextCreate(CurrentMemoryContext, "wals evaluation block",
 										ALLOCSET_DEFAULT_SIZES);

@@ -33,7 +33,7 @@ explain_call(PG_FUNCTION_ARGS)
 	int64		item;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	SPI_connect();
+	wals_spi_connect();
 	m = wals_serve_model(model);
 	item = PG_ARGISNULL(1) ? -1 : wals_serve_item(m, PG_GETARG_INT64(1));
 	x = palloc(sizeof(float) * m->factors);

@@ -138,7 +138,7 @@ recommend_items_call(PG_FUNCTION_ARGS)
 				 errhint("Pass the items the user rated, '{}' for none.")));
 	given = arg_ratings(fcinfo, 1, n);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	SPI_connect();
+	wals_spi_connect();
 	m = wals_serve_model(model);
 	wals_filter_args(fcinfo, 5, 6, m, &filter);
 

@@ -45,7 +45,7 @@ recommend_call(PG_FUNCTION_ARGS)
 	float	   *x;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	SPI_connect();
+	wals_spi_connect();
 	m = wals_serve_model(model);
 	wals_filter_args(fcinfo, 4, 5, m, &filter);
 	x = palloc(sizeof(float) * m->factors);
@@ -186,7 +186,7 @@ recommend_batch_call(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"user_ids\" must not be null")));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	SPI_connect();
+	wals_spi_connect();
 	m = wals_serve_model(model);
 	wals_filter_args(fcinfo, 4, 5, m, &base);
 	k = (int) Min((int64) k, Max(m->nitems, 1));
@@ -227,7 +227,7 @@ predict_call(PG_FUNCTION_ARGS)
 	int64		item = -1;
 	float		score = 0.0f;
 
-	SPI_connect();
+	wals_spi_connect();
 	m = wals_serve_model(model);
 	x = palloc(sizeof(float) * m->factors);
 	if (!PG_ARGISNULL(0) && !PG_ARGISNULL(1) && wals_serve_user(m, PG_GETARG_INT64(0), x, NULL))
@@ -266,7 +266,7 @@ rated_items_call(PG_FUNCTION_ARGS)
 	float	   *x;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	SPI_connect();
+	wals_spi_connect();
 	m = wals_serve_model(model);
 	x = palloc(sizeof(float) * m->factors);
 	if (!PG_ARGISNULL(0) && wals_serve_user(m, PG_GETARG_INT64(0), x, &rated))

@@ -138,7 +138,7 @@ refresh_users_call(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("wals_refresh_users()");
 	qsort(users, n, sizeof(int64), wals_compare_int64);
 
-	SPI_connect();
+	wals_spi_connect();
 	/*
 	 * A training of the model would replace the table under us: wait for
 	 * it.  The lock is taken once the caller's rights as an owner were

@@ -748,7 +748,7 @@ refresh_call(PG_FUNCTION_ARGS)
 				 errhint("Pass 'changed' (new items, and those a tenth of whose ratings changed), 'new' (items the model does not know yet) or 'touched' (every item a changed rating names), each solved from all of its ratings.")));
 	PreventCommandIfReadOnly("wals_refresh()");
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	SPI_connect();
+	wals_spi_connect();
 	refresh(&a, &r, &name);
 
 	/* the values live in SPI's memory, until SPI_finish */

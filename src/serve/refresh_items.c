@@ -573,7 +573,7 @@ refresh_items_call(PG_FUNCTION_ARGS)
 		if (distinct == 0 || ids[distinct - 1] != ids[i])
 			ids[distinct++] = ids[i];
 
-	SPI_connect();
+	wals_spi_connect();
 	wals_model_resolve(model, &found);
 	if (!wals_lock_model(found.schema, found.name, &found, false))
 		wals_no_such_model(found.schema, found.name);

@@ -29,7 +29,7 @@ similar_items_call(PG_FUNCTION_ARGS)
 	int64		item;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	SPI_connect();
+	wals_spi_connect();
 	m = wals_serve_model(model);
 	item = PG_ARGISNULL(0) ? -1 : wals_serve_item(m, PG_GETARG_INT64(0));
 	if (item >= 0)

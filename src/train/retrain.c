@@ -330,8 +330,7 @@ retrain_call(PG_FUNCTION_ARGS)
 	 * arguments made of them, live in SPI's memory, where each catalog read
 	 * leaves the current context.
 	 */
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "wals: SPI_connect failed");
+	wals_spi_connect();
 	fill_from_catalog(fcinfo, &train, &info, &held);
 	apply_overrides(fcinfo, &train);
 	if (PG_ARGISNULL(R_VALIDATION) && PG_ARGISNULL(R_VALIDATION_TABLE))

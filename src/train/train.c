@@ -536,8 +536,7 @@ wals_train_run(const WalsTrainRequest *req, WalsTrainSummary *summary)
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "wals training", ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(cxt);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "wals: SPI_connect failed");
+	wals_spi_connect();
 	MemoryContextSwitchTo(cxt);
 
 	shards = wals_shards_find(args.source, args.user_col, args.item_col, args.rating_col);

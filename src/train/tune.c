@@ -834,7 +834,7 @@ tune_call(PG_FUNCTION_ARGS)
 
 	/* the trials outlive SPI_finish, which frees what was allocated inside */
 	run.trials = palloc0(sizeof(TuneTrial) * ta.max_trials);
-	SPI_connect();
+	wals_spi_connect();
 	default_space(dims, ta.feedback);
 	if (!PG_ARGISNULL(8))
 		parse_space(PG_GETARG_JSONB_P(8), dims);

@@ -68,8 +68,7 @@ wals_citus_shards_find(Oid source, const char *user_col, const char *item_col,
 	if (!OidIsValid(get_extension_oid("citus", true)) ||
 		check_enable_rls(source, InvalidOid, true) == RLS_ENABLED)
 		return NIL;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "wals: SPI_connect failed");
+	wals_spi_connect();
 	if (wals_sql(sql, 1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "wals: could not read Citus's shards of \"%s\"", get_rel_name(source));
 	for (uint64 r = 0; r < SPI_processed; r++)

@@ -78,8 +78,7 @@ wals_shard_load(PG_FUNCTION_ARGS)
 
 	old = MemoryContextSwitchTo(s->cxt);
 	l = palloc0(sizeof(Loaded));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "wals: SPI_connect failed");
+	wals_spi_connect();
 	MemoryContextSwitchTo(s->cxt);
 	wals_ingest(&args, &l->raw, true);
 	SPI_finish();
