@@ -28,6 +28,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "wals_serve.h"
 
@@ -78,6 +79,8 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 	WalsRowWriter *w;
 	float	   *x = palloc(sizeof(float) * m->factors);
 	int64		stored = 0;
+	MemoryContext user_cxt = AllocSetContextCreate(CurrentMemoryContext, "wals refresh user",
+												   ALLOCSET_DEFAULT_SIZES);
 
 	select = wals_sql_prepare(wals_cells_query(src, "",
 											   psprintf("s.%s OPERATOR(pg_catalog.=) $1", src->user_col)),
@@ -87,25 +90,31 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 	{
 		WalsRated	rated;
 		WalsCsr		row;
+		MemoryContext outer;
 
 		if (i > 0 && users[i] == users[i - 1])
 			continue;
 		CHECK_FOR_INTERRUPTS();
 		wals_work_rows(i);
+		/* a user's ratings, row and packed list go with the user */
+		outer = MemoryContextSwitchTo(user_cxt);
 		read_ratings(m, select, users[i], &rated);
 		if (rated.n == 0)
-		{
 			*removed += wals_row_remove(w, users[i]);
-			continue;
+		else
+		{
+			wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
+			wals_fold_in(m, &row, x);
+			if (wals_row_write(w, users[i], x, m->factors,
+							   wals_rated_bytea(m->ids, row.indices, row.values, row.indptr[1])))
+				(*added)++;
+			stored++;
 		}
-		wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
-		wals_fold_in(m, &row, x);
-		if (wals_row_write(w, users[i], x, m->factors,
-						   wals_rated_bytea(m->ids, row.indices, row.values, row.indptr[1])))
-			(*added)++;
-		stored++;
+		MemoryContextSwitchTo(outer);
+		MemoryContextReset(user_cxt);
 	}
 	wals_row_writer_close(w);
+	MemoryContextDelete(user_cxt);
 	return stored;
 }
 
