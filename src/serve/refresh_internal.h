@@ -7,7 +7,7 @@
 
 #include "wals_serve.h"
 
-/* Users read, solved and written together by one process. */
+/* Users read, solved and written together. */
 #define REFRESH_BATCH	2048
 
 /* solve_items: which items the model knows a refresh solves again */

@@ -221,18 +221,6 @@ user_row(const Refresh *r, Columns *c, int64 id, bytea *stored, WalsCsr *R, int6
 	}
 }
 
-/* The query of the stored rows of a list of users ($1), planned as the caller. */
-static SPIPlanPtr
-stored_plan(const Refresh *r)
-{
-	Oid			type = INT8ARRAYOID;
-
-	return wals_sql_prepare(psprintf("SELECT user_id, rated, factors FROM %s"
-									 " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
-									 wals_relation_name(r->info->user_rel)),
-							1, &type);
-}
-
 /*
  * The stored rows of users [lo, lo + n) of r: their factors into r->Xold
  * and r->has_old, their rated items copied into r->stored, in the current
@@ -267,14 +255,18 @@ read_range(Refresh *r, SPIPlanPtr read, int64 lo, int64 n)
 
 /*
  * The stored rows of r's users, their rated items and factors, read once,
- * a batch at a time, by this process alone: the new items are solved
- * against those factors (each of their raters is one of these users), and
- * each pass over the users starts from those rated items.
+ * a batch at a time: the new items are solved against those factors (each
+ * of their raters is one of these users), and each pass over the users
+ * starts from those rated items.
  */
 void
 wals_refresh_read_stored(Refresh *r)
 {
-	SPIPlanPtr	read = stored_plan(r);
+	Oid			type = INT8ARRAYOID;
+	SPIPlanPtr	read = wals_sql_prepare(psprintf("SELECT user_id, rated, factors FROM %s"
+												 " WHERE user_id OPERATOR(pg_catalog.=) ANY ($1)",
+												 wals_relation_name(r->info->user_rel)),
+										1, &type);
 
 	wals_work_phase(WALS_PHASE_READING_USERS, r->nusers);
 	for (int64 lo = 0; lo < r->nusers; lo += REFRESH_BATCH)
@@ -286,19 +278,20 @@ wals_refresh_read_stored(Refresh *r)
 }
 
 /*
- * Solve users which[lo, hi) (of r->users): their stored ratings with the
- * pairs in place, against the items, from the factors of their last pass
- * (the stored ones at the first, count); a user without those, exactly.
- * Their factors go to the rows of x (hi - lo of them), their rated items,
- * packed as a training writes them (the items that have factors), to
- * packed[], NULL for a user left with none.
+ * Solve and write users which[lo, hi) (of r->users): their stored ratings
+ * with the pairs in place, against the items, from the factors of their
+ * last pass (the stored ones at the first, count); a user without those,
+ * exactly.  Their factors are kept in r->X; a user left with no rated item
+ * loses their row.  count: the first pass over these users, which the
+ * result and the catalog count.
  */
 static void
-solve_range(Refresh *r, Columns *c, const int64 *which, int64 lo, int64 hi,
-			bool count, float *x, bytea **packed)
+solve_users(Refresh *r, Columns *c, WalsRowWriter *w, const int64 *which, int64 lo, int64 hi,
+			bool count)
 {
 	int			f = r->f;
 	int64		n = hi - lo;
+	float	   *x = palloc0(sizeof(float) * f * Max(n, 1));
 	int64	   *at = palloc(sizeof(int64) * Max(n, 1));
 	bool	   *start = palloc(sizeof(bool) * Max(n, 1));
 	int64		cells = 0;
@@ -310,7 +303,6 @@ solve_range(Refresh *r, Columns *c, const int64 *which, int64 lo, int64 hi,
 	int64		bad = -1;
 	WalsStatus	st;
 
-	memset(x, 0, sizeof(float) * f * n);
 	for (int64 u = 0; u < n; u++)
 	{
 		int64		i = wals_ids_find(r->users, r->nusers, which[lo + u]);
@@ -383,47 +375,18 @@ solve_range(Refresh *r, Columns *c, const int64 *which, int64 lo, int64 hi,
 				wals_report_core_status(st, "solving the new users");
 		}
 
-	/* with the items that have factors, as a training writes them */
+	/* written with the items that have factors, as a training writes them */
 	for (int64 u = 0; u < n; u++)
 	{
+		int64		id = which[lo + u];
 		int64		k = R.indptr[u + 1] - R.indptr[u];
 		int64	   *rid;
+		bytea	   *packed;
 
 		CHECK_FOR_INTERRUPTS();
-		packed[u] = NULL;
+		r->has_x[at[u]] = k > 0;
+		memcpy(r->X + (size_t) at[u] * f, x + (size_t) u * f, sizeof(float) * f);
 		if (k == 0)
-			continue;
-		rid = palloc(sizeof(int64) * k);
-		packed[u] = palloc(VARHDRSZ + wals_rated_pack_bound(k));
-		for (int64 j = 0; j < k; j++)
-			rid[j] = key_id(r, c->keys[R.indices[R.indptr[u] + j]]);
-		SET_VARSIZE(packed[u], VARHDRSZ + wals_rated_pack(rid, R.values + R.indptr[u], k,
-														  (uint8 *) VARDATA(packed[u])));
-		pfree(rid);
-	}
-}
-
-/*
- * Write users which[lo, hi) as solved (x, packed: see
- * solve_range), and keep their factors in r->X; a user left
- * with no rated item loses their row.  count: the first pass over these
- * users, which the result and the catalog count.
- */
-static void
-write_range(Refresh *r, WalsRowWriter *w, const int64 *which, int64 lo, int64 hi,
-			bool count, const float *x, bytea *const *packed)
-{
-	int			f = r->f;
-
-	for (int64 u = 0; u < hi - lo; u++)
-	{
-		int64		id = which[lo + u];
-		int64		at = wals_ids_find(r->users, r->nusers, id);
-
-		CHECK_FOR_INTERRUPTS();
-		r->has_x[at] = packed[u] != NULL;
-		memcpy(r->X + (size_t) at * f, x + (size_t) u * f, sizeof(float) * f);
-		if (packed[u] == NULL)
 		{
 			int64		removed = wals_row_remove(w, id);
 
@@ -431,21 +394,26 @@ write_range(Refresh *r, WalsRowWriter *w, const int64 *which, int64 lo, int64 hi
 				r->done.users_added -= removed;
 			continue;
 		}
-		if (wals_row_write(w, id, x + (size_t) u * f, f, (bytea *) packed[u]) && count)
+		rid = palloc(sizeof(int64) * k);
+		packed = palloc(VARHDRSZ + wals_rated_pack_bound(k));
+		for (int64 j = 0; j < k; j++)
+			rid[j] = key_id(r, c->keys[R.indices[R.indptr[u] + j]]);
+		SET_VARSIZE(packed, VARHDRSZ + wals_rated_pack(rid, R.values + R.indptr[u], k,
+													   (uint8 *) VARDATA(packed)));
+		if (wals_row_write(w, id, x + (size_t) u * f, f, packed) && count)
 			r->done.users_added++;
 		r->done.users += count;
+		pfree(rid);
+		pfree(packed);
 	}
 }
 
-/*
- * Solve and write users which[0..n) (increasing, of r->users), a batch at
- * a time, in this process alone.
- */
+/* Solve and write users which[0..n) (increasing, of r->users), a batch at a time. */
 void
 wals_refresh_pass(Refresh *r, const int64 *which, int64 n, bool count)
 {
 	WalsRowWriter *w;
-	Columns *c;
+	Columns    *c;
 	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "wals refresh batch",
 												ALLOCSET_DEFAULT_SIZES);
 	MemoryContext outer;
@@ -456,14 +424,9 @@ wals_refresh_pass(Refresh *r, const int64 *which, int64 n, bool count)
 	for (int64 lo = 0; lo < n; lo += REFRESH_BATCH)
 	{
 		int64		hi = Min(n, lo + REFRESH_BATCH);
-		float	   *x;
-		bytea	  **packed;
 
 		outer = MemoryContextSwitchTo(batch);
-		x = palloc(sizeof(float) * r->f * (hi - lo));
-		packed = palloc(sizeof(bytea *) * (hi - lo));
-		solve_range(r, c, which, lo, hi, count, x, packed);
-		write_range(r, w, which, lo, hi, count, x, packed);
+		solve_users(r, c, w, which, lo, hi, count);
 		MemoryContextSwitchTo(outer);
 		MemoryContextReset(batch);
 		wals_work_rows(hi);
