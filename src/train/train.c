@@ -587,12 +587,14 @@ train_call(PG_FUNCTION_ARGS)
 	WalsTrainSummary summary;
 
 	wals_require_nargs(fcinfo, WALS_TRAIN_NARGS, "wals_train");
+
+	/* no deadline: a plain training */
+	memset(&req, 0, sizeof(req));
 	for (int a = 0; a < WALS_TRAIN_NARGS; a++)
 	{
 		req.value[a] = PG_GETARG_DATUM(a);
 		req.isnull[a] = PG_ARGISNULL(a);
 	}
-	req.trial = false;
 	req.validation_owner = InvalidOid;
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	wals_train_run(&req, &summary);
