@@ -158,3 +158,26 @@ CREATE VIEW @extschema@.wals_progress AS
 	FROM @extschema@.wals_progress_rows() p
 		LEFT JOIN pg_catalog.pg_database d ON d.oid OPERATOR(pg_catalog.=) p.datid;
 GRANT SELECT ON @extschema@.wals_progress TO PUBLIC;
+
+-- wals_tune committing after each trial (tune.c): the ratings read once,
+-- each trial in a transaction and a snapshot of its own, so that VACUUM's
+-- horizon moves during a long tuning.  Only where CALL is a statement of
+-- its own; the final training and its chosen trial commit together.
+CREATE PROCEDURE @extschema@.wals_tune_concurrently(
+	source regclass,
+	user_col name,
+	item_col name,
+	rating_col name DEFAULT NULL,
+	model text DEFAULT NULL,
+	metric text DEFAULT NULL,
+	validation real DEFAULT 0.1,
+	budget interval DEFAULT '10 minutes',
+	space jsonb DEFAULT NULL,
+	seed int DEFAULT 42,
+	max_trials int DEFAULT NULL,
+	feedback text DEFAULT 'implicit',
+	INOUT tuning bigint DEFAULT NULL,
+	INOUT chosen_trial int DEFAULT NULL,
+	INOUT score float8 DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'wals_tune_concurrently'
+LANGUAGE C;

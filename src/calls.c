@@ -110,7 +110,7 @@ call_begin(const char *fn, bool writes)
 			repalloc(calls, sizeof(WalsCall) * capacity);
 	}
 	calls[depth].began = GetCurrentSubTransactionId();
-	calls[depth].inner = writes && depth > 0 && allowed;
+	calls[depth].inner = writes && allowed;
 
 	/*
 	 * The statement's snapshot, so that every call of one statement sees the

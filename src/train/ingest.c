@@ -632,3 +632,35 @@ wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty)
 	raw->ratings = in.ratings;
 }
 
+
+/* The bytes of raw's rows and ids, as wals_ratings_copy copies them. */
+double
+wals_ratings_bytes(const WalsRatings *raw)
+{
+	return (double) raw->n * (2 * sizeof(int32) + sizeof(float)) +
+		(double) (raw->nusers + raw->nitems) * sizeof(int64);
+}
+
+/*
+ * A copy of from's rows and ids into to, in cxt, whose arrays
+ * wals_build_matrices may consume as it consumes the ones read.
+ */
+void
+wals_ratings_copy(const WalsRatings *from, WalsRatings *to, MemoryContext cxt)
+{
+	memset(to, 0, sizeof(*to));
+	to->n = from->n;
+	to->nusers = from->nusers;
+	to->nitems = from->nitems;
+	to->null_ids = from->null_ids;
+	to->users = wals_alloc_huge(cxt, from->n * sizeof(int32));
+	to->items = wals_alloc_huge(cxt, from->n * sizeof(int32));
+	to->ratings = wals_alloc_huge(cxt, from->n * sizeof(float));
+	to->user_ids = wals_alloc_huge(cxt, from->nusers * sizeof(int64));
+	to->item_ids = wals_alloc_huge(cxt, from->nitems * sizeof(int64));
+	wals_copy_bytes(to->users, from->users, from->n * sizeof(int32));
+	wals_copy_bytes(to->items, from->items, from->n * sizeof(int32));
+	wals_copy_bytes(to->ratings, from->ratings, from->n * sizeof(float));
+	wals_copy_bytes(to->user_ids, from->user_ids, from->nusers * sizeof(int64));
+	wals_copy_bytes(to->item_ids, from->item_ids, from->nitems * sizeof(int64));
+}

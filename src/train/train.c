@@ -399,11 +399,32 @@ check_sharded(const WalsTrainArgs *args, List *shards)
 }
 
 /*
+ * The ratings of a training: read from the source, or, for a tuning's
+ * (kept not NULL), from what its first training read and kept.
+ */
+static void
+read_ratings(const WalsTrainArgs *args, WalsKeptRatings *kept, WalsRatings *raw)
+{
+	if (kept != NULL && kept->read)
+	{
+		wals_ratings_copy(&kept->raw, raw, CurrentMemoryContext);
+		return;
+	}
+	wals_ingest(args, raw, false);
+	if (kept != NULL)
+	{
+		wals_memory_check(2 * wals_ratings_bytes(raw), "the ratings a tuning keeps for its trials");
+		wals_ratings_copy(raw, &kept->raw, kept->cxt);
+		kept->read = true;
+	}
+}
+
+/*
  * Train here, from the ratings read into this server's memory.
  */
 static void
-train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResult *result,
-		   bool trial)
+train_here(WalsTrainArgs *args, WalsKeptRatings *kept, instr_time start, WalsData *data,
+		   WalsTrainResult *result, bool trial)
 {
 	WalsRatings raw;
 	WalsWorkspace *ws;
@@ -411,12 +432,13 @@ train_here(WalsTrainArgs *args, instr_time start, WalsData *data, WalsTrainResul
 	WalsDevice	device;
 	instr_time	phase;
 
-	wals_ingest(args, &raw, false);
+	read_ratings(args, kept, &raw);
 	wals_validation_read(args, &raw);
 	device = wals_device_choose(args, raw.n);
 	ws = wals_workspace_create(args, &raw, wals_seconds_since(start),
 							   wals_cpu_engine_bytes(args, raw.nusers, raw.nitems) +
-							   wals_validation_bytes(args, &raw));
+							   wals_validation_bytes(args, &raw) +
+							   (kept != NULL ? wals_ratings_bytes(&kept->raw) : 0));
 	wals_work_phase(WALS_PHASE_BUILDING, 0);
 	wals_build_matrices(args, &raw, ws, data);
 	result->load_s = wals_seconds_since(start);
@@ -570,7 +592,7 @@ wals_train_run(const WalsTrainRequest *req, WalsTrainSummary *summary)
 	if (shards != NIL)
 		train_sharded(&args, shards, start, &data, &result);
 	else
-		train_here(&args, start, &data, &result, req->trial);
+		train_here(&args, req->kept, start, &data, &result, req->trial);
 
 	SPI_finish();
 	MemoryContextSwitchTo(oldcxt);
@@ -588,7 +610,7 @@ train_call(PG_FUNCTION_ARGS)
 
 	wals_require_nargs(fcinfo, WALS_TRAIN_NARGS, "wals_train");
 
-	/* no deadline: a plain training */
+	/* no deadline, no tuning's ratings: a plain training */
 	memset(&req, 0, sizeof(req));
 	for (int a = 0; a < WALS_TRAIN_NARGS; a++)
 	{

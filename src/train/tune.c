@@ -30,13 +30,21 @@
  * the fastest of them at each width in make bench-accel.  Each trial
  * trains under the tuned model's name with "_trial" appended, through
  * wals_train's entry point (wals_train_run, counted as a call of
- * wals_train), so a trial checks, reads and trains exactly as that
- * training would; but it stores no model, handing its outcome back
- * instead, since storing factors that nobody reads took most of a trial's
- * time at large f.  Then the model is trained with the best parameters for
- * as many iterations as the best trial found best.
- * Everything happens in the caller's transaction: a cancel or an error
- * leaves the previous model, and the log of earlier tunings, as they were.
+ * wals_train), so a trial checks and trains exactly as that training
+ * would; but it stores no model, handing its outcome back instead, since
+ * storing factors that nobody reads took most of a trial's time at large
+ * f.  The source is read once, by the first trial, which keeps a copy of
+ * the rows read (WalsKeptRatings); the later trials and the final
+ * training start from that copy, so that every trial is judged on the
+ * same ratings.  Then the model is trained with the best parameters for
+ * as many iterations as the best trial found best, stopping where one
+ * more iteration and the store would run past the budget.
+ * wals_tune runs in the caller's transaction: a cancel or an error leaves
+ * the previous model, and the log of earlier tunings, as they were.
+ * wals_tune_concurrently, a procedure, commits after each trial instead,
+ * so that its snapshots hold VACUUM back for a trial at most; each trial
+ * is logged in its own transaction, and the final training and its mark
+ * commit together.
  *
  * The caller hears one NOTICE per trial: the trainings' own NOTICEs of
  * their progress (each iteration, the rows read) go to the server's log at
@@ -48,23 +56,27 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "catalog/namespace.h"
 #include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
 #include "parser/parse_func.h"
 #include "portability/instr_time.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "wals_train.h"
 
 PG_FUNCTION_INFO_V1(wals_tune);
+PG_FUNCTION_INFO_V1(wals_tune_concurrently);
 
 /* The iterations a trial may run; early stopping ends most sooner. */
 #define TUNE_MAX_ITERATIONS 50
@@ -370,7 +382,8 @@ train_with(const WalsTrainRequest *base, const char *model, const TuneTrial *t,
 #undef SET
 	wals_call_allow_write();
 	wals_call_from_c(run_training, &tt, "wals_train", true);
-	wals_call_new_snapshot();
+	if (wals_call_depth() > 0)
+		wals_call_new_snapshot();
 	*summary = tt.summary;
 }
 
@@ -418,44 +431,6 @@ check_trial_name(const WalsModelName *mn, const char *trial_name)
 			 errhint("Drop or rename that model, or tune into another model name.")));
 }
 
-/*
- * Write every trial into wals_tuning_log, as the catalog's writer, trial
- * best (from 0) marked as the one the model was trained with.
- */
-static void
-log_trials(const char *model, const TuneTrial *trials, int n, int best, const char *metric)
-{
-	WalsModelInfo info;
-	WalsRoleSave save;
-	int64		tuning = wals_next_version();
-	Oid			types[10] = {NAMEOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TEXTOID, FLOAT8OID,
-		INT4OID, FLOAT8OID, BOOLOID};
-	char	   *query = psprintf("INSERT INTO %s (schema, model, tuning, trial, parameters, metric,"
-								 " value, iterations, seconds, chosen)"
-								 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-								 wals_catalog_table("wals_tuning_log"));
-
-	wals_model_resolve(cstring_to_text(model), &info);
-	wals_become_catalog_writer(&save);
-	for (int t = 0; t < n; t++)
-	{
-		Datum		values[10];
-
-		values[0] = DirectFunctionCall1(namein, CStringGetDatum(info.schema));
-		values[1] = CStringGetTextDatum(info.name);
-		values[2] = Int64GetDatum(tuning);
-		values[3] = Int32GetDatum(t + 1);
-		values[4] = DirectFunctionCall1(jsonb_in, CStringGetDatum(trial_json(&trials[t])));
-		values[5] = CStringGetTextDatum(metric);
-		values[6] = Float8GetDatum(trials[t].score);
-		values[7] = Int32GetDatum(trials[t].best_iteration);
-		values[8] = wals_seconds_datum(trials[t].seconds);
-		values[9] = BoolGetDatum(t == best);
-		wals_spi_exec(query, 10, types, values, SPI_OK_INSERT);
-	}
-	wals_unbecome(&save);
-}
-
 /* One tuning's search: what every trial needs, and the trials run so far. */
 typedef struct TuneRun
 {
@@ -463,15 +438,103 @@ typedef struct TuneRun
 	const char *trial_model;
 	const char *shown;
 	const char *metric;
+	const WalsModelName *mn;	/* the model tuned, its schema resolved */
 	bool		lower;			/* better lower (rmse) */
 	double		validation;
 	instr_time	start;
 	double		budget_s;
 	int			max_trials;
+	int64		tuning;			/* its number in wals_tuning_log */
+	bool		commits;		/* wals_tune_concurrently's: a trial a transaction */
+	WalsKeptRatings kept;		/* the ratings, read by the first trial */
 	TuneTrial  *trials;
 	int			n;
 	int			best;
 } TuneRun;
+
+/* What a step of a tuning works on: its run, and a trial of it (from 0). */
+typedef struct TuneStep
+{
+	TuneRun    *run;
+	int			trial;
+} TuneStep;
+
+/*
+ * Run fn(step) as a call of wals_tune's own, with a snapshot of its own,
+ * as its trainings are: between the transactions of wals_tune_concurrently
+ * no call is running.
+ */
+static void
+tune_step(void (*fn) (void *arg), TuneStep *step)
+{
+	wals_call_allow_write();
+	wals_call_from_c(fn, step, "wals_tune", true);
+}
+
+/*
+ * Write trial step->trial into wals_tuning_log as the catalog's writer,
+ * not chosen (mark_chosen marks the one the model is trained with), as
+ * soon as it ends: the trials that wals_tune_concurrently committed stay
+ * in the log should it stop before its end.
+ */
+static void
+log_trial(void *arg)
+{
+	TuneStep   *step = arg;
+	TuneRun    *run = step->run;
+	const TuneTrial *t = &run->trials[step->trial];
+	WalsRoleSave save;
+	Oid			types[10] = {NAMEOID, TEXTOID, INT8OID, INT4OID, JSONBOID, TEXTOID, FLOAT8OID,
+		INT4OID, FLOAT8OID, BOOLOID};
+	Datum		values[10];
+
+	wals_spi_connect();
+	values[0] = DirectFunctionCall1(namein, CStringGetDatum(run->mn->schema));
+	values[1] = CStringGetTextDatum(run->mn->name);
+	values[2] = Int64GetDatum(run->tuning);
+	values[3] = Int32GetDatum(step->trial + 1);
+	values[4] = DirectFunctionCall1(jsonb_in, CStringGetDatum(trial_json(t)));
+	values[5] = CStringGetTextDatum(run->metric);
+	values[6] = Float8GetDatum(t->score);
+	values[7] = Int32GetDatum(t->best_iteration);
+	values[8] = wals_seconds_datum(t->seconds);
+	values[9] = BoolGetDatum(false);
+	wals_become_catalog_writer(&save);
+	wals_spi_exec(psprintf("INSERT INTO %s (schema, model, tuning, trial, parameters, metric,"
+						   " value, iterations, seconds, chosen)"
+						   " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+						   wals_catalog_table("wals_tuning_log")),
+				  10, types, values, SPI_OK_INSERT);
+	wals_unbecome(&save);
+	SPI_finish();
+}
+
+/* Mark trial step->trial in wals_tuning_log as the one the model took. */
+static void
+mark_chosen(void *arg)
+{
+	TuneStep   *step = arg;
+	TuneRun    *run = step->run;
+	WalsRoleSave save;
+	Oid			types[4] = {NAMEOID, TEXTOID, INT8OID, INT4OID};
+	Datum		values[4];
+
+	wals_spi_connect();
+	values[0] = DirectFunctionCall1(namein, CStringGetDatum(run->mn->schema));
+	values[1] = CStringGetTextDatum(run->mn->name);
+	values[2] = Int64GetDatum(run->tuning);
+	values[3] = Int32GetDatum(step->trial + 1);
+	wals_become_catalog_writer(&save);
+	wals_spi_exec(psprintf("UPDATE %s SET chosen = true"
+						   " WHERE schema OPERATOR(pg_catalog.=) $1"
+						   " AND model OPERATOR(pg_catalog.=) $2"
+						   " AND tuning OPERATOR(pg_catalog.=) $3"
+						   " AND trial OPERATOR(pg_catalog.=) $4",
+						   wals_catalog_table("wals_tuning_log")),
+				  4, types, values, SPI_OK_UPDATE);
+	wals_unbecome(&save);
+	SPI_finish();
+}
 
 /*
  * The seconds an iteration of trial t took, and what training its
@@ -540,6 +603,7 @@ run_trial(TuneRun *run, TuneTrial *config, int max_iterations)
 	TuneTrial  *t = &run->trials[run->n];
 	TuneTrial  *best = &run->trials[run->best];
 	WalsDeadline deadline;
+	TuneStep	step;
 
 	CHECK_FOR_INTERRUPTS();
 	*t = *config;
@@ -564,7 +628,11 @@ run_trial(TuneRun *run, TuneTrial *config, int max_iterations)
 					t->validation_s),
 			 errdetail("Parameters %s; the best so far is trial %d (%.4f).", trial_json(t),
 					   run->best + 1, run->trials[run->best].score)));
-	run->n++;
+	step.run = run;
+	step.trial = run->n++;
+	tune_step(log_trial, &step);
+	if (run->commits)
+		SPI_commit();
 }
 
 /* Narrowest first, then in the order sampled. */
@@ -651,13 +719,13 @@ typedef struct TuneArgs
 } TuneArgs;
 
 static void
-tune_args(FunctionCallInfo fcinfo, TuneArgs *ta)
+tune_args(FunctionCallInfo fcinfo, int nargs, const char *fn, TuneArgs *ta)
 {
 	WalsMetricKind kind;
 	int			k;
 	WalsFeedback feedback = WALS_IMPLICIT;
 
-	wals_require_nargs(fcinfo, 12, "wals_tune");
+	wals_require_nargs(fcinfo, nargs, fn);
 	for (int a = 0; a < 3; a++)
 		if (PG_ARGISNULL(a))
 			ereport(ERROR,
@@ -740,13 +808,13 @@ tune_model(FunctionCallInfo fcinfo, TuneArgs *ta)
 }
 
 /*
- * The trainings' common arguments: the source, its columns and the seed,
- * each replacing the model of its name.  A tuning trains as wals_train
- * does, so its caller needs EXECUTE on wals_train, as a call through SQL
- * would.
+ * The trainings' common arguments, in cxt: the source, its columns and the
+ * seed, each replacing the model of its name.  A tuning trains as
+ * wals_train does, so its caller needs EXECUTE on wals_train, as a call
+ * through SQL would.
  */
 static void
-tune_base(FunctionCallInfo fcinfo, const TuneArgs *ta, WalsTrainRequest *base)
+tune_base(FunctionCallInfo fcinfo, const TuneArgs *ta, WalsTrainRequest *base, MemoryContext cxt)
 {
 	static const Oid types[WALS_TRAIN_NARGS] = {
 		REGCLASSOID, NAMEOID, NAMEOID, NAMEOID, TEXTOID, INT4OID, INT4OID, FLOAT4OID,
@@ -761,6 +829,7 @@ tune_base(FunctionCallInfo fcinfo, const TuneArgs *ta, WalsTrainRequest *base)
 						   WALS_TRAIN_NARGS, types, false);
 	if (pg_proc_aclcheck(train, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, "wals_train");
+	MemoryContextSwitchTo(cxt);
 	wals_train_request_init(base);
 	for (int a = 0; a < 4; a++)
 	{
@@ -793,13 +862,20 @@ return_trials(FunctionCallInfo fcinfo, const TuneTrial *trials, int n, int best)
 	}
 }
 
-/* The search, then the model trained with the best trial's parameters. */
+/*
+ * The search, then the model trained with the best trial's parameters and
+ * the trial marked chosen, in one transaction.  The final training stops
+ * once one more iteration and the store would run past the budget.
+ */
 static void
 tune_and_train(TuneRun *run, const TuneDim *dims, const TuneArgs *ta, const char *model)
 {
 	WalsTrainSummary summary;
-	WalsDeadline none = {0};
+	WalsDeadline last = {0};
+	TuneStep	step;
 
+	last.since = run->start;
+	last.budget_s = run->budget_s;
 	PG_TRY();
 	{
 		search(run, dims, ta->seed);
@@ -807,7 +883,10 @@ tune_and_train(TuneRun *run, const TuneDim *dims, const TuneArgs *ta, const char
 									   ta->shown, run->best + 1));
 		wals_work_trial(run->best + 1, run->max_trials, run->budget_s);
 		train_with(run->base, model, &run->trials[run->best], 0, ta->metric,
-				   Max(run->trials[run->best].best_iteration, 1), false, &none, &summary);
+				   Max(run->trials[run->best].best_iteration, 1), false, &last, &summary);
+		step.run = run;
+		step.trial = run->best;
+		tune_step(mark_chosen, &step);
 	}
 	PG_CATCH();
 	{
@@ -818,6 +897,61 @@ tune_and_train(TuneRun *run, const TuneDim *dims, const TuneArgs *ta, const char
 	wals_progress_context(NULL);
 }
 
+/* What a tuning begins with: its call's arguments, and where they go. */
+typedef struct TuneBegin
+{
+	FunctionCallInfo fcinfo;
+	TuneArgs   *ta;
+	TuneDim    *dims;
+	WalsTrainRequest *base;
+	TuneRun    *run;
+	char	   *model;			/* the model tuned, quoted */
+} TuneBegin;
+
+/*
+ * Everything the trials need, checked, in the current memory context,
+ * which lives as long as the tuning: the model's name, the space, the
+ * trainings' common arguments and the run, and the tuning's number.
+ */
+static void
+tune_begin(void *arg)
+{
+	TuneBegin  *b = arg;
+	FunctionCallInfo fcinfo = b->fcinfo;
+	TuneArgs   *ta = b->ta;
+	TuneRun    *run = b->run;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	tune_model(fcinfo, ta);
+	b->model = wals_model_quoted(ta->mn.schema, ta->mn.name);
+	run->trials = palloc0(sizeof(TuneTrial) * ta->max_trials);
+	run->kept.cxt = AllocSetContextCreate(cxt, "wals_tune ratings", ALLOCSET_DEFAULT_SIZES);
+	wals_spi_connect();
+	MemoryContextSwitchTo(cxt);
+	default_space(b->dims, ta->feedback);
+	if (!PG_ARGISNULL(8))
+		parse_space(PG_GETARG_JSONB_P(8), b->dims);
+	tune_base(fcinfo, ta, b->base, cxt);
+	b->base->kept = &run->kept;
+	check_trial_name(&ta->mn, psprintf("%s_trial", ta->mn.name));
+	MemoryContextSwitchTo(cxt);
+
+	run->base = b->base;
+	run->mn = &ta->mn;
+	run->trial_model = wals_model_quoted(ta->mn.schema, psprintf("%s_trial", ta->mn.name));
+	run->shown = ta->shown;
+	run->metric = ta->metric;
+	run->validation = ta->validation;
+	run->lower = ta->lower;
+	run->budget_s = ta->budget_s;
+	run->max_trials = ta->max_trials;
+	run->tuning = wals_next_version();
+	MemoryContextSwitchTo(cxt);
+	INSTR_TIME_SET_CURRENT(run->start);
+	wals_work_begin(WALS_WORK_TUNE, get_namespace_oid(ta->mn.schema, false), ta->mn.name);
+	SPI_finish();
+}
+
 static Datum
 tune_call(PG_FUNCTION_ARGS)
 {
@@ -825,37 +959,15 @@ tune_call(PG_FUNCTION_ARGS)
 	TuneDim		dims[NDIMS];
 	TuneRun		run = {0};
 	WalsTrainRequest base;
-	char	   *model;
+	TuneBegin	b = {fcinfo, &ta, dims, &base, &run};
 
-	tune_args(fcinfo, &ta);
+	tune_args(fcinfo, 12, "wals_tune", &ta);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	tune_model(fcinfo, &ta);
-	model = wals_model_quoted(ta.mn.schema, ta.mn.name);
-
-	/* the trials outlive SPI_finish, which frees what was allocated inside */
-	run.trials = palloc0(sizeof(TuneTrial) * ta.max_trials);
-	wals_spi_connect();
-	default_space(dims, ta.feedback);
-	if (!PG_ARGISNULL(8))
-		parse_space(PG_GETARG_JSONB_P(8), dims);
-	tune_base(fcinfo, &ta, &base);
-	check_trial_name(&ta.mn, psprintf("%s_trial", ta.mn.name));
-
-	run.base = &base;
-	run.trial_model = wals_model_quoted(ta.mn.schema, psprintf("%s_trial", ta.mn.name));
-	run.shown = ta.shown;
-	run.metric = ta.metric;
-	run.validation = ta.validation;
-	run.lower = ta.lower;
-	run.budget_s = ta.budget_s;
-	run.max_trials = ta.max_trials;
-	INSTR_TIME_SET_CURRENT(run.start);
-	wals_work_begin(WALS_WORK_TUNE, get_namespace_oid(ta.mn.schema, false), ta.mn.name);
-	tune_and_train(&run, dims, &ta, model);
-	log_trials(model, run.trials, run.n, run.best, ta.metric);
+	tune_begin(&b);
+	tune_and_train(&run, dims, &ta, b.model);
 	wals_work_end();
-	SPI_finish();
 	return_trials(fcinfo, run.trials, run.n, run.best);
+	MemoryContextDelete(run.kept.cxt);
 	return (Datum) 0;
 }
 
@@ -863,4 +975,59 @@ Datum
 wals_tune(PG_FUNCTION_ARGS)
 {
 	return wals_call(tune_call, fcinfo, "wals_tune", true);
+}
+
+/*
+ * CALL wals_tune_concurrently(wals_tune's arguments, INOUT tuning bigint,
+ *							   INOUT chosen_trial int, INOUT score float8)
+ *
+ * wals_tune, committing after each trial: the ratings are read once, by
+ * the first trial, into memory that outlives the transactions, and every
+ * trial runs in a transaction of its own, with a snapshot of its own, so
+ * that VACUUM is held back by one trial at most rather than by the whole
+ * budget.  A procedure can commit only where it was called outside a
+ * transaction block and outside a function (a non-atomic CALL).  Between
+ * the transactions no wals call is running (calls.c): each step is a call
+ * of its own.  The final training and its mark in wals_tuning_log commit
+ * together, when the procedure returns.
+ */
+Datum
+wals_tune_concurrently(PG_FUNCTION_ARGS)
+{
+	TuneArgs	ta;
+	TuneDim		dims[NDIMS];
+	TuneRun		run = {0};
+	WalsTrainRequest base;
+	TuneBegin	b = {fcinfo, &ta, dims, &base, &run};
+	MemoryContext cxt;
+	TupleDesc	desc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (fcinfo->context == NULL || !IsA(fcinfo->context, CallContext) ||
+		castNode(CallContext, fcinfo->context)->atomic)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("wals_tune_concurrently cannot run inside a transaction block"),
+				 errdetail("It commits after each trial, and a procedure can commit only where CALL is a statement of its own."),
+				 errhint("CALL it outside BEGIN and COMMIT and outside a function, or tune in one transaction with SELECT ... FROM wals_tune(...).")));
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "wals_tune_concurrently: its result is not a row");
+	tune_args(fcinfo, 15, "wals_tune_concurrently", &ta);
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "wals_tune_concurrently",
+								ALLOCSET_DEFAULT_SIZES);
+	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+		elog(ERROR, "wals_tune_concurrently: SPI_connect_ext failed");
+	MemoryContextSwitchTo(cxt);
+	run.commits = true;
+	wals_call_from_c(tune_begin, &b, "wals_tune_concurrently", true);
+	tune_and_train(&run, dims, &ta, b.model);
+	wals_work_end();
+	SPI_finish();
+
+	values[0] = Int64GetDatum(run.tuning);
+	values[1] = Int32GetDatum(run.best + 1);
+	values[2] = Float8GetDatum(run.trials[run.best].score);
+	MemoryContextDelete(cxt);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }

@@ -118,6 +118,20 @@ typedef struct WalsRatings
 	int64		nheld_pairs;
 } WalsRatings;
 
+/*
+ * The ratings a tuning reads once for all its trainings (train.c): the
+ * first keeps a copy of what it read in cxt, which outlives the
+ * transactions that wals_tune_concurrently commits, and the later ones
+ * start from that copy instead of reading the source again, so that every
+ * trial and the final training see the same ratings.
+ */
+typedef struct WalsKeptRatings
+{
+	MemoryContext cxt;
+	bool		read;
+	WalsRatings raw;			/* no held_pairs: a tuning holds out a share */
+} WalsKeptRatings;
+
 struct WalsShards;
 
 /* The ratings of one training, dense and merged (ingest.c). */
@@ -208,6 +222,7 @@ typedef struct WalsTrainRequest
 	Oid			validation_owner;	/* the owner the catalog recorded for the
 									 * validation table (wals_retrain);
 									 * InvalidOid: the caller named it */
+	WalsKeptRatings *kept;		/* NULL, or a tuning's ratings */
 } WalsTrainRequest;
 
 /* What a training did: wals_train's summary row, and a trial's score. */
@@ -243,6 +258,8 @@ extern void wals_train_summary_row(FunctionCallInfo fcinfo, const WalsTrainSumma
  * partition, one of many)
  */
 extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty);
+extern double wals_ratings_bytes(const WalsRatings *raw);
+extern void wals_ratings_copy(const WalsRatings *from, WalsRatings *to, MemoryContext cxt);
 
 /*
  * The two blocks of a training's memory: the item matrix and the item

@@ -44,22 +44,27 @@ WHERE l.model = 'tun_m' AND l.parameters = a.parameters AND l.value = a.score
   AND l.iterations = a.iterations AND l.seconds = a.seconds;
 SELECT count(*) AS recommended FROM wals_recommend(1, 5, 'tun_m');
 
--- a trial stores no model: the second trial's reading of the source would
--- fail on the first one's
-CREATE FUNCTION tun_no_trial(id int) RETURNS int LANGUAGE plpgsql AS $$
+-- the source is read once, by the first trial: the trials after it and the
+-- final training train on what it read, and no trial stores a model
+CREATE SEQUENCE tun_reads;
+CREATE FUNCTION tun_count(id int) RETURNS int LANGUAGE plpgsql AS $$
 BEGIN
   IF EXISTS (SELECT FROM public.wals_models WHERE model OPERATOR(pg_catalog.=) 'tun_g_trial') THEN
     RAISE EXCEPTION 'a trial was stored';
   END IF;
+  PERFORM pg_catalog.nextval('public.tun_reads');
   RETURN id;
 END $$;
-CREATE VIEW tun_look AS SELECT public.tun_no_trial(user_id) AS user_id, item_id, rating FROM tun;
+CREATE VIEW tun_look AS SELECT public.tun_count(user_id) AS user_id, item_id, rating FROM tun;
 SELECT count(*) AS trials
 FROM wals_tune('tun_look', 'user_id', 'item_id', 'rating', model => 'tun_g', max_trials => 2,
                space => '{"factors": [8]}');
+SELECT last_value = (SELECT count(*) FROM tun) AS read_once FROM tun_reads;
+SELECT count(*) AS trial_models FROM wals_models WHERE model = 'tun_g_trial';
 SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_g')) d;
 DROP VIEW tun_look;
-DROP FUNCTION tun_no_trial(int);
+DROP FUNCTION tun_count(int);
+DROP SEQUENCE tun_reads;
 
 -- quiet: the caller hears one NOTICE per trial, the trainings' own (what
 -- they read, each iteration) going to the server's log; a training alone
@@ -74,40 +79,33 @@ SELECT iterations FROM wals_train('tun', 'user_id', 'item_id', 'rating', model =
                                   factors => 8, iterations => 2);
 -- a tuning whose second trial fails, caught: it leaves no model, and a
 -- training after it in the same transaction speaks again and stores its
--- model (the first trial's NOTICE, then the training's three)
-CREATE SEQUENCE tun_reads;
-CREATE FUNCTION tun_read_once(id int) RETURNS int LANGUAGE plpgsql AS $$
-BEGIN
-  IF pg_catalog.nextval('public.tun_reads') > 4000 THEN
-    RAISE EXCEPTION 'read twice';
-  END IF;
-  RETURN id;
-END $$;
-CREATE VIEW tun_once AS SELECT public.tun_read_once(user_id) AS user_id, item_id, rating FROM tun;
-CREATE TEMP TABLE tun_caught (message text, trial_models bigint);
+-- model.  The narrowest train first: the trials of 8 factors say their
+-- NOTICEs, then the first of 2048 fails on the memory limit; then the
+-- training's three NOTICEs.
+CREATE TEMP TABLE tun_caught (state text, trial_models bigint);
+SET wals.max_memory = '4MB';
 DO $$
 BEGIN
   BEGIN
-    PERFORM wals_tune('tun_once', 'user_id', 'item_id', 'rating', model => 'tun_f',
-                      max_trials => 2, space => '{"factors": [8]}');
-  EXCEPTION WHEN raise_exception THEN
+    PERFORM wals_tune('tun', 'user_id', 'item_id', 'rating', model => 'tun_f',
+                      max_trials => 9, space => '{"factors": [8, 2048]}');
+  EXCEPTION WHEN configuration_limit_exceeded THEN
     INSERT INTO tun_caught
-    SELECT SQLERRM, (SELECT count(*) FROM wals_models WHERE model LIKE 'tun_f%');
+    SELECT SQLSTATE, (SELECT count(*) FROM wals_models WHERE model LIKE 'tun_f%');
   END;
   PERFORM wals_train('tun', 'user_id', 'item_id', 'rating', model => 'tun_f2', factors => 8,
                      iterations => 2);
 END $$;
+RESET wals.max_memory;
 \set VERBOSITY default
 SET client_min_messages = warning;
 RESET max_parallel_maintenance_workers;
 SELECT * FROM tun_caught;
 SELECT model FROM wals_models WHERE model LIKE 'tun_f%' OR model LIKE 'tun_q%' ORDER BY model;
+SELECT count(*) AS logged FROM wals_tuning_log WHERE model = 'tun_f';
 SELECT count(*) AS dropped FROM (SELECT wals_drop_model('tun_q')) a,
                                 (SELECT wals_drop_model('tun_q2')) b,
                                 (SELECT wals_drop_model('tun_f2')) c;
-DROP VIEW tun_once;
-DROP FUNCTION tun_read_once(int);
-DROP SEQUENCE tun_reads;
 DROP TABLE tun_caught;
 
 -- the same seed, the same trials and scores

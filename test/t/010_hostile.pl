@@ -756,6 +756,11 @@ SELECT count(*) FROM wals_train('mallory.trains_inside', 'user_id', 'item_id', m
   factors => 4, iterations => 1)});
 like($err, qr/55006: wals_drop_model\(\) cannot be called while another wals function is running/,
 	'refused inside a training, from its source view');
+# a procedure that commits cannot run there at all: serving is a query
+as_role('mallory', q{UPDATE mallory.nested_sql SET sql = $q$CALL public.wals_tune_concurrently('mallory.r', 'user_id', 'item_id', model => 'mallory.t', max_trials => 1)$q$});
+($ret, $out, $err) = as_role('mallory', q{SELECT count(*) FROM wals_recommend(1, 5, 'mallory.victim')});
+like($err, qr/25001: wals_tune_concurrently cannot run inside a transaction block/,
+	'wals_tune_concurrently refused inside serving');
 as_role('mallory', q{UPDATE mallory.nested_sql SET sql = 'SELECT mallory.serve_all()'});
 ($ret, $out, $err) = as_role('mallory', q{
 SELECT count(*) FROM wals_train('mallory.trains_inside', 'user_id', 'item_id', model => 'mallory.outer',

@@ -210,10 +210,14 @@ my @calls = (
 		solver => 'subspace', block_size => 2, validation => 0)} ],
 	[ wals_tune => q{SELECT pg_catalog.count(*) FROM wals_tune('alice.r', 'user_id', 'item_id', 'rating', model => 'tuned',
 		budget => '20 seconds', max_trials => 2, space => '{"factors": [2, 4], "regularization": {"min": 0.05, "max": 1}}')} ],
+	[ wals_tune_concurrently => q{CALL wals_tune_concurrently('alice.r', 'user_id', 'item_id', 'rating',
+		model => 'tuned_c', budget => '20 seconds', max_trials => 2,
+		space => '{"factors": [2, 4], "regularization": {"min": 0.05, "max": 1}}')} ],
 	[ wals_attach_model => q{SELECT wals_attach_model('alice.a') IS NOT NULL} ],
 	[ wals_recommend => q{SELECT pg_catalog.count(*) FROM wals_recommend(1, 5, 'alice.a')} ],
 	[ wals_drop_model => q{SELECT wals_drop_model('alice.a') IS NOT NULL} ],
 	[ wals_drop_model => q{SELECT wals_drop_model('tuned') IS NOT NULL} ],
+	[ wals_drop_model => q{SELECT wals_drop_model('tuned_c') IS NOT NULL} ],
 	[ wals_drop_model => q{SELECT wals_drop_model('alice.m') IS NOT NULL} ],
 );
 

@@ -164,6 +164,7 @@ my @outer = (
 	[ 'user factors', q{SELECT count(*) FROM wals_retrain('mallory.m', warm_start => true)} ],
 	[ 'trigger', q{SELECT count(*) FROM wals_retrain('mallory.m')} ],
 	[ 'source', q{SELECT count(*) FROM wals_tune('mallory.source_view', 'user_id', 'item_id', model => 'mallory.t', max_trials => 2)} ],
+	[ 'source', q{CALL wals_tune_concurrently('mallory.source_view', 'user_id', 'item_id', model => 'mallory.t', max_trials => 2)} ],
 	[ 'source', q{SELECT wals_refresh_items('{1,2,500}', 'mallory.m')} ],
 	[ 'user factors', q{SELECT wals_refresh_items('{1,2}', 'mallory.m')} ],
 	[ 'item factors', q{SELECT wals_refresh_items('{1,2}', 'mallory.m')} ],
