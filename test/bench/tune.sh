@@ -6,6 +6,10 @@
 #   ./test/bench/tune.sh           (from the repository root, as root, with
 #                                   the extension built and installed; or
 #                                   `make bench-tune`, which does both first)
+#   TUNE_CALL=procedure make bench-tune
+#                                  tune with CALL wals_tune_concurrently,
+#                                  which commits after each trial, instead
+#                                  of SELECT ... FROM wals_tune(...)
 #   RATINGS=train.csv TEST=test.csv make bench-tune
 #                                  a data set of your own: headerless
 #                                  user_id,item_id[,rating] CSVs of the

@@ -11,6 +11,12 @@ train=$1
 test=$2
 budget=$3
 metric=$4
+call=${TUNE_CALL:-function}
+case $call in
+function) fn=wals_tune ;;
+procedure) fn=wals_tune_concurrently ;;
+*) echo "tune_db.sh: unknown TUNE_CALL $call (function or procedure)" >&2; exit 1 ;;
+esac
 k=${metric#*@}
 case $k in ''|*[!0-9]*) k=20 ;; esac
 
@@ -22,7 +28,7 @@ load_file r "$train"
 load_file t "$test"
 echo "data: $(sql "SELECT count(*) FROM r") training rows ($(sql "SELECT count(DISTINCT user_id) FROM r") users," \
 	"$(sql "SELECT count(DISTINCT item_id) FROM r") items), $(sql "SELECT count(*) FROM t") test rows;" \
-	"budget $budget, metric $metric"
+	"budget $budget, metric $metric, $fn"
 
 $PSQL -q > /dev/null <<SQL
 SET client_min_messages = warning;
@@ -31,16 +37,26 @@ SQL
 echo "trials ($metric on the validation share; iterations; seconds):"
 notices=$(mktemp)
 began=$(date +%s.%N)
-$PSQL -At -F ' ' 2> "$notices" <<SQL
-SELECT trial, round(score::numeric, 4), iterations, round(seconds::numeric, 1), parameters
-FROM wals_tune('r', 'user_id', 'item_id', model => 'tuned', budget => '$budget',
-               metric => '$metric');
+if [ "$call" = procedure ]; then
+	$PSQL -q -At 2> "$notices" <<SQL
+CALL wals_tune_concurrently('r', 'user_id', 'item_id', model => 'tuned', budget => '$budget',
+                            metric => '$metric');
 SQL
+else
+	$PSQL -At -F ' ' 2> "$notices" > /dev/null <<SQL
+SELECT 1 FROM wals_tune('r', 'user_id', 'item_id', model => 'tuned', budget => '$budget',
+                        metric => '$metric');
+SQL
+fi
 ended=$(date +%s.%N)
+$PSQL -At -F ' ' <<SQL
+SELECT trial, round(value::numeric, 4), iterations, round(seconds::numeric, 1), parameters
+FROM wals_tuning_log WHERE model = 'tuned' ORDER BY trial;
+SQL
 budget_s=$(sql "SELECT extract(epoch FROM interval '$budget')")
-awk -v b="$began" -v e="$ended" -v s="$budget_s" 'BEGIN {
-	printf "wals_tune took %.1f s of its %.0f s budget (%+.1f%%), its final training included\n",
-		   e - b, s, 100 * (e - b - s) / s }'
+awk -v b="$began" -v e="$ended" -v s="$budget_s" -v f="$fn" 'BEGIN {
+	printf "%s took %.1f s of its %.0f s budget (%+.1f%%), its final training included\n",
+		   f, e - b, s, 100 * (e - b - s) / s }'
 echo "chosen: $(sql "SELECT parameters FROM wals_tuning_log WHERE model = 'tuned' AND chosen")"
 # The trials' NOTICEs say how much of each trial was spent on its validation.
 sed -n 's/.*wals_tune trial [0-9]*: .* in \([0-9.]*\) s (\([0-9.]*\) s of it.*/\1 \2/p' "$notices" |

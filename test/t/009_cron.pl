@@ -1,7 +1,8 @@
 
 # Nightly retraining with pg_cron: a job scheduled with cron.schedule runs
 # wals_train, the model's version advances, and a session serving the model
-# meanwhile never fails.
+# meanwhile never fails; another runs CALL wals_tune_concurrently, whose
+# trials commit one by one.
 use strict;
 use warnings FATAL => 'all';
 
@@ -73,8 +74,22 @@ $node->safe_psql('postgres',
 	q{SELECT cron.schedule('wals-nightly', '* * * * *',
 	  $$SELECT model FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'nightly',
 	    factors => 16, iterations => 5, warm_start => true)$$)});
+# A tuning that commits after each trial, scheduled as pg_cron runs any
+# command: a statement of its own, so the procedure may commit.
+$node->safe_psql('postgres',
+	q{SELECT cron.schedule('wals-tune', '* * * * *',
+	  $$CALL wals_tune_concurrently('ratings', 'user_id', 'item_id', 'rating', model => 'tuned',
+	    max_trials => 2, space => '{"factors": [8]}')$$)});
 ok(wait_until($node, 'postgres', qq{(SELECT version > $v1 FROM wals_models WHERE model = 'nightly')}),
 	'the scheduled training ran and the version advanced');
+ok( wait_until(
+		$node, 'postgres', q{EXISTS (SELECT FROM wals_models WHERE model = 'tuned')}),
+	'the scheduled tuning ran and stored its model');
+is( $node->safe_psql(
+		'postgres', q{SELECT count(*) >= 2, count(DISTINCT xmin::text) >= 2,
+		  count(*) FILTER (WHERE chosen) >= 1 FROM wals_tuning_log WHERE model = 'tuned'}),
+	't|t|t', 'its trials were committed one by one, one of them chosen');
+$node->safe_psql('postgres', q{SELECT cron.unschedule('wals-tune')});
 ok( $node->poll_query_until(
 		'postgres', q{SELECT count(*) > 0 FROM cron.job_run_details WHERE status = 'succeeded'}),
 	'pg_cron records the run as succeeded');
