@@ -91,7 +91,7 @@ OPTFLAGS = -O2
 # or on its own to the nodes of a Citus distributed table.
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core $(SUBSYSTEMS:%=-I$(srcdir)/src/%) -I$(srcdir)/gpu $(BLAS_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -DWALS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = $(WARNFLAGS) $(OPTFLAGS)
-SHLIB_LINK = $(BLAS_LDFLAGS) -lpq
+SHLIB_LINK = -lpq
 
 PG_CONFIG ?= pg_config
 # The scripts the targets run (test/installcheck.sh, test/demo.sh, the
@@ -137,6 +137,25 @@ no-gpu:
 	@echo "wals: nvcc not found: building without the CUDA engine (gpu/wals_cuda$(DLSUFFIX))"
 endif
 
+# wals.so is not linked to OpenBLAS, whose fifteen thousand symbols would
+# cost every backend that loads wals milliseconds to resolve: the module
+# wals_blas, linked to it and to nothing of wals, is loaded where the core
+# first needs BLAS (src/core/blas.c).  --no-as-needed keeps OpenBLAS among
+# its needs although it calls nothing of it.
+BLAS_MODULE = src/blas/wals_blas$(DLSUFFIX)
+all: $(BLAS_MODULE)
+$(BLAS_MODULE): src/blas/wals_blas.o
+	$(CC) $(CFLAGS) -shared -o $@ $< $(LDFLAGS) $(LDFLAGS_SL) -Wl,--no-as-needed $(BLAS_LDFLAGS)
+install: install-blas
+.PHONY: install-blas
+install-blas: $(BLAS_MODULE)
+	$(INSTALL_SHLIB) $(BLAS_MODULE) '$(DESTDIR)$(pkglibdir)/wals_blas$(DLSUFFIX)'
+uninstall: uninstall-blas
+.PHONY: uninstall-blas
+uninstall-blas:
+	rm -f '$(DESTDIR)$(pkglibdir)/wals_blas$(DLSUFFIX)'
+EXTRA_CLEAN += src/blas/wals_blas.o $(BLAS_MODULE)
+
 # The portable kernels pass 32-byte vectors between functions compiled for
 # the same instruction set; clang warns about the ABI when it emits the
 # bitcode for JIT inlining, which has no bearing on how they are called.
@@ -155,8 +174,8 @@ UNIT_SRCS = $(sort $(wildcard test/unit/*.c))
 
 # The programs built from src/core without the server: its unit tests, its
 # benchmarks and the GPU checks, in C99 with the same warnings.
-HOST_CC = $(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -g $(OPTFLAGS) -Wall -Wextra $(WERROR) \
-	-Isrc/core -Igpu -Itest/unit $(BLAS_CFLAGS)
+HOST_CC = $(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -DWALS_BLAS_LINKED -g $(OPTFLAGS) -Wall \
+	-Wextra $(WERROR) -Isrc/core -Igpu -Itest/unit $(BLAS_CFLAGS)
 
 # Each source is compiled once, into build/host, for every program that
 # links it: position-independent for host_engine.so, and hidden, so that

@@ -82,10 +82,32 @@ poll_interrupts(void)
 	CHECK_FOR_INTERRUPTS();
 }
 
+/*
+ * The core's loader of BLAS and LAPACK (src/core/blas.c): wals.so is not
+ * linked to them, whose thousands of symbols would cost every backend that
+ * loads wals milliseconds to resolve, though serving never calls them.
+ * The module wals_blas (src/blas/wals_blas.c) is linked to them, and
+ * loading it loads them for every library of the backend.
+ */
+void
+wals_load_blas(void)
+{
+	if (wals_blas_bind())
+		return;
+	load_file("$libdir/wals_blas", false);
+	if (!wals_blas_bind())
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("BLAS and LAPACK are not available to wals"),
+				 errdetail("The module wals_blas was loaded, but one of cblas_sgemm, cblas_ssyrk, cblas_strsm, spotrf_ and spotrs_ is missing from what it loaded."),
+				 errhint("Install wals again, built against OpenBLAS.")));
+}
+
 void
 _PG_init(void)
 {
 	wals_set_poll_hook(poll_interrupts);
+	wals_set_blas_loader(wals_load_blas);
 
 	DefineCustomStringVariable("wals.default_model",
 							   gettext_noop("Model used by the serving functions when they are given none and more than one model exists."),

@@ -134,6 +134,9 @@ extern void wals_report_failure(const WalsFailure *failure, const char *what,
 								const int64 *user_ids, const int64 *item_ids);
 extern void wals_report_core_status(WalsStatus status, const char *what);
 
+/* wals.c: BLAS and LAPACK loaded and bound, or an error */
+extern void wals_load_blas(void);
+
 /* pages.c */
 extern void wals_advise_huge_pages(void *p, size_t bytes);
 extern void *wals_alloc_huge(MemoryContext cxt, size_t bytes);

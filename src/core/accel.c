@@ -16,8 +16,6 @@
  */
 #include <math.h>
 
-#include <cblas.h>
-
 #include "wals_internal.h"
 
 /* 2 pi / 3, the spacing of a cubic's three real roots on the circle. */
@@ -144,8 +142,8 @@ wals_cross_rows(const float *X, const float *D, int64_t lo, int64_t hi,
 		return;
 	if (per * (hi - lo) <= WALS_BLAS_PIECE)
 	{
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, f, f, (int) (hi - lo),
-					1.0f, X + lo * f, f, D + lo * f, f, 1.0f, C, f);
+		wals_blas()->sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, f, f, (int) (hi - lo),
+					       1.0f, X + lo * f, f, D + lo * f, f, 1.0f, C, f);
 		wals_poll(per * (hi - lo));
 		return;
 	}
@@ -159,8 +157,8 @@ wals_cross_rows(const float *X, const float *D, int64_t lo, int64_t hi,
 		{
 			int			w = f - a0 < h ? f - a0 : h;
 
-			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, f, m, 1.0f,
-						X + k0 * f + a0, f, D + k0 * f, f, 1.0f, C + (size_t) a0 * f, f);
+			wals_blas()->sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, f, m, 1.0f,
+						       X + k0 * f + a0, f, D + k0 * f, f, 1.0f, C + (size_t) a0 * f, f);
 			wals_poll((int64_t) w * f * m);
 		}
 	}

@@ -19,8 +19,6 @@
  * rows at f = 4096 that traffic made the Gram five times slower, where
  * stripes of 512 rows cost nothing measurable (DEVELOPERS.md, Interrupts).
  */
-#include <cblas.h>
-
 #include "wals_internal.h"
 
 /*
@@ -60,8 +58,8 @@ wals_syrk_pieces(int n, int64_t k, float alpha, const float *A, int lda,
 		return;
 	if (tri * k <= WALS_BLAS_PIECE)
 	{
-		cblas_ssyrk(CblasColMajor, CblasLower, CblasNoTrans, n, (int) k,
-					alpha, A, lda, 1.0f, C, ldc);
+		wals_blas()->ssyrk(CblasColMajor, CblasLower, CblasNoTrans, n, (int) k,
+					       alpha, A, lda, 1.0f, C, ldc);
 		wals_poll(tri * k);
 		return;
 	}
@@ -77,12 +75,12 @@ wals_syrk_pieces(int n, int64_t k, float alpha, const float *A, int lda,
 			int			w = n - c0 < h ? n - c0 : h;
 			int			below = n - c0 - w;
 
-			cblas_ssyrk(CblasColMajor, CblasLower, CblasNoTrans, w, m, alpha,
-						Ak + c0, lda, 1.0f, C + c0 + (size_t) c0 * ldc, ldc);
+			wals_blas()->ssyrk(CblasColMajor, CblasLower, CblasNoTrans, w, m, alpha,
+						       Ak + c0, lda, 1.0f, C + c0 + (size_t) c0 * ldc, ldc);
 			if (below > 0)
-				cblas_sgemm(CblasColMajor, CblasNoTrans, CblasTrans, below, w, m,
-							alpha, Ak + c0 + w, lda, Ak + c0, lda, 1.0f,
-							C + c0 + w + (size_t) c0 * ldc, ldc);
+				wals_blas()->sgemm(CblasColMajor, CblasNoTrans, CblasTrans, below, w, m,
+							       alpha, Ak + c0 + w, lda, Ak + c0, lda, 1.0f,
+							       C + c0 + w + (size_t) c0 * ldc, ldc);
 			wals_poll(((int64_t) w * (w + 1) / 2 + (int64_t) below * w) * m);
 		}
 	}

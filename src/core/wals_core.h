@@ -79,6 +79,17 @@ typedef void (*WalsPollHook) (void);
 extern void wals_set_poll_hook(WalsPollHook hook);
 
 /*
+ * What loads BLAS and LAPACK before the core first calls them, and then
+ * binds them, or raises an error (blas.c): the server's library is not
+ * linked to them.  wals_blas_bind binds them where they are loaded, and
+ * says whether they are.
+ */
+typedef void (*WalsBlasLoader) (void);
+
+extern void wals_set_blas_loader(WalsBlasLoader loader);
+extern bool wals_blas_bind(void);
+
+/*
  * p[0..n) = 0, and dst[0..n) = src[0..n), polling between slices: the first
  * write to a fresh page costs microseconds, 170 ms for an f x f matrix at
  * f = 4096 and a second for the factors of 20,000 rows, so the caller's

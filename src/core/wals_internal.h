@@ -11,6 +11,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "wals_core.h"
 
 /*
@@ -209,6 +211,28 @@ wals_poll_local(int64_t *local, int64_t work)
  */
 extern void wals_syrk_pieces(int n, int64_t k, float alpha, const float *A,
 							 int lda, float *C, int ldc);
+
+/* LAPACK's Fortran entry points, exported by the serial OpenBLAS. */
+extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda,
+					int *info);
+extern void spotrs_(const char *uplo, const int *n, const int *nrhs,
+					const float *a, const int *lda, float *b, const int *ldb,
+					int *info);
+
+/*
+ * The functions of BLAS and LAPACK the core calls, bound on first use
+ * (blas.c), of the types CBLAS declares.
+ */
+typedef struct WalsBlas
+{
+	__typeof__(&cblas_sgemm) sgemm;
+	__typeof__(&cblas_ssyrk) ssyrk;
+	__typeof__(&cblas_strsm) strsm;
+	__typeof__(&spotrf_) spotrf;
+	__typeof__(&spotrs_) spotrs;
+} WalsBlas;
+
+extern const WalsBlas *wals_blas(void);
 
 /* ---------- the subspace solver (subspace.c) ---------- */
 

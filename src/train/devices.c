@@ -14,7 +14,6 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
-#include <cblas.h>
 
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -273,6 +272,25 @@ put_text(Datum *values, bool *nulls, int col, const char *s)
 }
 
 /*
+ * The CPU row's BLAS and its threads, loading it: OpenBLAS says both, and
+ * another BLAS neither (NULL).
+ */
+static void
+blas_config(Datum *values, bool *nulls)
+{
+	char	   *(*config) (void);
+	int			(*threads) (void);
+
+	wals_load_blas();
+	*(void **) &config = dlsym(RTLD_DEFAULT, "openblas_get_config");
+	*(void **) &threads = dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
+	put_text(values, nulls, 8, config != NULL ? config() : NULL);
+	nulls[9] = threads == NULL;
+	if (threads != NULL)
+		values[9] = Int32GetDatum(threads());
+}
+
+/*
  * wals_devices() RETURNS TABLE(device text, usable bool, name text,
  *	 memory_total bigint, memory_free bigint, compute_capability text,
  *	 driver_version text, runtime_version text, blas text, threads int,
@@ -297,9 +315,7 @@ wals_devices(PG_FUNCTION_ARGS)
 	values[1] = BoolGetDatum(true);
 	nulls[1] = false;
 	put_text(values, nulls, 2, cpu_name());
-	put_text(values, nulls, 8, openblas_get_config());
-	values[9] = Int32GetDatum(openblas_get_num_threads());
-	nulls[9] = false;
+	blas_config(values, nulls);
 	put_text(values, nulls, 10, wals_kernels_name());
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 

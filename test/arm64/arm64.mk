@@ -41,7 +41,9 @@ $(ARM64_DIR)/wals$(DLSUFFIX): $(ARM64_OBJS) $(ARM64_DIR)/test/arm64/pg_abi.o
 		-Wl,-z,relro -Wl,-z,now -Wl,--as-needed $(ARM64_BLAS_LDFLAGS)
 
 # The unit tests link src/core's objects of wals.so: what they test on
-# aarch64 is the code the server runs there.
+# aarch64 is the code the server runs there, which finds BLAS among the
+# libraries loaded (src/core/blas.c); --no-as-needed keeps OpenBLAS among
+# the program's needs, though nothing calls it by name.
 ARM64_UNIT_OBJS = $(UNIT_SRCS:%.c=$(ARM64_DIR)/%.o)
 $(ARM64_UNIT_OBJS): $(ARM64_DIR)/%.o: %.c $(CORE_HDRS) $(wildcard test/unit/*.h)
 	@mkdir -p $(@D)
@@ -49,7 +51,7 @@ $(ARM64_UNIT_OBJS): $(ARM64_DIR)/%.o: %.c $(CORE_HDRS) $(wildcard test/unit/*.h)
 		-Isrc/core -Itest/unit -I$(ARM64_BLAS_INC) -c -o $@ $<
 
 test/unit/wals_unit_arm64: $(CORE_SRCS:%.c=$(ARM64_DIR)/%.o) $(ARM64_UNIT_OBJS)
-	$(ARM64_CC) -g -o $@ $^ $(ARM64_BLAS_LDFLAGS)
+	$(ARM64_CC) -g -o $@ $^ -Wl,--no-as-needed $(ARM64_BLAS_LDFLAGS)
 
 .PHONY: deps-arm64 build-arm64 unit-arm64 test-arm64
 # After deps: the two must not run apt-get at once under make -j.

@@ -9,16 +9,7 @@
  */
 #include <string.h>
 
-#include <cblas.h>
-
 #include "wals_internal.h"
-
-/* LAPACK's Fortran entry points, exported by the serial OpenBLAS. */
-extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda,
-					int *info);
-extern void spotrs_(const char *uplo, const int *n, const int *nrhs,
-					const float *a, const int *lda, float *b, const int *ldb,
-					int *info);
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define WALS_ALWAYS_INLINE inline __attribute__((always_inline))
@@ -419,13 +410,13 @@ chol_factor_panels(float *A, int f, int fp)
 		float	   *Ajj = A + (size_t) j * fp + j;
 		int			info = 0;
 
-		spotrf_("L", &jb, Ajj, &fp, &info);
+		wals_blas()->spotrf("L", &jb, Ajj, &fp, &info);
 		if (info != 0)
 			return 0;
 		if (rest > 0)
 		{
-			cblas_strsm(CblasColMajor, CblasRight, CblasLower, CblasTrans,
-						CblasNonUnit, rest, jb, 1.0f, Ajj, fp, Ajj + jb, fp);
+			wals_blas()->strsm(CblasColMajor, CblasRight, CblasLower, CblasTrans,
+						       CblasNonUnit, rest, jb, 1.0f, Ajj, fp, Ajj + jb, fp);
 			wals_poll((int64_t) jb * jb * rest / 2);
 			wals_syrk_pieces(rest, jb, -1.0f, Ajj + jb, fp,
 							 Ajj + jb + (size_t) jb * fp, fp);
@@ -455,7 +446,7 @@ chol_solve_lapack(float *A, int f, float *b, float *x)
 	int			k;
 
 	if ((int64_t) f * f / 6 * f <= WALS_BLAS_PIECE)
-		spotrf_("L", &f, A, &fp, &info);
+		wals_blas()->spotrf("L", &f, A, &fp, &info);
 	else if (!chol_factor_panels(A, f, fp))
 		return 0;
 	if (info != 0)
@@ -463,7 +454,7 @@ chol_solve_lapack(float *A, int f, float *b, float *x)
 	for (k = 0; k < f; k++)
 		if (!wals_pivot_ok(A[(size_t) k * fp + k]))
 			return 0;
-	spotrs_("L", &f, &one, A, &fp, b, &f, &info);
+	wals_blas()->spotrs("L", &f, &one, A, &fp, b, &f, &info);
 	memcpy(x, b, sizeof(float) * f);
 	return 1;
 }

@@ -9,8 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "score_internal.h"
 
 /*
@@ -303,9 +301,9 @@ wals_score_batch_product(const WalsScoreIndex *ix, const float *X,
 		{
 			int			m = ix->n - i0 < PRODUCT_ITEMS ? (int) (ix->n - i0) : PRODUCT_ITEMS;
 
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nu, m, f,
-						1.0f, X + (size_t) u0 * f, f, ix->Y + (size_t) i0 * f, f,
-						0.0f, ps.product, m);
+			wals_blas()->sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nu, m, f,
+						       1.0f, X + (size_t) u0 * f, f, ix->Y + (size_t) i0 * f, f,
+						       0.0f, ps.product, m);
 			for (j = 0; j < nu; j++)
 				if (!ps.users[j].exact)
 					product_select(ps.product + (size_t) j * m, i0, m,
@@ -346,8 +344,8 @@ wals_score_product(const float *X, int m, const float *Y, int64_t n, int f,
 	{
 		int			nb = (int) (n - i0 < step ? n - i0 : step);
 
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nb, f, 1.0f, X, f,
-					Y + (size_t) i0 * f, f, 0.0f, scores + i0, (int) n);
+		wals_blas()->sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nb, f, 1.0f, X, f,
+					       Y + (size_t) i0 * f, f, 0.0f, scores + i0, (int) n);
 		wals_poll(per_item * nb);
 	}
 }
