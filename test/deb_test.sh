@@ -112,8 +112,9 @@ else
 fi
 libdir=$("$PG_CONFIG" --pkglibdir)
 sharedir=$("$PG_CONFIG" --sharedir)
-expect "wals.so and the control file at $libdir and $sharedir/extension" \
-	"$(dpkg -L "$package" | grep -cxF -e "$libdir/wals.so" -e "$sharedir/extension/wals.control")" 2
+expect "wals.so, wals_blas.so and the control file at $libdir and $sharedir/extension" \
+	"$(dpkg -L "$package" | grep -cxF -e "$libdir/wals.so" -e "$libdir/wals_blas.so" \
+		-e "$sharedir/extension/wals.control")" 3
 expect "no CUDA engine in the package" "$(dpkg -L "$package" | grep -c 'wals_cuda' || true)" 0
 expect "the update script to $version in the package" \
 	"$(dpkg -L "$package" | grep -c "/wals--[0-9.]*--$version\.sql\$")" 1
@@ -133,10 +134,10 @@ expect "README.md in $docs, uncompressed" "$([ -f "$docs/README.md" ] && echo ye
 expect "every doc/*.md README.md links to in $docs/doc" "$broken" 0
 expect "as many doc/*.md as the tree has" "$(ls "$docs"/doc/*.md 2>/dev/null | wc -l)" \
 	"$(ls doc/*.md | wc -l)"
-missing=$(ldd "$libdir/wals.so" | grep -c 'not found' || true)
-expect "every library wals.so needs is found (ldd)" "$missing" 0
-expect "wals.so loads the serial OpenBLAS" \
-	"$(ldd "$libdir/wals.so" | grep -c 'openblas-serial/libopenblas' || true)" 1
+missing=$(ldd "$libdir/wals.so" "$libdir/wals_blas.so" | grep -c 'not found' || true)
+expect "every library wals.so and wals_blas.so need is found (ldd)" "$missing" 0
+expect "wals_blas.so loads the serial OpenBLAS, and wals.so does not" \
+	"$(ldd "$libdir/wals_blas.so" | grep -c 'openblas-serial/libopenblas' || true)/$(ldd "$libdir/wals.so" | grep -c 'libopenblas' || true)" 1/0
 
 # In a throwaway cluster of Debian's server, as the postgres user.
 cat >"$work/try.sql" <<'SQL'

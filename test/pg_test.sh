@@ -58,7 +58,8 @@ pg_config=$prefix/bin/pg_config
 copy_tree() {
 	tar -C "$root" --exclude=./.git --exclude=./.lent --exclude=./build/arm64 \
 		--exclude=./build/deb --exclude=./test/bench/cache --exclude='./src/*.o' \
-		--exclude='./src/*.bc' --exclude=./wals.so -cf - . | tar -C "$1" -xf -
+		--exclude='./src/*.bc' --exclude='./src/*.so' --exclude=./wals.so -cf - . |
+		tar -C "$1" -xf -
 }
 
 build=$(mktemp -d "${TMPDIR:-/tmp}/wals_pg$major-$flavour.XXXXXX")

@@ -17,7 +17,8 @@
 # 2. in a throw-away cluster trains SHARED_FACTORS (default 256) factors,
 #    SHARED_ITERATIONS (default 4) iterations;
 # 3. for each setting: SHARED_CONNECTIONS (default 40) new connections
-#    that each load the library and time their first wals_recommend;
+#    that each time the load of the library (LOAD 'wals') and then their
+#    first wals_recommend;
 #    the private memory (RssAnon) and the shared memory mapped (RssShmem)
 #    a backend adds by serving; pgbench with 4 clients from before a
 #    retraining to 4 s after its commit: the slowest call (after each

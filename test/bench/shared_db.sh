@@ -39,13 +39,17 @@ for mode in on off; do
 	echo "wals.shared_items = $mode"
 
 	: > "$work/first"
+	: > "$work/load"
 	for i in $(seq 1 "$connections"); do
 		u=$(( (i * 7919) % users + 1 ))
-		$PSQL -At -c "SET wals.shared_items = $mode" -c "LOAD 'wals'" -c '\timing on' \
+		times=$($PSQL -At -c "SET wals.shared_items = $mode" -c '\timing on' -c "LOAD 'wals'" \
 			-c "SELECT count(*) FROM wals_recommend($u, 10, 'm')" |
-			sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1 >> "$work/first"
+			sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p')
+		echo "$times" | head -1 >> "$work/load"
+		echo "$times" | tail -1 >> "$work/first"
 	done
-	echo "  first call of a new backend: p50 $(pct 0.5 < "$work/first") ms, p99 $(pct 0.99 < "$work/first") ms, max $(pct 1 < "$work/first") ms ($connections connections)"
+	echo "  loading wals in a new backend: p50 $(pct 0.5 < "$work/load") ms, p99 $(pct 0.99 < "$work/load") ms ($connections connections)"
+	echo "  first call of a new backend (wals loaded): p50 $(pct 0.5 < "$work/first") ms, p99 $(pct 0.99 < "$work/first") ms, max $(pct 1 < "$work/first") ms"
 
 	# /proc of the backend, read by this script (root, on the server's host)
 	mem=$($PSQL -At <<SQL
