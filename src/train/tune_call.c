@@ -29,6 +29,9 @@ PG_FUNCTION_INFO_V1(wals_tune);
 PG_FUNCTION_INFO_V1(wals_tune_concurrently);
 
 /*
+ * The arguments of both entry points, the first twelve of each, checked
+ * into ta:
+ *
  * wals_tune(source regclass, user_col name, item_col name, rating_col name,
  *			 model text, metric text, validation real, budget interval,
  *			 space jsonb, seed int, max_trials int, feedback text)
