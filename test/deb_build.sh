@@ -41,8 +41,10 @@ rm -f "$out"/postgresql-*-wals*_"$version"_*.deb "$out"/wals_"$version"_*.buildi
 	"$out"/wals_"$version"_*.changes
 
 # The root is kept, and a later build only copies the tree in; the
-# packages are installed again when their list changed.  A root left half
-# made (an interrupted debootstrap) is made again.
+# packages are installed again when their list changed, after finishing
+# what an earlier install left unconfigured.  A root left half made (an
+# interrupted debootstrap) is made again.  The commands in the root run
+# without the caller's TMPDIR, a folder the root does not have.
 log=$roots/deb-root-$codename.log
 if [ ! -f "$buildroot/.wals-debootstrap" ]; then
 	mirror=$(./test/archive_uri.sh)
@@ -57,8 +59,9 @@ if [ ! -f "$buildroot/.wals-debootstrap" ]; then
 fi
 if [ "$(cat "$buildroot/.wals-packages" 2>/dev/null)" != "$packages" ]; then
 	cp /etc/resolv.conf "$buildroot/etc/resolv.conf" 2>/dev/null || true
-	if ! chroot "$buildroot" /bin/sh -c "export DEBIAN_FRONTEND=noninteractive;
-		apt-get update && apt-get install -y --no-install-recommends $packages" \
+	if ! env -u TMPDIR chroot "$buildroot" /bin/sh -c "export DEBIAN_FRONTEND=noninteractive;
+		dpkg --configure -a && apt-get update &&
+		apt-get install -y --no-install-recommends $packages" \
 		>>"$log" 2>&1; then
 		tail -n 30 "$log" >&2
 		say "the build's packages could not be installed in the root; its log is $log"
@@ -84,7 +87,7 @@ start=$(date +%s)
 # debian/control for the server versions of the root (pg_buildext
 # checkcontrol, which the build runs, refuses a stale one); -b: binary
 # packages only; -us -uc: unsigned; -j: make -j for each build.
-if ! chroot "$buildroot" /bin/sh -c "cd $src && pg_buildext updatecontrol &&
+if ! env -u TMPDIR chroot "$buildroot" /bin/sh -c "cd $src && pg_buildext updatecontrol &&
 	dpkg-buildpackage -us -uc -b -j$(nproc)" >"$out/build.log" 2>&1; then
 	tail -n 60 "$out/build.log"
 	say "dpkg-buildpackage failed; its log is $out/build.log"
