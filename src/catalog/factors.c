@@ -320,18 +320,28 @@ wals_real_array(const float *v, int64 n)
 }
 
 /*
- * The rated items column of a user's row: the items indices[0..n)
- * (increasing) by their ids, with their ratings, packed.
+ * The rated items column of a user's row: the items ids[0..n)
+ * (increasing) with their ratings, packed.
  */
+bytea *
+wals_rated_pack_bytea(const int64 *ids, const float *values, int64 n)
+{
+	bytea	   *out = palloc(VARHDRSZ + wals_rated_pack_bound(n));
+
+	SET_VARSIZE(out, VARHDRSZ + wals_rated_pack(ids, values, n, (uint8 *) VARDATA(out)));
+	return out;
+}
+
+/* The same of the items indices[0..n) (increasing), by their ids. */
 bytea *
 wals_rated_bytea(const int64 *item_ids, const int32 *indices, const float *values, int64 n)
 {
 	int64	   *ids = palloc(sizeof(int64) * Max(n, 1));
-	bytea	   *out = palloc(VARHDRSZ + wals_rated_pack_bound(n));
+	bytea	   *out;
 
 	for (int64 i = 0; i < n; i++)
 		ids[i] = item_ids[indices[i]];
-	SET_VARSIZE(out, VARHDRSZ + wals_rated_pack(ids, values, n, (uint8 *) VARDATA(out)));
+	out = wals_rated_pack_bytea(ids, values, n);
 	pfree(ids);
 	return out;
 }

@@ -285,6 +285,7 @@ extern int64 wals_read_id(HeapTuple tuple, TupleDesc desc, int col, const WalsMo
 extern void wals_read_rated(HeapTuple tuple, TupleDesc desc, int col, const WalsModelInfo *info,
 							const WalsIdDirectory *items, WalsRated *rated);
 extern ArrayType *wals_real_array(const float *v, int64 n);
+extern bytea *wals_rated_pack_bytea(const int64 *ids, const float *values, int64 n);
 extern bytea *wals_rated_bytea(const int64 *item_ids, const int32 *indices,
 							   const float *values, int64 n);
 

@@ -36,18 +36,6 @@ wals_blas(void)
 	return &linked;
 }
 
-void
-wals_set_blas_loader(WalsBlasLoader fn)
-{
-	(void) fn;
-}
-
-bool
-wals_blas_bind(void)
-{
-	return true;
-}
-
 #else
 
 static WalsBlas bound;

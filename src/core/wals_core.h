@@ -82,7 +82,8 @@ extern void wals_set_poll_hook(WalsPollHook hook);
  * What loads BLAS and LAPACK before the core first calls them, and then
  * binds them, or raises an error (blas.c): the server's library is not
  * linked to them.  wals_blas_bind binds them where they are loaded, and
- * says whether they are.
+ * says whether they are.  Only in a core built without WALS_BLAS_LINKED,
+ * whose programs link BLAS themselves.
  */
 typedef void (*WalsBlasLoader) (void);
 

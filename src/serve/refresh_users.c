@@ -395,11 +395,9 @@ solve_users(Refresh *r, Columns *c, WalsRowWriter *w, const int64 *which, int64 
 			continue;
 		}
 		rid = palloc(sizeof(int64) * k);
-		packed = palloc(VARHDRSZ + wals_rated_pack_bound(k));
 		for (int64 j = 0; j < k; j++)
 			rid[j] = key_id(r, c->keys[R.indices[R.indptr[u] + j]]);
-		SET_VARSIZE(packed, VARHDRSZ + wals_rated_pack(rid, R.values + R.indptr[u], k,
-													   (uint8 *) VARDATA(packed)));
+		packed = wals_rated_pack_bytea(rid, R.values + R.indptr[u], k);
 		if (wals_row_write(w, id, x + (size_t) u * f, f, packed) && count)
 			r->done.users_added++;
 		r->done.users += count;
