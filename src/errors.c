@@ -85,6 +85,12 @@ wals_report_failure(const WalsFailure *failure, const char *what,
 					 errdetail("%s", detail),
 					 errhint("Pass device => 'cpu' to train on the CPU.")));
 			break;
+		case WALS_ECODES:
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("too many distinct ratings for codes while %s", what),
+					 errdetail("%s", detail)));
+			break;
 		case WALS_EINVAL:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -61,6 +61,7 @@ wals_line_rows(const WalsParams *params, const WalsCsr *R,
 	float		d1[LINE_BLOCK];
 	float		e1[LINE_BLOCK];
 	float		d2[LINE_BLOCK];
+	float		decoded[LINE_BLOCK];
 	int64_t		u;
 
 	for (u = lo; u < hi; u++)
@@ -76,7 +77,7 @@ wals_line_rows(const WalsParams *params, const WalsCsr *R,
 		{
 			int			m = nnz - j0 < LINE_BLOCK ? (int) (nnz - j0) : LINE_BLOCK;
 			const int32_t *idx = R->indices + start + j0;
-			const float *val = R->values + start + j0;
+			const float *val = wals_csr_values(R, start + j0, m, decoded);
 			int			j;
 
 			kern->dots2(Y, idx, m, f, x, dx, d0, e1);

@@ -84,7 +84,11 @@
 typedef struct CsrLine
 {
 	int32_t		idx[CSR_LINE];
-	float		val[CSR_LINE];
+	union
+	{
+		float		val[CSR_LINE];
+		uint8_t		code[CSR_LINE];
+	};
 } CsrLine;
 
 /*
@@ -100,12 +104,14 @@ typedef struct CsrParts
 	int			colbits;		/* bits of the largest column index */
 	int64_t		max_cells;		/* of a partition of several rows */
 	bool		buffered;		/* pass A writes through lines */
+	bool		coded;			/* the cells carry codes, not values */
 	int64_t    *first;			/* first row of each partition, then nrows */
 	int64_t    *begin;			/* first cell of each partition */
 	int64_t    *cursor;			/* next cell of each; after pass A, its end */
 	CsrLine    *lines;			/* one per partition, in pass A */
 	int32_t    *cell_idx;		/* max_cells, in pass B, over the lines */
-	float	   *cell_val;
+	float	   *cell_val;		/* or, for codes, */
+	uint8_t    *cell_code;
 } CsrParts;
 
 /*
@@ -179,6 +185,7 @@ carve_scratch(CsrParts *pp, size_t n, void *scratch, size_t scratch_bytes)
 	pp->lines = (CsrLine *) at;
 	pp->cell_idx = (int32_t *) at;
 	pp->cell_val = (float *) (pp->cell_idx + pp->max_cells);
+	pp->cell_code = (uint8_t *) pp->cell_val;
 	pp->first = (int64_t *) (at + shared_bytes(n));
 	pp->begin = pp->first + CSR_MAX_PARTS + 1;
 	pp->cursor = pp->begin + CSR_MAX_PARTS;
@@ -248,10 +255,12 @@ plan_parts(CsrParts *pp, WalsCsr *out, size_t n, void *scratch,
 		for (r = pp->first[p]; r < pp->first[p + 1]; r++)
 			indptr[r] |= p << CSR_START_BITS;
 	}
+	pp->coded = out->values == NULL;
 #ifdef __SSE2__
 	/* whole lines go out only where both arrays start on a line */
 	pp->buffered = ((uintptr_t) out->indices % CSR_ALIGN) == 0 &&
-		((uintptr_t) out->values % CSR_ALIGN) == 0;
+		(pp->coded ? ((uintptr_t) out->codes % CSR_LINE) == 0 :
+		 ((uintptr_t) out->values % CSR_ALIGN) == 0);
 #else
 	/* without non-temporal stores, lines would only add a copy */
 	pp->buffered = false;
@@ -269,7 +278,10 @@ spill_cells(const CsrLine *line, WalsCsr *out, int64_t from, int64_t to)
 	for (k = from; k < to; k++)
 	{
 		out->indices[k] = line->idx[k % CSR_LINE];
-		out->values[k] = line->val[k % CSR_LINE];
+		if (out->values != NULL)
+			out->values[k] = line->val[k % CSR_LINE];
+		else
+			out->codes[k] = line->code[k % CSR_LINE];
 	}
 }
 
@@ -284,7 +296,6 @@ spill_line(const CsrParts *pp, const CsrLine *line, WalsCsr *out, int64_t p,
 {
 	int64_t		from = last + 1 - CSR_LINE;
 	__m128i    *idx = (__m128i *) (out->indices + from);
-	__m128i    *val = (__m128i *) (out->values + from);
 	int			q;
 
 	if (from < pp->begin[p])
@@ -293,10 +304,16 @@ spill_line(const CsrParts *pp, const CsrLine *line, WalsCsr *out, int64_t p,
 		return;
 	}
 	for (q = 0; q < 4; q++)
-	{
 		_mm_stream_si128(idx + q, _mm_load_si128((const __m128i *) line->idx + q));
-		_mm_stream_si128(val + q, _mm_load_si128((const __m128i *) line->val + q));
+	if (pp->coded)
+	{
+		_mm_stream_si128((__m128i *) (out->codes + from),
+						 _mm_load_si128((const __m128i *) line->code));
+		return;
 	}
+	for (q = 0; q < 4; q++)
+		_mm_stream_si128((__m128i *) (out->values + from) + q,
+						 _mm_load_si128((const __m128i *) line->val + q));
 }
 
 /*
@@ -334,10 +351,11 @@ flush_lines(const CsrParts *pp, WalsCsr *out)
 /*
  * Pass A: one cell to the next free place of its partition, its column
  * packed with its row's offset in the partition.  The input is read in
- * order, so each partition keeps it.
+ * order, so each partition keeps it.  The cell carries v, or code where
+ * out has codes.
  */
 static inline void
-put_cell(CsrParts *pp, WalsCsr *out, int32_t r, int32_t c, float v)
+put_cell(CsrParts *pp, WalsCsr *out, int32_t r, int32_t c, float v, uint8_t code)
 {
 	int64_t		p = out->indptr[r] >> CSR_START_BITS;
 	int64_t		dst = pp->cursor[p]++;
@@ -350,14 +368,20 @@ put_cell(CsrParts *pp, WalsCsr *out, int32_t r, int32_t c, float v)
 		CsrLine    *line = &pp->lines[p];
 
 		line->idx[dst % CSR_LINE] = packed;
-		line->val[dst % CSR_LINE] = v;
+		if (pp->coded)
+			line->code[dst % CSR_LINE] = code;
+		else
+			line->val[dst % CSR_LINE] = v;
 		if (dst % CSR_LINE == CSR_LINE - 1)
 			spill_line(pp, line, out, p, dst);
 		return;
 	}
 #endif
 	out->indices[dst] = packed;
-	out->values[dst] = v;
+	if (pp->coded)
+		out->codes[dst] = code;
+	else
+		out->values[dst] = v;
 }
 
 /*
@@ -378,14 +402,20 @@ sort_part(const CsrParts *pp, WalsCsr *out, int64_t first, int64_t last,
 	int64_t		k;
 
 	memcpy(pp->cell_idx, out->indices + start, m * sizeof(int32_t));
-	memcpy(pp->cell_val, out->values + start, m * sizeof(float));
+	if (pp->coded)
+		memcpy(pp->cell_code, out->codes + start, m);
+	else
+		memcpy(pp->cell_val, out->values + start, m * sizeof(float));
 	for (k = 0; k < m; k++)
 	{
 		int64_t    *cursor = &indptr[first + (pp->cell_idx[k] >> shift)];
 		int64_t		dst = (*cursor)++ & CSR_START_MASK;
 
 		out->indices[dst] = pp->cell_idx[k] & mask;
-		out->values[dst] = pp->cell_val[k];
+		if (pp->coded)
+			out->codes[dst] = pp->cell_code[k];
+		else
+			out->values[dst] = pp->cell_val[k];
 	}
 	/* the last row's end is the next partition's, and not this one's to write */
 	cursors_to_starts(indptr + first, last - first - 1, start);
@@ -471,6 +501,61 @@ merge_run(WalsFeedback feedback, float *values, int64_t len)
 }
 
 /*
+ * merge_run over the run of duplicates codes[0..len) of cb, giving the
+ * merged value's code: a short run decoded, a long one (a bot's clicks)
+ * counted by code and summed in the same order of values.
+ */
+static WalsStatus
+merge_code_run(WalsFeedback feedback, WalsCodebook *cb, const uint8_t *codes,
+			   int64_t len, uint8_t *out)
+{
+	float		v[CSR_SHORT_RUN];
+	float		merged;
+	int			code;
+	int64_t		a;
+
+	if (len <= CSR_SHORT_RUN)
+	{
+		for (a = 0; a < len; a++)
+			v[a] = cb->value[codes[a]];
+		merged = merge_run(feedback, v, len);
+	}
+	else
+	{
+		int64_t		count[WALS_CODES] = {0};
+		uint8_t		order[WALS_CODES];
+		int			m = 0;
+		double		sum = 0.0;
+
+		for (a = 0; a < len; a++)
+			count[codes[a]]++;
+		for (code = 0; code < cb->n; code++)
+		{
+			int			b;
+
+			if (count[code] == 0)
+				continue;
+			for (b = m++; b > 0 && cb->value[order[b - 1]] > cb->value[code]; b--)
+				order[b] = order[b - 1];
+			order[b] = (uint8_t) code;
+		}
+		for (code = 0; code < m; code++)
+			for (a = 0; a < count[order[code]]; a++)
+				sum += cb->value[order[code]];
+		if (feedback == WALS_EXPLICIT)
+			sum /= (double) len;
+		merged = (float) sum;
+	}
+	if (!isfinite(merged))
+		return WALS_ENONFINITE;
+	code = wals_codebook_code(cb, merged);
+	if (code < 0)
+		return WALS_ECODES;
+	*out = (uint8_t) code;
+	return WALS_OK;
+}
+
+/*
  * Compact rows [first, last) of csr in place, folding runs of equal columns
  * into one cell, and write the new row starts, from *w on, to
  * indptr[first..last).  The rows start at indptr[first..last) and the last
@@ -500,10 +585,23 @@ merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
 			while (run < stop && csr->indices[run] == csr->indices[k])
 				run++;
 			csr->indices[*w] = csr->indices[k];
-			csr->values[*w] = run - k == 1 ? csr->values[k] :
-				merge_run(feedback, csr->values + k, run - k);
-			if (!isfinite(csr->values[*w]))
-				return WALS_ENONFINITE;
+			if (csr->values == NULL)
+			{
+				WalsStatus	status = run - k == 1 ? WALS_OK :
+					merge_code_run(feedback, csr->codebook, csr->codes + k,
+								   run - k, csr->codes + k);
+
+				if (status != WALS_OK)
+					return status;
+				csr->codes[*w] = csr->codes[k];
+			}
+			else
+			{
+				csr->values[*w] = run - k == 1 ? csr->values[k] :
+					merge_run(feedback, csr->values + k, run - k);
+				if (!isfinite(csr->values[*w]))
+					return WALS_ENONFINITE;
+			}
 			if (counts != NULL)
 				counts[*w] = (int32_t) (run - k);
 			(*w)++;
@@ -601,7 +699,7 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 		{
 			if (k % WALS_CELL_POLL == 0)
 				wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-			put_cell(&pp, out, row[k], col[k], val[k]);
+			put_cell(&pp, out, row[k], col[k], val[k], 0);
 		}
 		flush_lines(&pp, out);
 		return sort_parts(&pp, out, false, WALS_IMPLICIT);
@@ -638,6 +736,9 @@ transpose(const WalsCsr *in, WalsCsr *out, void *scratch, size_t scratch_bytes,
 
 	out->nrows = in->ncols;
 	out->ncols = in->nrows;
+	if ((in->values == NULL) != (out->values == NULL))
+		return WALS_EINVAL;
+	out->codebook = in->codebook;
 	for (j = 0; j <= in->ncols; j++)
 		out->indptr[j] = 0;
 	for (j = 0; j < nnz; j++)
@@ -653,7 +754,9 @@ transpose(const WalsCsr *in, WalsCsr *out, void *scratch, size_t scratch_bytes,
 		{
 			wals_poll_local(&local, (in->indptr[u + 1] - in->indptr[u] + 1) * WALS_CELL_WORK);
 			for (j = in->indptr[u]; j < in->indptr[u + 1]; j++)
-				put_cell(&pp, out, in->indices[j], (int32_t) u, in->values[j]);
+				put_cell(&pp, out, in->indices[j], (int32_t) u,
+						 in->values != NULL ? in->values[j] : 0.0f,
+						 in->values != NULL ? 0 : in->codes[j]);
 		}
 		wals_poll(local);
 		flush_lines(&pp, out);
@@ -669,7 +772,10 @@ transpose(const WalsCsr *in, WalsCsr *out, void *scratch, size_t scratch_bytes,
 			int64_t		dst = out->indptr[in->indices[j]]++;
 
 			out->indices[dst] = (int32_t) u;
-			out->values[dst] = in->values[j];
+			if (in->values != NULL)
+				out->values[dst] = in->values[j];
+			else
+				out->codes[dst] = in->codes[j];
 		}
 	}
 	wals_poll(local);
@@ -715,7 +821,7 @@ wals_csr_from_coo(WalsFeedback feedback,
 				  int64_t *tmp_indptr, int32_t *tmp_idx,
 				  float *tmp_val, int32_t *counts)
 {
-	WalsCsr		by_col;
+	WalsCsr		by_col = {0};
 	WalsStatus	status;
 
 	by_col.indptr = tmp_indptr;

@@ -34,7 +34,7 @@ static int
 cell_held(const WalsCsr *R, WalsFeedback feedback, int64_t u, const int64_t *row_ids,
 		  const int64_t *col_ids, double share, uint64_t seed, int64_t j)
 {
-	if (feedback == WALS_IMPLICIT && R->values[j] < 0.0f)
+	if (feedback == WALS_IMPLICIT && wals_csr_value(R, j) < 0.0f)
 		return 0;
 	return held(seed, row_ids[u], col_ids[R->indices[j]], share);
 }
@@ -103,11 +103,14 @@ wals_holdout_split(WalsCsr *R, WalsFeedback feedback, const int64_t *row_ids,
 			if (row_holds(R, feedback, u, lo, row_ids, col_ids, share, seed, j, all))
 			{
 				out->indices[taken] = R->indices[j];
-				out->values[taken++] = R->values[j];
+				out->values[taken++] = wals_csr_value(R, j);
 				continue;
 			}
 			R->indices[kept] = R->indices[j];
-			R->values[kept++] = R->values[j];
+			if (R->values != NULL)
+				R->values[kept++] = R->values[j];
+			else
+				R->codes[kept++] = R->codes[j];
 		}
 		out->indptr[u + 1] = taken;
 	}
@@ -133,7 +136,8 @@ wals_holdout_join(const WalsCsr *keep, const WalsCsr *held_cells, WalsCsr *out)
 				(a < keep->indptr[u + 1] && keep->indices[a] < held_cells->indices[b]);
 
 			out->indices[n] = from_keep ? keep->indices[a] : held_cells->indices[b];
-			out->values[n++] = from_keep ? keep->values[a++] : held_cells->values[b++];
+			out->values[n++] = from_keep ? wals_csr_value(keep, a++) :
+				held_cells->values[b++];
 		}
 		out->indptr[u + 1] = n;
 	}

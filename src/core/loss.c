@@ -35,26 +35,28 @@ sqnorm(const float *x, int f)
  */
 static double
 row_loss(const WalsParams *params, const WalsKernels *kern, const float *x,
-		 const float *Y, const int32_t *idx, const float *val, int64_t nnz)
+		 const float *Y, const WalsCsr *R, int64_t start, int64_t nnz)
 {
 	double		w0 = params->w0;
 	double		acc[4] = {0.0, 0.0, 0.0, 0.0};
 	float		pred[LOSS_BLOCK];
+	float		decoded[LOSS_BLOCK];
 	int64_t		j0;
 
 	for (j0 = 0; j0 < nnz; j0 += LOSS_BLOCK)
 	{
 		int			m = nnz - j0 < LOSS_BLOCK ? (int) (nnz - j0) : LOSS_BLOCK;
+		const float *val = wals_csr_values(R, start + j0, m, decoded);
 		int			j;
 
-		kern->dots(Y, idx + j0, m, params->factors, x, pred);
+		kern->dots(Y, R->indices + start + j0, m, params->factors, x, pred);
 		for (j = 0; j < m; j++)
 		{
 			double		e;
 			float		c;
 			float		p;
 
-			wals_cell_weights(params, val[j0 + j], &c, &p);
+			wals_cell_weights(params, val[j], &c, &p);
 			e = (double) p - pred[j];
 			acc[j & 3] += (double) c * e * e - w0 * pred[j] * pred[j];
 		}
@@ -84,8 +86,7 @@ wals_loss_rows(const WalsParams *params, const WalsCsr *R,
 		int64_t		nnz = R->indptr[u + 1] - start;
 		double		s = wals_row_scale(params, nnz, R->ncols);
 
-		total += row_loss(params, kern, x, Y, R->indices + start,
-						  R->values + start, nnz);
+		total += row_loss(params, kern, x, Y, R, start, nnz);
 		total += params->regularization * s * sqnorm(x, f);
 		wals_poll(f);
 	}

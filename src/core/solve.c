@@ -69,9 +69,11 @@ scaled_gram(const WalsParams *params, const float *G, float *wG)
 static WalsStatus
 solve_row_cholesky(const WalsParams *params, const WalsKernels *kern,
 				   const WalsCellLinear *cl, const float *Y, const float *wG,
-				   const int32_t *idx, const float *val, int nnz, float s,
+				   const WalsCsr *R, int64_t start, int nnz, float s,
 				   float *x, float *work)
 {
+	const int32_t *idx = R->indices + start;
+	float		decoded[WALS_CHOL_BLOCK];
 	int			f = params->factors;
 	int			fp = wals_pad(f);
 	float	   *A = work;
@@ -87,7 +89,8 @@ solve_row_cholesky(const WalsParams *params, const WalsKernels *kern,
 	{
 		int			m = nnz - lo < WALS_CHOL_BLOCK ? nnz - lo : WALS_CHOL_BLOCK;
 
-		kern->chol_gather(Y, idx + lo, val + lo, m, f, &coef, W, b);
+		kern->chol_gather(Y, idx + lo, wals_csr_values(R, start + lo, m, decoded),
+						  m, f, &coef, W, b);
 		kern->gram_acc(A, f, W, Y, idx + lo, m);
 		wals_poll((int64_t) m * f * (f / 2 + 2));
 	}
@@ -122,7 +125,8 @@ apply_a(const WalsParams *params, const WalsKernels *kern,
  * left to gain in float) ends the loop rather than dividing by it.  A NaN
  * residual is reported at once: the loop's tests would read it as converged
  * and keep the old x.  The cells are read in place, so the scratch is r, p
- * and Ap whatever the row's length.
+ * and Ap whatever the row's length, and the row's ratings where the matrix
+ * keeps them as codes.
  */
 static WalsStatus
 solve_row_cg(const WalsParams *params, const WalsKernels *kern,
@@ -176,7 +180,8 @@ solve_row_cg(const WalsParams *params, const WalsKernels *kern,
 }
 
 /*
- * Exactly what the row solvers below lay out: CG needs three f-vectors,
+ * Exactly what the row solvers below lay out: CG needs three f-vectors and
+ * the longest row's ratings (decoded there from a matrix of codes),
  * Cholesky w0 G and A (f x f), b and one block of weighted rows, never more
  * than the longest row needs, and the subspace solver what subspace.c
  * says; all round the scratch up to a cache line.
@@ -193,7 +198,7 @@ wals_solve_scratch(const WalsParams *params, int64_t max_row_nnz)
 	size_t		slack = WALS_ALIGN / sizeof(float);
 
 	if (params->solver == WALS_CG)
-		return slack + 3 * fp;
+		return slack + 3 * fp + (size_t) (max_row_nnz > 0 ? max_row_nnz : 0);
 	if (params->solver == WALS_SUBSPACE)
 		return wals_subspace_scratch(params, max_row_nnz);
 	return slack + 2 * f * fp + fp + block * fp;
@@ -252,12 +257,12 @@ wals_solve_rows(const WalsParams *params, const WalsCsr *R,
 			continue;
 		}
 		if (params->solver == WALS_CHOLESKY)
-			st = solve_row_cholesky(params, kern, &cl, Y, wG,
-									R->indices + start, R->values + start,
+			st = solve_row_cholesky(params, kern, &cl, Y, wG, R, start,
 									nnz, s, x, work);
 		else
 			st = solve_row_cg(params, kern, &cl, Y, G, R->indices + start,
-							  R->values + start, nnz, s, x, work);
+							  wals_csr_values(R, start, nnz, work + 3 * wals_pad(f)),
+							  nnz, s, x, work);
 		if (st != WALS_OK)
 		{
 			if (bad_row)

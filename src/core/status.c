@@ -31,6 +31,8 @@ wals_status_string(WalsStatus status)
 			return "out of memory";
 		case WALS_EDEVICE:
 			return "the device failed";
+		case WALS_ECODES:
+			return "too many distinct ratings for codes";
 	}
 	return "unknown status";
 }

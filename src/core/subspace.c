@@ -124,7 +124,8 @@ group_rows(int f, int width)
 /*
  * The chunk buffers of the block pass, the products with G of a block,
  * the predictions of a group's cells (of the longest row, or of several
- * rows up to f cells), then the block systems of its rows.
+ * rows up to f cells), each row's followed by its ratings where the matrix
+ * keeps codes, then the block systems of its rows.
  */
 size_t
 wals_subspace_scratch(const WalsParams *params, int64_t max_row_nnz)
@@ -138,7 +139,7 @@ wals_subspace_scratch(const WalsParams *params, int64_t max_row_nnz)
 	width = block_width(params);
 	cells = max_row_nnz > f ? max_row_nnz : f;
 	return WALS_ALIGN / sizeof(float) + 2 * WALS_SUB_CHUNK * wals_pad(width) +
-		whole((size_t) width * group_rows(f, width)) + whole((size_t) cells) +
+		whole((size_t) width * group_rows(f, width)) + 2 * whole((size_t) cells) +
 		group_rows(f, width) * system_floats(width);
 }
 
@@ -297,18 +298,18 @@ wals_solve_rows_subspace(const WalsParams *params, const WalsCsr *R,
 				memset(X + u * f, 0, sizeof(float) * f);
 				continue;
 			}
-			if (nrows > 0 && cells + nnz > max_cells)
+			if (nrows > 0 && cells + 2 * nnz > 2 * max_cells)
 				break;
 			row->u = u;
 			row->at = nrows > 0 ? (int) (u - rows[0].u) : 0;
 			row->idx = R->indices + start;
-			row->val = R->values + start;
+			row->yhat = yhat + cells;
+			row->val = wals_csr_values(R, start, nnz, row->yhat + whole((size_t) nnz));
 			row->nnz = (int) nnz;
 			row->s = (float) wals_row_scale(params, nnz, R->ncols);
 			row->x = X + u * f;
-			row->yhat = yhat + cells;
 			row->status = WALS_OK;
-			cells += whole((size_t) nnz);
+			cells += 2 * whole((size_t) nnz);
 			nrows++;
 		}
 		sys = yhat + cells;

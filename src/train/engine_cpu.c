@@ -470,7 +470,8 @@ cpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	local = palloc0(bytes);
 	local->params = args->params;
 	local->workspace = ws->shape;
-	local->scratch_floats = wals_solve_scratch(&args->params, ws->shape.cells);
+	local->scratch_floats = wals_solve_scratch(&args->params,
+											 wals_workspace_longest_row(&ws->shape));
 	local->user_nchunks = user_nchunks;
 	local->item_nchunks = item_nchunks;
 	local->validation_bytes = validation_bytes;

@@ -3,16 +3,18 @@
  *	  Building the two matrices of a training, by user and by item, from
  *	  the rows read.
  *
- * Each matrix takes 8 bytes a cell and the rows read 12 a row; a training
- * holds at most 16 bytes a rating at any moment.  The rows are grouped by
+ * Each matrix takes 8 bytes a cell, 5 where its ratings take one-byte codes
+ * (workspace.c), and the rows read 12 a row; a training holds at most 16
+ * bytes a rating at any moment, 13 with codes.  The rows are grouped by
  * item in place (src/core/csr_group.c), which leaves their users and
  * ratings as a matrix by item and the array of items to be freed; that
  * matrix is copied into the items' block of the workspace and freed; only
  * then is the users' block allocated, and every later step reads one
  * matrix's buffers to write the other's (src/core/csr.c): the merging
  * transpose to the matrix by user, then the transpose back, which leaves
- * the matrix by item merged and sorted.  Beside them, the scratch of the
- * sorts (a 64th of a byte a rating, 300 kB at least), which the memory
+ * the matrix by item merged and sorted.  Merging repeats can make new
+ * ratings; where they overflow the codes, the training gives codes up
+ * and merges again with floats.  Beside them, the scratch of the sorts (a 64th of a byte a rating, 300 kB at least), which the memory
  * estimate counts (workspace.c).
  *
  * The sorts, not page faults, made building cost more than reading: with
@@ -52,12 +54,27 @@ check_merge(const WalsTrainArgs *args, WalsStatus status)
 static void
 prefault_csr(const WalsCsr *csr, int64 nrows, int64 nnz)
 {
+	void	   *values = csr->values != NULL ? (void *) csr->values : (void *) csr->codes;
+	Size		value_bytes = nnz * (csr->values != NULL ? sizeof(float) : sizeof(uint8));
+
 	wals_advise_huge_pages(csr->indptr, (nrows + 1) * sizeof(int64));
 	wals_advise_huge_pages(csr->indices, nnz * sizeof(int32));
-	wals_advise_huge_pages(csr->values, nnz * sizeof(float));
+	wals_advise_huge_pages(values, value_bytes);
 	wals_prefault(csr->indptr, (nrows + 1) * sizeof(int64));
 	wals_prefault(csr->indices, nnz * sizeof(int32));
-	wals_prefault(csr->values, nnz * sizeof(float));
+	wals_prefault(values, value_bytes);
+}
+
+/* Encode the n ratings v as the codes of cb into codes. */
+static void
+encode(WalsCodebook *cb, const float *v, int64 n, uint8 *codes)
+{
+	for (int64 k = 0; k < n; k++)
+	{
+		if (k % WALS_CODE_POLL == 0)
+			CHECK_FOR_INTERRUPTS();
+		codes[k] = (uint8) wals_codebook_code(cb, v[k]);
+	}
 }
 
 /*
@@ -89,7 +106,10 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 	wals_copy_bytes(ws->by_item.indices, raw->users, raw->n * sizeof(int32));
 	pfree(raw->users);
 	raw->users = NULL;
-	wals_copy_bytes(ws->by_item.values, raw->ratings, raw->n * sizeof(float));
+	if (ws->shape.coded)
+		encode(ws->by_item.codebook, raw->ratings, raw->n, ws->by_item.codes);
+	else
+		wals_copy_bytes(ws->by_item.values, raw->ratings, raw->n * sizeof(float));
 	pfree(raw->ratings);
 	raw->ratings = NULL;
 }
@@ -109,15 +129,24 @@ wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *
 	data->null_ids = raw->null_ids;
 
 	group_by_item(raw, ws);
-	wals_workspace_allocate(ws, WALS_BLOCK_USERS);
+	scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
+	for (;;)
+	{
+		WalsStatus	status;
+
+		wals_workspace_allocate(ws, WALS_BLOCK_USERS);
+		prefault_csr(&ws->by_user, raw->nusers, raw->n);
+		status = wals_csr_transpose_merge(args->params.feedback, &ws->by_item,
+										  &ws->by_user, scratch, scratch_bytes);
+		if (status != WALS_ECODES)
+		{
+			check_merge(args, status);
+			break;
+		}
+		wals_workspace_uncode(args, ws);
+	}
 	data->by_item = ws->by_item;
 	data->by_user = ws->by_user;
-	scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
-
-	prefault_csr(&data->by_user, raw->nusers, raw->n);
-	check_merge(args, wals_csr_transpose_merge(args->params.feedback,
-											   &data->by_item, &data->by_user,
-											   scratch, scratch_bytes));
 	data->nratings = data->by_user.indptr[data->nusers];
 	CHECK_FOR_INTERRUPTS();
 	wals_validation_split(args, raw, data);

@@ -87,7 +87,10 @@ fill_row(TupleTableSlot *slot, const AttrNumber *attnum, int64 r, const int64 *i
 
 		slot->tts_values[attnum[2] - 1] =
 			PointerGetDatum(wals_rated_bytea(item_ids, rated->indices + lo,
-											 rated->values + lo, cells));
+											 wals_csr_values(rated, lo, cells,
+															 rated->values != NULL ? NULL :
+															 palloc(sizeof(float) * Max(cells, 1))),
+											 cells));
 		slot->tts_isnull[attnum[2] - 1] = false;
 	}
 	ExecStoreVirtualTuple(slot);

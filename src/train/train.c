@@ -438,7 +438,8 @@ train_here(WalsTrainArgs *args, WalsKeptRatings *kept, instr_time start, WalsDat
 	ws = wals_workspace_create(args, &raw, wals_seconds_since(start),
 							   wals_cpu_engine_bytes(args, raw.nusers, raw.nitems) +
 							   wals_validation_bytes(args, &raw) +
-							   (kept != NULL ? wals_ratings_bytes(&kept->raw) : 0));
+							   (kept != NULL ? wals_ratings_bytes(&kept->raw) : 0),
+							   device != WALS_DEVICE_GPU);
 	wals_work_phase(WALS_PHASE_BUILDING, 0);
 	wals_build_matrices(args, &raw, ws, data);
 	result->load_s = wals_seconds_since(start);

@@ -24,6 +24,12 @@
 #define WALS_ACCEL_VECTORS	5
 
 /*
+ * Cells coded or decoded between checks for a cancel: a millisecond or
+ * two of work.
+ */
+#define WALS_CODE_POLL		(1 << 20)
+
+/*
  * When a trial of wals_tune stops iterating: once budget_s seconds since
  * since, less what the final training will take, have passed.  That is the
  * larger of reserve_s, the final training of the best trial so far, and,
@@ -280,7 +286,8 @@ typedef struct WalsWorkspaceLayout
 	Size		gy;
 	Size		item_indptr;
 	Size		item_indices;
-	Size		item_values;
+	Size		item_values;	/* floats, or codes */
+	Size		codebook;		/* of both matrices, when coded */
 	Size		x;				/* the users' block */
 	Size		gx;
 	Size		user_indptr;
@@ -298,6 +305,7 @@ typedef struct WalsWorkspaceShape
 	int64		cells;			/* rows read: a bound on the cells merged */
 	int			factors;
 	int			spares;			/* spare vectors: 0, or WALS_ACCEL_VECTORS - 1 */
+	bool		coded;			/* the matrices keep codes, not floats */
 	dsm_handle	handle[WALS_BLOCKS];	/* of the shared segments, when shared */
 	WalsWorkspaceLayout layout;
 } WalsWorkspaceShape;
@@ -314,6 +322,8 @@ typedef struct WalsWorkspace
 	WalsWorkspaceShape shape;
 	bool		share;			/* ask for segments, for parallel workers */
 	dsm_segment *seg[WALS_BLOCKS];	/* NULL where the block is private */
+	void	   *base[WALS_BLOCKS];	/* as allocated */
+	double		engine_bytes;	/* what the engine needs beside the blocks */
 	WalsCsr		by_user;
 	WalsCsr		by_item;
 	float	   *X;
@@ -321,14 +331,18 @@ typedef struct WalsWorkspace
 	float	   *GX;
 	float	   *GY;
 	float	   *spare[WALS_ACCEL_VECTORS];	/* 1 .. spares: X's part, then Y's */
+	WalsCodebook *codebook;		/* of the rows read, until the items' block */
 } WalsWorkspace;
 
 /* workspace.c */
 extern double wals_workspace_min_bytes(const WalsTrainArgs *args, double rows,
 									   double engine_bytes);
 extern WalsWorkspace *wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw,
-											double read_s, double engine_bytes);
+											double read_s, double engine_bytes, bool may_code);
 extern void wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block);
+extern void wals_workspace_free(WalsWorkspace *ws, WalsBlock block);
+extern void wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws);
+extern int64 wals_workspace_longest_row(const WalsWorkspaceShape *shape);
 extern bool wals_workspace_shared(const WalsWorkspace *ws);
 extern void wals_workspace_attach(const WalsWorkspaceShape *shape, WalsWorkspace *ws);
 extern void wals_workspace_release(WalsWorkspace *ws);

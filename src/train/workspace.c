@@ -12,6 +12,12 @@
  * block is asked for.  A shared segment is backed in full when it is
  * created, so one block for everything would be, beside the rows.
  *
+ * Where the ratings take at most WALS_CODES distinct values, as stars and
+ * small counts do, each cell keeps a one-byte code instead of a float
+ * (src/core/codebook.c), and the codebook lies in the items' block: a
+ * rating then takes 10 bytes in the two matrices, not 16.  The GPU engine
+ * reads floats, and gets them.
+ *
  * When parallel workers are asked for, each block is a dynamic shared
  * memory segment, which the workers of the CPU engine attach to by its
  * handle and the shape; otherwise it is private memory of the training's
@@ -20,6 +26,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "utils/memutils.h"
 
 #include "wals_train.h"
@@ -42,13 +49,15 @@ plan_layout(WalsWorkspaceShape *shape)
 	WalsWorkspaceLayout *l = &shape->layout;
 	int64		cells = shape->cells;
 	int			f = shape->factors;
+	Size		value = shape->coded ? sizeof(uint8) : sizeof(float);
 	Size		off = 0;
 
 	l->y = add_section(&off, (Size) shape->nitems * f * sizeof(float));
 	l->gy = add_section(&off, (Size) f * f * sizeof(float));
 	l->item_indptr = add_section(&off, (Size) (shape->nitems + 1) * sizeof(int64));
 	l->item_indices = add_section(&off, (Size) cells * sizeof(int32));
-	l->item_values = add_section(&off, (Size) cells * sizeof(float));
+	l->item_values = add_section(&off, (Size) cells * value);
+	l->codebook = add_section(&off, shape->coded ? sizeof(WalsCodebook) : 0);
 	l->total[WALS_BLOCK_ITEMS] = TYPEALIGN(WALS_ALIGN, off);
 
 	off = 0;
@@ -56,13 +65,28 @@ plan_layout(WalsWorkspaceShape *shape)
 	l->gx = add_section(&off, (Size) f * f * sizeof(float));
 	l->user_indptr = add_section(&off, (Size) (shape->nusers + 1) * sizeof(int64));
 	l->user_indices = add_section(&off, (Size) cells * sizeof(int32));
-	l->user_values = add_section(&off, (Size) cells * sizeof(float));
+	l->user_values = add_section(&off, (Size) cells * value);
 	l->spares = add_section(&off, (Size) shape->spares * (shape->nusers + shape->nitems) *
 							f * sizeof(float));
 	l->total[WALS_BLOCK_USERS] = TYPEALIGN(WALS_ALIGN, off);
 }
 
-/* Point ws at the sections of block, mapped at base. */
+/*
+ * Point csr's cells at the section at values: floats, or codes of the
+ * codebook in the items' block.
+ */
+static void
+map_values(const WalsWorkspace *ws, WalsCsr *csr, char *values)
+{
+	csr->values = ws->shape.coded ? NULL : (float *) values;
+	csr->codes = ws->shape.coded ? (uint8 *) values : NULL;
+	csr->codebook = ws->shape.coded ? ws->by_item.codebook : NULL;
+}
+
+/*
+ * Point ws at the sections of block, mapped at base; the items' block
+ * comes first, as the users' matrix finds the codebook there.
+ */
 static void
 map_block(WalsWorkspace *ws, WalsBlock block, char *base)
 {
@@ -77,7 +101,8 @@ map_block(WalsWorkspace *ws, WalsBlock block, char *base)
 		ws->by_item.ncols = sh->nusers;
 		ws->by_item.indptr = (int64 *) (base + l->item_indptr);
 		ws->by_item.indices = (int32 *) (base + l->item_indices);
-		ws->by_item.values = (float *) (base + l->item_values);
+		ws->by_item.codebook = sh->coded ? (WalsCodebook *) (base + l->codebook) : NULL;
+		map_values(ws, &ws->by_item, base + l->item_values);
 		return;
 	}
 	ws->X = (float *) (base + l->x);
@@ -86,7 +111,7 @@ map_block(WalsWorkspace *ws, WalsBlock block, char *base)
 	ws->by_user.ncols = sh->nitems;
 	ws->by_user.indptr = (int64 *) (base + l->user_indptr);
 	ws->by_user.indices = (int32 *) (base + l->user_indices);
-	ws->by_user.values = (float *) (base + l->user_values);
+	map_values(ws, &ws->by_user, base + l->user_values);
 	for (int k = 1; k <= sh->spares; k++)
 		ws->spare[k] = (float *) (base + l->spares) +
 			(Size) (k - 1) * (sh->nusers + sh->nitems) * sh->factors;
@@ -111,7 +136,7 @@ estimate_bytes(const WalsWorkspaceShape *sh, const WalsParams *params, int procs
 	double		build = Max(rows + wals_csr_group_scratch_bytes(sh->nitems),
 							grouped + l->total[WALS_BLOCK_ITEMS]);
 	double		scratch = sh->nusers + sh->nitems > 0 ?
-		(double) wals_solve_scratch(params, sh->cells) * sizeof(float) : 0;
+		(double) wals_solve_scratch(params, wals_workspace_longest_row(sh)) * sizeof(float) : 0;
 
 	build = Max(build, blocks + wals_csr_scratch_bytes((size_t) sh->cells));
 	return Max(build, blocks + procs * scratch + engine_bytes);
@@ -128,18 +153,32 @@ wals_workspace_min_bytes(const WalsTrainArgs *args, double rows, double engine_b
 
 	shape.cells = (int64) rows;
 	shape.factors = args->params.factors;
+	shape.coded = true;
 	plan_layout(&shape);
 	return estimate_bytes(&shape, &args->params, 0, engine_bytes);
+}
+
+/*
+ * A bound on the cells of a row of either matrix, for sizing the solvers'
+ * scratch before the matrices are built: a row has at most one cell per
+ * column.
+ */
+int64
+wals_workspace_longest_row(const WalsWorkspaceShape *shape)
+{
+	return Min(shape->cells, Max(shape->nusers, shape->nitems));
 }
 
 /*
  * Plan the memory of a training of raw (read in read_s seconds, for the
  * NOTICE), refusing it when it exceeds wals.max_memory with engine_bytes
  * more for the engine; wals_build_matrices then allocates the blocks.
+ * The matrices keep codes where may_code and raw's ratings have few
+ * enough distinct values.
  */
 WalsWorkspace *
 wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double read_s,
-					  double engine_bytes)
+					  double engine_bytes, bool may_code)
 {
 	WalsWorkspace *ws = palloc0(sizeof(WalsWorkspace));
 	WalsWorkspaceShape *sh = &ws->shape;
@@ -150,8 +189,21 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 	sh->cells = raw->n;
 	sh->factors = args->params.factors;
 	sh->spares = args->accelerate == WALS_ACCEL_NCG ? WALS_ACCEL_VECTORS - 1 : 0;
+	if (may_code)
+	{
+		ws->codebook = palloc(sizeof(WalsCodebook));
+		wals_codebook_init(ws->codebook);
+		sh->coded = wals_codebook_take(ws->codebook, raw->ratings, raw->n);
+		ereport(DEBUG1,
+				(errmsg_internal("model \"%s\": %s", args->model_display,
+								 sh->coded ?
+								 psprintf("the ratings take one-byte codes, %d distinct values",
+										  ws->codebook->n) :
+								 "the ratings take floats, more distinct values than codes hold")));
+	}
 	plan_layout(sh);
 	ws->share = args->workers > 0;
+	ws->engine_bytes = engine_bytes;
 
 	estimate = estimate_bytes(sh, &args->params, args->workers + 1, engine_bytes);
 	ereport(wals_call_notice_level(),
@@ -183,7 +235,69 @@ wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block)
 	}
 	else
 		base = MemoryContextAllocHuge(CurrentMemoryContext, bytes);
+	ws->base[block] = base;
 	map_block(ws, block, (char *) TYPEALIGN(WALS_ALIGN, base));
+	if (block == WALS_BLOCK_ITEMS && ws->shape.coded)
+		memcpy(ws->by_item.codebook, ws->codebook, sizeof(WalsCodebook));
+}
+
+/* Free block of ws, allocated and not yet mapped by any worker. */
+void
+wals_workspace_free(WalsWorkspace *ws, WalsBlock block)
+{
+	if (ws->seg[block] != NULL)
+		dsm_detach(ws->seg[block]);
+	else if (ws->base[block] != NULL)
+		pfree(ws->base[block]);
+	ws->seg[block] = NULL;
+	ws->base[block] = NULL;
+}
+
+/*
+ * Give up codes, when merging repeated cells made more distinct ratings
+ * than they hold: the users' block is freed, the items' matrix (whose
+ * cells the merge only read) is decoded into private memory, and the
+ * items' block is allocated again with floats.  The ratings take 16 bytes
+ * at most meanwhile, as they do without codes; the new plan is checked
+ * against wals.max_memory again.
+ */
+void
+wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws)
+{
+	WalsWorkspaceShape *sh = &ws->shape;
+	int64		nnz = ws->by_item.indptr[sh->nitems];
+	Size		indptr_bytes = (sh->nitems + 1) * sizeof(int64);
+	int64	   *indptr = MemoryContextAllocHuge(CurrentMemoryContext, indptr_bytes);
+	int32	   *indices = MemoryContextAllocHuge(CurrentMemoryContext,
+												 Max(nnz, 1) * sizeof(int32));
+	float	   *values = MemoryContextAllocHuge(CurrentMemoryContext,
+												Max(nnz, 1) * sizeof(float));
+
+	ereport(DEBUG1,
+			(errmsg_internal("model \"%s\": the ratings take floats, their repeats merged into more distinct values than codes hold",
+							 args->model_display)));
+	wals_workspace_free(ws, WALS_BLOCK_USERS);
+	memcpy(indptr, ws->by_item.indptr, indptr_bytes);
+	memcpy(indices, ws->by_item.indices, nnz * sizeof(int32));
+	for (int64 k = 0; k < nnz; k++)
+	{
+		if (k % WALS_CODE_POLL == 0)
+			CHECK_FOR_INTERRUPTS();
+		values[k] = wals_csr_value(&ws->by_item, k);
+	}
+	wals_workspace_free(ws, WALS_BLOCK_ITEMS);
+
+	sh->coded = false;
+	plan_layout(sh);
+	wals_memory_check(estimate_bytes(sh, &args->params, args->workers + 1, ws->engine_bytes),
+					  "the matrices, factors and scratch");
+	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
+	memcpy(ws->by_item.indptr, indptr, indptr_bytes);
+	memcpy(ws->by_item.indices, indices, nnz * sizeof(int32));
+	memcpy(ws->by_item.values, values, nnz * sizeof(float));
+	pfree(indptr);
+	pfree(indices);
+	pfree(values);
 }
 
 /* Whether parallel workers can map ws: both blocks are shared segments. */

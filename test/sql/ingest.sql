@@ -124,6 +124,30 @@ FROM wals_train('dups_avg', 'user_id', 'item_id', 'rating', model => 'dup_avg',
                 feedback => 'explicit', factors => 4, iterations => 3);
 SELECT factors_differ('dup_explicit', 'dup_avg');
 
+-- Ratings of 256 distinct values or fewer take one-byte codes in the
+-- training's matrices.  Here about 200 do, but each repeated pair sums to a
+-- new value, more of them than codes are left for: the training gives the
+-- codes up, merges again in floats, and trains what the merged table trains
+-- (t/004_parallel.pl reads in the log which way each training took).
+CREATE TABLE many_sums AS
+    SELECT u AS user_id, i AS item_id, ((u * 7 + i) % 200 + 1)::real AS rating
+    FROM generate_series(1, 40) u, generate_series(1, 30) i;
+INSERT INTO many_sums SELECT user_id, item_id, 1000 FROM many_sums WHERE user_id % 2 = 0;
+CREATE TABLE many_sums_merged AS
+    SELECT user_id, item_id, sum(rating) AS rating FROM many_sums GROUP BY 1, 2;
+SELECT (SELECT count(DISTINCT rating) FROM many_sums) AS read,
+       (SELECT count(DISTINCT rating) FROM many_sums_merged) AS merged;
+SELECT model, ratings
+FROM wals_train('many_sums', 'user_id', 'item_id', 'rating', model => 'sums_read',
+                factors => 4, iterations => 3);
+SELECT model, ratings
+FROM wals_train('many_sums_merged', 'user_id', 'item_id', 'rating', model => 'sums_merged',
+                factors => 4, iterations => 3);
+SELECT factors_differ('sums_read', 'sums_merged');
+SELECT count(*) AS rated, count(*) FILTER (WHERE r.rating = m.rating) AS as_merged
+FROM wals_rated_items(4, model => 'sums_read') r
+JOIN many_sums_merged m ON m.user_id = 4 AND m.item_id = r.item_id;
+
 -- implicit duplicates whose sum leaves the range of real
 CREATE TABLE overflow (user_id int, item_id int, rating real);
 INSERT INTO overflow VALUES (1, 1, 3e38), (1, 1, 3e38), (2, 2, 1);
@@ -229,6 +253,6 @@ RESET wals.max_memory;
 SELECT count(wals_drop_model(model)) AS dropped
 FROM wals_models WHERE model NOT IN (SELECT model FROM models_before);
 DROP TABLE plain, shuffled, typed, numeric_ratings, dropped, dups, dups_sum, dups_avg,
-    overflow, null_ids, only_nulls, parent, parted, big CASCADE;
+    overflow, null_ids, only_nulls, parent, parted, big, many_sums, many_sums_merged CASCADE;
 DROP DOMAIN item_code;
 DROP FUNCTION factors_differ(text, text);

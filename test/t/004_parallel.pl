@@ -111,6 +111,45 @@ is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096
 	}
 	is(scalar keys %{ $seen{loss} }, 1, 'wide: the same loss read by 0, 1 and 2 workers');
 	is(scalar keys %{ $seen{factors} }, 1, 'wide: the same factors, bit for bit');
+}
+
+# Ratings of few distinct values take one-byte codes, in the leader and in
+# the workers.  Repeats that sum to more values than codes hold make the
+# training give them up, shared segments and all, and train what the same
+# ratings merged beforehand, as floats, train.
+{
+	$node->safe_psql(
+		'postgres', q{
+		CREATE TABLE coded AS
+			SELECT u AS user_id, i AS item_id, ((u * 7 + i) % 200 + 1)::real AS rating
+			FROM generate_series(1, 400) u, generate_series(1, 60) i;
+		CREATE TABLE uncoded AS SELECT * FROM coded;
+		INSERT INTO uncoded SELECT user_id, item_id, 1000 FROM coded WHERE user_id % 2 = 0;
+		CREATE TABLE floats AS
+			SELECT user_id, item_id, sum(rating) AS rating FROM uncoded GROUP BY 1, 2;
+	});
+	my %says = (
+		coded => qr/the ratings take one-byte codes, 200 distinct values/,
+		uncoded => qr/the ratings take one-byte codes, 201 distinct values.*\n(.*\n)*.*the ratings take floats, their repeats merged into more distinct values than codes hold/,
+		floats => qr/the ratings take floats, more distinct values than codes hold/);
+	my %md5;
+	for my $table ('coded', 'uncoded', 'floats')
+	{
+		for my $workers (0, 2)
+		{
+			my ($ret, $stdout, $stderr) = $node->psql(
+				'postgres',
+				qq{SET client_min_messages = debug1;
+				  SELECT ratings FROM wals_train('$table', 'user_id', 'item_id', 'rating',
+				    model => '$table$workers', factors => 8, iterations => 2, workers => $workers)});
+			is($ret, 0, "$table, workers => $workers: trains");
+			like($stderr, $says{$table}, "$table, workers => $workers: the ratings take what they should");
+			$md5{$table}{ factors_md5("$table$workers") }++;
+		}
+		is(scalar keys %{ $md5{$table} }, 1, "$table: the same factors with 0 and 2 workers");
+	}
+	is(factors_md5('uncoded0'), factors_md5('floats0'),
+		'codes given up train what floats train');
 	$node->safe_psql('postgres',
 		q{UPDATE wide SET rating = 'NaN' WHERE user_id % 700 = 0; VACUUM wide;});
 	my ($ret, $stdout, $stderr) = $node->psql(

@@ -441,6 +441,7 @@ static const struct
 }			suites[] = {
 	{"idmap", test_idmap},
 	{"csr", test_csr},
+	{"codes", test_codes},
 	{"init", test_init},
 	{"topk", test_topk},
 	{"gram", test_gram},

@@ -231,7 +231,7 @@ test_scatter(void)
 	int64_t		indptr[4];
 	int32_t		indices[5];
 	float		values[5];
-	WalsCsr		c = {0, 0, indptr, indices, values};
+	WalsCsr		c = {0, 0, indptr, indices, values, NULL, NULL};
 
 	CHECK(wals_csr_scatter(3, 5, 5, row, col, val, &c, NULL, 0) == WALS_OK, "scatter");
 	CHECK(c.nrows == 3 && c.ncols == 5, "scatter shape");

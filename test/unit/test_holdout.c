@@ -419,11 +419,11 @@ test_rmse_of_holdout(void)
 	int64_t		indptr[] = {0, 2, 3};
 	int32_t		indices[] = {0, 2, 1};
 	float		values[] = {2, 1, 4};
-	WalsCsr		held = {2, 3, indptr, indices, values};
+	WalsCsr		held = {2, 3, indptr, indices, values, NULL, NULL};
 	int64_t		none_ptr[] = {0, 0, 0};
-	WalsCsr		none = {2, 3, none_ptr, indices, values};
+	WalsCsr		none = {2, 3, none_ptr, indices, values, NULL, NULL};
 	int32_t		bad[] = {0, 3, 1};
-	WalsCsr		out = {2, 3, indptr, bad, values};
+	WalsCsr		out = {2, 3, indptr, bad, values, NULL, NULL};
 	double		rmse = -1;
 	char		name[32];
 

@@ -1,0 +1,75 @@
+/*
+ * codebook.c
+ *	  One-byte codes for the few distinct ratings most data has.
+ *
+ * Stars, thumbs, clicks and small counts take a handful of values, and
+ * the four bytes of a float per cell were a third of a training's memory.
+ * A value is found by its bits in an open-addressing table twice the size
+ * of the codebook, so that a lookup, done once per cell as a matrix is
+ * built, costs a probe or two.
+ */
+#include <string.h>
+
+#include "wals_internal.h"
+
+void
+wals_codebook_init(WalsCodebook *cb)
+{
+	cb->n = 0;
+	memset(cb->value, 0, sizeof(cb->value));
+	memset(cb->slot, 0xff, sizeof(cb->slot));
+}
+
+static uint32_t
+value_bits(float v)
+{
+	uint32_t	bits;
+
+	memcpy(&bits, &v, sizeof(bits));
+	return bits;
+}
+
+int
+wals_codebook_code(WalsCodebook *cb, float v)
+{
+	uint32_t	bits = value_bits(v);
+	uint32_t	h = (bits * 2654435761u) >> 23;
+
+	for (;;)
+	{
+		int			code = cb->slot[h % WALS_CODE_SLOTS];
+
+		if (code < 0)
+			break;
+		if (value_bits(cb->value[code]) == bits)
+			return code;
+		h++;
+	}
+	if (cb->n == WALS_CODES)
+		return -1;
+	cb->value[cb->n] = v;
+	cb->slot[h % WALS_CODE_SLOTS] = (int16_t) cb->n;
+	return cb->n++;
+}
+
+bool
+wals_codebook_take(WalsCodebook *cb, const float *v, size_t n)
+{
+	size_t		k;
+	float		last = 0.0f;
+	bool		any = false;
+
+	for (k = 0; k < n; k++)
+	{
+		if (k % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
+		/* runs of one value are common in rows read in order */
+		if (any && value_bits(v[k]) == value_bits(last))
+			continue;
+		if (wals_codebook_code(cb, v[k]) < 0)
+			return false;
+		last = v[k];
+		any = true;
+	}
+	return true;
+}
