@@ -86,6 +86,35 @@ side_init(IdSide *side, const char *what)
 	side->buffer = NULL;
 	side->bytes = 0;
 	side->what = what;
+	side->keep_new = false;
+	side->new_ids = NULL;
+	side->nnew = 0;
+	side->new_room = 0;
+}
+
+/*
+ * Keep the ids of the batch that the map has just given new provisional
+ * indices, from first: they come in order of their indices.
+ */
+static void
+keep_new_ids(Ingest *in, IdSide *side, const int32 *out, int32 first)
+{
+	int32		next = first;
+
+	for (int k = 0; k < in->nbatch; k++)
+	{
+		if (out[k] != next)
+			continue;
+		if (side->nnew == side->new_room)
+		{
+			side->new_room = Max(2 * side->new_room, WALS_INGEST_BATCH);
+			side->new_ids = side->new_ids == NULL ?
+				MemoryContextAllocHuge(in->cxt, side->new_room * sizeof(int64)) :
+				repalloc_huge(side->new_ids, side->new_room * sizeof(int64));
+		}
+		side->new_ids[side->nnew++] = side->pending[k];
+		next++;
+	}
 }
 
 /*
@@ -113,9 +142,15 @@ side_map(Ingest *in, IdSide *side, int32 *out)
 		side->buffer = buffer;
 		side->bytes = bytes;
 	}
-	wals_report_core_status(wals_idmap_insert_many(&side->map, side->pending,
-												   in->nbatch, out),
-							side->what);
+	{
+		int32		first = (int32) side->map.count;
+
+		wals_report_core_status(wals_idmap_insert_many(&side->map, side->pending,
+													   in->nbatch, out),
+								side->what);
+		if (side->keep_new)
+			keep_new_ids(in, side, out, first);
+	}
 }
 
 /*
@@ -184,6 +219,8 @@ wals_ingest_flush(Ingest *in)
 	in->n += in->nbatch;
 	in->read += in->nbatch;
 	in->nbatch = 0;
+	if (in->take != NULL)
+		in->take(in);
 	if (in->n + WALS_INGEST_BATCH > in->capacity)
 	{
 		if (in->hand_over != NULL)

@@ -33,7 +33,11 @@ typedef struct RowLayout
 	AttrNumber	attnum[ROW_VALUES]; /* in the table, for a direct scan */
 } RowLayout;
 
-/* One side's id map, its memory, and the ids of the batch not yet mapped. */
+/*
+ * One side's id map, its memory, and the ids of the batch not yet mapped.
+ * A parallel worker also keeps the ids new to its map since its last
+ * hand-over, in order of their provisional indices.
+ */
 typedef struct IdSide
 {
 	WalsIdMap	map;
@@ -41,6 +45,10 @@ typedef struct IdSide
 	size_t		bytes;
 	int64		pending[WALS_INGEST_BATCH];
 	const char *what;			/* for errors */
+	bool		keep_new;
+	int64	   *new_ids;
+	int64		nnew;
+	int64		new_room;
 } IdSide;
 
 /* Everything one process has read so far. */
@@ -77,6 +85,13 @@ typedef struct Ingest
 	 */
 	void		(*hand_over) (struct Ingest *in);
 	void	   *hand_over_arg;
+
+	/*
+	 * The leader takes the rows its workers have handed over after each
+	 * batch of its own, so that they never pile up.
+	 */
+	void		(*take) (struct Ingest *in);
+	void	   *take_arg;
 } Ingest;
 
 /* ingest.c */

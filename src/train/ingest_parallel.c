@@ -11,17 +11,21 @@
  * exits, and the rows of the whole table need not sit in two places at
  * once: so a worker hands its rows over in chunks of a few megabytes, each
  * allocated in an area of dynamic shared memory (DSA) that lives as long as
- * the leader's parallel context, and reuses its own arrays.  When every
- * worker is done it leaves its ids there too, sorted, with the rank of
- * each of its provisional indices.
+ * the leader's parallel context, and reuses its own arrays.  A chunk
+ * carries the ids the worker met first since the chunk before, in the
+ * order of the provisional indices it gave them.
  *
- * The leader then takes each worker's ids into its own maps, which gives a
- * translation from the worker's provisional indices to its own, and moves
- * the worker's chunks into its rows through it, freeing each chunk once
- * moved.  The rows then are what one process would have read, in another
- * order, which nothing after depends on (the matrices are built the same
- * whatever the order of the rows, src/core/csr.c).  So at no moment do the
- * rows take more than their 12 bytes each and a chunk per process.
+ * After each batch of its own the leader takes the chunks handed over
+ * since it last looked: it maps their new ids into its own maps, which
+ * extends a translation from the worker's provisional indices to its own,
+ * moves the rows into its own through it, and frees the chunk.  The rows
+ * then are what one process would have read, in another order, which
+ * nothing after depends on (the matrices are built the same whatever the
+ * order of the rows, src/core/csr.c).  A DSA keeps the segments it grew
+ * until it is detached, however much of them is freed, so chunks left to
+ * pile up until the workers were done once held half the table twice
+ * over, beside the leader's rows; taken as they come, they take a few
+ * chunks of it, and the rows never more than their 12 bytes each.
  *
  * An error in a worker (a rating out of range, a cancel) reaches the leader
  * as in any parallel query; the DSA area and its chunks go with the
@@ -58,21 +62,22 @@
 /* Room for a quoted, qualified relation name or a quoted column name. */
 #define WALS_INGEST_NAME			(4 * NAMEDATALEN + 8)
 
-/* A worker's rows handed over: n of each array, after the header. */
+/*
+ * A worker's rows handed over, after the header: the user ids and the item
+ * ids new since the chunk before, then n of each array of rows.
+ */
 typedef struct IngestChunk
 {
-	dsa_pointer next;			/* the chunk handed over before */
+	dsa_pointer next;			/* handed over after this one, once taken */
+	int64		new_users;
+	int64		new_items;
 	int64		n;
 } IngestChunk;
 
 /* What one worker leaves the leader. */
 typedef struct IngestSlot
 {
-	dsa_pointer chunks;			/* the last chunk handed over */
-	dsa_pointer user_ids;		/* sorted, then the rank of each index */
-	int64		nusers;
-	dsa_pointer item_ids;
-	int64		nitems;
+	pg_atomic_uint64 chunks;	/* the last chunk handed over and not taken */
 	int64		null_ids;
 } IngestSlot;
 
@@ -97,6 +102,27 @@ typedef struct WorkerOut
 	IngestSlot *slot;
 } WorkerOut;
 
+/*
+ * The leader's translation of one worker's provisional indices of one side
+ * into its own, extended by each chunk.
+ */
+typedef struct Translation
+{
+	int32	   *to;
+	int64		n;
+	int64		room;
+} Translation;
+
+/* What the leader takes its workers' chunks with. */
+typedef struct Taker
+{
+	dsa_area   *area;
+	IngestShared *shared;
+	int			nworkers;
+	Translation *users;			/* one per worker */
+	Translation *items;
+} Taker;
+
 PGDLLEXPORT void wals_ingest_main(dsm_segment *seg, shm_toc *toc);
 
 static Size
@@ -105,62 +131,67 @@ shared_size(int nslots)
 	return add_size(offsetof(IngestShared, slot), mul_size(nslots, sizeof(IngestSlot)));
 }
 
-static IngestChunk *
-chunk_at(dsa_area *area, dsa_pointer p, int32 **users, int32 **items, float **ratings)
+/* The parts of chunk c, mapped. */
+typedef struct ChunkParts
 {
-	IngestChunk *c = dsa_get_address(area, p);
-	char	   *data = (char *) c + MAXALIGN(sizeof(IngestChunk));
+	int64	   *user_ids;
+	int64	   *item_ids;
+	int32	   *users;
+	int32	   *items;
+	float	   *ratings;
+} ChunkParts;
 
-	*users = (int32 *) data;
-	*items = (int32 *) (data + c->n * sizeof(int32));
-	*ratings = (float *) (data + 2 * c->n * sizeof(int32));
-	return c;
+static Size
+chunk_bytes(int64 new_users, int64 new_items, int64 n)
+{
+	return MAXALIGN(sizeof(IngestChunk)) + (new_users + new_items) * sizeof(int64) +
+		n * (2 * sizeof(int32) + sizeof(float));
 }
 
-/* Hand a worker's rows over as a chunk and empty its arrays. */
+static void
+chunk_parts(IngestChunk *c, ChunkParts *parts)
+{
+	char	   *data = (char *) c + MAXALIGN(sizeof(IngestChunk));
+
+	parts->user_ids = (int64 *) data;
+	parts->item_ids = parts->user_ids + c->new_users;
+	parts->users = (int32 *) (parts->item_ids + c->new_items);
+	parts->items = parts->users + c->n;
+	parts->ratings = (float *) (parts->items + c->n);
+}
+
+/* Hand a worker's rows and new ids over as a chunk and empty its arrays. */
 static void
 hand_over(Ingest *in)
 {
 	WorkerOut  *out = in->hand_over_arg;
 	dsa_pointer p;
 	IngestChunk *c;
-	int32	   *users;
-	int32	   *items;
-	float	   *ratings;
+	ChunkParts	parts;
+	uint64		head;
 
-	if (in->n == 0)
+	if (in->n == 0 && in->users.nnew == 0 && in->items.nnew == 0)
 		return;
 	p = dsa_allocate_extended(out->area,
-							  MAXALIGN(sizeof(IngestChunk)) +
-							  in->n * (2 * sizeof(int32) + sizeof(float)),
+							  chunk_bytes(in->users.nnew, in->items.nnew, in->n),
 							  DSA_ALLOC_HUGE);
 	c = dsa_get_address(out->area, p);
+	c->new_users = in->users.nnew;
+	c->new_items = in->items.nnew;
 	c->n = in->n;
-	chunk_at(out->area, p, &users, &items, &ratings);
-	memcpy(users, in->user_idx, in->n * sizeof(int32));
-	memcpy(items, in->item_idx, in->n * sizeof(int32));
-	memcpy(ratings, in->ratings, in->n * sizeof(float));
-	c->next = out->slot->chunks;
-	out->slot->chunks = p;
+	chunk_parts(c, &parts);
+	memcpy(parts.user_ids, in->users.new_ids, c->new_users * sizeof(int64));
+	memcpy(parts.item_ids, in->items.new_ids, c->new_items * sizeof(int64));
+	memcpy(parts.users, in->user_idx, in->n * sizeof(int32));
+	memcpy(parts.items, in->item_idx, in->n * sizeof(int32));
+	memcpy(parts.ratings, in->ratings, in->n * sizeof(float));
+	head = pg_atomic_read_u64(&out->slot->chunks);
+	do
+		c->next = (dsa_pointer) head;
+	while (!pg_atomic_compare_exchange_u64(&out->slot->chunks, &head, (uint64) p));
 	in->n = 0;
-}
-
-/*
- * A worker's ids of one side, sorted, followed by the rank of each of its
- * provisional indices, in the area.
- */
-static dsa_pointer
-leave_ids(dsa_area *area, const IdSide *side, int64 *count)
-{
-	int64		n = side->map.count;
-	dsa_pointer p = dsa_allocate_extended(area, Max(n, 1) * (sizeof(int64) + sizeof(int32)),
-										  DSA_ALLOC_HUGE);
-	int64	   *ids = dsa_get_address(area, p);
-
-	if (n > 0)
-		wals_idmap_rank(&side->map, ids, (int32 *) (ids + n));
-	*count = n;
-	return p;
+	in->users.nnew = 0;
+	in->items.nnew = 0;
 }
 
 /* Entry point of a parallel worker: read blocks until the scan runs out. */
@@ -187,6 +218,8 @@ wals_ingest_main(dsm_segment *seg, shm_toc *toc)
 	in.all_read = &sh->all_read;
 	in.hand_over = hand_over;
 	in.hand_over_arg = &out;
+	in.users.keep_new = true;
+	in.items.keep_new = true;
 	wals_ingest_alloc(&in, WALS_INGEST_CHUNK_ROWS);
 
 	rel = table_open(sh->relid, AccessShareLock);
@@ -196,64 +229,89 @@ wals_ingest_main(dsm_segment *seg, shm_toc *toc)
 	table_close(rel, AccessShareLock);
 	wals_ingest_flush(&in);
 	hand_over(&in);
-
-	slot->user_ids = leave_ids(area, &in.users, &slot->nusers);
-	slot->item_ids = leave_ids(area, &in.items, &slot->nitems);
 	slot->null_ids = in.null_ids;
 	dsa_detach(area);
 }
 
-/*
- * The leader's provisional index of each of a worker's provisional indices
- * of one side, from the worker's ids (sorted, then ranks).
- */
-static int32 *
-translation(Ingest *in, IdSide *side, dsa_area *area, dsa_pointer p, int64 n)
+/* Extend t with the leader's indices of a worker's n new ids of side. */
+static void
+translate_new(Ingest *in, IdSide *side, Translation *t, const int64 *ids, int64 n)
 {
-	const int64 *ids = dsa_get_address(area, p);
-	const int32 *rank = (const int32 *) (ids + n);
-	int32	   *mine = palloc_extended(Max(n, 1) * sizeof(int32), MCXT_ALLOC_HUGE);
-	int32	   *from = palloc_extended(Max(n, 1) * sizeof(int32), MCXT_ALLOC_HUGE);
-
-	wals_ingest_map_ids(in, side, ids, n, mine);
-	for (int64 k = 0; k < n; k++)
-		from[k] = mine[rank[k]];
-	pfree(mine);
-	dsa_free(area, p);
-	return from;
+	if (t->n + n > t->room)
+	{
+		t->room = Max(2 * t->room, t->n + n);
+		t->to = t->to == NULL ?
+			MemoryContextAllocHuge(in->cxt, Max(t->room, 1) * sizeof(int32)) :
+			repalloc_huge(t->to, t->room * sizeof(int32));
+	}
+	wals_ingest_map_ids(in, side, ids, n, t->to + t->n);
+	t->n += n;
 }
 
-/* Move one worker's rows into the leader's, through its translations. */
+/* Move chunk p of worker w into the leader's rows, and free it. */
 static void
-take_worker(Ingest *in, dsa_area *area, IngestSlot *slot)
+take_chunk(Ingest *in, Taker *tk, int w, dsa_pointer p)
 {
-	int32	   *tu = translation(in, &in->users, area, slot->user_ids, slot->nusers);
-	int32	   *ti = translation(in, &in->items, area, slot->item_ids, slot->nitems);
-	dsa_pointer p = slot->chunks;
+	IngestChunk *c = dsa_get_address(tk->area, p);
+	ChunkParts	parts;
+	const int32 *tu;
+	const int32 *ti;
 
-	while (DsaPointerIsValid(p))
+	chunk_parts(c, &parts);
+	translate_new(in, &in->users, &tk->users[w], parts.user_ids, c->new_users);
+	translate_new(in, &in->items, &tk->items[w], parts.item_ids, c->new_items);
+	tu = tk->users[w].to;
+	ti = tk->items[w].to;
+	wals_ingest_reserve(in, c->n);
+	for (int64 k = 0; k < c->n; k++)
 	{
-		int32	   *users;
-		int32	   *items;
-		float	   *ratings;
-		IngestChunk *c = chunk_at(area, p, &users, &items, &ratings);
-		dsa_pointer next = c->next;
-
-		wals_ingest_reserve(in, c->n);
-		for (int64 k = 0; k < c->n; k++)
-		{
-			in->user_idx[in->n + k] = tu[users[k]];
-			in->item_idx[in->n + k] = ti[items[k]];
-		}
-		memcpy(in->ratings + in->n, ratings, c->n * sizeof(float));
-		in->n += c->n;
-		dsa_free(area, p);
-		p = next;
-		CHECK_FOR_INTERRUPTS();
+		in->user_idx[in->n + k] = tu[parts.users[k]];
+		in->item_idx[in->n + k] = ti[parts.items[k]];
 	}
-	in->null_ids += slot->null_ids;
-	pfree(tu);
-	pfree(ti);
+	memcpy(in->ratings + in->n, parts.ratings, c->n * sizeof(float));
+	in->n += c->n;
+	dsa_free(tk->area, p);
+}
+
+/*
+ * Take every chunk the workers have handed over since the leader last
+ * looked, each worker's in the order it handed them over, as its new ids
+ * require.
+ */
+static void
+take(Ingest *in)
+{
+	Taker	   *tk = in->take_arg;
+
+	for (int w = 0; w < tk->nworkers; w++)
+	{
+		IngestSlot *slot = &tk->shared->slot[w];
+		dsa_pointer p;
+		dsa_pointer first = InvalidDsaPointer;
+
+		if (pg_atomic_read_u64(&slot->chunks) == (uint64) InvalidDsaPointer)
+			continue;
+		/* the list runs from the last handed over: turn it around */
+		p = (dsa_pointer) pg_atomic_exchange_u64(&slot->chunks,
+												 (uint64) InvalidDsaPointer);
+		while (DsaPointerIsValid(p))
+		{
+			IngestChunk *c = dsa_get_address(tk->area, p);
+			dsa_pointer next = c->next;
+
+			c->next = first;
+			first = p;
+			p = next;
+		}
+		for (p = first; DsaPointerIsValid(p);)
+		{
+			dsa_pointer next = ((IngestChunk *) dsa_get_address(tk->area, p))->next;
+
+			take_chunk(in, tk, w, p);
+			p = next;
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
 }
 
 static void
@@ -284,6 +342,7 @@ wals_ingest_parallel(Ingest *in, Relation rel)
 	dsa_area   *area;
 	TableScanDesc scan;
 	int			launched;
+	Taker		tk;
 
 	/* workers cannot see the leader's temporary tables, kept in its memory */
 	if (args->workers <= 0 || RelationUsesLocalBuffers(rel) ||
@@ -316,11 +375,7 @@ wals_ingest_parallel(Ingest *in, Relation rel)
 	pg_atomic_init_u64(&sh->all_read, 0);
 	sh->nslots = args->workers;
 	for (int w = 0; w < sh->nslots; w++)
-	{
-		sh->slot[w].chunks = InvalidDsaPointer;
-		sh->slot[w].user_ids = InvalidDsaPointer;
-		sh->slot[w].item_ids = InvalidDsaPointer;
-	}
+		pg_atomic_init_u64(&sh->slot[w].chunks, (uint64) InvalidDsaPointer);
 	shm_toc_insert(pcxt->toc, WALS_INGEST_KEY_SHARED, sh);
 	pscan = shm_toc_allocate(pcxt->toc, scan_bytes);
 	table_parallelscan_initialize(rel, pscan, snapshot);
@@ -335,6 +390,13 @@ wals_ingest_parallel(Ingest *in, Relation rel)
 			(errmsg_internal("wals: reading \"%s\" with %d parallel workers",
 							 args->source_display, launched)));
 
+	tk.area = area;
+	tk.shared = sh;
+	tk.nworkers = launched;
+	tk.users = palloc0(Max(launched, 1) * sizeof(Translation));
+	tk.items = palloc0(Max(launched, 1) * sizeof(Translation));
+	in->take = take;
+	in->take_arg = &tk;
 	in->all_read = &sh->all_read;
 	wals_ingest_alloc(in, wals_ingest_estimate(rel));
 	scan = table_beginscan_parallel(rel, pscan);
@@ -342,9 +404,16 @@ wals_ingest_parallel(Ingest *in, Relation rel)
 	table_endscan(scan);
 	wals_ingest_flush(in);
 	WaitForParallelWorkersToFinish(pcxt);
-
+	take(in);
+	in->take = NULL;
 	for (int w = 0; w < launched; w++)
-		take_worker(in, area, &sh->slot[w]);
+	{
+		in->null_ids += sh->slot[w].null_ids;
+		if (tk.users[w].to != NULL)
+			pfree(tk.users[w].to);
+		if (tk.items[w].to != NULL)
+			pfree(tk.items[w].to);
+	}
 	in->all_read = NULL;
 	dsa_detach(area);
 	DestroyParallelContext(pcxt);
