@@ -35,6 +35,24 @@ CREATE TABLE @extschema@.wals_model_state (
 );
 REVOKE ALL ON @extschema@.wals_model_state FROM PUBLIC;
 
+-- The items every backend serves of each model's serving version, as the
+-- training or refresh that wrote the version built them: the shared area
+-- (src/serve/items.c) cut into chunks, chunk 0 its head.  Written in the
+-- training's own transaction, so that it is replicated and survives a
+-- restart: a standby's first reader, or a server's after a restart, copies
+-- it into shared memory instead of reading the item table and computing
+-- YᵀY and the index again.  One version per item table; read and written
+-- by wals alone; not dumped (a restored model's first reader builds).
+CREATE TABLE @extschema@.wals_serving_images (
+	item_table oid NOT NULL,
+	version bigint NOT NULL,
+	chunk int NOT NULL,
+	data bytea NOT NULL,
+	PRIMARY KEY (item_table, version, chunk)
+);
+ALTER TABLE @extschema@.wals_serving_images ALTER data SET STORAGE EXTERNAL;
+REVOKE ALL ON @extschema@.wals_serving_images FROM PUBLIC;
+
 DROP FUNCTION @extschema@.wals_train(regclass, name, name, name, text, int, int, real, text, real,
 	real, text, int, text, int, int, bool, real, text, int, real, real, real, int, text, regclass,
 	bool);

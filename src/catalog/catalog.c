@@ -824,7 +824,7 @@ wals_catalog_keep_state(const char *schema, const char *name, bytea *user_gram,
 	wals_unbecome(&save);
 }
 
-/* Remove the catalog row of a model and its training log. */
+/* Remove the catalog row of a model, its logs and the image of its items. */
 void
 wals_catalog_delete(const WalsModelInfo *info)
 {
@@ -836,6 +836,10 @@ wals_catalog_delete(const WalsModelInfo *info)
 	args[1] = CStringGetTextDatum(info->name);
 	wals_become_catalog_writer(&save);
 	forget_state(types, args);
+	wals_spi_exec(psprintf("DELETE FROM %s WHERE item_table OPERATOR(pg_catalog.=) $1",
+						   wals_catalog_table("wals_serving_images")),
+				  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(info->item_rel)},
+				  SPI_OK_DELETE);
 	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
 						   " AND model OPERATOR(pg_catalog.=) $2",
 						   wals_catalog_table("wals_training_log")),

@@ -24,8 +24,11 @@
  * pages.  A segment keeps the kernels, the layout and their speed as they
  * are (wals_score_index_remap, which parallel wals_evaluate already uses),
  * and costs what the pages would not: it is derived data, gone at a
- * restart, built once per server (a standby's first reader builds its
- * own), and it needs room in /dev/shm.  Where there is none, or the item
+ * restart, and it needs room in /dev/shm.  What pages would give, a copy
+ * that is replicated and survives a restart, the training gets by writing
+ * the area it built into a table as well (images.c): a standby's first
+ * reader, or a server's after a restart, copies that image into a segment
+ * rather than building it again.  Where there is none, or the item
  * table forces row security on its owner (what the owner sees may then
  * change with the policies' functions), the backend builds a copy of its
  * own, as before; and so does a session that sets wals.shared_items off,
@@ -312,6 +315,77 @@ finish_area(WalsArea *h, dsm_segment **seg)
 }
 
 /*
+ * Copy the image of info's version (images.c) into a new area laid out as
+ * key says, published where share: false, having made nothing, where
+ * there is no image or its head does not describe what this library
+ * would lay out for the version.
+ */
+static bool
+load_image(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool share)
+{
+	uint64		rows = wals_image_rows(info->item_rel, info->version);
+	WalsArea	head;
+	Size		len;
+	bytea	   *data;
+	dsm_segment *seg;
+	WalsArea   *h;
+	Size		at = sizeof(WalsArea);
+
+	if (rows == 0 || (data = wals_image_chunk(0, &len)) == NULL || len != sizeof(WalsArea))
+		return false;
+	memcpy(&head, VARDATA_ANY(data), sizeof(WalsArea));
+	pfree(data);
+	if (head.magic != WALS_AREA_MAGIC || head.layout != WALS_AREA_LAYOUT ||
+		head.kind != WALS_AREA_ITEMS || head.item_rel != info->item_rel ||
+		head.version != info->version || head.factors != info->factors || head.nitems < 0)
+		return false;
+	layout(key, WALS_AREA_ITEMS, head.nitems, info->factors);
+	if (head.ids != key->ids || head.dir != key->dir || head.Y != key->Y ||
+		head.G != key->G || head.blocks != key->blocks || head.total != key->total)
+		return false;
+	h = new_area(key, share, m->cxt, &seg);
+	PG_TRY();
+	{
+		for (uint64 k = 1; k < rows && at < key->total; k++)
+		{
+			data = wals_image_chunk(k, &len);
+			if (data == NULL || len > key->total - at)
+				break;
+			memcpy((char *) h + at, VARDATA_ANY(data), len);
+			at += len;
+			pfree(data);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_CATCH();
+	{
+		if (seg != NULL)
+			dsm_detach(seg);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (at != key->total)
+	{
+		if (seg != NULL)
+			dsm_detach(seg);
+		return false;
+	}
+	h->groups = head.groups;
+	h->usable = head.usable;
+	h->max_norm = head.max_norm;
+	h->dir_lo = head.dir_lo;
+	h->dir_shift = head.dir_shift;
+	h->dir_buckets = head.dir_buckets;
+	ereport(DEBUG1,
+			(errmsg("wals: copied the %lld item factors of model \"%s\", their Gram and index from their image",
+					(long long) h->nitems, info->display)));
+	h = finish_area(h, &seg);
+	m->seg = seg;
+	map_items(m, h);
+	return true;
+}
+
+/*
  * Build the items of info's version, as the model's owner (or from the
  * version before and what a refresh changed of it, patch): in a segment
  * that is then published, or in m's own memory where it cannot be.  An
@@ -327,6 +401,8 @@ build_items(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool sh
 	WalsArea   *h;
 	WalsRoleSave save;
 
+	if (patch == NULL && share && load_image(m, info, key, share))
+		return;
 	if (patch != NULL)
 		layout(key, WALS_AREA_ITEMS, patched_count(patch), info->factors);
 	else

@@ -21,6 +21,13 @@ SELECT c.relname, has_table_privilege('wals_app', c.oid, 'SELECT') AS sel,
        has_table_privilege('wals_app', c.oid, 'DELETE') AS del
 FROM pg_class c WHERE c.relname IN ('wals_models', 'wals_training_log') ORDER BY 1;
 SELECT has_sequence_privilege('wals_app', 'wals_model_version_seq', 'USAGE') AS seq_usage;
+-- what wals keeps for itself (a version's state, the images of its
+-- served items) no role reads or writes
+SELECT c.relname, has_table_privilege('wals_app', c.oid, 'SELECT') AS sel,
+       has_table_privilege('wals_app', c.oid, 'INSERT') AS ins,
+       has_table_privilege('wals_app', c.oid, 'UPDATE') AS upd,
+       has_table_privilege('wals_app', c.oid, 'DELETE') AS del
+FROM pg_class c WHERE c.relname IN ('wals_model_state', 'wals_serving_images') ORDER BY 1;
 
 SET ROLE wals_trainer;
 CREATE TABLE "Shop"."Item Views" ("User Id" int, "Item""Id" int, "Times" real);
@@ -36,7 +43,15 @@ DELETE FROM wals_training_log;
 \echo :LAST_ERROR_SQLSTATE
 SELECT nextval('wals_model_version_seq');
 \echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM wals_serving_images;
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM wals_serving_images;
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+-- the trainer's training wrote the image of its served items, as wals
+SELECT count(*) > 1 AS image_chunks,
+       bool_and(version = (SELECT version FROM wals_models WHERE model = 'Shop Model')) AS of_its_version
+FROM wals_serving_images WHERE item_table = '"Shop"."Shop Model_item_factors"'::regclass;
 SELECT tablename, tableowner FROM pg_tables WHERE schemaname = 'Shop' ORDER BY tablename;
 SELECT schema, model, source, user_factors, item_factors, trained_by FROM wals_models;
 

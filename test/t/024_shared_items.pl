@@ -4,10 +4,12 @@
 # maps them at its first call, building nothing; a retraining's version is
 # ready when it commits, and the first backend that loads it retires the
 # older one; what a backend builds itself is said at DEBUG1, so that each
-# build is counted here.  Then the cases where a backend builds: after a
-# restart (segments die with the server, the registry's files do not, and
-# a stale one is never taken), on a standby, on a version the files no
-# longer name (a REPEATABLE READ snapshot of a retired one), and, never
+# build is counted here.  After a restart (segments die with the server,
+# the registry's files do not, and a stale one is never taken) and on a
+# standby, the first backend copies the image the training wrote
+# (src/serve/images.c) and builds nothing either.  Then the cases where a
+# backend builds: a version the files no longer name (a REPEATABLE READ
+# snapshot of a retired one), a version without an image and, never
 # shared, an item table that forces row security on its owner.  Answers
 # always equal a plain scan of the factor tables in SQL.
 use strict;
@@ -38,6 +40,7 @@ GRANT SELECT ON tenant.m_user_factors, tenant.m_item_factors TO PUBLIC;
 });
 
 my $build_message = qr/computing their Gram and index/;
+my $copy_message = qr/their Gram and index from their image/;
 
 # The output and the number of builds of the items of a call made in a new
 # session of $who's.
@@ -50,7 +53,8 @@ sub call
 	die "$sql failed: $err" if $ret != 0;
 	my $builds = () = $err =~ /$build_message/g;
 	my $cosine = () = $err =~ /indexing the unit rows/g;
-	return ($out, $builds, $cosine);
+	my $copies = () = $err =~ /$copy_message/g;
+	return ($out, $builds, $cosine, $copies);
 }
 
 # The top 5 of user $u as wals_recommend gives them, and as a plain scan.
@@ -175,6 +179,8 @@ SELECT model FROM wals_train('tenant.r', 'user_id', 'item_id', model => 'tenant.
   factors => 4, iterations => 1);
 SELECT wals_drop_model('tenant.gone');});
 is(files(), '2', 'a dropped model\'s version stays until the next publication');
+is($node->safe_psql('postgres', q{SELECT count(DISTINCT item_table) FROM wals_serving_images}), '1',
+	'but not its image');
 call(q{SELECT model FROM wals_retrain('tenant.m', seed => 11)});
 call(sprintf($served, 1));
 is(files(), '1', 'which retires it');
@@ -210,8 +216,8 @@ is(files(), '1', 'until a publication in another database retires it');
 
 # 7. After a crash the segments are gone and the files left name nothing
 # (or another segment, never taken for the model's): the first backend
-# builds, the next ones map its copy.  The crash comes in the middle of a
-# retraining, which is then rolled back.
+# copies the version's image, the next ones map its copy.  The crash comes
+# in the middle of a retraining, which is then rolled back, image and all.
 my $crashed = $node->background_psql('postgres', on_error_stop => 0);
 $crashed->query_until(qr/starting/, q{\echo starting
 SELECT model FROM wals_retrain('tenant.m', iterations => 100000, tolerance => 0);
@@ -222,25 +228,46 @@ $node->poll_query_until('postgres',
 $node->stop('immediate');
 eval { $crashed->quit };
 $node->start;
-($out, $builds) = call(sprintf($served, 1));
-is($builds, 1, 'after a crash, the first call builds');
+my $copies;
+($out, $builds, undef, $copies) = call(sprintf($served, 1));
+is("$builds $copies", '0 1', 'after a crash, the first call copies the image and builds nothing');
 is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'and serves the model');
-($out, $builds) = call(sprintf($served, 2));
-is($builds, 0, 'the next backend maps its copy');
+($out, $builds, undef, $copies) = call(sprintf($served, 2));
+is("$builds $copies", '0 0', 'the next backend maps its copy');
+is($node->safe_psql('postgres', q{SELECT count(DISTINCT version) FROM wals_serving_images}), '1',
+	'one image is kept, the version before the rolled back retraining\'s');
 
-# 8. A standby serves the replayed version; its first backend builds for
-# the standby's others.
+# 7a. A version without an image (deleted here by hand, as a superuser may)
+# is built by its first reader after a restart, as before.
+$node->safe_psql('postgres', q{DELETE FROM wals_serving_images});
+$node->restart;
+($out, $builds, undef, $copies) = call(sprintf($served, 1));
+is("$builds $copies", '1 0', 'without an image, the first call after a restart builds');
+is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'the same answer');
+
+# 8. A standby serves the replayed version; its first backend copies the
+# replayed image for the standby's others, building nothing.
 $node->backup('b');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($node, 'b', has_streaming => 1);
 $standby->start;
 call(q{SELECT model FROM wals_retrain('tenant.m', seed => 12)});
 $node->wait_for_catchup($standby);
-($out, $builds) = call(sprintf($served, 1), $standby);
+($out, $builds, undef, $copies) = call(sprintf($served, 1), $standby);
 is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'a standby serves the new version');
-is($builds, 1, 'built by its first backend');
-($out, $builds) = call(sprintf($served, 2), $standby);
-is($builds, 0, 'and mapped by the next');
+is("$builds $copies", '0 1', 'copied from its image by its first backend, built by none');
+($out, $builds, undef, $copies) = call(sprintf($served, 2), $standby);
+is("$builds $copies", '0 0', 'and mapped by the next');
+
+# A refresh of items replays as an image of its own serving version.
+$node->safe_psql('postgres', q{
+INSERT INTO tenant.r VALUES (4, 902, 5), (5, 902, 3);
+SET ROLE tenant;
+SELECT wals_refresh_items('{902}', 'tenant.m');});
+$node->wait_for_catchup($standby);
+($out, $builds, undef, $copies) = call(sprintf($served, 4), $standby);
+is("$builds $copies", '0 1', 'a refreshed version: copied from its image on the standby');
+is($out, $node->safe_psql('postgres', sprintf($scanned, 4)), 'and serves the refreshed items');
 $standby->stop;
 
 $node->stop;

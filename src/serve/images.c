@@ -1,0 +1,127 @@
+/*
+ * images.c
+ *	  The items area of a model's serving version kept in a table, so that
+ *	  a standby, and a server after a restart, copy it instead of building
+ *	  it again.
+ *
+ * A shared area (items.c) is derived data and dies with the server: its
+ * first reader on a standby, or after a restart, used to read the item
+ * table and compute YᵀY and the index again, which takes as long as a
+ * training's first call did before areas were shared (half a second at
+ * 40,000 x 256).  The training or refresh that builds an area now also
+ * writes it, in its own transaction, into wals_serving_images: chunk 0
+ * is the area's head, the next ones its bytes after it.  The table is
+ * WAL-logged like any other, so a standby has the image as soon as it has
+ * replayed the training, and the first reader there copies it into a
+ * segment and publishes that, as the training did on the primary.
+ *
+ * The table is wals's alone (the extension's owner writes and reads it,
+ * no other role may), so an image is trusted as the catalog is; a reader
+ * still checks that its head names the version asked for and that its
+ * layout is the one this library gives that many items, and refuses
+ * anything else by building instead.  An item table keeps the image of
+ * one version: writing one deletes the images of the table's other
+ * versions and those of tables that no longer exist.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+
+#include "segments.h"
+#include "wals_serve.h"
+
+/* Bytes of an area per row after its head: a few TOAST chunks' worth of megabytes. */
+#define WALS_IMAGE_CHUNK	(8 * 1024 * 1024)
+
+/*
+ * Write the area head (bytes long) as the image of its version of its item
+ * table, in place of the table's others.  Runs in the transaction that
+ * made the version.
+ */
+void
+wals_image_write(const WalsArea *head, Size bytes)
+{
+	Oid			types[4] = {OIDOID, INT8OID, INT4OID, BYTEAOID};
+	Datum		values[4];
+	const char *base = (const char *) head;
+	char	   *insert;
+	WalsRoleSave save;
+	int32		chunk = 0;
+
+	values[0] = ObjectIdGetDatum(head->item_rel);
+	values[1] = Int64GetDatum(head->version);
+	wals_become_catalog_writer(&save);
+	wals_spi_exec(psprintf("DELETE FROM %s i WHERE i.item_table OPERATOR(pg_catalog.=) $1"
+						   " OR NOT EXISTS (SELECT FROM pg_catalog.pg_class c"
+						   " WHERE c.oid OPERATOR(pg_catalog.=) i.item_table)",
+						   wals_catalog_table("wals_serving_images")),
+				  1, types, values, SPI_OK_DELETE);
+	insert = psprintf("INSERT INTO %s (item_table, version, chunk, data) VALUES ($1, $2, $3, $4)",
+					  wals_catalog_table("wals_serving_images"));
+	for (Size at = 0; at < bytes; chunk++)
+	{
+		Size		n = chunk == 0 ? sizeof(WalsArea) : Min(bytes - at, WALS_IMAGE_CHUNK);
+		bytea	   *data = palloc(VARHDRSZ + n);
+
+		SET_VARSIZE(data, VARHDRSZ + n);
+		memcpy(VARDATA(data), base + at, n);
+		values[2] = Int32GetDatum(chunk);
+		values[3] = PointerGetDatum(data);
+		wals_spi_exec(insert, 4, types, values, SPI_OK_INSERT);
+		pfree(data);
+		at += n;
+		CHECK_FOR_INTERRUPTS();
+	}
+	wals_unbecome(&save);
+}
+
+/*
+ * The rows of the image of version of item_rel, in order of their chunks,
+ * in SPI_tuptable; 0 where there is none.  Their data stay toasted until
+ * wals_image_chunk reads each.
+ */
+uint64
+wals_image_rows(Oid item_rel, int64 version)
+{
+	Oid			types[2] = {OIDOID, INT8OID};
+	Datum		values[2];
+	WalsRoleSave save;
+
+	values[0] = ObjectIdGetDatum(item_rel);
+	values[1] = Int64GetDatum(version);
+	wals_become_catalog_writer(&save);
+	wals_sql_expect(wals_sql(psprintf("SELECT chunk, data FROM %s"
+									  " WHERE item_table OPERATOR(pg_catalog.=) $1"
+									  " AND version OPERATOR(pg_catalog.=) $2 ORDER BY chunk",
+									  wals_catalog_table("wals_serving_images")),
+							 2, types, values, NULL, true, 0),
+					SPI_OK_SELECT, InvalidOid);
+	wals_unbecome(&save);
+	return SPI_processed;
+}
+
+/*
+ * Row k of wals_image_rows's result: its bytes, detoasted into memory of
+ * the caller's to free, and their number; NULL where the row is not chunk
+ * k.
+ */
+bytea *
+wals_image_chunk(uint64 k, Size *len)
+{
+	HeapTuple	tuple = SPI_tuptable->vals[k];
+	TupleDesc	desc = SPI_tuptable->tupdesc;
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, 1, &isnull);
+	bytea	   *data;
+
+	if (isnull || DatumGetInt32(d) != (int32) k)
+		return NULL;
+	d = SPI_getbinval(tuple, desc, 2, &isnull);
+	if (isnull)
+		return NULL;
+	data = DatumGetByteaPCopy(d);
+	*len = VARSIZE_ANY_EXHDR(data);
+	return data;
+}
