@@ -282,8 +282,9 @@ wals_serve_model(text *model)
  * older than its version are retired, as the first reader of the new
  * version would retire them, so that a model retrained or refreshed again
  * and again with no call between keeps two versions in shared memory, not
- * one per change.  A shared version is also written as its image
- * (images.c), for standbys and for the server after a restart.
+ * one per change.  A training's shared version is also written as its
+ * image (images.c), for standbys and for the server after a restart; a
+ * refresh's is not.
  */
 void
 wals_serve_preload(const char *schema, const char *name, const WalsItemsPatch *patch,
@@ -297,7 +298,9 @@ wals_serve_preload(const char *schema, const char *name, const WalsItemsPatch *p
 	if (!wals_catalog_lookup(schema, name, &info))
 		return;
 	fresh = load(&info, false, patch);
-	if (fresh->seg != NULL)
+	if (patch != NULL)
+		wals_image_forget(info.item_rel);
+	else if (fresh->seg != NULL)
 	{
 		const WalsArea *head = dsm_segment_address(fresh->seg);
 

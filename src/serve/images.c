@@ -10,7 +10,10 @@
  * training's first call did before areas were shared (half a second at
  * 40,000 x 256).  The training or refresh that builds an area now also
  * writes it, in its own transaction, into wals_serving_images: chunk 0
- * is the area's head, the next ones its bytes after it.  The table is
+ * is the area's head, the next ones its bytes after it.  A refresh of
+ * items, which may come every few minutes and change a few rows, writes
+ * none (its version is built by its first reader there, as before) and
+ * removes the image of the version it replaces.  The table is
  * WAL-logged like any other, so a standby has the image as soon as it has
  * replayed the training, and the first reader there copies it into a
  * segment and publishes that, as the training did on the primary.
@@ -36,6 +39,38 @@
 #define WALS_IMAGE_CHUNK	(8 * 1024 * 1024)
 
 /*
+ * Delete the images of item_rel and those of item tables that no longer
+ * exist, as the catalog writer.
+ */
+static void
+forget(Oid item_rel)
+{
+	Oid			type = OIDOID;
+	Datum		value = ObjectIdGetDatum(item_rel);
+
+	wals_spi_exec(psprintf("DELETE FROM %s i WHERE i.item_table OPERATOR(pg_catalog.=) $1"
+						   " OR NOT EXISTS (SELECT FROM pg_catalog.pg_class c"
+						   " WHERE c.oid OPERATOR(pg_catalog.=) i.item_table)",
+						   wals_catalog_table("wals_serving_images")),
+				  1, &type, &value, SPI_OK_DELETE);
+}
+
+/*
+ * A version without an image: that of a refresh, whose changes of a few
+ * rows every few minutes would otherwise write the whole area each time.
+ * The image of the version before goes, so that no reader takes it.
+ */
+void
+wals_image_forget(Oid item_rel)
+{
+	WalsRoleSave save;
+
+	wals_become_catalog_writer(&save);
+	forget(item_rel);
+	wals_unbecome(&save);
+}
+
+/*
  * Write the area head (bytes long) as the image of its version of its item
  * table, in place of the table's others.  Runs in the transaction that
  * made the version.
@@ -53,11 +88,7 @@ wals_image_write(const WalsArea *head, Size bytes)
 	values[0] = ObjectIdGetDatum(head->item_rel);
 	values[1] = Int64GetDatum(head->version);
 	wals_become_catalog_writer(&save);
-	wals_spi_exec(psprintf("DELETE FROM %s i WHERE i.item_table OPERATOR(pg_catalog.=) $1"
-						   " OR NOT EXISTS (SELECT FROM pg_catalog.pg_class c"
-						   " WHERE c.oid OPERATOR(pg_catalog.=) i.item_table)",
-						   wals_catalog_table("wals_serving_images")),
-				  1, types, values, SPI_OK_DELETE);
+	forget(head->item_rel);
 	insert = psprintf("INSERT INTO %s (item_table, version, chunk, data) VALUES ($1, $2, $3, $4)",
 					  wals_catalog_table("wals_serving_images"));
 	for (Size at = 0; at < bytes; chunk++)

@@ -259,14 +259,17 @@ is("$builds $copies", '0 1', 'copied from its image by its first backend, built 
 ($out, $builds, undef, $copies) = call(sprintf($served, 2), $standby);
 is("$builds $copies", '0 0', 'and mapped by the next');
 
-# A refresh of items replays as an image of its own serving version.
+# A refresh of items writes no image, and removes the one of the version
+# it replaces: the standby's first reader builds the refreshed version.
 $node->safe_psql('postgres', q{
 INSERT INTO tenant.r VALUES (4, 902, 5), (5, 902, 3);
 SET ROLE tenant;
 SELECT wals_refresh_items('{902}', 'tenant.m');});
+is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_serving_images}), '0',
+	'a refresh of items leaves no image');
 $node->wait_for_catchup($standby);
 ($out, $builds, undef, $copies) = call(sprintf($served, 4), $standby);
-is("$builds $copies", '0 1', 'a refreshed version: copied from its image on the standby');
+is("$builds $copies", '1 0', 'a refreshed version is built by the standby\'s first reader');
 is($out, $node->safe_psql('postgres', sprintf($scanned, 4)), 'and serves the refreshed items');
 $standby->stop;
 
