@@ -35,8 +35,11 @@
 #include "segments.h"
 #include "wals_serve.h"
 
-/* Bytes of an area per row after its head: a few TOAST chunks' worth of megabytes. */
-#define WALS_IMAGE_CHUNK	(8 * 1024 * 1024)
+/*
+ * Bytes of an area per row after its head: TOAST writes and reads a row
+ * without checking for a cancel, so a row is a few milliseconds of it.
+ */
+#define WALS_IMAGE_CHUNK	(1024 * 1024)
 
 /*
  * Delete the images of item_rel and those of item tables that no longer
