@@ -31,6 +31,7 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 #include "segments.h"
 #include "wals_serve.h"
@@ -40,6 +41,17 @@
  * without checking for a cancel, so a row is a few milliseconds of it.
  */
 #define WALS_IMAGE_CHUNK	(1024 * 1024)
+
+/*
+ * Whether the extension has the table: a library of 0.7.0 serves models
+ * of a catalog not yet updated from 0.6.0, which has none, and keeps no
+ * images there.
+ */
+static bool
+have_images(void)
+{
+	return OidIsValid(get_relname_relid("wals_serving_images", wals_extension_schema()));
+}
 
 /*
  * Delete the images of item_rel and those of item tables that no longer
@@ -68,6 +80,8 @@ wals_image_forget(Oid item_rel)
 {
 	WalsRoleSave save;
 
+	if (!have_images())
+		return;
 	wals_become_catalog_writer(&save);
 	forget(item_rel);
 	wals_unbecome(&save);
@@ -88,6 +102,8 @@ wals_image_write(const WalsArea *head, Size bytes)
 	WalsRoleSave save;
 	int32		chunk = 0;
 
+	if (!have_images())
+		return;
 	values[0] = ObjectIdGetDatum(head->item_rel);
 	values[1] = Int64GetDatum(head->version);
 	wals_become_catalog_writer(&save);
@@ -123,6 +139,8 @@ wals_image_rows(Oid item_rel, int64 version)
 	Datum		values[2];
 	WalsRoleSave save;
 
+	if (!have_images())
+		return 0;
 	values[0] = ObjectIdGetDatum(item_rel);
 	values[1] = Int64GetDatum(version);
 	wals_become_catalog_writer(&save);
