@@ -87,11 +87,14 @@ WERROR ?=
 WARNFLAGS = -Wall -Wextra $(WERROR) -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers
 OPTFLAGS = -O2
-# libpq: a sharded training calls its shards on postgres_fdw's connections,
-# or on its own to the nodes of a Citus distributed table.
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core $(SUBSYSTEMS:%=-I$(srcdir)/src/%) -I$(srcdir)/gpu $(BLAS_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -DWALS_VERSION=\"$(EXTVERSION)\"
 PG_CFLAGS = $(WARNFLAGS) $(OPTFLAGS)
-SHLIB_LINK = -lpq
+# libpq: a sharded training calls its shards on postgres_fdw's connections,
+# or on its own to the nodes of a Citus distributed table.  -Bsymbolic:
+# wals.so's calls of its own functions bind within it, so that at LOAD the
+# dynamic linker looks up only the symbols it takes from elsewhere (a new
+# backend's LOAD 'wals' took 1.75 ms, 1.45 with it, on the Xeon).
+SHLIB_LINK = -lpq -Wl,-Bsymbolic
 
 PG_CONFIG ?= pg_config
 # The scripts the targets run (test/installcheck.sh, test/demo.sh, the
