@@ -836,12 +836,7 @@ wals_catalog_delete(const WalsModelInfo *info)
 	args[1] = CStringGetTextDatum(info->name);
 	wals_become_catalog_writer(&save);
 	forget_state(types, args);
-	/* a catalog not yet updated from 0.6.0 has no images */
-	if (OidIsValid(get_relname_relid("wals_serving_images", wals_extension_schema())))
-		wals_spi_exec(psprintf("DELETE FROM %s WHERE item_table OPERATOR(pg_catalog.=) $1",
-							   wals_catalog_table("wals_serving_images")),
-					  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(info->item_rel)},
-					  SPI_OK_DELETE);
+	wals_image_forget(info->item_rel);
 	wals_spi_exec(psprintf("DELETE FROM %s WHERE schema OPERATOR(pg_catalog.=) $1"
 						   " AND model OPERATOR(pg_catalog.=) $2",
 						   wals_catalog_table("wals_training_log")),

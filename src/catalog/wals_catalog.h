@@ -220,6 +220,13 @@ extern void wals_catalog_delete(const WalsModelInfo *info);
 extern void wals_catalog_add_users(const WalsModelInfo *info, int64 delta);
 extern int64 wals_next_version(void);
 
+/* images.c: the areas serving shares, kept in wals_serving_images */
+extern void wals_image_write(Oid item_rel, int64 version, const void *area, Size head_bytes,
+							 Size bytes);
+extern void wals_image_forget(Oid item_rel);
+extern uint64 wals_image_rows(Oid item_rel, int64 version);
+extern bytea *wals_image_chunk(uint64 k, Size *len);
+
 /* model_row.c: a model's catalog row, read in place */
 extern bool wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info);
 extern bool wals_catalog_lookup_along(List *schemas, const char *name, WalsModelInfo *info);

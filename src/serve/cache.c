@@ -304,7 +304,7 @@ wals_serve_preload(const char *schema, const char *name, const WalsItemsPatch *p
 	{
 		const WalsArea *head = dsm_segment_address(fresh->seg);
 
-		wals_image_write(head, head->total);
+		wals_image_write(head->item_rel, head->version, head, sizeof(WalsArea), head->total);
 	}
 	slot = slot_of(&info);
 	if (models[slot] != NULL)

@@ -26,14 +26,14 @@
  * and costs what the pages would not: it is derived data, gone at a
  * restart, and it needs room in /dev/shm.  What pages would give, a copy
  * that is replicated and survives a restart, the training gets by writing
- * the area it built into a table as well (images.c): a standby's first
- * reader, or a server's after a restart, copies that image into a segment
- * rather than building it again.  Where there is none, or the item
- * table forces row security on its owner (what the owner sees may then
- * change with the policies' functions), the backend builds a copy of its
- * own, as before; and so does a session that sets wals.shared_items off,
- * which then sees the edits made to the item table since its version was
- * trained, which the shared copy does not.
+ * the area it built into a table as well (src/catalog/images.c): a
+ * standby's first reader, or a server's after a restart, copies that image
+ * into a segment rather than building it again.  Where there is none, or
+ * the item table forces row security on its owner (what the owner sees
+ * may then change with the policies' functions), the backend builds a
+ * copy of its own, as before; and so does a session that sets
+ * wals.shared_items off, which then sees the edits made to the item table
+ * since its version was trained, which the shared copy does not.
  */
 #include "postgres.h"
 
@@ -315,10 +315,10 @@ finish_area(WalsArea *h, dsm_segment **seg)
 }
 
 /*
- * Copy the image of info's version (images.c) into a new area laid out as
- * key says, published where share: false, having made nothing, where
- * there is no image or its head does not describe what this library
- * would lay out for the version.
+ * Copy the image of info's version (src/catalog/images.c) into a new area
+ * laid out as key says, published where share: false, having made
+ * nothing, where there is no image or its head does not describe what
+ * this library would lay out for the version.
  */
 static bool
 load_image(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool share)

@@ -59,10 +59,4 @@ extern void wals_segment_release(dsm_segment *seg);
 extern void wals_segment_lock(Oid item_rel, bool lock);
 extern void wals_segment_retire_older(Oid item_rel, int64 version);
 
-/* images.c: an area kept in wals_serving_images */
-extern void wals_image_write(const WalsArea *head, Size bytes);
-extern void wals_image_forget(Oid item_rel);
-extern uint64 wals_image_rows(Oid item_rel, int64 version);
-extern bytea *wals_image_chunk(uint64 k, Size *len);
-
 #endif							/* WALS_SEGMENTS_H */

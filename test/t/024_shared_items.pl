@@ -7,7 +7,7 @@
 # build is counted here.  After a restart (segments die with the server,
 # the registry's files do not, and a stale one is never taken) and on a
 # standby, the first backend copies the image the training wrote
-# (src/serve/images.c) and builds nothing either.  Then the cases where a
+# (src/catalog/images.c) and builds nothing either.  Then the cases where a
 # backend builds: a version the files no longer name (a REPEATABLE READ
 # snapshot of a retired one), a version without an image and, never
 # shared, an item table that forces row security on its owner.  Answers
@@ -272,6 +272,25 @@ $node->wait_for_catchup($standby);
 is("$builds $copies", '1 0', 'a refreshed version is built by the standby\'s first reader');
 is($out, $node->safe_psql('postgres', sprintf($scanned, 4)), 'and serves the refreshed items');
 $standby->stop;
+
+# 9. A relation of that name that the extension did not make (here a
+# superuser's, in the extension's schema) is neither written nor read as
+# the extension's owner: trainings keep no image, and readers build.
+$node->safe_psql('postgres', q{
+ALTER EXTENSION wals DROP TABLE wals_serving_images;
+ALTER TABLE wals_serving_images RENAME TO wals_serving_images_kept;
+CREATE TABLE wals_serving_images (item_table oid, version bigint, chunk int, data bytea);});
+($out, $builds) = call(q{SELECT model FROM wals_retrain('tenant.m', seed => 13)});
+is($builds, 1, 'beside a table wals did not make, the retraining builds its items');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_serving_images}), '0',
+	'and writes no image into it');
+$node->safe_psql('postgres', q{INSERT INTO wals_serving_images
+  SELECT item_table, version, chunk, data FROM wals_serving_images_kept;
+UPDATE wals_serving_images SET version = (SELECT version FROM wals_models WHERE model = 'm');});
+$node->restart;
+($out, $builds, undef, $copies) = call(sprintf($served, 1));
+is("$builds $copies", '1 0', 'nor reads one from it: the first call after a restart builds');
+is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'and serves the model');
 
 $node->stop;
 done_testing();

@@ -2,9 +2,10 @@
  * images.c
  *	  The items area of a model's serving version kept in a table, so that
  *	  a standby, and a server after a restart, copy it instead of building
- *	  it again.
+ *	  it again.  What an area holds is src/serve/items.c's; this file reads
+ *	  and writes the table.
  *
- * A shared area (items.c) is derived data and dies with the server: its
+ * A shared area (src/serve/items.c) is derived data and dies with the server: its
  * first reader on a standby, or after a restart, used to read the item
  * table and compute YᵀY and the index again, which takes as long as a
  * training's first call did before areas were shared (half a second at
@@ -28,13 +29,15 @@
  */
 #include "postgres.h"
 
+#include "catalog/dependency.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-#include "segments.h"
-#include "wals_serve.h"
+#include "wals_catalog.h"
 
 /*
  * Bytes of an area per row after its head: TOAST writes and reads a row
@@ -43,14 +46,17 @@
 #define WALS_IMAGE_CHUNK	(1024 * 1024)
 
 /*
- * Whether the extension has the table: a library of 0.7.0 serves models
- * of a catalog not yet updated from 0.6.0, which has none, and keeps no
- * images there.
+ * Whether the extension has the table, as its own member: a catalog not
+ * yet updated from 0.6.0 has none, and a relation of that name that wals
+ * did not make is never read or written as the extension's owner.
  */
 static bool
 have_images(void)
 {
-	return OidIsValid(get_relname_relid("wals_serving_images", wals_extension_schema()));
+	Oid			relid = get_relname_relid("wals_serving_images", wals_extension_schema());
+
+	return OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_RELATION &&
+		getExtensionOfObject(RelationRelationId, relid) == get_extension_oid("wals", false);
 }
 
 /*
@@ -88,31 +94,31 @@ wals_image_forget(Oid item_rel)
 }
 
 /*
- * Write the area head (bytes long) as the image of its version of its item
- * table, in place of the table's others.  Runs in the transaction that
- * made the version.
+ * Write the area at base (bytes long, its head head_bytes) as the image of
+ * version of item_rel, in place of the table's others.  Runs in the
+ * transaction that made the version.
  */
 void
-wals_image_write(const WalsArea *head, Size bytes)
+wals_image_write(Oid item_rel, int64 version, const void *area, Size head_bytes, Size bytes)
 {
 	Oid			types[4] = {OIDOID, INT8OID, INT4OID, BYTEAOID};
 	Datum		values[4];
-	const char *base = (const char *) head;
+	const char *base = (const char *) area;
 	char	   *insert;
 	WalsRoleSave save;
 	int32		chunk = 0;
 
 	if (!have_images())
 		return;
-	values[0] = ObjectIdGetDatum(head->item_rel);
-	values[1] = Int64GetDatum(head->version);
+	values[0] = ObjectIdGetDatum(item_rel);
+	values[1] = Int64GetDatum(version);
 	wals_become_catalog_writer(&save);
-	forget(head->item_rel);
+	forget(item_rel);
 	insert = psprintf("INSERT INTO %s (item_table, version, chunk, data) VALUES ($1, $2, $3, $4)",
 					  wals_catalog_table("wals_serving_images"));
 	for (Size at = 0; at < bytes; chunk++)
 	{
-		Size		n = chunk == 0 ? sizeof(WalsArea) : Min(bytes - at, WALS_IMAGE_CHUNK);
+		Size		n = chunk == 0 ? head_bytes : Min(bytes - at, WALS_IMAGE_CHUNK);
 		bytea	   *data = palloc(VARHDRSZ + n);
 
 		SET_VARSIZE(data, VARHDRSZ + n);
