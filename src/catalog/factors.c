@@ -347,6 +347,24 @@ wals_rated_bytea(const int64 *item_ids, const int32 *indices, const float *value
 }
 
 /*
+ * The same of row r of R, whose columns are the items item_ids names: its
+ * ratings as floats, or decoded where R keeps codes.
+ */
+bytea *
+wals_rated_row_bytea(const int64 *item_ids, const WalsCsr *R, int64 r)
+{
+	int64		lo = R->indptr[r];
+	int64		n = R->indptr[r + 1] - lo;
+	float	   *decoded = R->values != NULL ? NULL : palloc(sizeof(float) * Max(n, 1));
+	bytea	   *out = wals_rated_bytea(item_ids, R->indices + lo,
+									   wals_csr_values(R, lo, n, decoded), n);
+
+	if (decoded != NULL)
+		pfree(decoded);
+	return out;
+}
+
+/*
  * An executor state that writes rel (locked RowExclusiveLock), with its
  * indexes open, as a statement of command cid would, and the result
  * relation in *rri: for the factor rows written without SQL (a training's

@@ -5,14 +5,13 @@
  *	  it again.  What an area holds is src/serve/items.c's; this file reads
  *	  and writes the table.
  *
- * A shared area (src/serve/items.c) is derived data and dies with the server: its
- * first reader on a standby, or after a restart, used to read the item
- * table and compute YᵀY and the index again, which takes as long as a
- * training's first call did before areas were shared (half a second at
- * 40,000 x 256).  The training or refresh that builds an area now also
- * writes it, in its own transaction, into wals_serving_images: chunk 0
- * is the area's head, the next ones its bytes after it.  A refresh of
- * items, which may come every few minutes and change a few rows, writes
+ * A shared area (src/serve/items.c) is derived data and dies with the
+ * server: its first reader on a standby, or after a restart, used to read
+ * the item table and compute YᵀY and the index again, which takes as long
+ * as a training's first call did before areas were shared (half a second
+ * at 40,000 x 256).  The training that builds an area now also writes it,
+ * in its own transaction, into wals_serving_images: chunk 0 is the area's
+ * head, the next ones its bytes after it.  A refresh of items, which may come every few minutes and change a few rows, writes
  * none (its version is built by its first reader there, as before) and
  * removes the image of the version it replaces.  The table is
  * WAL-logged like any other, so a standby has the image as soon as it has
@@ -77,9 +76,10 @@ forget(Oid item_rel)
 }
 
 /*
- * A version without an image: that of a refresh, whose changes of a few
- * rows every few minutes would otherwise write the whole area each time.
- * The image of the version before goes, so that no reader takes it.
+ * Delete the images of item_rel: the model is dropped, or its new version
+ * is a refresh's, whose changes of a few rows every few minutes would
+ * otherwise write the whole area each time (the image of the version
+ * before goes, so that no reader takes it).
  */
 void
 wals_image_forget(Oid item_rel)
@@ -94,7 +94,7 @@ wals_image_forget(Oid item_rel)
 }
 
 /*
- * Write the area at base (bytes long, its head head_bytes) as the image of
+ * Write the area (bytes long, its head head_bytes) as the image of
  * version of item_rel, in place of the table's others.  Runs in the
  * transaction that made the version.
  */

@@ -295,6 +295,7 @@ extern ArrayType *wals_real_array(const float *v, int64 n);
 extern bytea *wals_rated_pack_bytea(const int64 *ids, const float *values, int64 n);
 extern bytea *wals_rated_bytea(const int64 *item_ids, const int32 *indices,
 							   const float *values, int64 n);
+extern bytea *wals_rated_row_bytea(const int64 *item_ids, const WalsCsr *R, int64 r);
 
 /* marks.c: the changed column of a source, and the mark wals_refresh reads from */
 extern char *wals_check_changed_col(Oid relid, const char *reldisplay, const char *name);

@@ -52,6 +52,36 @@ wals_codebook_code(WalsCodebook *cb, float v)
 	return cb->n++;
 }
 
+void
+wals_codebook_encode(WalsCodebook *cb, const float *v, size_t n, uint8_t *codes)
+{
+	size_t		k;
+
+	for (k = 0; k < n; k++)
+	{
+		if (k % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
+		/* as in wals_codebook_take */
+		if (k > 0 && value_bits(v[k]) == value_bits(v[k - 1]))
+			codes[k] = codes[k - 1];
+		else
+			codes[k] = (uint8_t) wals_codebook_code(cb, v[k]);
+	}
+}
+
+void
+wals_codebook_decode(const WalsCodebook *cb, const uint8_t *codes, size_t n, float *v)
+{
+	size_t		k;
+
+	for (k = 0; k < n; k++)
+	{
+		if (k % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
+		v[k] = cb->value[codes[k]];
+	}
+}
+
 bool
 wals_codebook_take(WalsCodebook *cb, const float *v, size_t n)
 {

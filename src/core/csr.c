@@ -556,6 +556,21 @@ merge_code_run(WalsFeedback feedback, WalsCodebook *cb, const uint8_t *codes,
 }
 
 /*
+ * Fold the run of duplicates at cells [k, k + len) of csr into cell k, as
+ * floats or as codes; a cell alone stays as it is.
+ */
+static WalsStatus
+merge_cells(WalsFeedback feedback, WalsCsr *csr, int64_t k, int64_t len)
+{
+	if (csr->values == NULL)
+		return len == 1 ? WALS_OK :
+			merge_code_run(feedback, csr->codebook, csr->codes + k, len, csr->codes + k);
+	if (len > 1)
+		csr->values[k] = merge_run(feedback, csr->values + k, len);
+	return isfinite(csr->values[k]) ? WALS_OK : WALS_ENONFINITE;
+}
+
+/*
  * Compact rows [first, last) of csr in place, folding runs of equal columns
  * into one cell, and write the new row starts, from *w on, to
  * indptr[first..last).  The rows start at indptr[first..last) and the last
@@ -581,27 +596,15 @@ merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
 		while (k < stop)
 		{
 			int64_t		run = k + 1;
+			WalsStatus	status;
 
 			while (run < stop && csr->indices[run] == csr->indices[k])
 				run++;
+			status = merge_cells(feedback, csr, k, run - k);
+			if (status != WALS_OK)
+				return status;
 			csr->indices[*w] = csr->indices[k];
-			if (csr->values == NULL)
-			{
-				WalsStatus	status = run - k == 1 ? WALS_OK :
-					merge_code_run(feedback, csr->codebook, csr->codes + k,
-								   run - k, csr->codes + k);
-
-				if (status != WALS_OK)
-					return status;
-				csr->codes[*w] = csr->codes[k];
-			}
-			else
-			{
-				csr->values[*w] = run - k == 1 ? csr->values[k] :
-					merge_run(feedback, csr->values + k, run - k);
-				if (!isfinite(csr->values[*w]))
-					return WALS_ENONFINITE;
-			}
+			wals_csr_copy_rating(csr, *w, csr, k);
 			if (counts != NULL)
 				counts[*w] = (int32_t) (run - k);
 			(*w)++;
@@ -772,10 +775,7 @@ transpose(const WalsCsr *in, WalsCsr *out, void *scratch, size_t scratch_bytes,
 			int64_t		dst = out->indptr[in->indices[j]]++;
 
 			out->indices[dst] = (int32_t) u;
-			if (in->values != NULL)
-				out->values[dst] = in->values[j];
-			else
-				out->codes[dst] = in->codes[j];
+			wals_csr_copy_rating(out, dst, in, j);
 		}
 	}
 	wals_poll(local);

@@ -107,10 +107,7 @@ wals_holdout_split(WalsCsr *R, WalsFeedback feedback, const int64_t *row_ids,
 				continue;
 			}
 			R->indices[kept] = R->indices[j];
-			if (R->values != NULL)
-				R->values[kept++] = R->values[j];
-			else
-				R->codes[kept++] = R->codes[j];
+			wals_csr_copy_rating(R, kept++, R, j);
 		}
 		out->indptr[u + 1] = taken;
 	}

@@ -208,6 +208,14 @@ extern int	wals_codebook_code(WalsCodebook *cb, float v);
  */
 extern bool wals_codebook_take(WalsCodebook *cb, const float *v, size_t n);
 
+/* The codes of v[0..n), every one of which wals_codebook_take took. */
+extern void wals_codebook_encode(WalsCodebook *cb, const float *v, size_t n,
+								 uint8_t *codes);
+
+/* The values of codes[0..n) of cb, a whole matrix's, polling as it goes. */
+extern void wals_codebook_decode(const WalsCodebook *cb, const uint8_t *codes, size_t n,
+								 float *v);
+
 /*
  * Compressed sparse rows.  The cells hold the merged rating r of each cell;
  * the solvers derive c and p from it and the params.  Within a row, indices
@@ -230,6 +238,16 @@ static inline float
 wals_csr_value(const WalsCsr *R, int64_t k)
 {
 	return R->values != NULL ? R->values[k] : R->codebook->value[R->codes[k]];
+}
+
+/* Cell i's rating of from into cell j of to, which keeps them as from does. */
+static inline void
+wals_csr_copy_rating(WalsCsr *to, int64_t j, const WalsCsr *from, int64_t i)
+{
+	if (from->values != NULL)
+		to->values[j] = from->values[i];
+	else
+		to->codes[j] = from->codes[i];
 }
 
 /*

@@ -106,7 +106,7 @@ refresh(WalsServeModel *m, const WalsSourceNames *src, const int64 *users, int n
 			wals_one_row(m, rated.items, rated.ratings, rated.n, &row);
 			wals_fold_in(m, &row, x);
 			if (wals_row_write(w, users[i], x, m->factors,
-							   wals_rated_bytea(m->ids, row.indices, row.values, row.indptr[1])))
+							   wals_rated_row_bytea(m->ids, &row, 0)))
 				(*added)++;
 			stored++;
 		}

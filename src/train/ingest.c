@@ -125,6 +125,7 @@ static void
 side_map(Ingest *in, IdSide *side, int32 *out)
 {
 	size_t		bytes = wals_idmap_need(&side->map, side->pending, in->nbatch);
+	int32		first;
 
 	if (bytes > 0)
 	{
@@ -142,15 +143,12 @@ side_map(Ingest *in, IdSide *side, int32 *out)
 		side->buffer = buffer;
 		side->bytes = bytes;
 	}
-	{
-		int32		first = (int32) side->map.count;
-
-		wals_report_core_status(wals_idmap_insert_many(&side->map, side->pending,
-													   in->nbatch, out),
-								side->what);
-		if (side->keep_new)
-			keep_new_ids(in, side, out, first);
-	}
+	first = (int32) side->map.count;
+	wals_report_core_status(wals_idmap_insert_many(&side->map, side->pending,
+												   in->nbatch, out),
+							side->what);
+	if (side->keep_new)
+		keep_new_ids(in, side, out, first);
 }
 
 /*

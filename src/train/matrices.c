@@ -14,7 +14,8 @@
  * transpose to the matrix by user, then the transpose back, which leaves
  * the matrix by item merged and sorted.  Merging repeats can make new
  * ratings; where they overflow the codes, the training gives codes up
- * and merges again with floats.  Beside them, the scratch of the sorts (a 64th of a byte a rating, 300 kB at least), which the memory
+ * and merges again with floats.  Beside them, the scratch of the sorts
+ * (a 64th of a byte a rating, 300 kB at least), which the memory
  * estimate counts (workspace.c).
  *
  * The sorts, not page faults, made building cost more than reading: with
@@ -65,18 +66,6 @@ prefault_csr(const WalsCsr *csr, int64 nrows, int64 nnz)
 	wals_prefault(values, value_bytes);
 }
 
-/* Encode the n ratings v as the codes of cb into codes. */
-static void
-encode(WalsCodebook *cb, const float *v, int64 n, uint8 *codes)
-{
-	for (int64 k = 0; k < n; k++)
-	{
-		if (k % WALS_CODE_POLL == 0)
-			CHECK_FOR_INTERRUPTS();
-		codes[k] = (uint8) wals_codebook_code(cb, v[k]);
-	}
-}
-
 /*
  * Group raw's rows by item in place, free the items, and copy the rest
  * into the items' block of ws: its matrix by item, rows unsorted.
@@ -107,7 +96,7 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 	pfree(raw->users);
 	raw->users = NULL;
 	if (ws->shape.coded)
-		encode(ws->by_item.codebook, raw->ratings, raw->n, ws->by_item.codes);
+		wals_codebook_encode(ws->by_item.codebook, raw->ratings, raw->n, ws->by_item.codes);
 	else
 		wals_copy_bytes(ws->by_item.values, raw->ratings, raw->n * sizeof(float));
 	pfree(raw->ratings);

@@ -82,15 +82,8 @@ fill_row(TupleTableSlot *slot, const AttrNumber *attnum, int64 r, const int64 *i
 	}
 	else if (rated != NULL)
 	{
-		int64		lo = rated->indptr[r];
-		int64		cells = rated->indptr[r + 1] - lo;
-
 		slot->tts_values[attnum[2] - 1] =
-			PointerGetDatum(wals_rated_bytea(item_ids, rated->indices + lo,
-											 wals_csr_values(rated, lo, cells,
-															 rated->values != NULL ? NULL :
-															 palloc(sizeof(float) * Max(cells, 1))),
-											 cells));
+			PointerGetDatum(wals_rated_row_bytea(item_ids, rated, r));
 		slot->tts_isnull[attnum[2] - 1] = false;
 	}
 	ExecStoreVirtualTuple(slot);

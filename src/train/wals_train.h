@@ -24,12 +24,6 @@
 #define WALS_ACCEL_VECTORS	5
 
 /*
- * Cells coded or decoded between checks for a cancel: a millisecond or
- * two of work.
- */
-#define WALS_CODE_POLL		(1 << 20)
-
-/*
  * When a trial of wals_tune stops iterating: once budget_s seconds since
  * since, less what the final training will take, have passed.  That is the
  * larger of reserve_s, the final training of the best trial so far, and,

@@ -26,7 +26,6 @@
  */
 #include "postgres.h"
 
-#include "miscadmin.h"
 #include "utils/memutils.h"
 
 #include "wals_train.h"
@@ -279,12 +278,7 @@ wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws)
 	wals_workspace_free(ws, WALS_BLOCK_USERS);
 	memcpy(indptr, ws->by_item.indptr, indptr_bytes);
 	memcpy(indices, ws->by_item.indices, nnz * sizeof(int32));
-	for (int64 k = 0; k < nnz; k++)
-	{
-		if (k % WALS_CODE_POLL == 0)
-			CHECK_FOR_INTERRUPTS();
-		values[k] = wals_csr_value(&ws->by_item, k);
-	}
+	wals_codebook_decode(ws->by_item.codebook, ws->by_item.codes, nnz, values);
 	wals_workspace_free(ws, WALS_BLOCK_ITEMS);
 
 	sh->coded = false;

@@ -414,10 +414,7 @@ wals_shard_rated(PG_FUNCTION_ARGS)
 	wals_shard_buffer(s, &buf, 0, SHARD_RATED);
 	for (int64 r = first; r < s->own_nusers; r++)
 	{
-		int64		lo = s->by_user.indptr[r];
-		bytea	   *b = wals_rated_bytea(s->item_ids, s->by_user.indices + lo,
-										 s->by_user.values + lo,
-										 s->by_user.indptr[r + 1] - lo);
+		bytea	   *b = wals_rated_row_bytea(s->item_ids, &s->by_user, r);
 		double		len = (double) buf.len + sizeof(int64) + VARSIZE(b) - VARHDRSZ;
 
 		if (r > first && (len > (double) most || len >= (double) MaxAllocSize))
