@@ -62,6 +62,9 @@
  */
 #define WALS_INGEST_CHECK_ROWS		8192
 
+/* Bytes copied into a temporary file between two checks for a cancel. */
+#define WALS_SPILL_SLICE			((Size) 4 << 20)
+
 /* Rows whose pages are faulted in at a time, ahead of the rows read. */
 #define WALS_INGEST_PREFAULT_ROWS	(1 << 20)
 
@@ -161,6 +164,16 @@ grow_rows(Ingest *in)
 {
 	int64		capacity = in->capacity * 2;
 
+	if (in->spilled != NULL)
+	{
+		in->user_idx = wals_temp_grow(&in->spilled[WALS_ROWS_USERS], capacity * sizeof(int32));
+		in->item_idx = wals_temp_grow(&in->spilled[WALS_ROWS_ITEMS], capacity * sizeof(int32));
+		in->ratings = wals_temp_grow(&in->spilled[WALS_ROWS_RATINGS], capacity * sizeof(float));
+		in->capacity = capacity;
+		in->prefaulted = capacity;
+		return;
+	}
+
 	if ((Size) capacity * sizeof(int32) > MaxAllocHugeSize)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -183,7 +196,7 @@ prefault_rows(Ingest *in)
 	int64		from = in->prefaulted;
 	int64		to;
 
-	if (in->n + WALS_INGEST_BATCH <= from)
+	if (in->n + WALS_INGEST_BATCH <= from || in->spilled != NULL)
 		return;
 	to = Min(in->capacity, from + WALS_INGEST_PREFAULT_ROWS);
 	wals_prefault(in->user_idx + from, (to - from) * sizeof(int32));
@@ -255,6 +268,8 @@ wals_ingest_reserve(Ingest *in, int64 rows)
 {
 	while (in->n + rows + WALS_INGEST_BATCH > in->capacity)
 		grow_rows(in);
+	if (in->spilled != NULL)
+		return;
 	wals_prefault(in->user_idx + in->n, rows * sizeof(int32));
 	wals_prefault(in->item_idx + in->n, rows * sizeof(int32));
 	wals_prefault(in->ratings + in->n, rows * sizeof(float));
@@ -262,14 +277,62 @@ wals_ingest_reserve(Ingest *in, int64 rows)
 }
 
 /*
+ * A temporary file of room bytes holding the used bytes of p, which is
+ * freed.
+ */
+static void *
+spill_array(WalsTempArray *t, void *p, Size used, Size room, const char *what)
+{
+	char	   *to = wals_temp_alloc(t, Max(room, used), what);
+
+	for (Size at = 0; at < used; at += WALS_SPILL_SLICE)
+	{
+		CHECK_FOR_INTERRUPTS();
+		memcpy(to + at, (char *) p + at, Min(used - at, WALS_SPILL_SLICE));
+	}
+	pfree(p);
+	return to;
+}
+
+/*
+ * Move the rows read so far, the ratings of the batch with them, into
+ * temporary files, where the rows to come go too: from now on the training
+ * is out of core.
+ */
+static void
+spill_rows(Ingest *in)
+{
+	MemoryContext old = MemoryContextSwitchTo(in->cxt);
+	int64		rows = in->n + in->nbatch;
+	WalsTempArray *t = palloc0(sizeof(WalsTempArray) * WALS_ROWS_ARRAYS);
+
+	in->user_idx = spill_array(&t[WALS_ROWS_USERS], in->user_idx, in->n * sizeof(int32),
+							   in->capacity * sizeof(int32), "the user ids read");
+	in->item_idx = spill_array(&t[WALS_ROWS_ITEMS], in->item_idx, in->n * sizeof(int32),
+							   in->capacity * sizeof(int32), "the item ids read");
+	in->ratings = spill_array(&t[WALS_ROWS_RATINGS], in->ratings, rows * sizeof(float),
+							  in->capacity * sizeof(float), "the ratings read");
+	in->spilled = t;
+	in->prefaulted = in->capacity;
+	MemoryContextSwitchTo(old);
+	ereport(DEBUG1,
+			(errmsg_internal("model \"%s\": the rows read go to temporary files from row %lld on",
+							 in->args->model_display, (long long) rows)));
+}
+
+/*
  * Check for a cancel, and the memory of the rows read and this process's
  * id maps; where processes read together, of the rows all of them have
- * read.  The leader shows the rows read in its progress.
+ * read.  Where the training may go out of core, the rows that outgrow
+ * wals.max_memory go to temporary files instead, and only the maps
+ * count.  The leader shows the rows read in its progress.
  */
 static void
 ingest_check(Ingest *in)
 {
 	int64		rows = in->read + in->nbatch;
+	double		rows_bytes;
+	double		maps_bytes;
 
 	CHECK_FOR_INTERRUPTS();
 	if (in->all_read != NULL)
@@ -279,9 +342,16 @@ ingest_check(Ingest *in)
 	}
 	if (in->hand_over == NULL)
 		wals_work_rows(rows);
-	wals_memory_check((double) rows * (2 * sizeof(int32) + sizeof(float)) +
-					  (double) (in->users.bytes + in->items.bytes),
-					  "reading the ratings");
+	rows_bytes = (double) rows * (2 * sizeof(int32) + sizeof(float));
+	maps_bytes = (double) (in->users.bytes + in->items.bytes);
+	if (in->args->may_spill)
+	{
+		if (in->hand_over == NULL && in->spilled == NULL && wals_max_memory > 0 &&
+			rows_bytes + maps_bytes > (double) wals_max_memory * 1024.0)
+			spill_rows(in);
+		rows_bytes = 0;
+	}
+	wals_memory_check(rows_bytes + maps_bytes, "reading the ratings");
 	MemoryContextReset(in->scratch);
 	in->countdown = WALS_INGEST_CHECK_ROWS;
 }
@@ -665,6 +735,42 @@ wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty)
 	raw->users = in.user_idx;
 	raw->items = in.item_idx;
 	raw->ratings = in.ratings;
+	raw->spilled = in.spilled;
+}
+
+/*
+ * Move raw's rows into temporary files, for a training that goes out of
+ * core once it has read them.
+ */
+void
+wals_ratings_spill(WalsRatings *raw)
+{
+	WalsTempArray *t;
+
+	if (raw->spilled != NULL)
+		return;
+	t = palloc0(sizeof(WalsTempArray) * WALS_ROWS_ARRAYS);
+	raw->users = spill_array(&t[WALS_ROWS_USERS], raw->users, raw->n * sizeof(int32),
+							 raw->n * sizeof(int32), "the user ids read");
+	raw->items = spill_array(&t[WALS_ROWS_ITEMS], raw->items, raw->n * sizeof(int32),
+							 raw->n * sizeof(int32), "the item ids read");
+	raw->ratings = spill_array(&t[WALS_ROWS_RATINGS], raw->ratings, raw->n * sizeof(float),
+							   raw->n * sizeof(float), "the ratings read");
+	raw->spilled = t;
+}
+
+/* Free one of raw's three arrays, from memory or with its file. */
+void
+wals_ratings_free(WalsRatings *raw, WalsRowArray which)
+{
+	void	  **p = which == WALS_ROWS_USERS ? (void **) &raw->users :
+		which == WALS_ROWS_ITEMS ? (void **) &raw->items : (void **) &raw->ratings;
+
+	if (raw->spilled != NULL)
+		wals_temp_free(&raw->spilled[which]);
+	else if (*p != NULL)
+		pfree(*p);
+	*p = NULL;
 }
 
 

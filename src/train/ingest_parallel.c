@@ -90,6 +90,7 @@ typedef struct IngestShared
 	char		rating_col[WALS_INGEST_NAME];
 	char		user_col[WALS_INGEST_NAME];
 	char		item_col[WALS_INGEST_NAME];
+	bool		may_spill;		/* the leader keeps rows in temporary files */
 	pg_atomic_uint64 all_read;
 	int			nslots;
 	IngestSlot	slot[FLEXIBLE_ARRAY_MEMBER];
@@ -213,6 +214,7 @@ wals_ingest_main(dsm_segment *seg, shm_toc *toc)
 	args.rating_col = sh->layout.has_rating ? sh->rating_col : NULL;
 	args.user_col = sh->user_col;
 	args.item_col = sh->item_col;
+	args.may_spill = sh->may_spill;
 	wals_ingest_begin(&in, &args);
 	in.layout = sh->layout;
 	in.all_read = &sh->all_read;
@@ -369,6 +371,7 @@ wals_ingest_parallel(Ingest *in, Relation rel)
 	sh->relid = RelationGetRelid(rel);
 	sh->layout = in->layout;
 	copy_name(sh->source_display, args->source_display);
+	sh->may_spill = args->may_spill;
 	copy_name(sh->rating_col, args->rating_col);
 	copy_name(sh->user_col, args->user_col);
 	copy_name(sh->item_col, args->item_col);

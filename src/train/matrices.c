@@ -53,15 +53,18 @@ check_merge(const WalsTrainArgs *args, WalsStatus status)
  * are the caller's, but asking for huge pages is only a hint.
  */
 static void
-prefault_csr(const WalsCsr *csr, int64 nrows, int64 nnz)
+prefault_csr(const WalsWorkspace *ws, const WalsCsr *csr, int64 nrows, int64 nnz)
 {
 	void	   *values = csr->values != NULL ? (void *) csr->values : (void *) csr->codes;
 	Size		value_bytes = nnz * (csr->values != NULL ? sizeof(float) : sizeof(uint8));
 
 	wals_advise_huge_pages(csr->indptr, (nrows + 1) * sizeof(int64));
+	wals_prefault(csr->indptr, (nrows + 1) * sizeof(int64));
+	/* out of core the cells are the page cache's to stream */
+	if (ws->shape.files)
+		return;
 	wals_advise_huge_pages(csr->indices, nnz * sizeof(int32));
 	wals_advise_huge_pages(values, value_bytes);
-	wals_prefault(csr->indptr, (nrows + 1) * sizeof(int64));
 	wals_prefault(csr->indices, nnz * sizeof(int32));
 	wals_prefault(values, value_bytes);
 }
@@ -84,23 +87,20 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 													indptr, scratch, scratch_bytes),
 							"building the rating matrix");
 	pfree(scratch);
-	pfree(raw->items);
-	raw->items = NULL;
+	wals_ratings_free(raw, WALS_ROWS_ITEMS);
 	CHECK_FOR_INTERRUPTS();
 
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
-	prefault_csr(&ws->by_item, raw->nitems, raw->n);
+	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
 	wals_copy_bytes(ws->by_item.indptr, indptr, (raw->nitems + 1) * sizeof(int64));
 	pfree(indptr);
 	wals_copy_bytes(ws->by_item.indices, raw->users, raw->n * sizeof(int32));
-	pfree(raw->users);
-	raw->users = NULL;
+	wals_ratings_free(raw, WALS_ROWS_USERS);
 	if (ws->shape.coded)
 		wals_codebook_encode(ws->by_item.codebook, raw->ratings, raw->n, ws->by_item.codes);
 	else
 		wals_copy_bytes(ws->by_item.values, raw->ratings, raw->n * sizeof(float));
-	pfree(raw->ratings);
-	raw->ratings = NULL;
+	wals_ratings_free(raw, WALS_ROWS_RATINGS);
 }
 
 /* See wals_train.h. */
@@ -124,7 +124,7 @@ wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *
 		WalsStatus	status;
 
 		wals_workspace_allocate(ws, WALS_BLOCK_USERS);
-		prefault_csr(&ws->by_user, raw->nusers, raw->n);
+		prefault_csr(ws, &ws->by_user, raw->nusers, raw->n);
 		status = wals_csr_transpose_merge(args->params.feedback, &ws->by_item,
 										  &ws->by_user, scratch, scratch_bytes);
 		if (status != WALS_ECODES)

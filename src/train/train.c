@@ -440,6 +440,8 @@ train_here(WalsTrainArgs *args, WalsKeptRatings *kept, instr_time start, WalsDat
 							   wals_validation_bytes(args, &raw) +
 							   (kept != NULL ? wals_ratings_bytes(&kept->raw) : 0),
 							   device != WALS_DEVICE_GPU);
+	if (ws->shape.files)
+		wals_ratings_spill(&raw);
 	wals_work_phase(WALS_PHASE_BUILDING, 0);
 	wals_build_matrices(args, &raw, ws, data);
 	result->load_s = wals_seconds_since(start);
@@ -555,6 +557,8 @@ wals_train_run(const WalsTrainRequest *req, WalsTrainSummary *summary)
 
 	INSTR_TIME_SET_CURRENT(start);
 	wals_train_args_parse(req, &args);
+	/* a tuning keeps its ratings in memory for every trial */
+	args.may_spill = req->kept == NULL;
 	wals_work_begin(WALS_WORK_TRAIN, args.schema, args.model);
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "wals training", ALLOCSET_DEFAULT_SIZES);

@@ -8,6 +8,7 @@
 
 #include "port/atomics.h"
 #include "storage/dsm.h"
+#include "storage/fd.h"
 
 #include "wals_catalog.h"
 #include "wals_metrics.h"
@@ -86,6 +87,7 @@ typedef struct WalsTrainArgs
 	int			validation_k;
 	int			patience;		/* iterations without a better validation */
 	WalsAccelerate accelerate;
+	bool		may_spill;		/* may train out of core: not a tuning's */
 	WalsDeadline deadline;
 	instr_time	began;			/* the training's start, its read included */
 } WalsTrainArgs;
@@ -96,6 +98,34 @@ wals_validating(const WalsTrainArgs *args)
 {
 	return args->validation > 0 || OidIsValid(args->validation_table);
 }
+
+/*
+ * An array kept in a temporary file mapped into memory (tempfiles.c), for
+ * a training out of core.
+ */
+typedef struct WalsTempArray
+{
+	File		file;
+	void	   *base;
+	Size		bytes;
+	const char *what;			/* for messages */
+} WalsTempArray;
+
+/* tempfiles.c */
+extern void *wals_temp_alloc(WalsTempArray *t, Size bytes, const char *what);
+extern void *wals_temp_grow(WalsTempArray *t, Size bytes);
+extern void wals_temp_free(WalsTempArray *t);
+extern const char *wals_temp_path(const WalsTempArray *t);
+extern const void *wals_temp_attach(const char *path, Size bytes);
+
+/* The three arrays of the rows read, as WalsRatings keeps them. */
+typedef enum WalsRowArray
+{
+	WALS_ROWS_USERS,
+	WALS_ROWS_ITEMS,
+	WALS_ROWS_RATINGS,
+	WALS_ROWS_ARRAYS
+} WalsRowArray;
 
 /*
  * The ratings as read (ingest.c): ids already dense and numbered in id
@@ -116,6 +146,8 @@ typedef struct WalsRatings
 	uint64	   *held_pairs;		/* validation_table's cells, user << 32 | item,
 								 * increasing, known ids only */
 	int64		nheld_pairs;
+	WalsTempArray *spilled;		/* the three arrays' files, out of core; else
+								 * NULL, and they are palloc'd */
 } WalsRatings;
 
 /*
@@ -260,6 +292,8 @@ extern void wals_train_summary_row(FunctionCallInfo fcinfo, const WalsTrainSumma
 extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty);
 extern double wals_ratings_bytes(const WalsRatings *raw);
 extern void wals_ratings_copy(const WalsRatings *from, WalsRatings *to, MemoryContext cxt);
+extern void wals_ratings_spill(WalsRatings *raw);
+extern void wals_ratings_free(WalsRatings *raw, WalsRowArray which);
 
 /*
  * The two blocks of a training's memory: the item matrix and the item
@@ -273,21 +307,26 @@ typedef enum WalsBlock
 	WALS_BLOCKS
 } WalsBlock;
 
-/* Where each section lies in its block. */
+/*
+ * Where each section lies in its block.  The cells of its matrix come
+ * last, from cells[block] on, so that a training out of core can keep
+ * them in a temporary file and the rest in memory.
+ */
 typedef struct WalsWorkspaceLayout
 {
 	Size		y;				/* the items' block */
 	Size		gy;
 	Size		item_indptr;
+	Size		codebook;		/* of both matrices, when coded */
 	Size		item_indices;
 	Size		item_values;	/* floats, or codes */
-	Size		codebook;		/* of both matrices, when coded */
 	Size		x;				/* the users' block */
 	Size		gx;
 	Size		user_indptr;
+	Size		spares;			/* the spare vectors of an accelerated training */
 	Size		user_indices;
 	Size		user_values;
-	Size		spares;			/* the spare vectors of an accelerated training */
+	Size		cells[WALS_BLOCKS];
 	Size		total[WALS_BLOCKS];
 } WalsWorkspaceLayout;
 
@@ -300,7 +339,9 @@ typedef struct WalsWorkspaceShape
 	int			factors;
 	int			spares;			/* spare vectors: 0, or WALS_ACCEL_VECTORS - 1 */
 	bool		coded;			/* the matrices keep codes, not floats */
+	bool		files;			/* out of core: the cells in temporary files */
 	dsm_handle	handle[WALS_BLOCKS];	/* of the shared segments, when shared */
+	char		cells_path[WALS_BLOCKS][MAXPGPATH]; /* of the files, when files */
 	WalsWorkspaceLayout layout;
 } WalsWorkspaceShape;
 
@@ -317,6 +358,7 @@ typedef struct WalsWorkspace
 	bool		share;			/* ask for segments, for parallel workers */
 	dsm_segment *seg[WALS_BLOCKS];	/* NULL where the block is private */
 	void	   *base[WALS_BLOCKS];	/* as allocated */
+	WalsTempArray cells[WALS_BLOCKS];	/* out of core */
 	double		engine_bytes;	/* what the engine needs beside the blocks */
 	WalsCsr		by_user;
 	WalsCsr		by_item;

@@ -54,20 +54,32 @@ plan_layout(WalsWorkspaceShape *shape)
 	l->y = add_section(&off, (Size) shape->nitems * f * sizeof(float));
 	l->gy = add_section(&off, (Size) f * f * sizeof(float));
 	l->item_indptr = add_section(&off, (Size) (shape->nitems + 1) * sizeof(int64));
+	l->codebook = add_section(&off, shape->coded ? sizeof(WalsCodebook) : 0);
+	l->cells[WALS_BLOCK_ITEMS] = TYPEALIGN(WALS_ALIGN, off);
 	l->item_indices = add_section(&off, (Size) cells * sizeof(int32));
 	l->item_values = add_section(&off, (Size) cells * value);
-	l->codebook = add_section(&off, shape->coded ? sizeof(WalsCodebook) : 0);
 	l->total[WALS_BLOCK_ITEMS] = TYPEALIGN(WALS_ALIGN, off);
 
 	off = 0;
 	l->x = add_section(&off, (Size) shape->nusers * f * sizeof(float));
 	l->gx = add_section(&off, (Size) f * f * sizeof(float));
 	l->user_indptr = add_section(&off, (Size) (shape->nusers + 1) * sizeof(int64));
-	l->user_indices = add_section(&off, (Size) cells * sizeof(int32));
-	l->user_values = add_section(&off, (Size) cells * value);
 	l->spares = add_section(&off, (Size) shape->spares * (shape->nusers + shape->nitems) *
 							f * sizeof(float));
+	l->cells[WALS_BLOCK_USERS] = TYPEALIGN(WALS_ALIGN, off);
+	l->user_indices = add_section(&off, (Size) cells * sizeof(int32));
+	l->user_values = add_section(&off, (Size) cells * value);
 	l->total[WALS_BLOCK_USERS] = TYPEALIGN(WALS_ALIGN, off);
+}
+
+/*
+ * The bytes of block that live in memory: all of it, or, out of core, all
+ * but its cells.
+ */
+static Size
+memory_part(const WalsWorkspaceShape *sh, WalsBlock block)
+{
+	return sh->files ? sh->layout.cells[block] : sh->layout.total[block];
 }
 
 /*
@@ -83,14 +95,16 @@ map_values(const WalsWorkspace *ws, WalsCsr *csr, char *values)
 }
 
 /*
- * Point ws at the sections of block, mapped at base; the items' block
- * comes first, as the users' matrix finds the codebook there.
+ * Point ws at the sections of block, mapped at base, its cells at cells;
+ * the items' block comes first, as the users' matrix finds the codebook
+ * there.
  */
 static void
-map_block(WalsWorkspace *ws, WalsBlock block, char *base)
+map_block(WalsWorkspace *ws, WalsBlock block, char *base, char *cells)
 {
 	const WalsWorkspaceShape *sh = &ws->shape;
 	const WalsWorkspaceLayout *l = &sh->layout;
+	char	   *cells_at = cells - l->cells[block];
 
 	if (block == WALS_BLOCK_ITEMS)
 	{
@@ -99,9 +113,9 @@ map_block(WalsWorkspace *ws, WalsBlock block, char *base)
 		ws->by_item.nrows = sh->nitems;
 		ws->by_item.ncols = sh->nusers;
 		ws->by_item.indptr = (int64 *) (base + l->item_indptr);
-		ws->by_item.indices = (int32 *) (base + l->item_indices);
+		ws->by_item.indices = (int32 *) (cells_at + l->item_indices);
 		ws->by_item.codebook = sh->coded ? (WalsCodebook *) (base + l->codebook) : NULL;
-		map_values(ws, &ws->by_item, base + l->item_values);
+		map_values(ws, &ws->by_item, cells_at + l->item_values);
 		return;
 	}
 	ws->X = (float *) (base + l->x);
@@ -109,8 +123,8 @@ map_block(WalsWorkspace *ws, WalsBlock block, char *base)
 	ws->by_user.nrows = sh->nusers;
 	ws->by_user.ncols = sh->nitems;
 	ws->by_user.indptr = (int64 *) (base + l->user_indptr);
-	ws->by_user.indices = (int32 *) (base + l->user_indices);
-	map_values(ws, &ws->by_user, base + l->user_values);
+	ws->by_user.indices = (int32 *) (cells_at + l->user_indices);
+	map_values(ws, &ws->by_user, cells_at + l->user_values);
 	for (int k = 1; k <= sh->spares; k++)
 		ws->spare[k] = (float *) (base + l->spares) +
 			(Size) (k - 1) * (sh->nusers + sh->nitems) * sh->factors;
@@ -142,6 +156,34 @@ estimate_bytes(const WalsWorkspaceShape *sh, const WalsParams *params, int procs
 }
 
 /*
+ * The peak of a training out of core: what estimate_bytes counts less the
+ * rows read and the cells, which are in temporary files; beside the
+ * blocks, the grouping's scratch and the items' starts it fills, or the
+ * sorts' scratch, or the sweeps'.
+ */
+static double
+estimate_files_bytes(const WalsWorkspaceShape *sh, const WalsParams *params, int procs,
+					 double engine_bytes)
+{
+	const WalsWorkspaceLayout *l = &sh->layout;
+	double		blocks = (double) l->cells[WALS_BLOCK_ITEMS] + l->cells[WALS_BLOCK_USERS];
+	double		group = (double) wals_csr_group_scratch_bytes(sh->nitems) +
+		(double) (sh->nitems + 1) * sizeof(int64);
+	double		build = blocks + Max(group, (double) wals_csr_scratch_bytes((size_t) sh->cells));
+	double		scratch = sh->nusers + sh->nitems > 0 ?
+		(double) wals_solve_scratch(params, wals_workspace_longest_row(sh)) * sizeof(float) : 0;
+
+	return Max(build, blocks + procs * scratch + engine_bytes);
+}
+
+static double
+estimate(const WalsWorkspaceShape *sh, const WalsParams *params, int procs, double engine_bytes)
+{
+	return sh->files ? estimate_files_bytes(sh, params, procs, engine_bytes) :
+		estimate_bytes(sh, params, procs, engine_bytes);
+}
+
+/*
  * The least memory a training of rows rows can need, whatever its users and
  * items: for refusing a hopeless training before it reads anything.
  */
@@ -152,9 +194,10 @@ wals_workspace_min_bytes(const WalsTrainArgs *args, double rows, double engine_b
 
 	shape.cells = (int64) rows;
 	shape.factors = args->params.factors;
-	shape.coded = true;
+	shape.files = args->may_spill;
+	shape.coded = !shape.files;
 	plan_layout(&shape);
-	return estimate_bytes(&shape, &args->params, 0, engine_bytes);
+	return estimate(&shape, &args->params, 0, engine_bytes);
 }
 
 /*
@@ -181,7 +224,8 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 {
 	WalsWorkspace *ws = palloc0(sizeof(WalsWorkspace));
 	WalsWorkspaceShape *sh = &ws->shape;
-	double		estimate;
+	double		bytes;
+	int			procs = args->workers + 1;
 
 	sh->nusers = raw->nusers;
 	sh->nitems = raw->nitems;
@@ -193,25 +237,48 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 		ws->codebook = palloc(sizeof(WalsCodebook));
 		wals_codebook_init(ws->codebook);
 		sh->coded = wals_codebook_take(ws->codebook, raw->ratings, raw->n);
-		ereport(DEBUG1,
-				(errmsg_internal("model \"%s\": %s", args->model_display,
-								 sh->coded ?
-								 psprintf("the ratings take one-byte codes, %d distinct values",
-										  ws->codebook->n) :
-								 "the ratings take floats, more distinct values than codes hold")));
 	}
 	plan_layout(sh);
 	ws->share = args->workers > 0;
 	ws->engine_bytes = engine_bytes;
+	bytes = estimate_bytes(sh, &args->params, procs, engine_bytes);
 
-	estimate = estimate_bytes(sh, &args->params, args->workers + 1, engine_bytes);
+	/*
+	 * Out of core the cells take floats: giving codes up, which a merge may
+	 * ask for, would decode a matrix into memory.
+	 */
+	if (args->may_spill && wals_max_memory > 0 &&
+		(raw->spilled != NULL || bytes > (double) wals_max_memory * 1024.0))
+	{
+		sh->files = true;
+		sh->coded = false;
+		plan_layout(sh);
+		bytes = estimate_files_bytes(sh, &args->params, procs, engine_bytes);
+	}
+	if (may_code)
+		ereport(DEBUG1,
+				(errmsg_internal("model \"%s\": %s", args->model_display,
+								 sh->files ? "the ratings take floats, in temporary files" :
+								 sh->coded ?
+								 psprintf("the ratings take one-byte codes, %d distinct values",
+										  ws->codebook->n) :
+								 "the ratings take floats, more distinct values than codes hold")));
 	ereport(wals_call_notice_level(),
 			(errmsg("training model \"%s\" on %lld rows read (%lld users, %lld items)",
 					args->model_display, (long long) raw->n, (long long) raw->nusers,
 					(long long) raw->nitems),
+			 sh->files ?
+			 errdetail("Read in %.3f s. The training needs about %s of memory, leader and workers together, and keeps its ratings in %s of temporary files: they do not fit in wals.max_memory (%s).",
+					   read_s, wals_pretty_bytes(bytes),
+					   wals_pretty_bytes((double) (sh->layout.total[WALS_BLOCK_ITEMS] -
+												   sh->layout.cells[WALS_BLOCK_ITEMS] +
+												   sh->layout.total[WALS_BLOCK_USERS] -
+												   sh->layout.cells[WALS_BLOCK_USERS])),
+					   wals_pretty_bytes((double) wals_max_memory * 1024.0)) :
 			 errdetail("Read in %.3f s. The training needs about %s, leader and workers together.",
-					   read_s, wals_pretty_bytes(estimate))));
-	wals_memory_check(estimate, "the matrices, factors and scratch");
+					   read_s, wals_pretty_bytes(bytes))));
+	wals_memory_check(bytes, sh->files ? "the factors and scratch of a training out of core" :
+					  "the matrices, factors and scratch");
 	return ws;
 }
 
@@ -222,21 +289,33 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 void
 wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block)
 {
-	Size		bytes = ws->shape.layout.total[block] + WALS_ALIGN;
+	WalsWorkspaceShape *sh = &ws->shape;
+	Size		bytes = memory_part(sh, block) + WALS_ALIGN;
 	char	   *base;
+	char	   *cells;
 
 	if (ws->share && (block == WALS_BLOCK_ITEMS || ws->seg[WALS_BLOCK_ITEMS] != NULL))
 		ws->seg[block] = dsm_create(bytes, DSM_CREATE_NULL_IF_MAXSEGMENTS);
 	if (ws->seg[block] != NULL)
 	{
 		base = dsm_segment_address(ws->seg[block]);
-		ws->shape.handle[block] = dsm_segment_handle(ws->seg[block]);
+		sh->handle[block] = dsm_segment_handle(ws->seg[block]);
 	}
 	else
 		base = MemoryContextAllocHuge(CurrentMemoryContext, bytes);
 	ws->base[block] = base;
-	map_block(ws, block, (char *) TYPEALIGN(WALS_ALIGN, base));
-	if (block == WALS_BLOCK_ITEMS && ws->shape.coded)
+	base = (char *) TYPEALIGN(WALS_ALIGN, base);
+	cells = base + sh->layout.cells[block];
+	if (sh->files)
+	{
+		cells = wals_temp_alloc(&ws->cells[block],
+								sh->layout.total[block] - sh->layout.cells[block],
+								block == WALS_BLOCK_ITEMS ? "the matrix by item" :
+								"the matrix by user");
+		strlcpy(sh->cells_path[block], wals_temp_path(&ws->cells[block]), MAXPGPATH);
+	}
+	map_block(ws, block, base, cells);
+	if (block == WALS_BLOCK_ITEMS && sh->coded)
 		memcpy(ws->by_item.codebook, ws->codebook, sizeof(WalsCodebook));
 }
 
@@ -248,6 +327,8 @@ wals_workspace_free(WalsWorkspace *ws, WalsBlock block)
 		dsm_detach(ws->seg[block]);
 	else if (ws->base[block] != NULL)
 		pfree(ws->base[block]);
+	if (ws->shape.files)
+		wals_temp_free(&ws->cells[block]);
 	ws->seg[block] = NULL;
 	ws->base[block] = NULL;
 }
@@ -272,6 +353,7 @@ wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws)
 	float	   *values = MemoryContextAllocHuge(CurrentMemoryContext,
 												Max(nnz, 1) * sizeof(float));
 
+	Assert(!sh->files);
 	ereport(DEBUG1,
 			(errmsg_internal("model \"%s\": the ratings take floats, their repeats merged into more distinct values than codes hold",
 							 args->model_display)));
@@ -302,8 +384,8 @@ wals_workspace_shared(const WalsWorkspace *ws)
 }
 
 /*
- * Attach a parallel worker to the shared block of shape; an error when it
- * cannot be mapped.
+ * Attach a parallel worker to the shared block of shape, and to the files
+ * of its cells for reading; an error when either cannot be mapped.
  */
 void
 wals_workspace_attach(const WalsWorkspaceShape *shape, WalsWorkspace *ws)
@@ -312,13 +394,21 @@ wals_workspace_attach(const WalsWorkspaceShape *shape, WalsWorkspace *ws)
 	ws->shape = *shape;
 	for (int b = 0; b < WALS_BLOCKS; b++)
 	{
+		char	   *base;
+		char	   *cells;
+
 		ws->seg[b] = dsm_attach(shape->handle[b]);
 		if (ws->seg[b] == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("could not map the shared memory of the training")));
-		map_block(ws, (WalsBlock) b,
-				  (char *) TYPEALIGN(WALS_ALIGN, dsm_segment_address(ws->seg[b])));
+		base = (char *) TYPEALIGN(WALS_ALIGN, dsm_segment_address(ws->seg[b]));
+		cells = base + shape->layout.cells[b];
+		if (shape->files)
+			cells = unconstify(void *, wals_temp_attach(shape->cells_path[b],
+														shape->layout.total[b] -
+														shape->layout.cells[b]));
+		map_block(ws, (WalsBlock) b, base, cells);
 	}
 }
 
@@ -331,5 +421,7 @@ wals_workspace_release(WalsWorkspace *ws)
 		if (ws->seg[b] != NULL)
 			dsm_detach(ws->seg[b]);
 		ws->seg[b] = NULL;
+		if (ws->shape.files)
+			wals_temp_free(&ws->cells[b]);
 	}
 }

@@ -64,7 +64,8 @@ SELECT * FROM wals_train('good', 'user_id', 'item_id', workers => -1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM wals_train('good', 'user_id', 'item_id', tolerance => -1);
 \echo :LAST_ERROR_SQLSTATE
--- a training larger than wals.max_memory is refused before it allocates
+-- a training whose factors and scratch alone exceed wals.max_memory is
+-- refused before it allocates (its ratings could go to temporary files)
 SET wals.max_memory = '1kB';
 SELECT * FROM wals_train('good', 'user_id', 'item_id', 'rating', factors => 4);
 \echo :LAST_ERROR_SQLSTATE

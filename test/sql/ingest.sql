@@ -241,7 +241,8 @@ SELECT wals_drop_model('rls_owner');
 DROP SCHEMA guarded CASCADE;
 DROP ROLE wals_ingest_user;
 
--- wals.max_memory refuses a source while it is being read
+-- wals.max_memory refuses a source while it is being read, once its ids
+-- alone outgrow it (its rows would go to temporary files)
 CREATE TABLE big AS
 SELECT g AS user_id, g % 1000 AS item_id, 1::real AS rating FROM generate_series(1, 200000) g;
 SET wals.max_memory = '1MB';
