@@ -139,7 +139,7 @@ _PG_init(void)
 
 	DefineCustomIntVariable("wals.max_memory",
 							gettext_noop("Largest memory a training may use, leader and workers together."),
-							gettext_noop("A training whose estimate exceeds it is refused before it allocates anything; 0 means no limit."),
+							gettext_noop("Ratings beyond it go to temporary files; a training whose factors and scratch alone exceed it is refused before it allocates anything. 0 means no limit."),
 							&wals_max_memory,
 							0,
 							0,

@@ -20,6 +20,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_statistic.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -37,8 +38,33 @@
 PG_FUNCTION_INFO_V1(wals_train);
 
 /*
+ * At least how many distinct values column col of relation relid holds, by
+ * its statistics, for rows rows: half their estimate, which a sample can
+ * overstate; 0 where it has none.
+ */
+static double
+distinct_values(Oid relid, const char *col, double rows)
+{
+	AttrNumber	attnum = get_attnum(relid, col);
+	HeapTuple	tuple;
+	double		n;
+
+	if (attnum == InvalidAttrNumber)
+		return 0;
+	tuple = SearchSysCache3(STATRELATTINH, ObjectIdGetDatum(relid), Int16GetDatum(attnum),
+							BoolGetDatum(false));
+	if (!HeapTupleIsValid(tuple))
+		return 0;
+	n = ((Form_pg_statistic) GETSTRUCT(tuple))->stadistinct;
+	ReleaseSysCache(tuple);
+	return (n < 0 ? -n * rows : n) / 2;
+}
+
+/*
  * Refuse a training that cannot fit in wals.max_memory from the rows the
- * planner's statistics give the source (a table or materialized view).
+ * planner's statistics give the source (a table or materialized view), and
+ * the users and items they give its columns: out of core, the factors of
+ * these have to fit.
  */
 static void
 check_source_size(const WalsTrainArgs *args)
@@ -57,6 +83,8 @@ check_source_size(const WalsTrainArgs *args)
 	ReleaseSysCache(tuple);
 	if ((relkind == RELKIND_RELATION || relkind == RELKIND_MATVIEW) && rows > 0)
 		wals_memory_check(wals_workspace_min_bytes(args, rows,
+												   distinct_values(args->source, args->user_col, rows),
+												   distinct_values(args->source, args->item_col, rows),
 												   wals_cpu_engine_bytes(args, 0, 0)),
 						  psprintf("the %.0f rows of \"%s\" its statistics count",
 								   rows, args->source_display));

@@ -372,7 +372,7 @@ typedef struct WalsWorkspace
 
 /* workspace.c */
 extern double wals_workspace_min_bytes(const WalsTrainArgs *args, double rows,
-									   double engine_bytes);
+									   double users, double items, double engine_bytes);
 extern WalsWorkspace *wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw,
 											double read_s, double engine_bytes, bool may_code);
 extern void wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block);

@@ -184,15 +184,19 @@ estimate(const WalsWorkspaceShape *sh, const WalsParams *params, int procs, doub
 }
 
 /*
- * The least memory a training of rows rows can need, whatever its users and
- * items: for refusing a hopeless training before it reads anything.
+ * The least memory a training of rows rows, of at least users users and
+ * items items, can need: for refusing a hopeless training before it reads
+ * anything.
  */
 double
-wals_workspace_min_bytes(const WalsTrainArgs *args, double rows, double engine_bytes)
+wals_workspace_min_bytes(const WalsTrainArgs *args, double rows, double users, double items,
+						 double engine_bytes)
 {
 	WalsWorkspaceShape shape = {0};
 
 	shape.cells = (int64) rows;
+	shape.nusers = (int64) Min(users, rows);
+	shape.nitems = (int64) Min(items, rows);
 	shape.factors = args->params.factors;
 	shape.files = args->may_spill;
 	shape.coded = !shape.files;

@@ -54,29 +54,57 @@ sum_s() {
 sum_s 0 > /dev/null
 echo "sum() over the table: $(sum_s 0) s alone, $(sum_s "$WORKERS") s with $WORKERS workers"
 
-say "training f = $FACTORS, $ITERATIONS iterations, $WORKERS workers"
-$PY "$BENCH/mem_sampler.py" "$RES/pid" > "$RES/mem" &
-SAMPLER=$!
-$PSQL -At > "$RES/train" <<SQL
+# train MODEL MAX_MEMORY: one training with the figures of it; MAX_MEMORY
+# (kB, 0: none) is wals.max_memory, under which the ratings may go to
+# temporary files (out of core)
+train() {
+	say "training $1 (wals.max_memory = $2 kB): f = $FACTORS, $ITERATIONS iterations, $WORKERS workers"
+	rm -f "$RES/pid" "$RES/tmp"
+	$PY "$BENCH/mem_sampler.py" "$RES/pid" > "$RES/mem" &
+	SAMPLER=$!
+	# the temporary files' peak, sampled beside the memory
+	(while [ ! -s "$RES/pid" ]; do sleep 0.05; done
+	 while kill -0 "$SAMPLER" 2>/dev/null; do
+		du -sk "$TMPFILES" 2>/dev/null | cut -f1
+		sleep 0.5
+	 done > "$RES/tmp") &
+	$PSQL -At > "$RES/train" <<SQL
 SELECT pg_backend_pid() \g $RES/pid
 SET client_min_messages = warning;
+SET wals.max_memory = $2;
 SELECT load_s || ' ' || train_s || ' ' || store_s || ' ' || ratings
-FROM wals_train('r', 'user_id', 'item_id', 'rating', model => 'big', factors => $FACTORS,
+FROM wals_train('r', 'user_id', 'item_id', 'rating', model => '$1', factors => $FACTORS,
                 iterations => $ITERATIONS, workers => $WORKERS);
-SELECT workers FROM wals_models WHERE model = 'big';
+SELECT workers FROM wals_models WHERE model = '$1';
 SELECT string_agg(round(l.seconds::numeric, 2)::text, ' ' ORDER BY l.iteration)
 FROM wals_training_log l JOIN wals_models m
   ON m.model = l.model AND m.schema = l.schema AND m.version = l.version
-WHERE m.model = 'big';
+WHERE m.model = '$1';
 SQL
-stop_sampler
-read -r load_s train_s store_s cells < <(sed -n 1p "$RES/train")
-launched=$(sed -n 2p "$RES/train")
-iters=$(sed -n 3p "$RES/train")
-field() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" "$RES/mem"; }
-echo "trained: $cells distinct ratings, $launched workers launched"
-echo "  load (read and build): $load_s s; train: $train_s s (iterations: $iters s); store: $store_s s"
-echo "  per rating, an iteration: $(echo "$iters" | awk -v n="$cells" '{ s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.1f", 1e9 * s / NF / n }') ns"
-awk -v p="$(field own_peak_kb)" -v f="$(field own_first_kb)" -v n="$cells" -v u="$USERS" -v i="$ITEMS" -v k="$FACTORS" 'BEGIN {
-	m = (p - f) * 1024; x = 4 * k * (u + i)
-	printf "  memory the training allocates, leader and workers (private memory and shared segments, peak less the first sample): %.0f MB, %.1f bytes a rating; less the factors (%.0f MB): %.1f bytes a rating\n", m / 1048576, m / n, x / 1048576, (m - x) / n }'
+	stop_sampler
+	wait
+	read -r load_s train_s store_s cells < <(sed -n 1p "$RES/train")
+	launched=$(sed -n 2p "$RES/train")
+	iters=$(sed -n 3p "$RES/train")
+	field() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" "$RES/mem"; }
+	echo "trained $1: $cells distinct ratings, $launched workers launched, wals.max_memory = $2 kB"
+	echo "  load (read and build): $load_s s; train: $train_s s (iterations: $iters s); store: $store_s s"
+	echo "  per rating, an iteration: $(echo "$iters" | awk -v n="$cells" '{ s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.1f", 1e9 * s / NF / n }') ns"
+	OWN_KB=$(( $(field own_peak_kb) - $(field own_first_kb) ))
+	awk -v m="$OWN_KB" -v n="$cells" -v u="$USERS" -v i="$ITEMS" -v k="$FACTORS" 'BEGIN {
+		m *= 1024; x = 4 * k * (u + i)
+		printf "  memory the training allocates, leader and workers (private memory and shared segments, peak less the first sample): %.0f MB, %.1f bytes a rating; less the factors (%.0f MB): %.1f bytes a rating\n", m / 1048576, m / n, x / 1048576, (m - x) / n }'
+	echo "  temporary files, peak: $(sort -n "$RES/tmp" | tail -1 | awk '{ printf "%.0f MB", $1 / 1024 }')"
+}
+
+TMPFILES="$(sql 'SHOW data_directory')/base/pgsql_tmp"
+train big 0
+if [ -n "${SCALE_OUT_OF_CORE:-}" ]; then
+	# out of core at half the memory the training in memory allocated
+	train spilled $(( OWN_KB / 2 ))
+	echo "  factor rows that differ from the training in memory: $(sql "SELECT
+		(SELECT count(*) FROM ((TABLE big_user_factors EXCEPT ALL TABLE spilled_user_factors)
+		 UNION ALL (TABLE spilled_user_factors EXCEPT ALL TABLE big_user_factors)) d) +
+		(SELECT count(*) FROM ((TABLE big_item_factors EXCEPT ALL TABLE spilled_item_factors)
+		 UNION ALL (TABLE spilled_item_factors EXCEPT ALL TABLE big_item_factors)) d)")"
+fi
