@@ -342,12 +342,20 @@ ingest_check(Ingest *in)
 	}
 	if (in->hand_over == NULL)
 		wals_work_rows(rows);
-	rows_bytes = (double) rows * (2 * sizeof(int32) + sizeof(float));
+	rows_bytes = (double) rows * WALS_ROW_BYTES;
 	maps_bytes = (double) (in->users.bytes + in->items.bytes);
 	if (in->args->may_spill)
 	{
+		/*
+		 * Beside the leader's rows and maps: each worker's maps, about the
+		 * leader's, its rows and the chunk it handed over, and the rows
+		 * faulted in ahead.
+		 */
+		double		beside = in->helpers * (maps_bytes + 2.0 * WALS_INGEST_CHUNK_ROWS * WALS_ROW_BYTES) +
+			(double) WALS_INGEST_PREFAULT_ROWS * WALS_ROW_BYTES;
+
 		if (in->hand_over == NULL && in->spilled == NULL && wals_max_memory > 0 &&
-			rows_bytes + maps_bytes > (double) wals_max_memory * 1024.0)
+			rows_bytes + maps_bytes + beside > (double) wals_max_memory * 1024.0)
 			spill_rows(in);
 		rows_bytes = 0;
 	}

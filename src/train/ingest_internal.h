@@ -19,6 +19,12 @@
  */
 #define WALS_INGEST_BATCH			512
 
+/* Rows a parallel worker hands over at a time: 12 MB. */
+#define WALS_INGEST_CHUNK_ROWS		(1 << 20)
+
+/* The bytes of a row read: two indices and a rating. */
+#define WALS_ROW_BYTES				(2 * sizeof(int32) + sizeof(float))
+
 /* The values of a row, in this order, wherever they come from. */
 #define ROW_USER	0
 #define ROW_ITEM	1
@@ -79,6 +85,7 @@ typedef struct Ingest
 	 */
 	pg_atomic_uint64 *all_read;
 	int64		counted;
+	int			helpers;		/* the workers reading beside the leader */
 
 	/*
 	 * A parallel worker's rows go to the leader a few megabytes at a time:

@@ -52,9 +52,6 @@
  */
 #define WALS_INGEST_PARALLEL_MIN_PAGES	4096
 
-/* Rows a worker hands over at a time: 12 MB. */
-#define WALS_INGEST_CHUNK_ROWS		(1 << 20)
-
 #define WALS_INGEST_KEY_SHARED		1
 #define WALS_INGEST_KEY_SCAN		2
 #define WALS_INGEST_KEY_AREA		3
@@ -401,6 +398,7 @@ wals_ingest_parallel(Ingest *in, Relation rel)
 	in->take = take;
 	in->take_arg = &tk;
 	in->all_read = &sh->all_read;
+	in->helpers = launched;
 	wals_ingest_alloc(in, wals_ingest_estimate(rel));
 	scan = table_beginscan_parallel(rel, pscan);
 	wals_ingest_scan(in, rel, scan);
