@@ -62,9 +62,6 @@
  */
 #define WALS_INGEST_CHECK_ROWS		8192
 
-/* Bytes copied into a temporary file between two checks for a cancel. */
-#define WALS_SPILL_SLICE			((Size) 4 << 20)
-
 /* Rows whose pages are faulted in at a time, ahead of the rows read. */
 #define WALS_INGEST_PREFAULT_ROWS	(1 << 20)
 
@@ -283,13 +280,9 @@ wals_ingest_reserve(Ingest *in, int64 rows)
 static void *
 spill_array(WalsTempArray *t, void *p, Size used, Size room, const char *what)
 {
-	char	   *to = wals_temp_alloc(t, Max(room, used), what);
+	void	   *to = wals_temp_alloc(t, Max(room, used), what);
 
-	for (Size at = 0; at < used; at += WALS_SPILL_SLICE)
-	{
-		CHECK_FOR_INTERRUPTS();
-		memcpy(to + at, (char *) p + at, Min(used - at, WALS_SPILL_SLICE));
-	}
+	wals_copy_bytes(to, p, used);
 	pfree(p);
 	return to;
 }

@@ -247,26 +247,20 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 	ws->engine_bytes = engine_bytes;
 	bytes = estimate_bytes(sh, &args->params, procs, engine_bytes);
 
-	/*
-	 * Out of core the cells take floats: giving codes up, which a merge may
-	 * ask for, would decode a matrix into memory.
-	 */
 	if (args->may_spill && wals_max_memory > 0 &&
 		(raw->spilled != NULL || bytes > (double) wals_max_memory * 1024.0))
 	{
 		sh->files = true;
-		sh->coded = false;
-		plan_layout(sh);
 		bytes = estimate_files_bytes(sh, &args->params, procs, engine_bytes);
 	}
 	if (may_code)
 		ereport(DEBUG1,
-				(errmsg_internal("model \"%s\": %s", args->model_display,
-								 sh->files ? "the ratings take floats, in temporary files" :
+				(errmsg_internal("model \"%s\": %s%s", args->model_display,
 								 sh->coded ?
 								 psprintf("the ratings take one-byte codes, %d distinct values",
 										  ws->codebook->n) :
-								 "the ratings take floats, more distinct values than codes hold")));
+								 "the ratings take floats, more distinct values than codes hold",
+								 sh->files ? ", in temporary files" : "")));
 	ereport(wals_call_notice_level(),
 			(errmsg("training model \"%s\" on %lld rows read (%lld users, %lld items)",
 					args->model_display, (long long) raw->n, (long long) raw->nusers,
@@ -338,12 +332,34 @@ wals_workspace_free(WalsWorkspace *ws, WalsBlock block)
 }
 
 /*
+ * Room for bytes that a training out of core keeps in a temporary file t,
+ * else in the current context.
+ */
+static void *
+scratch_alloc(const WalsWorkspace *ws, WalsTempArray *t, Size bytes, const char *what)
+{
+	if (ws->shape.files)
+		return wals_temp_alloc(t, bytes, what);
+	return MemoryContextAllocHuge(CurrentMemoryContext, bytes);
+}
+
+static void
+scratch_free(const WalsWorkspace *ws, WalsTempArray *t, void *p)
+{
+	if (ws->shape.files)
+		wals_temp_free(t);
+	else
+		pfree(p);
+}
+
+/*
  * Give up codes, when merging repeated cells made more distinct ratings
  * than they hold: the users' block is freed, the items' matrix (whose
- * cells the merge only read) is decoded into private memory, and the
- * items' block is allocated again with floats.  The ratings take 16 bytes
- * at most meanwhile, as they do without codes; the new plan is checked
- * against wals.max_memory again.
+ * cells the merge only read) is decoded aside, and the items' block is
+ * allocated again with floats.  The ratings take 16 bytes at most
+ * meanwhile, as they do without codes; the new plan is checked against
+ * wals.max_memory again.  Out of core, the cells decoded aside are in
+ * temporary files too.
  */
 void
 wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws)
@@ -351,33 +367,33 @@ wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws)
 	WalsWorkspaceShape *sh = &ws->shape;
 	int64		nnz = ws->by_item.indptr[sh->nitems];
 	Size		indptr_bytes = (sh->nitems + 1) * sizeof(int64);
+	WalsTempArray aside[2];
 	int64	   *indptr = MemoryContextAllocHuge(CurrentMemoryContext, indptr_bytes);
-	int32	   *indices = MemoryContextAllocHuge(CurrentMemoryContext,
-												 Max(nnz, 1) * sizeof(int32));
-	float	   *values = MemoryContextAllocHuge(CurrentMemoryContext,
-												Max(nnz, 1) * sizeof(float));
+	int32	   *indices = scratch_alloc(ws, &aside[0], Max(nnz, 1) * sizeof(int32),
+										"the matrix by item, aside");
+	float	   *values = scratch_alloc(ws, &aside[1], Max(nnz, 1) * sizeof(float),
+									   "the ratings by item, aside");
 
-	Assert(!sh->files);
 	ereport(DEBUG1,
 			(errmsg_internal("model \"%s\": the ratings take floats, their repeats merged into more distinct values than codes hold",
 							 args->model_display)));
 	wals_workspace_free(ws, WALS_BLOCK_USERS);
 	memcpy(indptr, ws->by_item.indptr, indptr_bytes);
-	memcpy(indices, ws->by_item.indices, nnz * sizeof(int32));
+	wals_copy_bytes(indices, ws->by_item.indices, nnz * sizeof(int32));
 	wals_codebook_decode(ws->by_item.codebook, ws->by_item.codes, nnz, values);
 	wals_workspace_free(ws, WALS_BLOCK_ITEMS);
 
 	sh->coded = false;
 	plan_layout(sh);
-	wals_memory_check(estimate_bytes(sh, &args->params, args->workers + 1, ws->engine_bytes),
+	wals_memory_check(estimate(sh, &args->params, args->workers + 1, ws->engine_bytes),
 					  "the matrices, factors and scratch");
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
 	memcpy(ws->by_item.indptr, indptr, indptr_bytes);
-	memcpy(ws->by_item.indices, indices, nnz * sizeof(int32));
-	memcpy(ws->by_item.values, values, nnz * sizeof(float));
+	wals_copy_bytes(ws->by_item.indices, indices, nnz * sizeof(int32));
+	wals_copy_bytes(ws->by_item.values, values, nnz * sizeof(float));
 	pfree(indptr);
-	pfree(indices);
-	pfree(values);
+	scratch_free(ws, &aside[0], indices);
+	scratch_free(ws, &aside[1], values);
 }
 
 /* Whether parallel workers can map ws: both blocks are shared segments. */

@@ -114,9 +114,10 @@ is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096
 }
 
 # Ratings of few distinct values take one-byte codes, in the leader and in
-# the workers.  Repeats that sum to more values than codes hold make the
-# training give them up, shared segments and all, and train what the same
-# ratings merged beforehand, as floats, train.
+# the workers, in memory and out of core.  Repeats that sum to more values
+# than codes hold make the training give them up, shared segments (or
+# temporary files) and all, and train what the same ratings merged
+# beforehand, as floats, train.
 {
 	$node->safe_psql(
 		'postgres', q{
@@ -137,16 +138,31 @@ is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096
 	{
 		for my $workers (0, 2)
 		{
-			my ($ret, $stdout, $stderr) = $node->psql(
-				'postgres',
-				qq{SET client_min_messages = debug1;
-				  SELECT ratings FROM wals_train('$table', 'user_id', 'item_id', 'rating',
-				    model => '$table$workers', factors => 8, iterations => 2, workers => $workers)});
-			is($ret, 0, "$table, workers => $workers: trains");
-			like($stderr, $says{$table}, "$table, workers => $workers: the ratings take what they should");
-			$md5{$table}{ factors_md5("$table$workers") }++;
+			# and out of core, the cells in temporary files
+			for my $limit (0, 256)
+			{
+				my $model = $table . $workers . ($limit ? '_files' : '');
+				my ($ret, $stdout, $stderr) = $node->psql(
+					'postgres',
+					qq{SET client_min_messages = debug1;
+					  SET wals.max_memory = $limit;
+					  SELECT ratings FROM wals_train('$table', 'user_id', 'item_id', 'rating',
+					    model => '$model', factors => 8, iterations => 2, workers => $workers)});
+				is($ret, 0, "$model: trains");
+				like($stderr, $says{$table}, "$model: the ratings take what they should");
+				if ($limit)
+				{
+					like($stderr, qr/, in temporary files/, "$model: out of core");
+				}
+				else
+				{
+					unlike($stderr, qr/in temporary files/, "$model: in memory");
+				}
+				$md5{$table}{ factors_md5($model) }++;
+			}
 		}
-		is(scalar keys %{ $md5{$table} }, 1, "$table: the same factors with 0 and 2 workers");
+		is(scalar keys %{ $md5{$table} }, 1,
+			"$table: the same factors with 0 and 2 workers, in memory and out of core");
 	}
 	is(factors_md5('uncoded0'), factors_md5('floats0'),
 		'codes given up train what floats train');
