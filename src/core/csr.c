@@ -693,6 +693,8 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 			return WALS_EINVAL;
 		if (!isfinite(val[k]))
 			return WALS_ENONFINITE;
+		if (out->values == NULL && wals_codebook_code(out->codebook, val[k]) < 0)
+			return WALS_ECODES;
 		out->indptr[row[k] + 1]++;
 	}
 
@@ -702,7 +704,8 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 		{
 			if (k % WALS_CELL_POLL == 0)
 				wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-			put_cell(&pp, out, row[k], col[k], val[k], 0);
+			put_cell(&pp, out, row[k], col[k], val[k],
+					 pp.coded ? (uint8_t) wals_codebook_code(out->codebook, val[k]) : 0);
 		}
 		flush_lines(&pp, out);
 		return sort_parts(&pp, out, false, WALS_IMPLICIT);
@@ -716,7 +719,10 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 		if (k % WALS_CELL_POLL == 0)
 			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 		out->indices[pos] = col[k];
-		out->values[pos] = val[k];
+		if (out->values != NULL)
+			out->values[pos] = val[k];
+		else
+			out->codes[pos] = (uint8_t) wals_codebook_code(out->codebook, val[k]);
 	}
 	cursors_to_starts(out->indptr, nrows, 0);
 	return WALS_OK;

@@ -402,12 +402,14 @@ extern size_t wals_csr_scratch_bytes(size_t n);
 /*
  * Counting-scatter coordinates (row[k], col[k], val[k]), k < n, into out, an
  * nrows x ncols CSR whose indptr has nrows + 1 entries and whose indices and
- * values have room for n.  Within a row, cells keep their input order, so
- * columns are unsorted and may repeat: out is only fit for
- * wals_csr_transpose_merge.  With a scratch of wals_csr_scratch_bytes(n)
- * (or more; NULL or less takes the one-level sort) a large scatter is
- * faster; the result is the same.  Returns WALS_EINVAL for a size or an
- * index out of range and WALS_ENONFINITE for a non-finite value.
+ * values (or codes, where out->values is NULL, of out->codebook) have room
+ * for n.  Within a row, cells keep their input order, so columns are
+ * unsorted and may repeat: out is only fit for wals_csr_transpose_merge.
+ * With a scratch of wals_csr_scratch_bytes(n) (or more; NULL or less takes
+ * the one-level sort) a large scatter is faster; the result is the same.
+ * Returns WALS_EINVAL for a size or an index out of range, WALS_ENONFINITE
+ * for a non-finite value and WALS_ECODES for a value the codebook has no
+ * room for.
  */
 extern WalsStatus wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 								   const int32_t *row, const int32_t *col,

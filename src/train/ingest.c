@@ -33,6 +33,7 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <sys/mman.h>
 
 #include "access/heapam.h"
 #include "access/table.h"
@@ -282,6 +283,8 @@ spill_array(WalsTempArray *t, void *p, Size used, Size room, const char *what)
 {
 	void	   *to = wals_temp_alloc(t, Max(room, used), what);
 
+	/* written and then read in order */
+	wals_temp_advise(t, MADV_SEQUENTIAL);
 	wals_copy_bytes(to, p, used);
 	pfree(p);
 	return to;

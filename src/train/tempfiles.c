@@ -161,6 +161,17 @@ wals_temp_free(WalsTempArray *t)
 	FileClose(t->file);
 }
 
+/*
+ * Advise the kernel of how t will be read (madvise): MADV_SEQUENTIAL for
+ * rows read in order, which it may read far ahead and drop behind.
+ */
+void
+wals_temp_advise(WalsTempArray *t, int advice)
+{
+	if (t->base != NULL)
+		(void) madvise(t->base, t->bytes, advice);
+}
+
 /* The path a parallel worker maps t by. */
 const char *
 wals_temp_path(const WalsTempArray *t)

@@ -115,6 +115,7 @@ typedef struct WalsTempArray
 extern void *wals_temp_alloc(WalsTempArray *t, Size bytes, const char *what);
 extern void *wals_temp_grow(WalsTempArray *t, Size bytes);
 extern void wals_temp_free(WalsTempArray *t);
+extern void wals_temp_advise(WalsTempArray *t, int advice);
 extern const char *wals_temp_path(const WalsTempArray *t);
 extern const void *wals_temp_attach(const char *path, Size bytes);
 

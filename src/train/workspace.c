@@ -176,6 +176,14 @@ estimate_files_bytes(const WalsWorkspaceShape *sh, const WalsParams *params, int
 	return Max(build, blocks + procs * scratch + engine_bytes);
 }
 
+/* What the memory of a training of shape sh is for, in messages. */
+static const char *
+what_needs(const WalsWorkspaceShape *sh)
+{
+	return sh->files ? "the factors and scratch of a training out of core" :
+		"the matrices, factors and scratch";
+}
+
 static double
 estimate(const WalsWorkspaceShape *sh, const WalsParams *params, int procs, double engine_bytes)
 {
@@ -275,8 +283,7 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 					   wals_pretty_bytes((double) wals_max_memory * 1024.0)) :
 			 errdetail("Read in %.3f s. The training needs about %s, leader and workers together.",
 					   read_s, wals_pretty_bytes(bytes))));
-	wals_memory_check(bytes, sh->files ? "the factors and scratch of a training out of core" :
-					  "the matrices, factors and scratch");
+	wals_memory_check(bytes, what_needs(sh));
 	return ws;
 }
 
@@ -386,7 +393,7 @@ wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws)
 	sh->coded = false;
 	plan_layout(sh);
 	wals_memory_check(estimate(sh, &args->params, args->workers + 1, ws->engine_bytes),
-					  "the matrices, factors and scratch");
+					  what_needs(sh));
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
 	memcpy(ws->by_item.indptr, indptr, indptr_bytes);
 	wals_copy_bytes(ws->by_item.indices, indices, nnz * sizeof(int32));

@@ -176,6 +176,59 @@ check_transposes(WalsFeedback fb, int64_t nrows, int64_t ncols, int64_t n,
 }
 
 /*
+ * The scatter of rows read into a matrix, as a training out of core
+ * builds its first matrix: into codes, the same cells as into floats, in
+ * one level and in two; a value the full codebook has no code for is
+ * refused.
+ */
+static void
+check_scatter(int64_t nrows, int64_t ncols, int64_t n, uint64_t seed)
+{
+	WalsCodebook cb;
+	TestRng		rng;
+	int32_t    *row = test_alloc(n + 1, sizeof(int32_t));
+	int32_t    *col = test_alloc(n + 1, sizeof(int32_t));
+	float	   *val = test_alloc(n + 1, sizeof(float));
+	WalsCsr		f;
+	WalsCsr		c;
+	size_t		scratch_bytes = wals_csr_scratch_bytes((size_t) n);
+	void	   *scratch = test_alloc(scratch_bytes + 1, 1);
+
+	rng_seed(&rng, seed);
+	for (int64_t k = 0; k < n; k++)
+	{
+		row[k] = (int32_t) rng_below(&rng, (int) nrows);
+		col[k] = (int32_t) rng_below(&rng, (int) ncols);
+		val[k] = (float) (1 + rng_below(&rng, 5));
+	}
+	wals_codebook_init(&cb);
+	CHECK(wals_codebook_take(&cb, val, (size_t) n), "five stars take codes");
+	room(&f, nrows, n, 0);
+	room(&c, nrows, n, 1);
+	c.codebook = &cb;
+	CHECK(wals_csr_scatter(nrows, ncols, (size_t) n, row, col, val, &f, scratch,
+						   scratch_bytes) == WALS_OK &&
+		  wals_csr_scatter(nrows, ncols, (size_t) n, row, col, val, &c, scratch,
+						   scratch_bytes) == WALS_OK,
+		  "scatters of %lld cells", (long long) n);
+	CHECK(same_cells(&f, &c), "scatter of %lld cells: codes differ from floats", (long long) n);
+	CHECK(cb.n == 5, "the scatter adds no code (%d)", cb.n);
+
+	for (int v = 0; cb.n < WALS_CODES; v++)
+		(void) wals_codebook_code(&cb, 100.0f + (float) v);
+	val[n / 2] = 99.5f;
+	CHECK(wals_csr_scatter(nrows, ncols, (size_t) n, row, col, val, &c, scratch,
+						   scratch_bytes) == WALS_ECODES,
+		  "a value the full codebook lacks is refused");
+	csr_free(&f);
+	csr_free(&c);
+	free(row);
+	free(col);
+	free(val);
+	free(scratch);
+}
+
+/*
  * Ratings of 1 to 200 take codes, but a repeat of each pair that sums to a
  * new value, more of them than codes are left, makes the merge say so.
  */
@@ -344,6 +397,8 @@ test_codes(void)
 	/* past CSR_MIN_CELLS cells and CSR_ONE_LEVEL_ROWS rows: two levels */
 	check_transposes(WALS_IMPLICIT, 6000, 9000, 600000, 3);
 	check_transposes(WALS_EXPLICIT, 9000, 6000, 600000, 4);
+	check_scatter(40, 30, 2000, 5);
+	check_scatter(9000, 6000, 600000, 6);
 	test_overflow();
 	test_solvers();
 	test_holdout_codes();
