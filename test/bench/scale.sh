@@ -22,7 +22,13 @@
 #    leader and its workers and the dynamic shared memory segments);
 # 4. prints the CPU, the kernels, the sizes and the figures (the seconds to
 #    read, build, iterate and store; bytes a rating), also written to
-#    test/bench/out/scale.txt.
+#    test/bench/out/scale.txt;
+# 5. with SCALE_OUT_OF_CORE=1, trains again out of core, wals.max_memory at
+#    half of what the training in memory allocated, with the same figures,
+#    the peak of its temporary files and the factor rows that differ; with
+#    SCALE_CGROUP_MB as well, a third time with the server in a memory
+#    cgroup of that many MB (the page cache charged to it, so that the
+#    files must stream from disk), and the cgroup's counts.
 #
 # Nothing is asserted.  At 100M: a 4.9 GB table, about 5 minutes on 2
 # cores, 1.3 GB of memory for the training; a billion

@@ -97,6 +97,33 @@ SQL
 	echo "  temporary files, peak: $(sort -n "$RES/tmp" | tail -1 | awk '{ printf "%.0f MB", $1 / 1024 }')"
 }
 
+# cgroup_train MB MAX_MEMORY: train out of core with the server's new
+# backends in a memory cgroup of MB (v2, or v1's memory controller), whose
+# page cache is charged to it; needs root
+cgroup_train() {
+	local postmaster cg root
+	postmaster=$(awk '/^PPid:/ { print $2 }' "/proc/$(sql 'SELECT pg_backend_pid()')/status")
+	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+		root=/sys/fs/cgroup
+		cg=$root/wals_bench_scale
+		mkdir -p "$cg"
+		echo $(( $1 * 1048576 )) > "$cg/memory.max"
+	elif [ -d /sys/fs/cgroup/memory ]; then
+		root=/sys/fs/cgroup/memory
+		cg=$root/wals_bench_scale
+		mkdir -p "$cg"
+		echo $(( $1 * 1048576 )) > "$cg/memory.limit_in_bytes"
+	else
+		echo "no memory cgroup here: SCALE_CGROUP_MB is left out"
+		return
+	fi
+	echo "$postmaster" > "$cg/cgroup.procs"
+	train spilled_cgroup "$2"
+	echo "  in a memory cgroup of $1 MB: $(grep -E '^(pgmajfault|file|cache) ' "$cg/memory.stat" | tr '\n' ' ')$( [ -f "$cg/memory.failcnt" ] && echo "limit hit $(cat "$cg/memory.failcnt") times")"
+	echo "$postmaster" > "$root/cgroup.procs"
+	rmdir "$cg" 2>/dev/null || true
+}
+
 TMPFILES="$(sql 'SHOW data_directory')/base/pgsql_tmp"
 train big 0
 if [ -n "${SCALE_OUT_OF_CORE:-}" ]; then
@@ -107,4 +134,7 @@ if [ -n "${SCALE_OUT_OF_CORE:-}" ]; then
 		 UNION ALL (TABLE spilled_user_factors EXCEPT ALL TABLE big_user_factors)) d) +
 		(SELECT count(*) FROM ((TABLE big_item_factors EXCEPT ALL TABLE spilled_item_factors)
 		 UNION ALL (TABLE spilled_item_factors EXCEPT ALL TABLE big_item_factors)) d)")"
+	if [ -n "${SCALE_CGROUP_MB:-}" ]; then
+		cgroup_train "$SCALE_CGROUP_MB" $(( OWN_KB / 2 ))
+	fi
 fi
