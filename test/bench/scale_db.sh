@@ -102,7 +102,7 @@ SQL
 # page cache is charged to it; needs root
 cgroup_train() {
 	local postmaster cg root
-	postmaster=$(awk '/^PPid:/ { print $2 }' "/proc/$(sql 'SELECT pg_backend_pid()')/status")
+	postmaster=$(head -1 "$(sql 'SHOW data_directory')/postmaster.pid")
 	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
 		root=/sys/fs/cgroup
 		cg=$root/wals_bench_scale
@@ -126,15 +126,16 @@ cgroup_train() {
 
 TMPFILES="$(sql 'SHOW data_directory')/base/pgsql_tmp"
 train big 0
+IN_MEMORY_KB=$OWN_KB
 if [ -n "${SCALE_OUT_OF_CORE:-}" ]; then
 	# out of core at half the memory the training in memory allocated
-	train spilled $(( OWN_KB / 2 ))
+	train spilled $(( IN_MEMORY_KB / 2 ))
 	echo "  factor rows that differ from the training in memory: $(sql "SELECT
 		(SELECT count(*) FROM ((TABLE big_user_factors EXCEPT ALL TABLE spilled_user_factors)
 		 UNION ALL (TABLE spilled_user_factors EXCEPT ALL TABLE big_user_factors)) d) +
 		(SELECT count(*) FROM ((TABLE big_item_factors EXCEPT ALL TABLE spilled_item_factors)
 		 UNION ALL (TABLE spilled_item_factors EXCEPT ALL TABLE big_item_factors)) d)")"
 	if [ -n "${SCALE_CGROUP_MB:-}" ]; then
-		cgroup_train "$SCALE_CGROUP_MB" $(( OWN_KB / 2 ))
+		cgroup_train "$SCALE_CGROUP_MB" $(( IN_MEMORY_KB / 2 ))
 	fi
 fi

@@ -108,6 +108,25 @@ FROM c_${name}_item_factors a JOIN g_${name}_item_factors b USING (item_id),
 WHERE item_id IN (1, 2, 3, 500, 2600)}),
 		't', "$name: the same item factors on both devices, the long row's included");
 }
+
+# Out of core, the cells in temporary files, the engine uploads them from
+# there: the same model as from memory.
+{
+	my ($ret, $stdout, $stderr) = $node->psql(
+		'postgres', q{SET wals.max_memory = '400kB'; SET client_min_messages = debug1;
+		  SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+		    model => 'g_cg_files', factors => 8, iterations => 3, solver => 'cg',
+		    device => 'gpu')});
+	is($ret, 0, 'out of core on the emulated device') or diag($stderr);
+	is($stdout, 'gpu', 'out of core: trained on the GPU engine');
+	like($stderr, qr/keeps its ratings in .* of temporary files/,
+		'out of core: the cells in temporary files');
+	is( $node->safe_psql(
+			'postgres', q{
+SELECT count(*) FROM ((TABLE g_cg_item_factors EXCEPT ALL TABLE g_cg_files_item_factors)
+  UNION ALL (TABLE g_cg_files_item_factors EXCEPT ALL TABLE g_cg_item_factors)) d}),
+		'0', 'out of core: the same item factors as from memory, to the bit');
+}
 is(memory_free(), 't', 'the device memory is free after the trainings');
 
 # ---------------------------------------------------------------------------
