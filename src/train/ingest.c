@@ -302,6 +302,13 @@ spill_rows(Ingest *in)
 	int64		rows = in->n + in->nbatch;
 	WalsTempArray *t = palloc0(sizeof(WalsTempArray) * WALS_ROWS_ARRAYS);
 
+	/*
+	 * Files as large as the rows the planner expects, but no more than
+	 * twice the rows read: stale statistics must not reserve the disk, or
+	 * temp_file_limit, for rows that never come.  They grow by doubling.
+	 */
+	in->capacity = Min(in->capacity, Max(2 * rows, in->n + 2 * WALS_INGEST_BATCH));
+
 	in->user_idx = spill_array(&t[WALS_ROWS_USERS], in->user_idx, in->n * sizeof(int32),
 							   in->capacity * sizeof(int32), "the user ids read");
 	in->item_idx = spill_array(&t[WALS_ROWS_ITEMS], in->item_idx, in->n * sizeof(int32),

@@ -10,12 +10,14 @@
  * a sweep reaches them and writes back and drops them behind it, so a
  * training holds in its own memory only the factors, the matrices' row
  * starts and its scratch.  Every pass over the cells goes in row order, and
- * the sorts that build them (src/core/csr.c, csr_group.c) write through a
- * few hundred cursors at a time, each advancing through its own range,
- * which is what lets the page cache stream them.
+ * the scatter and the transposes that build them (src/core/csr.c) write
+ * through the lines of a few hundred partitions, each advancing through
+ * its own range, which is what lets the page cache stream them
+ * (matrices.c says why the rows are not grouped in place there).
  *
  * The file is one of PostgreSQL's temporary files: in temp_tablespaces,
- * deleted when it is closed or its transaction ends, whatever way it ends.
+ * deleted when it is closed or its transaction ends, whatever way it ends,
+ * and then counted in pg_stat_database and by log_temp_files.
  * Its blocks are allocated on disk before its pages are mapped, so that a
  * full disk is an error here and not a SIGBUS when a page is first
  * written; and, since the pages are written through the mapping and not
@@ -29,6 +31,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "commands/tablespace.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "utils/guc.h"
@@ -133,6 +136,8 @@ wals_temp_alloc(WalsTempArray *t, Size bytes, const char *what)
 
 	memset(t, 0, sizeof(*t));
 	t->what = what;
+	/* in temp_tablespaces, as a sort's files go */
+	PrepareTempTablespaces();
 	t->file = OpenTemporaryFile(false);
 	cb->func = unmap_callback;
 	cb->arg = t;

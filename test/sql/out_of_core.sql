@@ -77,7 +77,7 @@ SELECT count(*) AS temporary_files FROM pg_ls_tmpdir();
 SET wals.max_memory = '6MB';
 SET temp_file_limit = '1MB';
 SELECT * FROM wals_train('stars', 'user_id', 'item_id', 'rating', model => 'limited',
-    factors => 8, iterations => 3);
+    factors => 8, iterations => 3, workers => 0);
 \echo :LAST_ERROR_SQLSTATE
 RESET temp_file_limit;
 SELECT count(*) AS temporary_files FROM pg_ls_tmpdir();

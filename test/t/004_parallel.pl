@@ -178,6 +178,32 @@ is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096
 		'0', 'and stores nothing');
 }
 
+# Out of core, the temporary files go where temp_tablespaces says, as a
+# sort's do, and are logged and deleted there when the training ends.
+{
+	my $log_at = -s $node->logfile;
+	my ($ret, $stdout, $stderr) = $node->psql(
+		'postgres',
+		q{SET allow_in_place_tablespaces = on;
+		  CREATE TABLESPACE scratch LOCATION '';
+		  SET temp_tablespaces = scratch;
+		  SET log_temp_files = 0;
+		  SET wals.max_memory = 256;
+		  SELECT ratings FROM wals_train('coded', 'user_id', 'item_id', 'rating',
+		    model => 'in_scratch', factors => 8, iterations => 2, workers => 2)});
+	is($ret, 0, 'out of core with temp_tablespaces: trains') or diag($stderr);
+	my $log = slurp_file($node->logfile, $log_at);
+	like($log, qr/temporary file: path "pg_tblspc\/\d+\/[^"]*pgsql_tmp[^"]*", size [1-9]/,
+		'the files were in the temporary tablespace, and logged with their size');
+	unlike($log, qr/temporary file: path "base\//, 'and none in the default one');
+	is(factors_md5('in_scratch'), factors_md5('coded0'), 'the same factors');
+	is($node->safe_psql('postgres',
+			q{SELECT count(*) FROM pg_ls_tmpdir((SELECT oid FROM pg_tablespace WHERE spcname = 'scratch'))}),
+		'0', 'no file is left there');
+	$node->safe_psql('postgres', q{SELECT wals_drop_model('in_scratch')});
+	$node->safe_psql('postgres', q{DROP TABLESPACE scratch});
+}
+
 # With no worker to be had, the leader trains alone and says so.
 {
 	my ($ret, $stdout, $stderr) = $node->psql(
