@@ -164,6 +164,9 @@ grow_rows(Ingest *in)
 
 	if (in->spilled != NULL)
 	{
+		/* toward the rows the planner expects first, not twice as far */
+		if (in->capacity < in->expected)
+			capacity = Min(capacity, in->expected + in->expected / 16 + WALS_INGEST_BATCH);
 		in->user_idx = wals_temp_grow(&in->spilled[WALS_ROWS_USERS], capacity * sizeof(int32));
 		in->item_idx = wals_temp_grow(&in->spilled[WALS_ROWS_ITEMS], capacity * sizeof(int32));
 		in->ratings = wals_temp_grow(&in->spilled[WALS_ROWS_RATINGS], capacity * sizeof(float));
@@ -209,6 +212,7 @@ wals_ingest_alloc(Ingest *in, double capacity)
 {
 	in->capacity = (int64) Min(Max(capacity, WALS_INGEST_BATCH),
 							   (double) (MaxAllocHugeSize / sizeof(int32)));
+	in->expected = in->capacity;
 	in->user_idx = wals_alloc_huge(in->cxt, in->capacity * sizeof(int32));
 	in->item_idx = wals_alloc_huge(in->cxt, in->capacity * sizeof(int32));
 	in->ratings = wals_alloc_huge(in->cxt, in->capacity * sizeof(float));
@@ -305,7 +309,8 @@ spill_rows(Ingest *in)
 	/*
 	 * Files as large as the rows the planner expects, but no more than
 	 * twice the rows read: stale statistics must not reserve the disk, or
-	 * temp_file_limit, for rows that never come.  They grow by doubling.
+	 * temp_file_limit, for rows that never come.  They grow toward the
+	 * rows expected, then by doubling.
 	 */
 	in->capacity = Min(in->capacity, Max(2 * rows, in->n + 2 * WALS_INGEST_BATCH));
 

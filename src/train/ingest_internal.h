@@ -71,6 +71,8 @@ typedef struct Ingest
 	float	   *ratings;		/* also holds the ratings of the batch */
 	int64		n;				/* rows mapped */
 	int64		capacity;		/* always room for n plus a batch */
+	int64		expected;		/* rows the planner expects, or the first
+								 * capacity */
 	WalsTempArray *spilled;		/* the arrays' files, once they outgrew
 								 * wals.max_memory; else NULL */
 	int64		prefaulted;		/* rows whose pages are faulted in */
