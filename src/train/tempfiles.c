@@ -124,9 +124,10 @@ size_and_map(WalsTempArray *t, Size bytes)
 }
 
 /*
- * Map a new temporary file of bytes (at least one page) into t, for what
- * (in messages); it lives until wals_temp_free or the end of the current
- * memory context, and its file until then or the transaction's end.
+ * Map a new temporary file of bytes into t, for what (in messages); it
+ * lives until wals_temp_free or the end of the current memory context, and
+ * its file until then or the transaction's end.  t itself must live until
+ * that context ends, freed or not, since the context's end looks at it.
  */
 void *
 wals_temp_alloc(WalsTempArray *t, Size bytes, const char *what)

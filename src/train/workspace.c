@@ -340,7 +340,8 @@ wals_workspace_free(WalsWorkspace *ws, WalsBlock block)
 
 /*
  * Room for bytes that a training out of core keeps in a temporary file t,
- * else in the current context.
+ * else in the current context.  t must live in that context until it ends,
+ * not on the stack: the context's end looks at it (tempfiles.c).
  */
 static void *
 scratch_alloc(const WalsWorkspace *ws, WalsTempArray *t, Size bytes, const char *what)
@@ -374,7 +375,7 @@ wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws)
 	WalsWorkspaceShape *sh = &ws->shape;
 	int64		nnz = ws->by_item.indptr[sh->nitems];
 	Size		indptr_bytes = (sh->nitems + 1) * sizeof(int64);
-	WalsTempArray aside[2];
+	WalsTempArray *aside = palloc0(2 * sizeof(WalsTempArray));
 	int64	   *indptr = MemoryContextAllocHuge(CurrentMemoryContext, indptr_bytes);
 	int32	   *indices = scratch_alloc(ws, &aside[0], Max(nnz, 1) * sizeof(int32),
 										"the matrix by item, aside");
