@@ -204,6 +204,37 @@ is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096
 	$node->safe_psql('postgres', q{DROP TABLESPACE scratch});
 }
 
+# Rows that fit in wals.max_memory where the matrices and the factors do
+# not go to temporary files once read, before the matrices are built.
+{
+	$node->safe_psql(
+		'postgres', q{
+		CREATE TABLE fits AS
+			SELECT g % 20000 AS user_id, (g / 20000 * 37 + g % 20000 * 11) % 5000 AS item_id,
+			       (1 + g % 5)::real AS rating
+			FROM generate_series(1::bigint, 2000000) g;
+		ANALYZE fits;
+	});
+	my %seen;
+	for my $limit (0, 40960)
+	{
+		my ($ret, $stdout, $stderr) = $node->psql(
+			'postgres',
+			qq{SET client_min_messages = debug1;
+			  SET wals.max_memory = $limit;
+			  SELECT ratings FROM wals_train('fits', 'user_id', 'item_id', 'rating',
+			    model => 'fits$limit', factors => 256, iterations => 1, workers => 0)});
+		is($ret, 0, "fits, wals.max_memory = $limit kB: trains") or diag($stderr);
+		if ($limit)
+		{
+			unlike($stderr, qr/the rows read go to temporary files/, 'the rows were read in memory');
+			like($stderr, qr/distinct values, in temporary files/, 'and the matrices built out of core');
+		}
+		$seen{ factors_md5("fits$limit") }++;
+	}
+	is(scalar keys %seen, 1, 'fits: the same factors');
+}
+
 # With no worker to be had, the leader trains alone and says so.
 {
 	my ($ret, $stdout, $stderr) = $node->psql(
