@@ -295,6 +295,26 @@ spill_array(WalsTempArray *t, void *p, Size used, Size room, const char *what)
 }
 
 /*
+ * Move the three arrays of rows read into temporary files with room for
+ * room rows: the ids of rows rows and the ratings of rated rows (the batch's
+ * among them).  Returns the files, in the current context.
+ */
+static WalsTempArray *
+spill_rows_to_files(int32 **users, int32 **items, float **ratings, int64 rows,
+					int64 rated, int64 room)
+{
+	WalsTempArray *t = palloc0(sizeof(WalsTempArray) * WALS_ROWS_ARRAYS);
+
+	*users = spill_array(&t[WALS_ROWS_USERS], *users, rows * sizeof(int32),
+						 room * sizeof(int32), "the user ids read");
+	*items = spill_array(&t[WALS_ROWS_ITEMS], *items, rows * sizeof(int32),
+						 room * sizeof(int32), "the item ids read");
+	*ratings = spill_array(&t[WALS_ROWS_RATINGS], *ratings, rated * sizeof(float),
+						   room * sizeof(float), "the ratings read");
+	return t;
+}
+
+/*
  * Move the rows read so far, the ratings of the batch with them, into
  * temporary files, where the rows to come go too: from now on the training
  * is out of core.
@@ -304,7 +324,6 @@ spill_rows(Ingest *in)
 {
 	MemoryContext old = MemoryContextSwitchTo(in->cxt);
 	int64		rows = in->n + in->nbatch;
-	WalsTempArray *t = palloc0(sizeof(WalsTempArray) * WALS_ROWS_ARRAYS);
 
 	/*
 	 * Files as large as the rows the planner expects, but no more than
@@ -314,13 +333,8 @@ spill_rows(Ingest *in)
 	 */
 	in->capacity = Min(in->capacity, Max(2 * rows, in->n + 2 * WALS_INGEST_BATCH));
 
-	in->user_idx = spill_array(&t[WALS_ROWS_USERS], in->user_idx, in->n * sizeof(int32),
-							   in->capacity * sizeof(int32), "the user ids read");
-	in->item_idx = spill_array(&t[WALS_ROWS_ITEMS], in->item_idx, in->n * sizeof(int32),
-							   in->capacity * sizeof(int32), "the item ids read");
-	in->ratings = spill_array(&t[WALS_ROWS_RATINGS], in->ratings, rows * sizeof(float),
-							  in->capacity * sizeof(float), "the ratings read");
-	in->spilled = t;
+	in->spilled = spill_rows_to_files(&in->user_idx, &in->item_idx, &in->ratings, in->n,
+									  rows, in->capacity);
 	in->prefaulted = in->capacity;
 	MemoryContextSwitchTo(old);
 	ereport(DEBUG1,
@@ -761,18 +775,9 @@ wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty)
 void
 wals_ratings_spill(WalsRatings *raw)
 {
-	WalsTempArray *t;
-
-	if (raw->spilled != NULL)
-		return;
-	t = palloc0(sizeof(WalsTempArray) * WALS_ROWS_ARRAYS);
-	raw->users = spill_array(&t[WALS_ROWS_USERS], raw->users, raw->n * sizeof(int32),
-							 raw->n * sizeof(int32), "the user ids read");
-	raw->items = spill_array(&t[WALS_ROWS_ITEMS], raw->items, raw->n * sizeof(int32),
-							 raw->n * sizeof(int32), "the item ids read");
-	raw->ratings = spill_array(&t[WALS_ROWS_RATINGS], raw->ratings, raw->n * sizeof(float),
-							   raw->n * sizeof(float), "the ratings read");
-	raw->spilled = t;
+	if (raw->spilled == NULL)
+		raw->spilled = spill_rows_to_files(&raw->users, &raw->items, &raw->ratings, raw->n,
+										   raw->n, raw->n);
 }
 
 /* Free one of raw's three arrays, from memory or with its file. */

@@ -104,8 +104,8 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 }
 
 /*
- * Out of core, scatter raw's rows by item into the items' block of ws and
- * free them: the rows and the cells are in temporary files, where sorting
+ * Out of core, scatter raw's rows by item into the items' block of ws,
+ * through the sorts' scratch, and free them: the rows and the cells are in temporary files, where sorting
  * the rows where they lie would move a few hundred cursors over pages the
  * page cache cannot hold, when a scatter reads them in order and writes
  * through lines of a few hundred partitions.  The rows of the matrix are
@@ -113,18 +113,14 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
  * repeats, so the matrices built from it are the same.
  */
 static void
-scatter_by_item(WalsRatings *raw, WalsWorkspace *ws)
+scatter_by_item(WalsRatings *raw, WalsWorkspace *ws, void *scratch, size_t scratch_bytes)
 {
-	size_t		scratch_bytes = wals_csr_scratch_bytes(raw->n);
-	void	   *scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
-
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
 	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
 	wals_report_core_status(wals_csr_scatter(raw->nitems, raw->nusers, raw->n, raw->items,
 											 raw->users, raw->ratings, &ws->by_item,
 											 scratch, scratch_bytes),
 							"building the rating matrix");
-	pfree(scratch);
 	wals_ratings_free(raw, WALS_ROWS_ITEMS);
 	wals_ratings_free(raw, WALS_ROWS_USERS);
 	wals_ratings_free(raw, WALS_ROWS_RATINGS);
@@ -144,11 +140,17 @@ wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *
 	data->item_ids = raw->item_ids;
 	data->null_ids = raw->null_ids;
 
+	/* in memory, the sorts' scratch only once the rows are grouped */
 	if (ws->shape.files)
-		scatter_by_item(raw, ws);
+	{
+		scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
+		scatter_by_item(raw, ws, scratch, scratch_bytes);
+	}
 	else
+	{
 		group_by_item(raw, ws);
-	scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
+		scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
+	}
 	for (;;)
 	{
 		WalsStatus	status;

@@ -42,26 +42,21 @@
 /* Bytes of this process's mapped temporary files, against temp_file_limit. */
 static double tempfile_bytes = 0;
 
-static void
-unmap(WalsTempArray *t)
-{
-	if (t->base != NULL)
-		(void) munmap(t->base, t->bytes);
-	t->base = NULL;
-}
-
 /*
- * At the end of the context that owns t: its mapping goes; the file is
- * closed, and deleted, by the transaction's resource owner.
+ * Unmap t, once.  At the end of the context that owns t, after an error
+ * too, only this: the file is closed, and deleted, by the transaction's
+ * resource owner.
  */
 static void
-unmap_callback(void *arg)
+unmap(void *arg)
 {
 	WalsTempArray *t = arg;
 
-	if (t->base != NULL)
-		tempfile_bytes -= t->bytes;
-	unmap(t);
+	if (t->base == NULL)
+		return;
+	tempfile_bytes -= t->bytes;
+	(void) munmap(t->base, t->bytes);
+	t->base = NULL;
 }
 
 static int
@@ -140,7 +135,7 @@ wals_temp_alloc(WalsTempArray *t, Size bytes, const char *what)
 	/* in temp_tablespaces, as a sort's files go */
 	PrepareTempTablespaces();
 	t->file = OpenTemporaryFile(false);
-	cb->func = unmap_callback;
+	cb->func = unmap;
 	cb->arg = t;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
 	size_and_map(t, Max(bytes, 1));
@@ -162,7 +157,6 @@ wals_temp_free(WalsTempArray *t)
 {
 	if (t->base == NULL)
 		return;
-	tempfile_bytes -= t->bytes;
 	unmap(t);
 	FileClose(t->file);
 }

@@ -82,6 +82,21 @@ memory_part(const WalsWorkspaceShape *sh, WalsBlock block)
 	return sh->files ? sh->layout.cells[block] : sh->layout.total[block];
 }
 
+/* The bytes of block's cells, the part a training out of core keeps in a file. */
+static Size
+cells_part(const WalsWorkspaceShape *sh, WalsBlock block)
+{
+	return sh->layout.total[block] - sh->layout.cells[block];
+}
+
+/* Each process's solver scratch, for the longest row the shape can have. */
+static double
+solver_scratch_bytes(const WalsWorkspaceShape *sh, const WalsParams *params)
+{
+	return sh->nusers + sh->nitems > 0 ?
+		(double) wals_solve_scratch(params, wals_workspace_longest_row(sh)) * sizeof(float) : 0;
+}
+
 /*
  * Point csr's cells at the section at values: floats, or codes of the
  * codebook in the items' block.
@@ -148,8 +163,7 @@ estimate_bytes(const WalsWorkspaceShape *sh, const WalsParams *params, int procs
 	double		blocks = (double) l->total[WALS_BLOCK_ITEMS] + l->total[WALS_BLOCK_USERS];
 	double		build = Max(rows + wals_csr_group_scratch_bytes(sh->nitems),
 							grouped + l->total[WALS_BLOCK_ITEMS]);
-	double		scratch = sh->nusers + sh->nitems > 0 ?
-		(double) wals_solve_scratch(params, wals_workspace_longest_row(sh)) * sizeof(float) : 0;
+	double		scratch = solver_scratch_bytes(sh, params);
 
 	build = Max(build, blocks + wals_csr_scratch_bytes((size_t) sh->cells));
 	return Max(build, blocks + procs * scratch + engine_bytes);
@@ -170,8 +184,7 @@ estimate_files_bytes(const WalsWorkspaceShape *sh, const WalsParams *params, int
 	double		group = (double) wals_csr_group_scratch_bytes(sh->nitems) +
 		(double) (sh->nitems + 1) * sizeof(int64);
 	double		build = blocks + Max(group, (double) wals_csr_scratch_bytes((size_t) sh->cells));
-	double		scratch = sh->nusers + sh->nitems > 0 ?
-		(double) wals_solve_scratch(params, wals_workspace_longest_row(sh)) * sizeof(float) : 0;
+	double		scratch = solver_scratch_bytes(sh, params);
 
 	return Max(build, blocks + procs * scratch + engine_bytes);
 }
@@ -276,10 +289,8 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 			 sh->files ?
 			 errdetail("Read in %.3f s. The training needs about %s of memory, leader and workers together, and keeps its ratings in %s of temporary files: they do not fit in wals.max_memory (%s).",
 					   read_s, wals_pretty_bytes(bytes),
-					   wals_pretty_bytes((double) (sh->layout.total[WALS_BLOCK_ITEMS] -
-												   sh->layout.cells[WALS_BLOCK_ITEMS] +
-												   sh->layout.total[WALS_BLOCK_USERS] -
-												   sh->layout.cells[WALS_BLOCK_USERS])),
+					   wals_pretty_bytes((double) (cells_part(sh, WALS_BLOCK_ITEMS) +
+												   cells_part(sh, WALS_BLOCK_USERS))),
 					   wals_pretty_bytes((double) wals_max_memory * 1024.0)) :
 			 errdetail("Read in %.3f s. The training needs about %s, leader and workers together.",
 					   read_s, wals_pretty_bytes(bytes))));
@@ -313,8 +324,7 @@ wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block)
 	cells = base + sh->layout.cells[block];
 	if (sh->files)
 	{
-		cells = wals_temp_alloc(&ws->cells[block],
-								sh->layout.total[block] - sh->layout.cells[block],
+		cells = wals_temp_alloc(&ws->cells[block], cells_part(sh, block),
 								block == WALS_BLOCK_ITEMS ? "the matrix by item" :
 								"the matrix by user");
 		strlcpy(sh->cells_path[block], wals_temp_path(&ws->cells[block]), MAXPGPATH);
@@ -434,8 +444,7 @@ wals_workspace_attach(const WalsWorkspaceShape *shape, WalsWorkspace *ws)
 		cells = base + shape->layout.cells[b];
 		if (shape->files)
 			cells = unconstify(void *, wals_temp_attach(shape->cells_path[b],
-														shape->layout.total[b] -
-														shape->layout.cells[b]));
+														cells_part(shape, (WalsBlock) b)));
 		map_block(ws, (WalsBlock) b, base, cells);
 	}
 }
