@@ -178,10 +178,11 @@ SELECT max(abs(a - b)) < 1e-4 AS same_factors
 FROM trained_nu t JOIN exact_nu_item_factors e USING (item_id), unnest(t.factors, e.factors) p(a, b);
 SELECT wals_drop_model('exact_nu');
 -- an item left without a rater has no factors, as after a training; an
--- item never rated stores nothing
+-- item never rated stores nothing, nor one that the int column of the
+-- source cannot hold
 DELETE FROM exact WHERE item_id = 3;
 SET client_min_messages = notice;
-SELECT wals_refresh_items('{3, 3, 99999}', 'exact') AS stored;
+SELECT wals_refresh_items('{3, 3, 99999, 9999999999, -9999999999}', 'exact') AS stored;
 SET client_min_messages = warning;
 SELECT count(*) AS rows_3, (SELECT items FROM wals_models WHERE model = 'exact') AS items,
        (SELECT count(*) FROM exact_item_factors) AS counted
