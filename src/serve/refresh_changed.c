@@ -307,7 +307,9 @@ item_cells(Refresh *r, int64 *ncells)
 	for (int64 k = 0; k < r->nsolved; k++)
 		if (!r->is_new[k])
 			known[nknown++] = r->solved[k];
-	cells = nknown > 0 ? wals_item_ratings(r->info, &r->src, known, nknown, &nread) : NULL;
+	cells = nknown > 0 ? wals_item_ratings(r->info, &r->src, known, nknown,
+										   wals_items_rated(r->m, r->counts, known, nknown),
+										   &nread) : NULL;
 	cells = cells != NULL ? repalloc_huge(cells, sizeof(WalsCell) * (nread + Max(r->npairs, 1))) :
 		palloc(sizeof(WalsCell) * Max(r->npairs, 1));
 	*ncells = nread;

@@ -251,24 +251,27 @@ wals_solve_items(const WalsModelInfo *info, const WalsUserSide *us, const int64 
 	int64		bad = -1;
 	WalsStatus	st;
 	WalsIdDirectory users;
+	WalsIdDirectory items;
 	int32	   *col_of;
 	int32		nr = 0;
 
 	/*
 	 * The raters with factors, each once, as the columns of R, in the order
-	 * of us: a directory finds a rater in a load or two, where a binary
-	 * search of every user, and sorting the raters, took a fifth of a
-	 * refresh of the 100 most rated items (2.3M ratings).
+	 * of us: directories find a rater and an item in a load or two, where
+	 * binary searches and sorting the raters took a fifth of a refresh of
+	 * the 100 most rated items (2.3M ratings), and a third of a refresh
+	 * of 'touched' items (15M).
 	 */
 	if (wals_id_directory_build(&users, us->ids, us->n,
-								palloc(wals_id_directory_size(us->n))) != WALS_OK)
-		elog(ERROR, "wals: the users of a refresh are not in increasing order");
+								palloc(wals_id_directory_size(us->n))) != WALS_OK ||
+		wals_id_directory_build(&items, ids, n, palloc(wals_id_directory_size(n))) != WALS_OK)
+		elog(ERROR, "wals: the users or items of a refresh are not in increasing order");
 	col_of = palloc(sizeof(int32) * Max(us->n, 1));
 	memset(col_of, -1, sizeof(int32) * Max(us->n, 1));
 	for (int64 c = 0; c < ncells; c++)
 	{
 		int64		at = wals_id_directory_find(&users, cells[c].user);
-		int64		item = wals_ids_find(ids, n, cells[c].item);
+		int64		item = wals_id_directory_find(&items, cells[c].item);
 
 		if ((c & 65535) == 0)
 			CHECK_FOR_INTERRUPTS();
@@ -413,9 +416,32 @@ column_ids(const WalsModelInfo *info, const int64 *ids, int64 n, int64 *out, int
 }
 
 /*
+ * The ratings in the model's catalog of the items of ids[0..n) it knows,
+ * from counts (the catalog's item_counts); -1 without counts.
+ */
+double
+wals_items_rated(const WalsServeModel *m, const int32 *counts, const int64 *ids, int64 n)
+{
+	double		sum = 0;
+
+	if (counts == NULL)
+		return -1;
+	for (int64 i = 0; i < n; i++)
+	{
+		int64		at = wals_ids_find(m->ids, m->nitems, ids[i]);
+
+		if (at >= 0)
+			sum += counts[at];
+	}
+	return sum;
+}
+
+/*
  * The ratings of items ids[0..n) (increasing) in the source, read as the
  * model's owner, checked as a training checks them; *ncells gets their
- * number.
+ * number.  expected: the ratings the catalog counts for them, or -1.
+ * Where they hold much of a table, the whole table is read, as a training
+ * reads it (refresh_source.c).
  *
  * The planner prices an index scan of the item column as though the pages
  * it fetches stayed cached, but an item's ratings lie on pages all over the
@@ -428,7 +454,7 @@ column_ids(const WalsModelInfo *info, const int64 *ids, int64 n, int64 *out, int
  */
 WalsCell *
 wals_item_ratings(const WalsModelInfo *info, const WalsSourceNames *src, const int64 *ids,
-				  int64 n, int64 *ncells)
+				  int64 n, double expected, int64 *ncells)
 {
 	Oid			type = INT8ARRAYOID;
 	const char *elem;
@@ -440,6 +466,8 @@ wals_item_ratings(const WalsModelInfo *info, const WalsSourceNames *src, const i
 	int			level;
 	Portal		portal;
 
+	if (wals_refresh_reads_whole(info, expected))
+		return wals_refresh_read_whole(info, ids, n, ncells);
 	elem = column_ids(info, ids, n, in_range, &m);
 	arg = wals_int8_array(in_range, m);
 	plan = wals_sql_prepare(wals_cells_query(src, "",
@@ -555,22 +583,29 @@ wals_patched_gram(const WalsServeModel *from, const int64 *ids, int64 n, const f
 	int			f = from->factors;
 	double	   *acc = palloc(sizeof(double) * f * f);
 	float	   *G = palloc(sizeof(float) * f * f);
+	float	   *zero = palloc0(sizeof(float) * f);
 
 	for (int a = 0; a < f * f; a++)
 		acc[a] = from->G[a];
 	for (int64 k = 0; k < n; k++)
 	{
 		int64		old = wals_serve_item(from, ids[k]);
-		const float *y = Y + (size_t) k * f;
-		const float *yo = old >= 0 ? from->Y + (size_t) old * f : NULL;
+		const float *y = known[k] ? Y + (size_t) k * f : zero;
+		const float *yo = old >= 0 ? from->Y + (size_t) old * f : zero;
 
-		/* a row of the update is f products: at f = 4096, 2^24 for an item */
+		/*
+		 * a row of the update is f products: at f = 4096, 2^24 for an item;
+		 * without a branch inside, they go by vectors
+		 */
 		for (int a = 0; a < f; a++)
 		{
+			double		ya = y[a];
+			double		yoa = yo[a];
+			double	   *row = acc + (size_t) a * f;
+
 			CHECK_FOR_INTERRUPTS();
 			for (int b = 0; b < f; b++)
-				acc[a * f + b] += (known[k] ? (double) y[a] * y[b] : 0.0) -
-					(yo != NULL ? (double) yo[a] * yo[b] : 0.0);
+				row[b] += ya * y[b] - yoa * yo[b];
 		}
 	}
 	for (int a = 0; a < f * f; a++)
@@ -656,7 +691,10 @@ refresh_items_call(PG_FUNCTION_ARGS)
 	wals_become_model_owner(&found, &save);
 	m = wals_serve_model(cstring_to_text(wals_model_quoted(found.schema, found.name)));
 	wals_model_source(&found, &source);
-	cells = wals_item_ratings(&found, &source, ids, distinct, &ncells);
+	cells = wals_item_ratings(&found, &source, ids, distinct,
+							  wals_items_rated(m, wals_counts_from_bytea(counts, m->nitems), ids,
+											   distinct),
+							  &ncells);
 	if (G != NULL)
 		wals_user_side_raters(&found, G, users, cells, ncells, &us);
 	else

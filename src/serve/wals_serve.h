@@ -176,7 +176,14 @@ extern char *wals_cells_query(const WalsSourceNames *src, const char *from, cons
 extern WalsCell *wals_read_cells(const WalsModelInfo *info, SPIPlanPtr plan, Datum *args,
 								 WalsCell *cells, int64 *n, int64 *cap);
 extern WalsCell *wals_item_ratings(const WalsModelInfo *info, const WalsSourceNames *src,
-								   const int64 *ids, int64 n, int64 *ncells);
+								   const int64 *ids, int64 n, double expected, int64 *ncells);
+extern double wals_items_rated(const WalsServeModel *m, const int32 *counts, const int64 *ids,
+							   int64 n);
+
+/* refresh_source.c */
+extern bool wals_refresh_reads_whole(const WalsModelInfo *info, double expected);
+extern WalsCell *wals_refresh_read_whole(const WalsModelInfo *info, const int64 *ids, int64 n,
+										 int64 *ncells);
 extern bool wals_cell_read(const WalsModelInfo *info, HeapTuple tuple, TupleDesc desc,
 						   WalsCell *cell);
 extern void wals_store_items(const WalsModelInfo *info, const int64 *ids, int64 n, const float *Y,

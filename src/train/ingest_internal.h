@@ -113,7 +113,6 @@ extern void wals_ingest_flush(Ingest *in);
 extern void wals_ingest_map_ids(Ingest *in, IdSide *side, const int64 *ids, int64 n,
 								int32 *out);
 extern void wals_ingest_reserve(Ingest *in, int64 rows);
-extern double wals_ingest_estimate(Relation rel);
 
 /* ingest_parallel.c */
 extern bool wals_ingest_parallel(Ingest *in, Relation rel);

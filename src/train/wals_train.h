@@ -9,6 +9,7 @@
 #include "port/atomics.h"
 #include "storage/dsm.h"
 #include "storage/fd.h"
+#include "utils/relcache.h"
 
 #include "wals_catalog.h"
 #include "wals_metrics.h"
@@ -291,6 +292,7 @@ extern void wals_train_summary_row(FunctionCallInfo fcinfo, const WalsTrainSumma
  * partition, one of many)
  */
 extern void wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty);
+extern double wals_ingest_estimate(Relation rel);
 extern double wals_ratings_bytes(const WalsRatings *raw);
 extern void wals_ratings_copy(const WalsRatings *from, WalsRatings *to, MemoryContext cxt);
 extern void wals_ratings_spill(WalsRatings *raw);

@@ -159,12 +159,18 @@ FROM item_11_count c, item_11_before b;
 DROP VIEW item_11_count;
 DROP TABLE item_11_before;
 
--- wals_refresh_items on a fresh training: every item solved again against
--- the final user factors gives back the factors the training stored
+-- wals_refresh_items on a fresh training: items solved again against the
+-- final user factors give back the factors the training stored
 CREATE TABLE exact AS SELECT user_id, item_id, r FROM shop WHERE item_id < 500;
 SELECT model FROM wals_train('exact', 'user_id', 'item_id', 'r', factors => 6, iterations => 3,
     solver => 'cholesky');
 CREATE TEMP TABLE trained AS SELECT * FROM exact_item_factors;
+-- items 1 and 2, whose ratings are read through a query, and then every
+-- item, which hold the whole source and are read as a training reads it
+SELECT wals_refresh_items('{1, 2}', 'exact') AS stored;
+SELECT max(abs(a - b)) < 1e-4 AS same_factors
+FROM trained t JOIN exact_item_factors e USING (item_id), unnest(t.factors, e.factors) p(a, b)
+WHERE item_id IN (1, 2);
 SELECT wals_refresh_items((SELECT array_agg(item_id) FROM exact_item_factors), 'exact') AS stored;
 SELECT max(abs(a - b)) < 1e-4 AS same_factors
 FROM trained t JOIN exact_item_factors e USING (item_id), unnest(t.factors, e.factors) p(a, b);

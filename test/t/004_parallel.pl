@@ -113,6 +113,59 @@ is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096
 	is(scalar keys %{ $seen{factors} }, 1, 'wide: the same factors, bit for bit');
 }
 
+# Items that hold much of their source are refreshed from the whole source,
+# read as a training reads it, by the workers beside the leader; the same
+# factors as the leader alone gives, and as reading the items' ratings
+# through a query, which a wals.max_memory too small for the whole source
+# makes a refresh do.
+{
+	my %seen;
+	for my $case ('2 workers', '0 workers', 'query')
+	{
+		my $workers = $case eq '2 workers' ? 2 : 0;
+		my $limit = $case eq 'query' ? "SET wals.max_memory = '1MB';" : '';
+		my ($ret, $stdout, $stderr) = $node->psql(
+			'postgres', qq{SET max_parallel_maintenance_workers = $workers; $limit
+			  SET client_min_messages = debug1;
+			  BEGIN;
+			  SELECT wals_refresh_items((SELECT array_agg(item_id) FROM wide0_item_factors), 'wide0');
+			  SELECT md5(string_agg(item_id || ':' || factors::text, ',' ORDER BY item_id))
+			    FROM wide0_item_factors;
+			  ROLLBACK;});
+		is($ret, 0, "refresh of every item of wide, $case: runs");
+		my ($stored, $md5) = split /\n/, $stdout;
+		is($stored, 300, "refresh of every item of wide, $case: 300 items stored");
+		if ($case eq 'query')
+		{
+			unlike($stderr, qr/skipped 500 rows/,
+				'refresh of every item of wide, query: the source is not read whole');
+		}
+		else
+		{
+			like($stderr, qr/skipped 500 rows of "wide" with a null user or item id/,
+				"refresh of every item of wide, $case: the source is read whole");
+		}
+		if ($workers > 0)
+		{
+			like($stderr, qr/wals: reading "wide" with 2 parallel workers/,
+				"refresh of every item of wide, $case: the workers read beside the leader");
+		}
+		else
+		{
+			unlike($stderr, qr/parallel workers/,
+				"refresh of every item of wide, $case: the leader reads alone");
+		}
+		$seen{$md5}++;
+	}
+	is(scalar keys %seen, 1, 'refresh of every item of wide: the same factors, bit for bit, read all three ways');
+	my ($ret, $stdout, $stderr) = $node->psql(
+		'postgres', q{SET client_min_messages = debug1;
+		  BEGIN; SELECT wals_refresh_items('{1, 2, 3}', 'wide0'); ROLLBACK;});
+	is($stdout, 3, 'refresh of three items of wide: stored');
+	unlike($stderr, qr/skipped 500 rows|parallel workers/,
+		'refresh of three items of wide: their ratings read through a query, not the whole source');
+}
+
 # Ratings of few distinct values take one-byte codes, in the leader and in
 # the workers, in memory and out of core.  Repeats that sum to more values
 # than codes hold make the training give them up, shared segments (or
