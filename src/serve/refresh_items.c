@@ -246,9 +246,6 @@ wals_solve_items(const WalsModelInfo *info, const WalsUserSide *us, const int64 
 	WalsCsr		R;
 	WalsParams	params = info->params;
 	float	   *Xr;
-	float	   *scratch;
-	int64		max_nnz = 0;
-	int64		bad = -1;
 	WalsStatus	st;
 	WalsIdDirectory users;
 	WalsIdDirectory items;
@@ -302,22 +299,12 @@ wals_solve_items(const WalsModelInfo *info, const WalsUserSide *us, const int64 
 	if (st != WALS_OK)
 		wals_report_core_status(st, "merging the ratings of the items");
 	for (int64 i = 0; i < n; i++)
-	{
 		known[i] = R.indptr[i + 1] > R.indptr[i];
-		max_nnz = Max(max_nnz, R.indptr[i + 1] - R.indptr[i]);
-	}
 	/* a frequency-scaled row's scale counts every user, not the raters */
 	R.ncols = us->total;
 	params.solver = WALS_CHOLESKY;
-	scratch = palloc(sizeof(float) * (wals_solve_scratch(&params, max_nnz) + 16));
 	memset(Y, 0, sizeof(float) * f * n);
-	for (int64 lo = 0; lo < n; lo += 64)
-	{
-		CHECK_FOR_INTERRUPTS();
-		st = wals_solve_rows(&params, &R, Xr, us->G, Y, lo, Min(n, lo + 64), scratch, &bad);
-		if (st != WALS_OK)
-			wals_report_core_status(st, "solving the items again");
-	}
+	wals_solve_all_rows(&params, &R, Xr, nr, us->G, Y, f, "solving the items again");
 }
 
 /* A bigint[] of v[0..n). */

@@ -180,6 +180,10 @@ extern WalsCell *wals_item_ratings(const WalsModelInfo *info, const WalsSourceNa
 extern double wals_items_rated(const WalsServeModel *m, const int32 *counts, const int64 *ids,
 							   int64 n);
 
+/* solve_parallel.c */
+extern void wals_solve_all_rows(const WalsParams *params, const WalsCsr *R, const float *X,
+								int64 xrows, const float *G, float *Y, int f, const char *what);
+
 /* refresh_source.c */
 extern bool wals_refresh_reads_whole(const WalsModelInfo *info, double expected);
 extern WalsCell *wals_refresh_read_whole(const WalsModelInfo *info, const int64 *ids, int64 n,

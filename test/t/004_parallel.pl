@@ -166,6 +166,40 @@ is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096
 		'refresh of three items of wide: their ratings read through a query, not the whole source');
 }
 
+# Items whose systems are worth workers (about 2e9 operations: 108,000
+# ratings at f = 160) are solved by the leader and the workers together:
+# the same factors, bit for bit, as the leader alone.
+$node->safe_psql('postgres',
+	q{SELECT 1 FROM wals_train('wide', 'user_id', 'item_id', 'rating', model => 'wide_f160', factors => 160,
+	  iterations => 1, workers => 0)});
+{
+	my %seen;
+	for my $workers (2, 0)
+	{
+		my ($ret, $stdout, $stderr) = $node->psql(
+			'postgres', qq{SET max_parallel_maintenance_workers = $workers;
+			  SET client_min_messages = debug1;
+			  BEGIN;
+			  SELECT wals_refresh_items((SELECT array_agg(item_id) FROM wide_f160_item_factors), 'wide_f160');
+			  SELECT md5(string_agg(item_id || ':' || factors::text, ',' ORDER BY item_id))
+			    FROM wide_f160_item_factors;
+			  ROLLBACK;});
+		is($ret, 0, "refresh of every item of wide at f = 160, $workers workers: runs");
+		if ($workers > 0)
+		{
+			like($stderr, qr/wals: solving the items again, 300 rows, with 2 parallel workers/,
+				'refresh at f = 160: the workers solve beside the leader');
+		}
+		else
+		{
+			unlike($stderr, qr/solving the items again, .* parallel workers/,
+				'refresh at f = 160, no workers: the leader solves alone');
+		}
+		$seen{ (split /\n/, $stdout)[1] }++;
+	}
+	is(scalar keys %seen, 1, 'refresh at f = 160: the same factors, bit for bit, with 2 workers and none');
+}
+
 # Ratings of few distinct values take one-byte codes, in the leader and in
 # the workers, in memory and out of core.  Repeats that sum to more values
 # than codes hold make the training give them up, shared segments (or
