@@ -358,15 +358,8 @@ solve_users(Refresh *r, Columns *c, WalsRowWriter *w, const int64 *which, int64 
 	if (params.solver == WALS_SUBSPACE)
 		params.solver = WALS_CG;
 	exact.solver = WALS_CHOLESKY;
-	scratch = palloc(sizeof(float) * (Max(wals_solve_scratch(&params, max_nnz),
-										  wals_solve_scratch(&exact, max_nnz)) + 16));
-	for (int64 b = 0; b < n; b += 64)
-	{
-		CHECK_FOR_INTERRUPTS();
-		st = wals_solve_rows(&params, &R, c->Yc, r->G, x, b, Min(n, b + 64), scratch, &bad);
-		if (st != WALS_OK)
-			wals_report_core_status(st, "solving the users again");
-	}
+	wals_solve_all_rows(&params, &R, c->Yc, c->n, r->G, x, f, "solving the users again");
+	scratch = palloc(sizeof(float) * (wals_solve_scratch(&exact, max_nnz) + 16));
 	for (int64 u = 0; u < n && params.solver != WALS_CHOLESKY; u++)
 		if (!start[u])
 		{

@@ -200,6 +200,45 @@ $node->safe_psql('postgres',
 	is(scalar keys %seen, 1, 'refresh at f = 160: the same factors, bit for bit, with 2 workers and none');
 }
 
+# So are the users of wals_refresh: 3,000 users with a new rating each,
+# solved exactly at f = 160, 2,048 to a batch.
+$node->safe_psql(
+	'postgres', q{
+CREATE TABLE many AS SELECT u AS user_id, (u * 7 + g * 13) % 300 + 1 AS item_id,
+    (1 + (u + g) % 5)::real AS rating, 0 AS ts
+  FROM generate_series(1, 3000) u, generate_series(1, 12) g;
+SELECT 1 FROM wals_train('many', 'user_id', 'item_id', 'rating', factors => 160, iterations => 1,
+  solver => 'cholesky', workers => 0, changed_col => 'ts');
+INSERT INTO many SELECT u, (u * 11) % 300 + 1, 2, 1 FROM generate_series(1, 3000) u;});
+{
+	my %seen;
+	for my $workers (2, 0)
+	{
+		my ($ret, $stdout, $stderr) = $node->psql(
+			'postgres', qq{SET max_parallel_maintenance_workers = $workers;
+			  SET client_min_messages = debug1;
+			  BEGIN;
+			  SELECT users FROM wals_refresh('many');
+			  SELECT md5(string_agg(user_id || ':' || factors::text, ',' ORDER BY user_id))
+			    FROM many_user_factors;
+			  ROLLBACK;});
+		is($ret, 0, "wals_refresh of 3,000 users at f = 160, $workers workers: runs");
+		my ($users, $md5) = split /\n/, $stdout;
+		is($users, 3000, "wals_refresh at f = 160, $workers workers: 3,000 users solved");
+		if ($workers > 0)
+		{
+			like($stderr, qr/wals: solving the users again, 2048 rows, with 2 parallel workers/,
+				'wals_refresh at f = 160: the workers solve users beside the leader');
+		}
+		else
+		{
+			unlike($stderr, qr/parallel workers/, 'wals_refresh at f = 160, no workers: the leader solves alone');
+		}
+		$seen{$md5}++;
+	}
+	is(scalar keys %seen, 1, 'wals_refresh at f = 160: the same user factors, bit for bit, with 2 workers and none');
+}
+
 # Ratings of few distinct values take one-byte codes, in the leader and in
 # the workers, in memory and out of core.  Repeats that sum to more values
 # than codes hold make the training give them up, shared segments (or
