@@ -113,6 +113,23 @@ is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096
 	is(scalar keys %{ $seen{factors} }, 1, 'wide: the same factors, bit for bit');
 }
 
+# A refresh in a transaction rolled back, after settings, at DEBUG1: its
+# exit code, its result, the md5 of the factors of table (by key) it left,
+# and what it said.
+sub refreshed
+{
+	my ($settings, $refresh, $table, $key) = @_;
+	my ($ret, $stdout, $stderr) = $node->psql(
+		'postgres', qq{$settings
+		  SET client_min_messages = debug1;
+		  BEGIN;
+		  $refresh;
+		  SELECT md5(string_agg($key || ':' || factors::text, ',' ORDER BY $key)) FROM $table;
+		  ROLLBACK;});
+	my ($result, $md5) = split /\n/, $stdout;
+	return ($ret, $result, $md5, $stderr);
+}
+
 # Items that hold much of their source are refreshed from the whole source,
 # read as a training reads it, by the workers beside the leader; the same
 # factors as the leader alone gives, and as reading the items' ratings
@@ -124,16 +141,11 @@ is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096
 	{
 		my $workers = $case eq '2 workers' ? 2 : 0;
 		my $limit = $case eq 'query' ? "SET wals.max_memory = '1MB';" : '';
-		my ($ret, $stdout, $stderr) = $node->psql(
-			'postgres', qq{SET max_parallel_maintenance_workers = $workers; $limit
-			  SET client_min_messages = debug1;
-			  BEGIN;
-			  SELECT wals_refresh_items((SELECT array_agg(item_id) FROM wide0_item_factors), 'wide0');
-			  SELECT md5(string_agg(item_id || ':' || factors::text, ',' ORDER BY item_id))
-			    FROM wide0_item_factors;
-			  ROLLBACK;});
+		my ($ret, $stored, $md5, $stderr) = refreshed(
+			"SET max_parallel_maintenance_workers = $workers; $limit",
+			q{SELECT wals_refresh_items((SELECT array_agg(item_id) FROM wide0_item_factors), 'wide0')},
+			'wide0_item_factors', 'item_id');
 		is($ret, 0, "refresh of every item of wide, $case: runs");
-		my ($stored, $md5) = split /\n/, $stdout;
 		is($stored, 300, "refresh of every item of wide, $case: 300 items stored");
 		if ($case eq 'query')
 		{
@@ -167,76 +179,46 @@ is($node->safe_psql('postgres', q{SELECT pg_relation_size('wide') / 8192 >= 4096
 }
 
 # Items whose systems are worth workers (about 2e9 operations: 108,000
-# ratings at f = 160) are solved by the leader and the workers together:
-# the same factors, bit for bit, as the leader alone.
-$node->safe_psql('postgres',
-	q{SELECT 1 FROM wals_train('wide', 'user_id', 'item_id', 'rating', model => 'wide_f160', factors => 160,
-	  iterations => 1, workers => 0)});
-{
-	my %seen;
-	for my $workers (2, 0)
-	{
-		my ($ret, $stdout, $stderr) = $node->psql(
-			'postgres', qq{SET max_parallel_maintenance_workers = $workers;
-			  SET client_min_messages = debug1;
-			  BEGIN;
-			  SELECT wals_refresh_items((SELECT array_agg(item_id) FROM wide_f160_item_factors), 'wide_f160');
-			  SELECT md5(string_agg(item_id || ':' || factors::text, ',' ORDER BY item_id))
-			    FROM wide_f160_item_factors;
-			  ROLLBACK;});
-		is($ret, 0, "refresh of every item of wide at f = 160, $workers workers: runs");
-		if ($workers > 0)
-		{
-			like($stderr, qr/wals: solving the items again, 300 rows, with 2 parallel workers/,
-				'refresh at f = 160: the workers solve beside the leader');
-		}
-		else
-		{
-			unlike($stderr, qr/solving the items again, .* parallel workers/,
-				'refresh at f = 160, no workers: the leader solves alone');
-		}
-		$seen{ (split /\n/, $stdout)[1] }++;
-	}
-	is(scalar keys %seen, 1, 'refresh at f = 160: the same factors, bit for bit, with 2 workers and none');
-}
-
-# So are the users of wals_refresh: 3,000 users with a new rating each,
-# solved exactly at f = 160, 2,048 to a batch.
+# ratings at f = 160) are solved by the leader and the workers together,
+# and so are the users of wals_refresh (3,000 users with a new rating each,
+# solved exactly at f = 160, 2,048 to a batch): the same factors, bit for
+# bit, as the leader alone.
 $node->safe_psql(
 	'postgres', q{
+SELECT 1 FROM wals_train('wide', 'user_id', 'item_id', 'rating', model => 'wide_f160', factors => 160,
+  iterations => 1, workers => 0);
 CREATE TABLE many AS SELECT u AS user_id, (u * 7 + g * 13) % 300 + 1 AS item_id,
     (1 + (u + g) % 5)::real AS rating, 0 AS ts
   FROM generate_series(1, 3000) u, generate_series(1, 12) g;
 SELECT 1 FROM wals_train('many', 'user_id', 'item_id', 'rating', factors => 160, iterations => 1,
   solver => 'cholesky', workers => 0, changed_col => 'ts');
 INSERT INTO many SELECT u, (u * 11) % 300 + 1, 2, 1 FROM generate_series(1, 3000) u;});
+for my $side ('items', 'users')
 {
+	my ($refresh, $table, $key, $rows, $solved) =
+	  $side eq 'items'
+	  ? (q{SELECT wals_refresh_items((SELECT array_agg(item_id) FROM wide_f160_item_factors), 'wide_f160')},
+		'wide_f160_item_factors', 'item_id', 300, 300)
+	  : (q{SELECT users FROM wals_refresh('many')}, 'many_user_factors', 'user_id', 2048, 3000);
 	my %seen;
 	for my $workers (2, 0)
 	{
-		my ($ret, $stdout, $stderr) = $node->psql(
-			'postgres', qq{SET max_parallel_maintenance_workers = $workers;
-			  SET client_min_messages = debug1;
-			  BEGIN;
-			  SELECT users FROM wals_refresh('many');
-			  SELECT md5(string_agg(user_id || ':' || factors::text, ',' ORDER BY user_id))
-			    FROM many_user_factors;
-			  ROLLBACK;});
-		is($ret, 0, "wals_refresh of 3,000 users at f = 160, $workers workers: runs");
-		my ($users, $md5) = split /\n/, $stdout;
-		is($users, 3000, "wals_refresh at f = 160, $workers workers: 3,000 users solved");
+		my ($ret, $result, $md5, $stderr) =
+		  refreshed("SET max_parallel_maintenance_workers = $workers;", $refresh, $table, $key);
+		is($ret, 0, "refresh of $side at f = 160, $workers workers: runs");
+		is($result, $solved, "refresh of $side at f = 160, $workers workers: $solved solved");
 		if ($workers > 0)
 		{
-			like($stderr, qr/wals: solving the users again, 2048 rows, with 2 parallel workers/,
-				'wals_refresh at f = 160: the workers solve users beside the leader');
+			like($stderr, qr/wals: solving the $side again, $rows rows, with 2 parallel workers/,
+				"refresh of $side at f = 160: the workers solve beside the leader");
 		}
 		else
 		{
-			unlike($stderr, qr/parallel workers/, 'wals_refresh at f = 160, no workers: the leader solves alone');
+			unlike($stderr, qr/parallel workers/, "refresh of $side at f = 160, no workers: the leader solves alone");
 		}
 		$seen{$md5}++;
 	}
-	is(scalar keys %seen, 1, 'wals_refresh at f = 160: the same user factors, bit for bit, with 2 workers and none');
+	is(scalar keys %seen, 1, "refresh of $side at f = 160: the same factors, bit for bit, with 2 workers and none");
 }
 
 # Ratings of few distinct values take one-byte codes, in the leader and in
