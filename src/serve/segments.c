@@ -359,8 +359,8 @@ wals_segment_release(dsm_segment *seg)
  * kind lives in /dev/shm, often a small tmpfs in containers, where a
  * segment that does not fit fails only when its pages are touched.
  */
-static bool
-room_for(Size size)
+bool
+wals_segment_room_for(Size size)
 {
 	struct statvfs fs;
 
@@ -386,7 +386,7 @@ wals_segment_create(Size size)
 	ResourceOwner owner = CurrentResourceOwner;
 	dsm_segment *volatile seg = NULL;
 
-	if (!room_for(size))
+	if (!wals_segment_room_for(size))
 		return NULL;
 	/* no subtransaction in parallel mode (a query's leader): a failure is the call's */
 	if (IsInParallelMode())

@@ -53,6 +53,7 @@ typedef struct WalsArea
 extern void wals_area_key(WalsArea *key, Oid item_rel, int64 version, WalsAreaKind kind,
 						  int factors);
 extern dsm_segment *wals_segment_find(const WalsArea *key);
+extern bool wals_segment_room_for(Size size);
 extern dsm_segment *wals_segment_create(Size size);
 extern dsm_segment *wals_segment_publish(const WalsArea *area, dsm_segment *seg);
 extern void wals_segment_release(dsm_segment *seg);

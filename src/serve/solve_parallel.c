@@ -8,8 +8,8 @@
  * allows solve them into one array of the segment, which the leader copies
  * back.  Each row is solved by the same code whoever takes it, so the
  * factors do not depend on the number of workers.  A system too small to
- * pay for starting workers (a few milliseconds each) is solved by the
- * leader alone.
+ * pay for starting workers (a few milliseconds each), or whose segment
+ * would not fit in /dev/shm, is solved by the leader alone.
  */
 #include "postgres.h"
 
@@ -18,6 +18,7 @@
 #include "port/atomics.h"
 #include "storage/shm_toc.h"
 
+#include "segments.h"
 #include "wals_serve.h"
 
 /* Rows a process takes at a time. */
@@ -143,6 +144,30 @@ plan(SolveArea *a, const WalsParams *params, const WalsCsr *R, int64 xrows, int 
 	a->total = at;
 }
 
+/* The rows of R solved by the leader alone, as wals_solve_all_rows solves them. */
+static void
+solve_alone(const WalsParams *params, const WalsCsr *R, const float *X, const float *G, float *Y,
+			const char *what)
+{
+	float	   *scratch;
+	int64		max_nnz = 0;
+	int64		bad = -1;
+	WalsStatus	st;
+
+	for (int64 i = 0; i < R->nrows; i++)
+		max_nnz = Max(max_nnz, R->indptr[i + 1] - R->indptr[i]);
+	scratch = palloc(sizeof(float) * (wals_solve_scratch(params, max_nnz) + 16));
+	for (int64 lo = 0; lo < R->nrows; lo += SOLVE_BLOCK)
+	{
+		CHECK_FOR_INTERRUPTS();
+		st = wals_solve_rows(params, R, X, G, Y, lo, Min(R->nrows, lo + SOLVE_BLOCK),
+							 scratch, &bad);
+		if (st != WALS_OK)
+			wals_report_core_status(st, what);
+	}
+	pfree(scratch);
+}
+
 /*
  * Solve every row of R into Y (R->nrows x f, holding each row's start),
  * against X (xrows x f) with Gram G, as wals_solve_rows does a block at a
@@ -157,33 +182,22 @@ wals_solve_all_rows(const WalsParams *params, const WalsCsr *R, const float *X, 
 	int			workers = IsInParallelMode() || R->nrows <= SOLVE_BLOCK ||
 		solve_flops(params, R, f) < SOLVE_PARALLEL_MIN_FLOPS ? 0 : max_parallel_maintenance_workers;
 	ParallelContext *pcxt;
-	SolveArea	shape;
+	SolveArea	shape = {0};
 	SolveArea  *a;
 	char	   *base;
 	WalsStatus	st;
 
+	if (workers > 0)
+	{
+		plan(&shape, params, R, xrows, f);
+		if (!wals_segment_room_for(shape.total))
+			workers = 0;
+	}
 	if (workers == 0)
 	{
-		float	   *scratch;
-		int64		max_nnz = 0;
-		int64		bad = -1;
-
-		for (int64 i = 0; i < R->nrows; i++)
-			max_nnz = Max(max_nnz, R->indptr[i + 1] - R->indptr[i]);
-		scratch = palloc(sizeof(float) * (wals_solve_scratch(params, max_nnz) + 16));
-		for (int64 lo = 0; lo < R->nrows; lo += SOLVE_BLOCK)
-		{
-			CHECK_FOR_INTERRUPTS();
-			st = wals_solve_rows(params, R, X, G, Y, lo, Min(R->nrows, lo + SOLVE_BLOCK),
-								 scratch, &bad);
-			if (st != WALS_OK)
-				wals_report_core_status(st, what);
-		}
-		pfree(scratch);
+		solve_alone(params, R, X, G, Y, what);
 		return;
 	}
-
-	plan(&shape, params, R, xrows, f);
 	EnterParallelMode();
 	pcxt = CreateParallelContext("wals", "wals_solve_main", workers);
 	shm_toc_estimate_chunk(&pcxt->estimator, shape.total);
