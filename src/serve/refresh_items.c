@@ -285,10 +285,18 @@ wals_solve_items(const WalsModelInfo *info, const WalsUserSide *us, const int64 
 			col_of[u] = nr++;
 	Xr = palloc(sizeof(float) * f * Max(nr, 1));
 	for (int64 u = 0; u < us->n; u++)
+	{
+		if ((u & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (col_of[u] >= 0)
 			memcpy(Xr + (size_t) col_of[u] * f, us->X + (size_t) u * f, sizeof(float) * f);
+	}
 	for (size_t i = 0; i < m; i++)
+	{
+		if ((i & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
 		col[i] = col_of[raters[i]];
+	}
 	R.ncols = nr;
 	R.indptr = palloc(sizeof(int64) * (n + 1));
 	R.indices = palloc(sizeof(int32) * Max(m, 1));
@@ -417,6 +425,8 @@ wals_items_rated(const WalsServeModel *m, const int32 *counts, const int64 *ids,
 	{
 		int64		at = wals_ids_find(m->ids, m->nitems, ids[i]);
 
+		if ((i & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (at >= 0)
 			sum += counts[at];
 	}

@@ -89,7 +89,11 @@ wals_refresh_read_whole(const WalsModelInfo *info, const int64 *ids, int64 n, in
 			keep[k++] = true;
 	}
 	for (int64 r = 0; r < raw.n; r++)
+	{
+		if ((r & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
 		m += keep[raw.items[r]];
+	}
 	cells = palloc_extended(sizeof(WalsCell) * Max(m, 1), MCXT_ALLOC_HUGE);
 	m = 0;
 	for (int64 r = 0; r < raw.n; r++)
