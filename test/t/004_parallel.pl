@@ -221,6 +221,21 @@ for my $side ('items', 'users')
 	is(scalar keys %seen, 1, "refresh of $side at f = 160: the same factors, bit for bit, with 2 workers and none");
 }
 
+# A cancel reaches a refresh that reads and solves with workers: a
+# statement_timeout ends it, and the model is as it was.
+{
+	my $md5 = q{SELECT md5(string_agg(item_id || ':' || factors::text, ',' ORDER BY item_id))
+	  FROM wide_f160_item_factors};
+	my $before = $node->safe_psql('postgres', $md5);
+	my ($ret, $stdout, $stderr) = $node->psql(
+		'postgres', q{SET max_parallel_maintenance_workers = 2; SET statement_timeout = '30ms';
+		  SELECT wals_refresh_items((SELECT array_agg(item_id) FROM wide_f160_item_factors), 'wide_f160')});
+	isnt($ret, 0, 'refresh with workers under a statement_timeout of 30 ms: stopped');
+	like($stderr, qr/canceling statement due to statement timeout/,
+		'refresh with workers under a statement_timeout: the cancel is what stopped it');
+	is($node->safe_psql('postgres', $md5), $before, 'refresh cancelled: the item factors are as they were');
+}
+
 # Ratings of few distinct values take one-byte codes, in the leader and in
 # the workers, in memory and out of core.  Repeats that sum to more values
 # than codes hold make the training give them up, shared segments (or
