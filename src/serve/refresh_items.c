@@ -423,7 +423,7 @@ wals_items_rated(const WalsServeModel *m, const int32 *counts, const int64 *ids,
 		return -1;
 	for (int64 i = 0; i < n; i++)
 	{
-		int64		at = wals_ids_find(m->ids, m->nitems, ids[i]);
+		int64		at = wals_serve_item(m, ids[i]);
 
 		if ((i & 65535) == 0)
 			CHECK_FOR_INTERRUPTS();
@@ -455,7 +455,7 @@ wals_item_ratings(const WalsModelInfo *info, const WalsSourceNames *src, const i
 {
 	Oid			type = INT8ARRAYOID;
 	const char *elem;
-	int64	   *in_range = palloc(sizeof(int64) * Max(n, 1));
+	int64	   *in_range;
 	int64		m = 0;
 	Datum		arg;
 	int64		cap = 1024;
@@ -465,6 +465,7 @@ wals_item_ratings(const WalsModelInfo *info, const WalsSourceNames *src, const i
 
 	if (wals_refresh_reads_whole(info, expected))
 		return wals_refresh_read_whole(info, ids, n, ncells);
+	in_range = palloc(sizeof(int64) * Max(n, 1));
 	elem = column_ids(info, ids, n, in_range, &m);
 	arg = wals_int8_array(in_range, m);
 	plan = wals_sql_prepare(wals_cells_query(src, "",

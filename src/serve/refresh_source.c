@@ -81,6 +81,8 @@ wals_refresh_read_whole(const WalsModelInfo *info, const int64 *ids, int64 n, in
 	keep = palloc0(sizeof(bool) * Max(raw.nitems, 1));
 	for (int64 k = 0, i = 0; k < raw.nitems && i < n;)
 	{
+		if (((k + i) & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
 		if (raw.item_ids[k] < ids[i])
 			k++;
 		else if (raw.item_ids[k] > ids[i])

@@ -118,6 +118,17 @@ solve_flops(const WalsParams *params, const WalsCsr *R, int f)
 	return (nnz * f * 4 + rows * f * f * 2) * (params->cg_steps + 1);
 }
 
+/* The cells of R's longest row, which size a solver's scratch. */
+static int64
+longest_row(const WalsCsr *R)
+{
+	int64		most = 0;
+
+	for (int64 i = 0; i < R->nrows; i++)
+		most = Max(most, R->indptr[i + 1] - R->indptr[i]);
+	return most;
+}
+
 /* Lay the segment out for R, X (xrows x f) and Y. */
 static void
 plan(SolveArea *a, const WalsParams *params, const WalsCsr *R, int64 xrows, int f)
@@ -131,8 +142,7 @@ plan(SolveArea *a, const WalsParams *params, const WalsCsr *R, int64 xrows, int 
 	a->ncols = R->ncols;
 	a->xrows = xrows;
 	a->f = f;
-	for (int64 i = 0; i < R->nrows; i++)
-		a->max_nnz = Max(a->max_nnz, R->indptr[i + 1] - R->indptr[i]);
+	a->max_nnz = longest_row(R);
 #define PLACE(field, bytes) (a->field = at, at += MAXALIGN(bytes))
 	PLACE(indptr, sizeof(int64) * (R->nrows + 1));
 	PLACE(indices, sizeof(int32) * Max(nnz, 1));
@@ -149,14 +159,11 @@ static void
 solve_alone(const WalsParams *params, const WalsCsr *R, const float *X, const float *G, float *Y,
 			const char *what)
 {
-	float	   *scratch;
-	int64		max_nnz = 0;
+	float	   *scratch = palloc(sizeof(float) *
+								 (wals_solve_scratch(params, longest_row(R)) + 16));
 	int64		bad = -1;
 	WalsStatus	st;
 
-	for (int64 i = 0; i < R->nrows; i++)
-		max_nnz = Max(max_nnz, R->indptr[i + 1] - R->indptr[i]);
-	scratch = palloc(sizeof(float) * (wals_solve_scratch(params, max_nnz) + 16));
 	for (int64 lo = 0; lo < R->nrows; lo += SOLVE_BLOCK)
 	{
 		CHECK_FOR_INTERRUPTS();

@@ -179,15 +179,6 @@ extern WalsCell *wals_item_ratings(const WalsModelInfo *info, const WalsSourceNa
 								   const int64 *ids, int64 n, double expected, int64 *ncells);
 extern double wals_items_rated(const WalsServeModel *m, const int32 *counts, const int64 *ids,
 							   int64 n);
-
-/* solve_parallel.c */
-extern void wals_solve_all_rows(const WalsParams *params, const WalsCsr *R, const float *X,
-								int64 xrows, const float *G, float *Y, int f, const char *what);
-
-/* refresh_source.c */
-extern bool wals_refresh_reads_whole(const WalsModelInfo *info, double expected);
-extern WalsCell *wals_refresh_read_whole(const WalsModelInfo *info, const int64 *ids, int64 n,
-										 int64 *ncells);
 extern bool wals_cell_read(const WalsModelInfo *info, HeapTuple tuple, TupleDesc desc,
 						   WalsCell *cell);
 extern void wals_store_items(const WalsModelInfo *info, const int64 *ids, int64 n, const float *Y,
@@ -196,6 +187,15 @@ extern float *wals_patched_gram(const WalsServeModel *from, const int64 *ids, in
 							   const float *Y, const bool *known);
 extern void wals_catalog_refreshed(const WalsModelInfo *info, const WalsRefreshDone *done,
 								   const WalsItemsPatch *patch);
+
+/* refresh_source.c */
+extern bool wals_refresh_reads_whole(const WalsModelInfo *info, double expected);
+extern WalsCell *wals_refresh_read_whole(const WalsModelInfo *info, const int64 *ids, int64 n,
+										 int64 *ncells);
+
+/* solve_parallel.c */
+extern void wals_solve_all_rows(const WalsParams *params, const WalsCsr *R, const float *X,
+								int64 xrows, const float *G, float *Y, int f, const char *what);
 
 /* args.c */
 extern int	wals_compare_int32(const void *a, const void *b);

@@ -105,12 +105,13 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 
 /*
  * Out of core, scatter raw's rows by item into the items' block of ws,
- * through the sorts' scratch, and free them: the rows and the cells are in temporary files, where sorting
- * the rows where they lie would move a few hundred cursors over pages the
- * page cache cannot hold, when a scatter reads them in order and writes
- * through lines of a few hundred partitions.  The rows of the matrix are
- * left unsorted, as grouping leaves them; merging sorts each run of
- * repeats, so the matrices built from it are the same.
+ * through the sorts' scratch, and free them: the rows and the cells are
+ * in temporary files, where sorting the rows where they lie would move a
+ * few hundred cursors over pages the page cache cannot hold, when a
+ * scatter reads them in order and writes through lines of a few hundred
+ * partitions.  The rows of the matrix are left unsorted, as grouping
+ * leaves them; merging sorts each run of repeats, so the matrices built
+ * from it are the same.
  */
 static void
 scatter_by_item(WalsRatings *raw, WalsWorkspace *ws, void *scratch, size_t scratch_bytes)
