@@ -11,11 +11,13 @@
  * as a training's first call did before areas were shared (half a second
  * at 40,000 x 256).  The training that builds an area now also writes it,
  * in its own transaction, into wals_serving_images: chunk 0 is the area's
- * head, the next ones its bytes after it.  A refresh of items, which may come every few minutes and change a few rows, writes
- * none (its version is built by its first reader there, as before) and
- * removes the image of the version it replaces.  The table is
- * WAL-logged like any other, so a standby has the image as soon as it has
- * replayed the training, and the first reader there copies it into a
+ * head, the next ones its bytes after it.  A refresh of items, which may
+ * come every few minutes and change a few rows, writes what it changed
+ * instead, as an image of its own that names the version it changed
+ * (src/serve/item_images.c says how they are read), and the whole area
+ * only once those add up to more than it.  The table is WAL-logged like
+ * any other, so a standby has the image as soon as it has replayed the
+ * training or the refresh, and the first reader there copies it into a
  * segment and publishes that, as the training did on the primary.
  *
  * The table is wals's alone (the extension's owner writes and reads it,
@@ -23,8 +25,9 @@
  * still checks that its head names the version asked for and that its
  * layout is the one this library gives that many items, and refuses
  * anything else by building instead.  An item table keeps the image of
- * one version: writing one deletes the images of the table's other
- * versions and those of tables that no longer exist.
+ * one version and the changes made since: writing a whole one deletes the
+ * images of the table's other versions and those of tables that no longer
+ * exist.
  */
 #include "postgres.h"
 
@@ -77,9 +80,7 @@ forget(Oid item_rel)
 
 /*
  * Delete the images of item_rel: the model is dropped, or its new version
- * is a refresh's, whose changes of a few rows every few minutes would
- * otherwise write the whole area each time (the image of the version
- * before goes, so that no reader takes it).
+ * is not shared, so that no reader takes the image of the version before.
  */
 void
 wals_image_forget(Oid item_rel)
@@ -95,11 +96,13 @@ wals_image_forget(Oid item_rel)
 
 /*
  * Write the area (bytes long, its head head_bytes) as the image of
- * version of item_rel, in place of the table's others.  Runs in the
- * transaction that made the version.
+ * version of item_rel: in place of the table's others where replace, else
+ * beside them (a refresh's changes, read with the images they change).
+ * Runs in the transaction that made the version.
  */
 void
-wals_image_write(Oid item_rel, int64 version, const void *area, Size head_bytes, Size bytes)
+wals_image_write(Oid item_rel, int64 version, const void *area, Size head_bytes, Size bytes,
+				 bool replace)
 {
 	Oid			types[4] = {OIDOID, INT8OID, INT4OID, BYTEAOID};
 	Datum		values[4];
@@ -113,7 +116,8 @@ wals_image_write(Oid item_rel, int64 version, const void *area, Size head_bytes,
 	values[0] = ObjectIdGetDatum(item_rel);
 	values[1] = Int64GetDatum(version);
 	wals_become_catalog_writer(&save);
-	forget(item_rel);
+	if (replace)
+		forget(item_rel);
 	insert = psprintf("INSERT INTO %s (item_table, version, chunk, data) VALUES ($1, $2, $3, $4)",
 					  wals_catalog_table("wals_serving_images"));
 	for (Size at = 0; at < bytes; chunk++)
@@ -134,52 +138,86 @@ wals_image_write(Oid item_rel, int64 version, const void *area, Size head_bytes,
 }
 
 /*
- * The rows of the image of version of item_rel, in order of their chunks,
- * in SPI_tuptable; 0 where there is none.  Their data stay toasted until
- * wals_image_chunk reads each.
+ * The bytes of item_rel's images, and whether version has one; -1 where
+ * the table is not the extension's.
  */
-uint64
-wals_image_rows(Oid item_rel, int64 version)
+int64
+wals_image_bytes(Oid item_rel, int64 version, bool *present)
 {
 	Oid			types[2] = {OIDOID, INT8OID};
 	Datum		values[2];
 	WalsRoleSave save;
+	bool		isnull;
+	int64		bytes;
 
+	*present = false;
 	if (!have_images())
-		return 0;
+		return -1;
 	values[0] = ObjectIdGetDatum(item_rel);
 	values[1] = Int64GetDatum(version);
 	wals_become_catalog_writer(&save);
-	wals_sql_expect(wals_sql(psprintf("SELECT chunk, data FROM %s"
-									  " WHERE item_table OPERATOR(pg_catalog.=) $1"
-									  " AND version OPERATOR(pg_catalog.=) $2 ORDER BY chunk",
+	wals_sql_expect(wals_sql(psprintf("SELECT pg_catalog.sum(pg_catalog.octet_length(data))::pg_catalog.int8,"
+									  " pg_catalog.bool_or(version OPERATOR(pg_catalog.=) $2)"
+									  " FROM %s WHERE item_table OPERATOR(pg_catalog.=) $1",
 									  wals_catalog_table("wals_serving_images")),
-							 2, types, values, NULL, true, 0),
+							 2, types, values, NULL, true, 1),
+					SPI_OK_SELECT, InvalidOid);
+	wals_unbecome(&save);
+	bytes = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		bytes = 0;
+	*present = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)) &&
+		!isnull;
+	SPI_freetuptable(SPI_tuptable);
+	return bytes;
+}
+
+/*
+ * The rows of item_rel's images, in order of version and chunk, in
+ * SPI_tuptable; 0 where there is none.  Their data stay toasted until
+ * wals_image_data reads each.
+ */
+uint64
+wals_image_rows(Oid item_rel)
+{
+	Oid			type = OIDOID;
+	Datum		value = ObjectIdGetDatum(item_rel);
+	WalsRoleSave save;
+
+	if (!have_images())
+		return 0;
+	wals_become_catalog_writer(&save);
+	wals_sql_expect(wals_sql(psprintf("SELECT version, chunk, data FROM %s"
+									  " WHERE item_table OPERATOR(pg_catalog.=) $1"
+									  " ORDER BY version, chunk",
+									  wals_catalog_table("wals_serving_images")),
+							 1, &type, &value, NULL, true, 0),
 					SPI_OK_SELECT, InvalidOid);
 	wals_unbecome(&save);
 	return SPI_processed;
 }
 
+/* The version and the chunk of row k of rows, the result of wals_image_rows. */
+void
+wals_image_row(SPITupleTable *rows, uint64 k, int64 *version, int32 *chunk)
+{
+	bool		isnull;
+
+	*version = DatumGetInt64(SPI_getbinval(rows->vals[k], rows->tupdesc, 1, &isnull));
+	*chunk = DatumGetInt32(SPI_getbinval(rows->vals[k], rows->tupdesc, 2, &isnull));
+}
+
 /*
- * Row k of wals_image_rows's result: its bytes, detoasted into memory of
- * the caller's to free, and their number; NULL where the row is not chunk
- * k.
+ * The bytes of row k of rows, detoasted into memory of the caller's to
+ * free, and their number.
  */
 bytea *
-wals_image_chunk(uint64 k, Size *len)
+wals_image_data(SPITupleTable *rows, uint64 k, Size *len)
 {
-	HeapTuple	tuple = SPI_tuptable->vals[k];
-	TupleDesc	desc = SPI_tuptable->tupdesc;
 	bool		isnull;
-	Datum		d = SPI_getbinval(tuple, desc, 1, &isnull);
-	bytea	   *data;
+	Datum		d = SPI_getbinval(rows->vals[k], rows->tupdesc, 3, &isnull);
+	bytea	   *data = DatumGetByteaPCopy(d);
 
-	if (isnull || DatumGetInt32(d) != (int32) k)
-		return NULL;
-	d = SPI_getbinval(tuple, desc, 2, &isnull);
-	if (isnull)
-		return NULL;
-	data = DatumGetByteaPCopy(d);
 	*len = VARSIZE_ANY_EXHDR(data);
 	return data;
 }

@@ -222,10 +222,12 @@ extern int64 wals_next_version(void);
 
 /* images.c: the areas serving shares, kept in wals_serving_images */
 extern void wals_image_write(Oid item_rel, int64 version, const void *area, Size head_bytes,
-							 Size bytes);
+							 Size bytes, bool replace);
 extern void wals_image_forget(Oid item_rel);
-extern uint64 wals_image_rows(Oid item_rel, int64 version);
-extern bytea *wals_image_chunk(uint64 k, Size *len);
+extern int64 wals_image_bytes(Oid item_rel, int64 version, bool *present);
+extern uint64 wals_image_rows(Oid item_rel);
+extern void wals_image_row(SPITupleTable *rows, uint64 k, int64 *version, int32 *chunk);
+extern bytea *wals_image_data(SPITupleTable *rows, uint64 k, Size *len);
 
 /* model_row.c: a model's catalog row, read in place */
 extern bool wals_catalog_lookup(const char *schema, const char *name, WalsModelInfo *info);

@@ -298,14 +298,10 @@ wals_serve_preload(const char *schema, const char *name, const WalsItemsPatch *p
 	if (!wals_catalog_lookup(schema, name, &info))
 		return;
 	fresh = load(&info, false, patch);
-	if (patch != NULL)
+	if (fresh->seg != NULL)
+		wals_items_write_image(dsm_segment_address(fresh->seg), patch);
+	else
 		wals_image_forget(info.item_rel);
-	else if (fresh->seg != NULL)
-	{
-		const WalsArea *head = dsm_segment_address(fresh->seg);
-
-		wals_image_write(head->item_rel, head->version, head, sizeof(WalsArea), head->total);
-	}
 	slot = slot_of(&info);
 	if (models[slot] != NULL)
 		release(models[slot]);

@@ -26,9 +26,10 @@
  * and costs what the pages would not: it is derived data, gone at a
  * restart, and it needs room in /dev/shm.  What pages would give, a copy
  * that is replicated and survives a restart, the training gets by writing
- * the area it built into a table as well (src/catalog/images.c): a
- * standby's first reader, or a server's after a restart, copies that image
- * into a segment rather than building it again.  Where there is none, or
+ * the area it built into a table as well (src/catalog/images.c), and a
+ * refresh by writing what it changed of it (item_images.c): a standby's
+ * first reader, or a server's after a restart, copies those images into a
+ * segment rather than reading the item table.  Where there is none, or
  * the item table forces row security on its owner (what the owner sees
  * may then change with the policies' functions), the backend builds a
  * copy of its own, as before; and so does a session that sets
@@ -49,8 +50,8 @@
 #include "wals_serve.h"
 
 /* The layout of an area of kind for n items of f factors. */
-static void
-layout(WalsArea *h, WalsAreaKind kind, int64 n, int f)
+void
+wals_area_layout(WalsArea *h, WalsAreaKind kind, int64 n, int f)
 {
 	Size		off = sizeof(WalsArea);
 
@@ -80,8 +81,8 @@ map_index(WalsScoreIndex *ix, const WalsArea *h)
 }
 
 /* Point m's items at the items area h. */
-static void
-map_items(WalsServeModel *m, const WalsArea *h)
+void
+wals_area_map_items(WalsServeModel *m, const WalsArea *h)
 {
 	const char *base = (const char *) h;
 
@@ -280,8 +281,8 @@ fill_cosine(WalsArea *h, const WalsServeModel *m)
  * and the server has room for one, else in cxt.  Its head is the key, its
  * magic not yet set.
  */
-static WalsArea *
-new_area(const WalsArea *key, bool share, MemoryContext cxt, dsm_segment **seg)
+WalsArea *
+wals_area_new(const WalsArea *key, bool share, MemoryContext cxt, dsm_segment **seg)
 {
 	WalsArea   *h;
 
@@ -303,8 +304,8 @@ new_area(const WalsArea *key, bool share, MemoryContext cxt, dsm_segment **seg)
  * segment then being the one to map (this one, or another backend's of
  * the same area, published first).
  */
-static WalsArea *
-finish_area(WalsArea *h, dsm_segment **seg)
+WalsArea *
+wals_area_finish(WalsArea *h, dsm_segment **seg)
 {
 	pg_write_barrier();
 	h->magic = WALS_AREA_MAGIC;
@@ -315,77 +316,6 @@ finish_area(WalsArea *h, dsm_segment **seg)
 }
 
 /*
- * Copy the image of info's version (src/catalog/images.c) into a new area
- * laid out as key says, published where share: false, having made
- * nothing, where there is no image or its head does not describe what
- * this library would lay out for the version.
- */
-static bool
-load_image(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool share)
-{
-	uint64		rows = wals_image_rows(info->item_rel, info->version);
-	WalsArea	head;
-	Size		len;
-	bytea	   *data;
-	dsm_segment *seg;
-	WalsArea   *h;
-	Size		at = sizeof(WalsArea);
-
-	if (rows == 0 || (data = wals_image_chunk(0, &len)) == NULL || len != sizeof(WalsArea))
-		return false;
-	memcpy(&head, VARDATA_ANY(data), sizeof(WalsArea));
-	pfree(data);
-	if (head.magic != WALS_AREA_MAGIC || head.layout != WALS_AREA_LAYOUT ||
-		head.kind != WALS_AREA_ITEMS || head.item_rel != info->item_rel ||
-		head.version != info->version || head.factors != info->factors || head.nitems < 0)
-		return false;
-	layout(key, WALS_AREA_ITEMS, head.nitems, info->factors);
-	if (head.ids != key->ids || head.dir != key->dir || head.Y != key->Y ||
-		head.G != key->G || head.blocks != key->blocks || head.total != key->total)
-		return false;
-	h = new_area(key, share, m->cxt, &seg);
-	PG_TRY();
-	{
-		for (uint64 k = 1; k < rows && at < key->total; k++)
-		{
-			data = wals_image_chunk(k, &len);
-			if (data == NULL || len > key->total - at)
-				break;
-			memcpy((char *) h + at, VARDATA_ANY(data), len);
-			at += len;
-			pfree(data);
-			CHECK_FOR_INTERRUPTS();
-		}
-	}
-	PG_CATCH();
-	{
-		if (seg != NULL)
-			dsm_detach(seg);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	if (at != key->total)
-	{
-		if (seg != NULL)
-			dsm_detach(seg);
-		return false;
-	}
-	h->groups = head.groups;
-	h->usable = head.usable;
-	h->max_norm = head.max_norm;
-	h->dir_lo = head.dir_lo;
-	h->dir_shift = head.dir_shift;
-	h->dir_buckets = head.dir_buckets;
-	ereport(DEBUG1,
-			(errmsg("wals: copied the %lld item factors of model \"%s\", their Gram and index from their image",
-					(long long) h->nitems, info->display)));
-	h = finish_area(h, &seg);
-	m->seg = seg;
-	map_items(m, h);
-	return true;
-}
-
-/*
  * Build the items of info's version, as the model's owner (or from the
  * version before and what a refresh changed of it, patch): in a segment
  * that is then published, or in m's own memory where it cannot be.  An
@@ -393,18 +323,16 @@ load_image(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool sha
  * session's, so nothing else would.
  */
 static void
-build_items(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool share,
-			const WalsItemsPatch *patch)
+build(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool share,
+	  const WalsItemsPatch *patch)
 {
 	SPITupleTable *volatile tuptable = NULL;
 	dsm_segment *seg;
 	WalsArea   *h;
 	WalsRoleSave save;
 
-	if (patch == NULL && share && load_image(m, info, key, share))
-		return;
 	if (patch != NULL)
-		layout(key, WALS_AREA_ITEMS, patched_count(patch), info->factors);
+		wals_area_layout(key, WALS_AREA_ITEMS, patched_count(patch), info->factors);
 	else
 	{
 		wals_become_model_owner(info, &save);
@@ -414,9 +342,9 @@ build_items(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool sh
 						SPI_OK_SELECT, info->item_rel);
 		wals_unbecome(&save);
 		tuptable = SPI_tuptable;
-		layout(key, WALS_AREA_ITEMS, (int64) SPI_processed, info->factors);
+		wals_area_layout(key, WALS_AREA_ITEMS, (int64) SPI_processed, info->factors);
 	}
-	h = new_area(key, share, m->cxt, &seg);
+	h = wals_area_new(key, share, m->cxt, &seg);
 	PG_TRY();
 	{
 		if (patch != NULL)
@@ -433,9 +361,43 @@ build_items(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool sh
 	PG_END_TRY();
 	if (tuptable != NULL)
 		SPI_freetuptable(tuptable);
-	h = finish_area(h, &seg);
+	h = wals_area_finish(h, &seg);
 	m->seg = seg;
-	map_items(m, h);
+	wals_area_map_items(m, h);
+}
+
+/*
+ * The items of info's version as build makes them, where shared copied
+ * from the version's images (item_images.c) rather than read from the
+ * item table wherever they allow.
+ */
+static void
+build_items(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool share,
+			const WalsItemsPatch *patch)
+{
+	MemoryContext images;
+	WalsItemsPatch changed;
+
+	if (patch != NULL || !share)
+	{
+		build(m, info, key, share, patch);
+		return;
+	}
+	/* what is copied from the images is the call's until built in */
+	images = AllocSetContextCreate(CurrentMemoryContext, "wals item images",
+								   ALLOCSET_DEFAULT_SIZES);
+	switch (wals_items_from_image(m, info, key, share, &changed, images))
+	{
+		case WALS_IMAGE_COPIED:
+			break;
+		case WALS_IMAGE_PATCH:
+			build(m, info, key, share, &changed);
+			break;
+		case WALS_IMAGE_NONE:
+			build(m, info, key, share, NULL);
+			break;
+	}
+	MemoryContextDelete(images);
 }
 
 /*
@@ -493,7 +455,7 @@ wals_items_load(WalsServeModel *m, const WalsModelInfo *info, bool retire,
 		if (seg != NULL)
 		{
 			m->seg = seg;
-			map_items(m, dsm_segment_address(seg));
+			wals_area_map_items(m, dsm_segment_address(seg));
 		}
 	}
 	else
@@ -513,8 +475,8 @@ build_cosine(WalsServeModel *m, WalsArea *key, bool share, MemoryContext cxt,
 	WalsArea   *h;
 	dsm_segment *built;
 
-	layout(key, WALS_AREA_COSINE, m->nitems, m->factors);
-	h = new_area(key, share, cxt, &built);
+	wals_area_layout(key, WALS_AREA_COSINE, m->nitems, m->factors);
+	h = wals_area_new(key, share, cxt, &built);
 	PG_TRY();
 	{
 		fill_cosine(h, m);
@@ -526,7 +488,7 @@ build_cosine(WalsServeModel *m, WalsArea *key, bool share, MemoryContext cxt,
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	h = finish_area(h, &built);
+	h = wals_area_finish(h, &built);
 	*seg = built;
 	return h;
 }

@@ -10,6 +10,7 @@
 #include "storage/dsm.h"
 #include "utils/array.h"
 
+#include "segments.h"
 #include "wals_catalog.h"
 #include "wals_metrics.h"
 #include "wals_score.h"
@@ -81,10 +82,28 @@ extern int	wals_serve_users(WalsServeModel *m, int64 *ids, int n, float *X, Wals
 extern bool wals_serve_known_users(WalsServeModel *m, int64 *ids, int *n);
 
 /* items.c */
+extern void wals_area_layout(WalsArea *h, WalsAreaKind kind, int64 n, int f);
+extern WalsArea *wals_area_new(const WalsArea *key, bool share, MemoryContext cxt,
+							   dsm_segment **seg);
+extern WalsArea *wals_area_finish(WalsArea *h, dsm_segment **seg);
+extern void wals_area_map_items(WalsServeModel *m, const WalsArea *h);
 extern void wals_items_load(WalsServeModel *m, const WalsModelInfo *info, bool retire,
 							const WalsItemsPatch *patch);
 extern const WalsScoreIndex *wals_cosine_load(WalsServeModel *m);
 extern void wals_items_release(WalsServeModel *m);
+
+/* item_images.c: a version's items copied from images, not built */
+typedef enum WalsImageFound
+{
+	WALS_IMAGE_NONE,			/* nothing usable: build */
+	WALS_IMAGE_COPIED,			/* the version's own, copied and mapped */
+	WALS_IMAGE_PATCH			/* an earlier version's, and what changed since */
+} WalsImageFound;
+
+extern WalsImageFound wals_items_from_image(WalsServeModel *m, const WalsModelInfo *info,
+											WalsArea *key, bool share, WalsItemsPatch *patch,
+											MemoryContext cxt);
+extern void wals_items_write_image(const WalsArea *area, const WalsItemsPatch *patch);
 
 /*
  * evaluate_round.c: wals_evaluate's test users, gathered a round at a time

@@ -41,9 +41,12 @@ GRANT SELECT ON tenant.m_user_factors, tenant.m_item_factors TO PUBLIC;
 
 my $build_message = qr/computing their Gram and index/;
 my $copy_message = qr/their Gram and index from their image/;
+my $patched_message = qr/from the image of an earlier version, and what (\d+) refresh/;
 
-# The output and the number of builds of the items of a call made in a new
-# session of $who's.
+# The output of a call made in a new session, the number of builds of the
+# items (and of the cosine index), of copies of a version's own image, and
+# the number of refreshes whose changes were put in place over an earlier
+# version's image.
 sub call
 {
 	my ($sql, $on) = @_;
@@ -54,7 +57,8 @@ sub call
 	my $builds = () = $err =~ /$build_message/g;
 	my $cosine = () = $err =~ /indexing the unit rows/g;
 	my $copies = () = $err =~ /$copy_message/g;
-	return ($out, $builds, $cosine, $copies);
+	my ($refreshes) = $err =~ /$patched_message/;
+	return ($out, $builds, $cosine, $copies, $refreshes // 0);
 }
 
 # The top 5 of user $u as wals_recommend gives them, and as a plain scan.
@@ -252,6 +256,7 @@ my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($node, 'b', has_streaming => 1);
 $standby->start;
 call(q{SELECT model FROM wals_retrain('tenant.m', seed => 12)});
+my $whole = $node->safe_psql('postgres', q{SELECT sum(octet_length(data)) FROM wals_serving_images});
 $node->wait_for_catchup($standby);
 ($out, $builds, undef, $copies) = call(sprintf($served, 1), $standby);
 is($out, $node->safe_psql('postgres', sprintf($scanned, 1)), 'a standby serves the new version');
@@ -259,18 +264,63 @@ is("$builds $copies", '0 1', 'copied from its image by its first backend, built 
 ($out, $builds, undef, $copies) = call(sprintf($served, 2), $standby);
 is("$builds $copies", '0 0', 'and mapped by the next');
 
-# A refresh of items writes no image, and removes the one of the version
-# it replaces: the standby's first reader builds the refreshed version.
+# A refresh of items writes what it changed as an image of its own, beside
+# the training's: the standby's first reader copies the training's image
+# and puts the refresh's changes in place, reading nothing of the item table.
 $node->safe_psql('postgres', q{
 INSERT INTO tenant.r VALUES (4, 902, 5), (5, 902, 3);
 SET ROLE tenant;
 SELECT wals_refresh_items('{902}', 'tenant.m');});
-is($node->safe_psql('postgres', q{SELECT count(*) FROM wals_serving_images}), '0',
-	'a refresh of items leaves no image');
+is($node->safe_psql('postgres', q{SELECT count(DISTINCT version) FROM wals_serving_images}), '2',
+	'a refresh of items keeps the image before and adds its own');
 $node->wait_for_catchup($standby);
-($out, $builds, undef, $copies) = call(sprintf($served, 4), $standby);
-is("$builds $copies", '1 0', 'a refreshed version is built by the standby\'s first reader');
+my $refreshes;
+($out, $builds, undef, $copies, $refreshes) = call(sprintf($served, 4), $standby);
+is("$builds $copies $refreshes", '0 0 1',
+	'the standby\'s first reader copies the image before and what the refresh changed');
 is($out, $node->safe_psql('postgres', sprintf($scanned, 4)), 'and serves the refreshed items');
+($out, $builds, undef, $copies, $refreshes) = call(sprintf($served, 5), $standby);
+is("$builds $copies $refreshes", '0 0 0', 'the next backend maps its copy');
+
+# A second refresh, then a restart: the first reader merges both refreshes'
+# changes (an item changed by both takes the second's row).  A refresh of
+# every item writes that much, and the one after, whose changes would then
+# outweigh the image they change, writes its whole copy in their place.
+$node->safe_psql('postgres', q{
+INSERT INTO tenant.r VALUES (6, 902, 1), (7, 903, 4), (8, 5, 5);
+SET ROLE tenant;
+SELECT wals_refresh_items('{5, 902, 903}', 'tenant.m');});
+$node->restart;
+($out, $builds, undef, $copies, $refreshes) = call(sprintf($served, 6));
+is("$builds $copies $refreshes", '0 0 2', 'after a restart, two refreshes are put in place');
+is($out, $node->safe_psql('postgres', sprintf($scanned, 6)), 'which serves what a plain scan gives');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM tenant.m_item_factors i, tenant.m_user_factors u
+  WHERE u.user_id = 6 AND i.item_id IN (5, 902, 903)
+  AND round(wals_predict(6, i.item_id, 'tenant.m')::numeric, 5) =
+      round((SELECT sum(a * b) FROM unnest(u.factors, i.factors) AS p(a, b))::real::numeric, 5)}), '3',
+	'the rows of both refreshes, the second\'s where both changed an item');
+my $all = q{SET ROLE tenant;
+SELECT wals_refresh_items(ARRAY(SELECT item_id FROM tenant.m_item_factors), 'tenant.m');};
+my $kept = q{SELECT count(DISTINCT version) || ' ' || sum(octet_length(data)) FROM wals_serving_images};
+my ($versions, $bytes);
+my $most = 0;
+my $refreshed = 0;
+do
+{
+	$node->safe_psql('postgres', $all);
+	$refreshed++;
+	($versions, $bytes) = split / /, $node->safe_psql('postgres', $kept);
+	$most = $bytes if $bytes > $most;
+} while ($versions > 1 && $refreshed < 5);
+ok($refreshed >= 2 && $versions == 1, "the changes of every item are kept ($refreshed refreshes) until they would outweigh the image")
+  or diag("$versions versions kept after $refreshed refreshes");
+cmp_ok($most, '<=', 2.1 * $whole, 'so that they never weigh more than it');
+is($node->safe_psql('postgres', q{SELECT bool_and(version = (SELECT serving_version FROM wals_models WHERE model = 'm'))
+  FROM wals_serving_images}), 't', 'then the whole copy replaces them');
+$node->wait_for_catchup($standby);
+($out, $builds, undef, $copies, $refreshes) = call(sprintf($served, 7), $standby);
+is("$builds $copies $refreshes", '0 1 0', 'which the standby copies');
+is($out, $node->safe_psql('postgres', sprintf($scanned, 7)), 'and serves');
 $standby->stop;
 
 # 9. A relation of that name that the extension did not make (here a
