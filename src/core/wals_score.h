@@ -64,6 +64,19 @@ extern WalsStatus wals_score_index_build(WalsScoreIndex *ix, const float *Y,
 										 int64_t n, int f, void *buffer);
 
 /*
+ * The index of Y (n x f) in buffer, as wals_score_index_build makes it,
+ * from old's where most rows are old's rows unchanged: was[i] is the row
+ * of old that row i of Y repeats bit for bit, or -1 (new or changed);
+ * now[j], for each of old's rows, is the row of Y that repeats it, or -1.
+ * Rows repeated keep their order among themselves (was increasing where
+ * not -1).  Only the other rows are quantised and sorted, the others'
+ * bytes being copied.  old is read, not changed, and may lie anywhere.
+ */
+extern WalsStatus wals_score_index_patch(WalsScoreIndex *ix, const float *Y, int64_t n,
+										 int f, void *buffer, const WalsScoreIndex *old,
+										 const int32_t *was, const int32_t *now);
+
+/*
  * The same build in three steps, for builders that share the middle one
  * among processes: begin orders the items (time O(n f), a small part of
  * the build), fill quantises blocks [lo, hi) of the

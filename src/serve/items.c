@@ -135,6 +135,27 @@ index_rows(WalsArea *h, const char *what)
 }
 
 /*
+ * The index of the rows of the area h, patched from the index of from's:
+ * was and now map h's rows and from's to each other (see
+ * wals_score_index_patch), so that only the rows changed are quantised.
+ */
+static void
+index_patched_rows(WalsArea *h, const WalsServeModel *from, const int32 *was, const int32 *now,
+				   const char *what)
+{
+	char	   *base = (char *) h;
+	WalsScoreIndex ix;
+
+	wals_report_core_status(wals_score_index_patch(&ix, (const float *) (base + h->Y),
+												   h->nitems, h->factors, base + h->blocks,
+												   &from->index, was, now),
+							what);
+	h->groups = ix.groups;
+	h->usable = ix.usable;
+	h->max_norm = ix.max_norm;
+}
+
+/*
  * Fill the items area h, laid out for the rows of tuptable (item_id,
  * factors, in order of item_id), from them: ids strictly increasing, so
  * that lookups by binary search are sound whatever the table holds;
@@ -183,7 +204,8 @@ fill_items(WalsArea *h, SPITupleTable *tuptable, const WalsModelInfo *info)
 /*
  * Fill the items area h from patch->from's items with the patch's rows in
  * place (see WalsItemsPatch), and the patch's Gram; then the index.  The
- * rows a refresh did not change are copied, not read again.
+ * rows a refresh did not change are copied, not read again, and so are
+ * their bytes in the index.
  */
 static void
 fill_patched(WalsArea *h, const WalsItemsPatch *patch, const WalsModelInfo *info)
@@ -193,6 +215,8 @@ fill_patched(WalsArea *h, const WalsItemsPatch *patch, const WalsModelInfo *info
 	float	   *Y = (float *) (base + h->Y);
 	const WalsServeModel *from = patch->from;
 	int			f = h->factors;
+	int32	   *was = palloc_extended(sizeof(int32) * Max(h->nitems, 1), MCXT_ALLOC_HUGE);
+	int32	   *now = palloc_extended(sizeof(int32) * Max(from->nitems, 1), MCXT_ALLOC_HUGE);
 	int64		a = 0;
 	int64		b = 0;
 	int64		o = 0;
@@ -206,12 +230,12 @@ fill_patched(WalsArea *h, const WalsItemsPatch *patch, const WalsModelInfo *info
 		if (patched)
 		{
 			if (a < from->nitems && from->ids[a] == patch->ids[b])
-				a++;
+				now[a++] = -1;
 			if (patch->known[b])
 			{
 				ids[o] = patch->ids[b];
 				memcpy(Y + o * f, patch->Y + b * f, sizeof(float) * f);
-				o++;
+				was[o++] = -1;
 			}
 			b++;
 		}
@@ -219,8 +243,8 @@ fill_patched(WalsArea *h, const WalsItemsPatch *patch, const WalsModelInfo *info
 		{
 			ids[o] = from->ids[a];
 			memcpy(Y + o * f, from->Y + a * f, sizeof(float) * f);
-			o++;
-			a++;
+			was[o] = (int32) a;
+			now[a++] = (int32) o++;
 		}
 	}
 	Assert(o == h->nitems);
@@ -229,7 +253,10 @@ fill_patched(WalsArea *h, const WalsItemsPatch *patch, const WalsModelInfo *info
 	ereport(DEBUG1,
 			(errmsg("wals: patched %lld of the %lld item factors of model \"%s\"; indexing them",
 					(long long) patch->n, (long long) h->nitems, info->display)));
-	index_rows(h, psprintf("indexing the item factors of model \"%s\"", info->display));
+	index_patched_rows(h, from, was, now,
+					   psprintf("indexing the item factors of model \"%s\"", info->display));
+	pfree(was);
+	pfree(now);
 }
 
 /* The number of items once patch is applied. */

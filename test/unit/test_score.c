@@ -970,6 +970,105 @@ test_order(const char *path)
 }
 
 /*
+ * An index patched from the index of the rows before (kept, changed,
+ * removed, added; ties of norm between kept and changed rows where the
+ * data has them) is, byte for byte, the index built from the rows after;
+ * so where every row is new; and where a changed row is not finite, the
+ * unusable index (its blocks unwritten) keeps the items in order, as the
+ * build does.
+ */
+static void
+test_patch(void)
+{
+	static const int64_t sizes[] = {0, 1, 17, 4200};
+	static const int widths[] = {12, 37};
+	TestRng		rng;
+
+	rng_seed(&rng, 31);
+	for (int kind = 0; kind < DATA_KINDS; kind++)
+		for (int s = 0; s < 4; s++)
+			for (int w = 0; w < 2; w++)
+				for (int mode = 0; mode < 3; mode++)
+				{
+					int64_t		n0 = sizes[s];
+					int			f = widths[w];
+					int64_t		cap = 2 * n0 + 4;
+					float	   *Y0 = test_alloc((size_t) n0 * f + 1, sizeof(float));
+					float	   *Y = test_alloc((size_t) cap * f + 1, sizeof(float));
+					float	   *spare = test_alloc((size_t) f, sizeof(float));
+					int32_t    *was = test_alloc((size_t) cap, sizeof(int32_t));
+					int32_t    *now = test_alloc((size_t) n0 + 1, sizeof(int32_t));
+					int64_t		n = 0;
+					TestIndex	old;
+					TestIndex	built;
+					WalsScoreIndex patched;
+					unsigned char *buffer;
+					size_t		bytes;
+
+					fill_data(kind, Y0, n0, f, &rng);
+					index_make(&old, Y0, n0, f);
+					for (int64_t j = 0; j <= n0; j++)
+					{
+						int			r = rng_below(&rng, 20);
+
+						/* a new row before row j: a copy of a kept row's now and then, for ties */
+						if (r == 0 || (j == n0 && mode == 2))
+						{
+							fill_data(kind, spare, 1, f, &rng);
+							memcpy(Y + n * f, rng_below(&rng, 2) && j > 0 ? Y0 + (j - 1) * f : spare,
+								   sizeof(float) * f);
+							was[n++] = -1;
+						}
+						if (j == n0)
+							break;
+						now[j] = -1;
+						if (mode == 2 || r == 1)
+							continue;	/* removed */
+						if (r == 2 || r == 3)
+						{
+							fill_data(kind, Y + n * f, 1, f, &rng);
+							was[n++] = -1;
+							continue;	/* changed */
+						}
+						memcpy(Y + n * f, Y0 + j * f, sizeof(float) * f);
+						now[j] = (int32_t) n;
+						was[n++] = (int32_t) j;
+					}
+					if (mode == 1 && n > 0)
+					{
+						int64_t		j = rng_below(&rng, (int) n);
+
+						Y[j * f] = NAN;
+						if (was[j] >= 0)
+							now[was[j]] = -1;
+						was[j] = -1;
+					}
+					index_make(&built, Y, n, f);
+					bytes = wals_score_index_size(n, f);
+					buffer = test_alloc(bytes, 1);
+					CHECK(wals_score_index_patch(&patched, Y, n, f, buffer, &old.ix, was, now) == WALS_OK,
+						  "patch of an index");
+					CHECK(patched.n == n && patched.usable == built.ix.usable &&
+						  patched.max_norm == built.ix.max_norm &&
+						  (built.ix.usable ?
+						   memcmp(patched.blocks, built.ix.blocks, bytes - WALS_ALIGN) == 0 :
+						   memcmp(patched.item, built.ix.item, sizeof(int32_t) * n) == 0 &&
+						   memcmp(patched.position, built.ix.position, sizeof(int32_t) * n) == 0),
+						  "%s data, %lld rows of %d before, %lld after%s: the index patched is the one built",
+						  data_names[kind], (long long) n0, f, (long long) n,
+						  mode == 1 ? ", one not finite" : mode == 2 ? ", every row new" : "");
+					index_free(&old);
+					index_free(&built);
+					free(buffer);
+					free(Y0);
+					free(Y);
+					free(spare);
+					free(was);
+					free(now);
+				}
+}
+
+/*
  * The path each kernel family brings: the one wals_score_path names must
  * be the one the family and the CPU's features call for.
  */
@@ -1023,6 +1122,7 @@ test_score(void)
 	int			isa;
 
 	test_build_args();
+	test_patch();
 	for (isa = 0; isa < WALS_ISA_COUNT; isa++)
 	{
 		const WalsKernels *kernels = wals_kernels_isa((WalsIsa) isa);

@@ -88,9 +88,10 @@ item_norm_bits(const float *y, int f, int *usable)
 }
 
 /*
- * Positions by norm, largest first, ties by item: a stable radix sort of
- * the items on three 11-bit digits of their norm's bits, complemented so
- * that the largest comes first.  tmp holds n items.
+ * The items tmp[0..n) (in increasing order) into out by norm, largest
+ * first, ties by item: a stable radix sort on three 11-bit digits of
+ * their norm's bits, complemented so that the largest comes first.  tmp
+ * is scratch then.
  */
 static void
 order_by_norm(const uint32_t *bits, int64_t n, int32_t *out, int32_t *tmp)
@@ -100,8 +101,6 @@ order_by_norm(const uint32_t *bits, int64_t n, int32_t *out, int32_t *tmp)
 	int			shift;
 	int64_t		i;
 
-	for (i = 0; i < n; i++)
-		tmp[i] = (int32_t) i;
 	for (shift = 0; shift < 33; shift += 11)
 	{
 		int64_t		count[2049] = {0};
@@ -223,7 +222,13 @@ wals_score_index_begin(WalsScoreIndex *ix, const float *Y, int64_t n, int f,
 		wals_poll(2 * (int64_t) f + 64);
 	}
 	if (usable)
-		order_by_norm(bits, n, item, (int32_t *) ix->blocks);
+	{
+		int32_t    *tmp = (int32_t *) ix->blocks;
+
+		for (i = 0; i < n; i++)
+			tmp[i] = (int32_t) i;
+		order_by_norm(bits, n, item, tmp);
+	}
 	else
 		for (i = 0; i < n; i++)
 			item[i] = (int32_t) i;
@@ -280,6 +285,145 @@ wals_score_index_end(const WalsScoreIndex *ix)
 
 	for (i = 0; i < ix->n; i++)
 		position[ix->item[i]] = (int32_t) i;
+}
+
+/*
+ * Lane lane of block blk copied from lane from of block src: the bytes of
+ * every group, then its scale, error norm and norm.
+ */
+static void
+copy_lane(unsigned char *blk, int lane, const unsigned char *src, int from, int groups)
+{
+	float	   *meta = (float *) (blk + 64 * (size_t) groups);
+	const float *smeta = (const float *) (src + 64 * (size_t) groups);
+	int			g;
+
+	for (g = 0; g < groups; g++)
+		memcpy(blk + 64 * (size_t) g + 4 * lane, src + 64 * (size_t) g + 4 * from, 4);
+	meta[lane] = smeta[from];
+	meta[BLOCK + lane] = smeta[BLOCK + from];
+	meta[2 * BLOCK + lane] = smeta[2 * BLOCK + from];
+}
+
+/* The norm bits old's lane at position p stores. */
+static uint32_t
+stored_norm_bits(const WalsScoreIndex *old, int64_t p)
+{
+	const unsigned char *blk = old->blocks + (size_t) (p / BLOCK) * block_bytes(old->groups);
+	uint32_t	bits;
+
+	memcpy(&bits, (const float *) (blk + 64 * (size_t) old->groups) + 2 * BLOCK + p % BLOCK,
+		   sizeof(bits));
+	return bits;
+}
+
+/*
+ * A row's lane is a function of the row alone, and the order one of the
+ * norms and the items' order: so the rows old indexed, copied unchanged
+ * and in the same order among themselves, keep their bytes and their
+ * order, and only the others are quantised and sorted, then merged in.
+ * The position map holds the norms by item until the end, as in begin;
+ * the blocks, at least 16 bytes an item, hold the sort's scratch and the
+ * old order first (8 bytes an item at most).
+ */
+WalsStatus
+wals_score_index_patch(WalsScoreIndex *ix, const float *Y, int64_t n, int f, void *buffer,
+					   const WalsScoreIndex *old, const int32_t *was, const int32_t *now)
+{
+	uint32_t   *bits;
+	int32_t    *item;
+	int32_t    *fresh;
+	int32_t    *sorted;
+	int32_t    *kept;
+	int64_t		nfresh = 0;
+	int64_t		nkept = 0;
+	int64_t		a = 0;
+	int64_t		b = 0;
+	int64_t		i;
+	int			usable = 1;
+	size_t		bb;
+
+	if (n < 0 || f < 1 || f > SCORE_MAX_F)
+		return WALS_EINVAL;
+	if (!old->usable || old->f != f)
+		return wals_score_index_build(ix, Y, n, f, buffer);
+	ix->n = n;
+	ix->f = f;
+	ix->groups = (f + 3) / 4;
+	wals_score_index_remap(ix, Y, wals_align_ptr(buffer));
+	bits = (uint32_t *) ix->position;
+	item = (int32_t *) ix->item;
+	fresh = (int32_t *) ix->blocks;
+	for (i = 0; i < n; i++)
+	{
+		if (was[i] >= 0)
+		{
+			bits[i] = stored_norm_bits(old, old->position[was[i]]);
+			wals_poll(16);
+		}
+		else
+		{
+			bits[i] = item_norm_bits(Y + (size_t) i * f, f, &usable);
+			fresh[nfresh++] = (int32_t) i;
+			wals_poll(2 * (int64_t) f + 64);
+		}
+	}
+	if (!usable)
+		return wals_score_index_build(ix, Y, n, f, buffer);
+	sorted = fresh + nfresh;
+	order_by_norm(bits, nfresh, sorted, fresh);
+	kept = sorted + nfresh;
+	for (i = 0; i < old->n; i++)
+	{
+		int32_t		x = now[old->item[i]];
+
+		if (x >= 0)
+			kept[nkept++] = x;
+		wals_poll(8);
+	}
+	for (i = 0; i < n; i++)
+	{
+		int			take_kept = a < nkept &&
+			(b >= nfresh || bits[kept[a]] > bits[sorted[b]] ||
+			 (bits[kept[a]] == bits[sorted[b]] && kept[a] < sorted[b]));
+
+		item[i] = take_kept ? kept[a++] : sorted[b++];
+	}
+	ix->usable = 1;
+	ix->max_norm = 0.0f;
+	if (n > 0)
+		memcpy(&ix->max_norm, &bits[item[0]], sizeof(float));
+
+	bb = block_bytes(ix->groups);
+	for (b = 0; b < block_count(n); b++)
+	{
+		unsigned char *blk = (unsigned char *) ix->blocks + (size_t) b * bb;
+
+		memset(blk, 128, 64 * (size_t) ix->groups);
+		memset(blk + 64 * (size_t) ix->groups, 0, 3 * 64);
+		wals_poll((int64_t) bb / sizeof(float) * WALS_TOUCH_WORK);
+	}
+	for (i = 0; i < n; i++)
+	{
+		unsigned char *blk = (unsigned char *) ix->blocks + (size_t) (i / BLOCK) * bb;
+		int32_t		x = item[i];
+
+		if (was[x] >= 0)
+		{
+			int64_t		p = old->position[was[x]];
+
+			copy_lane(blk, (int) (i % BLOCK), old->blocks + (size_t) (p / BLOCK) * bb,
+					  (int) (p % BLOCK), ix->groups);
+			wals_poll((int64_t) ix->groups + 16);
+		}
+		else
+		{
+			quantise_item(Y + (size_t) x * f, f, bits[x], blk, ix->groups, (int) (i % BLOCK));
+			wals_poll((int64_t) 8 * f + 256);
+		}
+	}
+	wals_score_index_end(ix);
+	return WALS_OK;
 }
 
 WalsStatus
