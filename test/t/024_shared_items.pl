@@ -241,6 +241,33 @@ is("$builds $copies", '0 0', 'the next backend maps its copy');
 is($node->safe_psql('postgres', q{SELECT count(DISTINCT version) FROM wals_serving_images}), '1',
 	'one image is kept, the version before the rolled back retraining\'s');
 
+# 7b. A crash in the middle of a store: the retraining has written the
+# users' rows and waits for a row lock another session holds on an item's
+# before it deletes the item rows.  After the restart the model is the one
+# before, whole, served from its image; nothing of the store is left.
+my $version_before = version();
+my $locker = $node->background_psql('postgres');
+$locker->query_safe(q{BEGIN; SELECT 1 FROM tenant.m_item_factors WHERE item_id = 7 FOR UPDATE});
+my $storing = $node->background_psql('postgres', on_error_stop => 0);
+$storing->query_until(qr/starting/, q{\echo starting
+SELECT model FROM wals_retrain('tenant.m', seed => 77);
+});
+$node->poll_query_until('postgres',
+	q{SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%seed => 77%'})
+  or die 'the retraining did not reach the item rows';
+is($node->safe_psql('postgres', q{SELECT phase FROM wals_progress WHERE phase IS NOT NULL}), 'storing the factors',
+	'the retraining is storing when the server crashes');
+$node->stop('immediate');
+eval { $storing->quit };
+eval { $locker->quit };
+$node->start;
+($out, $builds, undef, $copies) = call(sprintf($served, 3));
+is("$builds $copies", '0 1', 'after a crash in a store, the version before is copied from its image');
+is($out, $node->safe_psql('postgres', sprintf($scanned, 3)), 'and serves what a plain scan gives');
+is(version(), $version_before, 'the catalog names the version before');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM tenant.m_user_factors}), '3000',
+	'whose user rows are all there, once');
+
 # 7a. A version without an image (deleted here by hand, as a superuser may)
 # is built by its first reader after a restart, as before.
 $node->safe_psql('postgres', q{DELETE FROM wals_serving_images});
