@@ -203,6 +203,12 @@ wals_eval_round_score(WalsServeModel *m, WalsEvalRound *r, int k, bool rmse,
 	if (r->n == 0)
 		return;
 	plan(r, m, k, rmse, workers > 0, &shape);
+	if (workers > 0 && !wals_segment_room_for(shape.total))
+	{
+		/* a container's small /dev/shm: the leader scores the round alone */
+		workers = 0;
+		plan(r, m, k, rmse, false, &shape);
+	}
 	if (workers > 0)
 	{
 		EnterParallelMode();
