@@ -729,6 +729,33 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 }
 
 /*
+ * Size out as in's transpose and count the cells of each of its rows at
+ * out->indptr[1..]: false where in and out do not both hold values, or
+ * both codes.
+ */
+static bool
+count_columns(const WalsCsr *in, WalsCsr *out)
+{
+	int64_t		nnz = in->indptr[in->nrows];
+	int64_t		j;
+
+	out->nrows = in->ncols;
+	out->ncols = in->nrows;
+	if ((in->values == NULL) != (out->values == NULL))
+		return false;
+	out->codebook = in->codebook;
+	for (j = 0; j <= in->ncols; j++)
+		out->indptr[j] = 0;
+	for (j = 0; j < nnz; j++)
+	{
+		if (j % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
+		out->indptr[in->indices[j] + 1]++;
+	}
+	return true;
+}
+
+/*
  * One counting sort by column, in one level or two; walking in's rows in
  * order makes each output row sorted by construction, and merge folds its
  * duplicates.
@@ -743,20 +770,8 @@ transpose(const WalsCsr *in, WalsCsr *out, void *scratch, size_t scratch_bytes,
 	int64_t		u;
 	int64_t		local = 0;
 
-	out->nrows = in->ncols;
-	out->ncols = in->nrows;
-	if ((in->values == NULL) != (out->values == NULL))
+	if (!count_columns(in, out))
 		return WALS_EINVAL;
-	out->codebook = in->codebook;
-	for (j = 0; j <= in->ncols; j++)
-		out->indptr[j] = 0;
-	for (j = 0; j < nnz; j++)
-	{
-		if (j % WALS_CELL_POLL == 0)
-			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-		out->indptr[in->indices[j] + 1]++;
-	}
-
 	if (plan_parts(&pp, out, (size_t) nnz, scratch, scratch_bytes))
 	{
 		for (u = 0; u < in->nrows; u++)
@@ -838,4 +853,191 @@ wals_csr_from_coo(WalsFeedback feedback,
 		return status;
 	wals_csr_transpose(&by_col, out);
 	return merge_duplicates(feedback, out, counts);
+}
+
+/*
+ * A two-level transpose shared among processes (wals_core.h).  The leader
+ * counts and plans as transpose does; in's rows, cut into chunks of about
+ * equal cells, are then counted by partition, and each chunk scatters
+ * into its own segment of every partition, after the segments of the
+ * chunks before it, so that a partition holds its cells in input order
+ * whichever process took which chunk; then each partition is sorted on
+ * its own.  Segments do not start on a line: pass A writes whole lines
+ * only where they lie inside the chunk's segment, as it does where a
+ * partition begins (spill_line, flush_lines), so processes never write
+ * the same bytes.  Merging duplicates, which may add to the codebook,
+ * stays with the leader, after the sorts, row by row as sort_parts merges
+ * them: the result is transpose's, to the bit.
+ */
+#define CSR_SPLIT_CHUNKS	64
+
+struct WalsCsrSplit
+{
+	int64_t		n;
+	int64_t		nchunks;
+	int64_t		chunk_row[CSR_SPLIT_CHUNKS + 1];
+	int64_t		nparts;
+	int			colbits;
+	bool		coded;
+	bool		buffered;
+	int64_t		first[CSR_MAX_PARTS + 1];
+	int64_t		begin[CSR_MAX_PARTS + 1];
+	/* each chunk's cells in each partition, then where its segment starts */
+	int64_t		at[CSR_SPLIT_CHUNKS][CSR_MAX_PARTS];
+};
+
+size_t
+wals_csr_split_size(void)
+{
+	return sizeof(WalsCsrSplit);
+}
+
+bool
+wals_csr_split_begin(WalsCsrSplit *s, const WalsCsr *in, WalsCsr *out, void *scratch,
+					 size_t scratch_bytes)
+{
+	int64_t		nnz = in->indptr[in->nrows];
+	int64_t		per_chunk;
+	int64_t		cells = 0;
+	CsrParts	pp;
+	int64_t		u;
+
+	if (!count_columns(in, out) || !plan_parts(&pp, out, (size_t) nnz, scratch, scratch_bytes))
+		return false;
+	memset(s, 0, sizeof(*s));
+	s->n = nnz;
+	s->nparts = pp.nparts;
+	s->colbits = pp.colbits;
+	s->coded = pp.coded;
+	s->buffered = pp.buffered;
+	memcpy(s->first, pp.first, sizeof(int64_t) * (pp.nparts + 1));
+	memcpy(s->begin, pp.begin, sizeof(int64_t) * pp.nparts);
+	s->begin[pp.nparts] = nnz;
+	per_chunk = nnz / CSR_SPLIT_CHUNKS + 1;
+	for (u = 0; u < in->nrows; u++)
+	{
+		cells += in->indptr[u + 1] - in->indptr[u];
+		if (cells >= per_chunk && s->nchunks < CSR_SPLIT_CHUNKS - 1)
+		{
+			s->chunk_row[++s->nchunks] = u + 1;
+			cells = 0;
+		}
+	}
+	s->chunk_row[++s->nchunks] = in->nrows;
+	return true;
+}
+
+int64_t
+wals_csr_split_chunks(const WalsCsrSplit *s)
+{
+	return s->nchunks;
+}
+
+int64_t
+wals_csr_split_parts(const WalsCsrSplit *s)
+{
+	return s->nparts;
+}
+
+void
+wals_csr_split_count(WalsCsrSplit *s, const WalsCsr *in, const WalsCsr *out, int64_t chunk)
+{
+	int64_t    *count = s->at[chunk];
+	int64_t		lo = in->indptr[s->chunk_row[chunk]];
+	int64_t		hi = in->indptr[s->chunk_row[chunk + 1]];
+	int64_t		j;
+
+	for (j = lo; j < hi; j++)
+	{
+		if ((j - lo) % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
+		count[out->indptr[in->indices[j]] >> CSR_START_BITS]++;
+	}
+}
+
+void
+wals_csr_split_starts(WalsCsrSplit *s)
+{
+	int64_t		p;
+	int64_t		k;
+
+	for (p = 0; p < s->nparts; p++)
+	{
+		int64_t		at = s->begin[p];
+
+		for (k = 0; k < s->nchunks; k++)
+		{
+			int64_t		c = s->at[k][p];
+
+			s->at[k][p] = at;
+			at += c;
+		}
+	}
+}
+
+/* pp for a process of split s, in its own scratch; false when too small. */
+static bool
+split_parts(const WalsCsrSplit *s, CsrParts *pp, void *scratch, size_t scratch_bytes)
+{
+	if (!carve_scratch(pp, (size_t) s->n, scratch, scratch_bytes))
+		return false;
+	pp->nparts = s->nparts;
+	pp->colbits = s->colbits;
+	pp->coded = s->coded;
+	pp->buffered = s->buffered;
+	memcpy(pp->first, s->first, sizeof(int64_t) * (s->nparts + 1));
+	return true;
+}
+
+WalsStatus
+wals_csr_split_scatter(const WalsCsrSplit *s, const WalsCsr *in, WalsCsr *out, int64_t chunk,
+					   void *scratch, size_t scratch_bytes)
+{
+	CsrParts	pp;
+	int64_t		local = 0;
+	int64_t		u;
+	int64_t		j;
+
+	if (!split_parts(s, &pp, scratch, scratch_bytes))
+		return WALS_EINVAL;
+	memcpy(pp.begin, s->at[chunk], sizeof(int64_t) * s->nparts);
+	memcpy(pp.cursor, s->at[chunk], sizeof(int64_t) * s->nparts);
+	for (u = s->chunk_row[chunk]; u < s->chunk_row[chunk + 1]; u++)
+	{
+		wals_poll_local(&local, (in->indptr[u + 1] - in->indptr[u] + 1) * WALS_CELL_WORK);
+		for (j = in->indptr[u]; j < in->indptr[u + 1]; j++)
+			put_cell(&pp, out, in->indices[j], (int32_t) u,
+					 in->values != NULL ? in->values[j] : 0.0f,
+					 in->values != NULL ? 0 : in->codes[j]);
+	}
+	wals_poll(local);
+	flush_lines(&pp, out);
+	return WALS_OK;
+}
+
+WalsStatus
+wals_csr_split_sort(const WalsCsrSplit *s, WalsCsr *out, int64_t part, void *scratch,
+					size_t scratch_bytes)
+{
+	CsrParts	pp;
+	int64_t		first = s->first[part];
+	int64_t		last = s->first[part + 1];
+	int64_t		start = s->begin[part];
+	int64_t		end = s->begin[part + 1];
+
+	if (!split_parts(s, &pp, scratch, scratch_bytes))
+		return WALS_EINVAL;
+	wals_poll((end - start + last - first) * WALS_CELL_WORK);
+	if (last - first == 1)
+		out->indptr[first] = start;
+	else
+		sort_part(&pp, out, first, last, start, end);
+	return WALS_OK;
+}
+
+WalsStatus
+wals_csr_split_end(const WalsCsrSplit *s, WalsCsr *out, bool merge, WalsFeedback feedback)
+{
+	out->indptr[out->nrows] = s->n;
+	return merge ? merge_duplicates(feedback, out, NULL) : WALS_OK;
 }

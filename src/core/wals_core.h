@@ -461,6 +461,38 @@ extern void wals_csr_transpose_with(const WalsCsr *in, WalsCsr *out,
 									void *scratch, size_t scratch_bytes);
 
 /*
+ * The transpose of in into out (wals_csr_transpose_merge where merge,
+ * wals_csr_transpose_with otherwise) taken by several processes that map
+ * in, out and a WalsCsrSplit of wals_csr_split_size() bytes in shared
+ * memory.  begin (one process, with a scratch as for the transposes)
+ * counts and plans; false, leaving nothing to undo, where the transpose
+ * is too small for two levels, or the scratch is: take the transpose in
+ * one process then.  Then count each of the wals_csr_split_chunks chunks
+ * (in any process, in any order), starts (one process), scatter each
+ * chunk, sort each of the wals_csr_split_parts partitions, each process
+ * with its own scratch of wals_csr_scratch_bytes(in's nnz), and end (one
+ * process): out is then the one-process transpose's, to the bit.  Every
+ * step must be finished in every process before the next begins.
+ */
+typedef struct WalsCsrSplit WalsCsrSplit;
+
+extern size_t wals_csr_split_size(void);
+extern bool wals_csr_split_begin(WalsCsrSplit *s, const WalsCsr *in, WalsCsr *out,
+								 void *scratch, size_t scratch_bytes);
+extern int64_t wals_csr_split_chunks(const WalsCsrSplit *s);
+extern int64_t wals_csr_split_parts(const WalsCsrSplit *s);
+extern void wals_csr_split_count(WalsCsrSplit *s, const WalsCsr *in, const WalsCsr *out,
+								 int64_t chunk);
+extern void wals_csr_split_starts(WalsCsrSplit *s);
+extern WalsStatus wals_csr_split_scatter(const WalsCsrSplit *s, const WalsCsr *in,
+										 WalsCsr *out, int64_t chunk, void *scratch,
+										 size_t scratch_bytes);
+extern WalsStatus wals_csr_split_sort(const WalsCsrSplit *s, WalsCsr *out, int64_t part,
+									  void *scratch, size_t scratch_bytes);
+extern WalsStatus wals_csr_split_end(const WalsCsrSplit *s, WalsCsr *out, bool merge,
+									 WalsFeedback feedback);
+
+/*
  * wals_csr_scatter by column into the scratch (tmp_indptr of ncols + 1,
  * tmp_idx and tmp_val of n), then wals_csr_transpose_merge into out, for
  * callers that can afford both copies at once.  counts (room for n, or

@@ -441,6 +441,7 @@ static const struct
 }			suites[] = {
 	{"idmap", test_idmap},
 	{"csr", test_csr},
+	{"csr_split", test_csr_split},
 	{"codes", test_codes},
 	{"init", test_init},
 	{"topk", test_topk},

@@ -102,6 +102,7 @@ extern double core_loss(const TestProblem *tp, const float *X, const float *Y);
 
 extern void test_idmap(void);
 extern void test_csr(void);
+extern void test_csr_split(void);
 extern void test_codes(void);
 extern void test_init(void);
 extern void test_topk(void);
