@@ -32,6 +32,7 @@
  */
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "wals_internal.h"
@@ -856,24 +857,27 @@ wals_csr_from_coo(WalsFeedback feedback,
 }
 
 /*
- * A two-level transpose shared among processes (wals_core.h).  The leader
- * counts and plans as transpose does; in's rows, cut into chunks of about
- * equal cells, are then counted by partition, and each chunk scatters
- * into its own segment of every partition, after the segments of the
- * chunks before it, so that a partition holds its cells in input order
- * whichever process took which chunk; then each partition is sorted on
- * its own.  Segments do not start on a line: pass A writes whole lines
- * only where they lie inside the chunk's segment, as it does where a
- * partition begins (spill_line, flush_lines), so processes never write
- * the same bytes.  Merging duplicates, which may add to the codebook,
- * stays with the leader, after the sorts, row by row as sort_parts merges
- * them: the result is transpose's, to the bit.
+ * A two-level transpose shared among processes (wals_core.h).  in's rows
+ * are cut into chunks of about equal cells; each chunk counts the cells
+ * of each of out's rows it holds, in an array of its own, so that the
+ * counting is shared too; the leader adds them up, plans the partitions
+ * as transpose does, and gives each chunk its own segment of every
+ * partition, after the segments of the chunks before it, so that a
+ * partition holds its cells in input order whichever process took which
+ * chunk; then each partition is sorted on its own.  Segments do not
+ * start on a line: pass A writes whole lines only where they lie inside
+ * the chunk's segment, as it does where a partition begins (spill_line,
+ * flush_lines), so processes never write the same bytes.  Merging
+ * duplicates, which may add to the codebook, stays with the leader,
+ * after the sorts, row by row as sort_parts merges them: the result is
+ * transpose's, to the bit.
  */
 #define CSR_SPLIT_CHUNKS	64
 
 struct WalsCsrSplit
 {
 	int64_t		n;
+	int64_t		out_rows;
 	int64_t		nchunks;
 	int64_t		chunk_row[CSR_SPLIT_CHUNKS + 1];
 	int64_t		nparts;
@@ -882,42 +886,53 @@ struct WalsCsrSplit
 	bool		buffered;
 	int64_t		first[CSR_MAX_PARTS + 1];
 	int64_t		begin[CSR_MAX_PARTS + 1];
-	/* each chunk's cells in each partition, then where its segment starts */
+	/* where each chunk's segment of each partition starts */
 	int64_t		at[CSR_SPLIT_CHUNKS][CSR_MAX_PARTS];
+	/* then each chunk's count of each of out's rows, nchunks x out_rows */
+	uint32_t	counts[];
 };
 
-size_t
-wals_csr_split_size(void)
+/* Chunks whose counts fit in count_bytes, at most CSR_SPLIT_CHUNKS. */
+static int64_t
+split_chunks(int64_t out_rows, size_t count_bytes)
 {
-	return sizeof(WalsCsrSplit);
+	int64_t		fit = (int64_t) (count_bytes / (sizeof(uint32_t) * (size_t) (out_rows + 1)));
+
+	return fit < CSR_SPLIT_CHUNKS ? fit : CSR_SPLIT_CHUNKS;
+}
+
+size_t
+wals_csr_split_size(int64_t out_rows, size_t count_bytes)
+{
+	int64_t		chunks = split_chunks(out_rows, count_bytes);
+
+	return offsetof(WalsCsrSplit, counts) +
+		sizeof(uint32_t) * (size_t) (chunks > 1 ? chunks : 1) * (size_t) out_rows;
 }
 
 bool
-wals_csr_split_begin(WalsCsrSplit *s, const WalsCsr *in, WalsCsr *out, void *scratch,
-					 size_t scratch_bytes)
+wals_csr_split_begin(WalsCsrSplit *s, const WalsCsr *in, WalsCsr *out, size_t count_bytes)
 {
 	int64_t		nnz = in->indptr[in->nrows];
+	int64_t		chunks = split_chunks(in->ncols, count_bytes);
 	int64_t		per_chunk;
 	int64_t		cells = 0;
-	CsrParts	pp;
 	int64_t		u;
 
-	if (!count_columns(in, out) || !plan_parts(&pp, out, (size_t) nnz, scratch, scratch_bytes))
+	out->nrows = in->ncols;
+	out->ncols = in->nrows;
+	if ((in->values == NULL) != (out->values == NULL) || chunks < 2 ||
+		nnz >= (int64_t) UINT32_MAX || nnz < CSR_MIN_CELLS || out->nrows <= CSR_ONE_LEVEL_ROWS)
 		return false;
-	memset(s, 0, sizeof(*s));
+	out->codebook = in->codebook;
+	memset(s, 0, offsetof(WalsCsrSplit, counts));
 	s->n = nnz;
-	s->nparts = pp.nparts;
-	s->colbits = pp.colbits;
-	s->coded = pp.coded;
-	s->buffered = pp.buffered;
-	memcpy(s->first, pp.first, sizeof(int64_t) * (pp.nparts + 1));
-	memcpy(s->begin, pp.begin, sizeof(int64_t) * pp.nparts);
-	s->begin[pp.nparts] = nnz;
-	per_chunk = nnz / CSR_SPLIT_CHUNKS + 1;
+	s->out_rows = out->nrows;
+	per_chunk = nnz / chunks + 1;
 	for (u = 0; u < in->nrows; u++)
 	{
 		cells += in->indptr[u + 1] - in->indptr[u];
-		if (cells >= per_chunk && s->nchunks < CSR_SPLIT_CHUNKS - 1)
+		if (cells >= per_chunk && s->nchunks < chunks - 1)
 		{
 			s->chunk_row[++s->nchunks] = u + 1;
 			cells = 0;
@@ -940,39 +955,66 @@ wals_csr_split_parts(const WalsCsrSplit *s)
 }
 
 void
-wals_csr_split_count(WalsCsrSplit *s, const WalsCsr *in, const WalsCsr *out, int64_t chunk)
+wals_csr_split_count(WalsCsrSplit *s, const WalsCsr *in, int64_t chunk)
 {
-	int64_t    *count = s->at[chunk];
+	uint32_t   *count = s->counts + chunk * s->out_rows;
 	int64_t		lo = in->indptr[s->chunk_row[chunk]];
 	int64_t		hi = in->indptr[s->chunk_row[chunk + 1]];
 	int64_t		j;
 
+	memset(count, 0, sizeof(uint32_t) * s->out_rows);
 	for (j = lo; j < hi; j++)
 	{
 		if ((j - lo) % WALS_CELL_POLL == 0)
 			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-		count[out->indptr[in->indices[j]] >> CSR_START_BITS]++;
+		count[in->indices[j]]++;
 	}
 }
 
-void
-wals_csr_split_starts(WalsCsrSplit *s)
+bool
+wals_csr_split_plan(WalsCsrSplit *s, WalsCsr *out, void *scratch, size_t scratch_bytes)
 {
-	int64_t		p;
+	CsrParts	pp;
+	int64_t		r;
 	int64_t		k;
+	int64_t		p;
 
+	out->indptr[0] = 0;
+	for (r = 0; r < s->out_rows; r++)
+	{
+		int64_t		c = 0;
+
+		for (k = 0; k < s->nchunks; k++)
+			c += s->counts[k * s->out_rows + r];
+		out->indptr[r + 1] = c;
+	}
+	wals_poll(s->nchunks * s->out_rows);
+	if (!plan_parts(&pp, out, (size_t) s->n, scratch, scratch_bytes))
+		return false;
+	s->nparts = pp.nparts;
+	s->colbits = pp.colbits;
+	s->coded = pp.coded;
+	s->buffered = pp.buffered;
+	memcpy(s->first, pp.first, sizeof(int64_t) * (pp.nparts + 1));
+	memcpy(s->begin, pp.begin, sizeof(int64_t) * pp.nparts);
+	s->begin[pp.nparts] = s->n;
 	for (p = 0; p < s->nparts; p++)
 	{
 		int64_t		at = s->begin[p];
 
 		for (k = 0; k < s->nchunks; k++)
 		{
-			int64_t		c = s->at[k][p];
+			const uint32_t *count = s->counts + k * s->out_rows;
+			int64_t		c = 0;
 
+			for (r = s->first[p]; r < s->first[p + 1]; r++)
+				c += count[r];
 			s->at[k][p] = at;
 			at += c;
 		}
 	}
+	wals_poll(s->nchunks * s->out_rows);
+	return true;
 }
 
 /* pp for a process of split s, in its own scratch; false when too small. */

@@ -463,27 +463,30 @@ extern void wals_csr_transpose_with(const WalsCsr *in, WalsCsr *out,
 /*
  * The transpose of in into out (wals_csr_transpose_merge where merge,
  * wals_csr_transpose_with otherwise) taken by several processes that map
- * in, out and a WalsCsrSplit of wals_csr_split_size() bytes in shared
- * memory.  begin (one process, with a scratch as for the transposes)
- * counts and plans; false, leaving nothing to undo, where the transpose
- * is too small for two levels, or the scratch is: take the transpose in
- * one process then.  Then count each of the wals_csr_split_chunks chunks
- * (in any process, in any order), starts (one process), scatter each
- * chunk, sort each of the wals_csr_split_parts partitions, each process
- * with its own scratch of wals_csr_scratch_bytes(in's nnz), and end (one
+ * in, out and a WalsCsrSplit of wals_csr_split_size(out's rows,
+ * count_bytes) bytes in shared memory, count_bytes being what the split
+ * may spend on counts (each chunk counts out's rows, 4 bytes a row).
+ * begin (one process) cuts in's rows into wals_csr_split_chunks chunks;
+ * false, leaving nothing to undo, where the transpose is too small for
+ * two levels or fewer than two chunks' counts fit: take the transpose in
+ * one process then.  Then count each chunk (in any process, in any
+ * order); plan (one process, with a scratch as for the transposes; false
+ * as begin, out's counts then to be made again); scatter each chunk and
+ * sort each of the wals_csr_split_parts partitions, each process with a
+ * scratch of its own of wals_csr_scratch_bytes(in's nnz); and end (one
  * process): out is then the one-process transpose's, to the bit.  Every
  * step must be finished in every process before the next begins.
  */
 typedef struct WalsCsrSplit WalsCsrSplit;
 
-extern size_t wals_csr_split_size(void);
+extern size_t wals_csr_split_size(int64_t out_rows, size_t count_bytes);
 extern bool wals_csr_split_begin(WalsCsrSplit *s, const WalsCsr *in, WalsCsr *out,
-								 void *scratch, size_t scratch_bytes);
+								 size_t count_bytes);
 extern int64_t wals_csr_split_chunks(const WalsCsrSplit *s);
 extern int64_t wals_csr_split_parts(const WalsCsrSplit *s);
-extern void wals_csr_split_count(WalsCsrSplit *s, const WalsCsr *in, const WalsCsr *out,
-								 int64_t chunk);
-extern void wals_csr_split_starts(WalsCsrSplit *s);
+extern void wals_csr_split_count(WalsCsrSplit *s, const WalsCsr *in, int64_t chunk);
+extern bool wals_csr_split_plan(WalsCsrSplit *s, WalsCsr *out, void *scratch,
+								size_t scratch_bytes);
 extern WalsStatus wals_csr_split_scatter(const WalsCsrSplit *s, const WalsCsr *in,
 										 WalsCsr *out, int64_t chunk, void *scratch,
 										 size_t scratch_bytes);

@@ -395,6 +395,10 @@ extern void wals_workspace_release(WalsWorkspace *ws);
 extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
 								WalsWorkspace *ws, WalsData *data);
 
+/* build_parallel.c: a transpose of the build, with the training's workers */
+extern WalsStatus wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws,
+									   bool to_users, void *scratch, Size scratch_bytes);
+
 /*
  * A training as every engine receives it: the arguments, the matrices and
  * starting factors in the workspace, and where to say which phase of an

@@ -1,9 +1,9 @@
 
 # Parallel training: the number of workers changes nothing in the model,
-# a training without workers to be had runs in the leader, another session
-# sees how far a training got, a cancel stops leader and workers, and a
-# worker killed with SIGKILL leaves the previous model serving after the
-# server's crash recovery.
+# read or built by them, a training without workers to be had runs in the
+# leader, another session sees how far a training got, a cancel stops
+# leader and workers, and a worker killed with SIGKILL leaves the previous
+# model serving after the server's crash recovery.
 use strict;
 use warnings FATAL => 'all';
 
@@ -70,6 +70,40 @@ for my $solver ('cg', 'cholesky')
 	is(scalar keys %{ $seen{loss} }, 1, "$solver: the same loss with 0, 1 and 2 workers");
 	is(scalar keys %{ $seen{factors} }, 1,
 		"$solver: the same factors, bit for bit, with 0, 1 and 2 workers");
+}
+
+# Five million ratings, some pairs repeated: both transposes of the build
+# are taken by the workers beside the leader (build_parallel.c), and the
+# model is the one the leader alone builds, bit for bit.
+$node->safe_psql('postgres', q{
+CREATE TABLE five_million AS
+  SELECT u AS user_id, (u * 7 + (g % 90) * 13) % 6000 + 1 AS item_id, 1 + (u + g) % 5 AS rating
+  FROM generate_series(1, 50000) u, generate_series(1, 100) g;
+ANALYZE five_million;});
+{
+	my %seen;
+	for my $workers (2, 0)
+	{
+		my ($ret, $stdout, $stderr) = $node->psql('postgres', qq{SET client_min_messages = debug1;
+		  SELECT loss FROM wals_train('five_million', 'user_id', 'item_id', 'rating',
+		    model => 'fm$workers', factors => 4, iterations => 1, workers => $workers)});
+		is($ret, 0, "five million, workers => $workers: trains");
+		if ($workers)
+		{
+			like($stderr, qr/wals: building the matrix by user with [12] parallel workers/,
+				'five million: the matrix by user is built by workers beside the leader');
+			like($stderr, qr/wals: building the matrix by item with [12] parallel workers/,
+				'five million: and the matrix by item');
+		}
+		else
+		{
+			unlike($stderr, qr/building the matrix/, 'five million, workers => 0: the leader builds alone');
+		}
+		$seen{loss}{$stdout}++;
+		$seen{factors}{ factors_md5("fm$workers") }++;
+	}
+	is(scalar keys %{ $seen{loss} }, 1, 'five million: the same loss built with workers and without');
+	is(scalar keys %{ $seen{factors} }, 1, 'five million: the same factors, bit for bit');
 }
 
 # A table of more than 4096 pages is read by workers beside the leader: the

@@ -1,8 +1,9 @@
 /*
  * test_csr_split.c
  *	  The transpose shared among processes (csr.c, wals_csr_split_*),
- *	  taken here by one process playing several: its chunks counted last
- *	  first and scattered even ones first (so that each chunk writes both
+ *	  taken here by one process playing several: its chunks (64, or a
+ *	  few where the counts are given little room) counted last first and
+ *	  scattered even ones first (so that each chunk writes both
  *	  before and after its neighbours), its partitions sorted last first,
  *	  through two scratches in turn, must give the transposes of one
  *	  process to the bit, merging and not, with floats and with codes, on
@@ -76,19 +77,24 @@ same(const WalsCsr *a, const WalsCsr *b)
  */
 static int
 split_transpose(const WalsCsr *in, WalsCsr *out, int merge, WalsFeedback fb,
-				void *scratch[2], size_t scratch_bytes)
+				void *scratch[2], size_t scratch_bytes, int chunks)
 {
-	WalsCsrSplit *s = test_alloc(wals_csr_split_size(), 1);
+	size_t		count_bytes = sizeof(uint32_t) * (size_t) chunks * (size_t) (in->ncols + 1);
+	WalsCsrSplit *s = test_alloc(wals_csr_split_size(in->ncols, count_bytes), 1);
 	int			ok = 1;
 
-	if (!wals_csr_split_begin(s, in, out, scratch[0], scratch_bytes))
+	if (!wals_csr_split_begin(s, in, out, count_bytes))
 	{
 		free(s);
 		return 0;
 	}
 	for (int64_t k = wals_csr_split_chunks(s) - 1; k >= 0; k--)
-		wals_csr_split_count(s, in, out, k);
-	wals_csr_split_starts(s);
+		wals_csr_split_count(s, in, k);
+	if (!wals_csr_split_plan(s, out, scratch[0], scratch_bytes))
+	{
+		free(s);
+		return 0;
+	}
 	/* even chunks first: each writes before the chunk after it, and after the one before */
 	for (int parity = 0; parity < 2; parity++)
 		for (int64_t c = parity; c < wals_csr_split_chunks(s); c += 2)
@@ -149,7 +155,7 @@ coded_copy(const WalsCsr *src, WalsCsr *dst, WalsCodebook *cb, size_t shift)
 
 static void
 check_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded,
-			size_t shift, WalsFeedback fb)
+			size_t shift, WalsFeedback fb, int chunks)
 {
 	size_t		bytes = wals_csr_scratch_bytes((size_t) n);
 	void	   *scratch[2] = {test_alloc(bytes, 1), test_alloc(bytes, 1)};
@@ -177,7 +183,7 @@ check_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded
 	room(&split, ncols, n, coded, shift);
 	CHECK(wals_csr_transpose_merge(fb, &in_one, &one, scratch[0], bytes) == WALS_OK,
 		  "%s: the merging transpose in one process", name);
-	CHECK(split_transpose(&in_split, &split, 1, fb, scratch, bytes),
+	CHECK(split_transpose(&in_split, &split, 1, fb, scratch, bytes, chunks),
 		  "%s: the merging transpose split", name);
 	CHECK(same(&one, &split) && (!coded || (cb_one.n == cb_split.n &&
 											memcmp(cb_one.value, cb_split.value,
@@ -187,7 +193,7 @@ check_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded
 	room(&back_one, nrows, n, coded, shift);
 	room(&back_split, nrows, n, coded, shift);
 	wals_csr_transpose_with(&one, &back_one, scratch[0], bytes);
-	CHECK(split_transpose(&split, &back_split, 0, fb, scratch, bytes),
+	CHECK(split_transpose(&split, &back_split, 0, fb, scratch, bytes, chunks),
 		  "%s: the transpose back split", name);
 	CHECK(same(&back_one, &back_split), "%s: and back, the one process's to the bit", name);
 
@@ -206,34 +212,41 @@ check_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded
 }
 
 /*
- * A transpose too small for two levels does not begin, and leaves the
+ * A transpose too small for two levels does not begin, nor one whose
+ * chunks' counts do not fit where the caller allows; both leave the
  * one-process transpose to the caller.
  */
 static void
-check_small(void)
+check_refused(void)
 {
-	size_t		bytes = wals_csr_scratch_bytes(1 << 20);
-	void	   *scratch = test_alloc(bytes, 1);
-	WalsCsrSplit *s = test_alloc(wals_csr_split_size(), 1);
+	WalsCsrSplit *s = test_alloc(wals_csr_split_size(7000, (size_t) 16 << 20), 1);
 	WalsCsr		g;
 	WalsCsr		out;
 
 	grouped(&g, 100, 200, 5000, 3, 0);
 	room(&out, 200, 5000, 0, 0);
-	CHECK(!wals_csr_split_begin(s, &g, &out, scratch, bytes),
+	CHECK(!wals_csr_split_begin(s, &g, &out, (size_t) 16 << 20),
 		  "a transpose of 5,000 cells is not split");
 	room_free(&g, 0);
 	room_free(&out, 0);
-	free(scratch);
+	grouped(&g, 9000, 7000, 700000, 3, 0);
+	room(&out, 7000, 700000, 0, 0);
+	CHECK(!wals_csr_split_begin(s, &g, &out, sizeof(uint32_t) * 7001),
+		  "nor one with room for the counts of one chunk");
+	CHECK(wals_csr_split_begin(s, &g, &out, sizeof(uint32_t) * 7001 * 2) &&
+		  wals_csr_split_chunks(s) == 2, "with room for two, it is split in two");
+	room_free(&g, 0);
+	room_free(&out, 0);
 	free(s);
 }
 
 void
 test_csr_split(void)
 {
-	check_split("floats, implicit", 9000, 7000, 700000, 0, 0, WALS_IMPLICIT);
-	check_split("floats, explicit, off a line", 9000, 7000, 700000, 0, 4, WALS_EXPLICIT);
-	check_split("codes, implicit", 12000, 6000, 900000, 1, 0, WALS_IMPLICIT);
-	check_split("codes, off a line", 6000, 12000, 800000, 1, 12, WALS_IMPLICIT);
-	check_small();
+	check_split("floats, implicit", 9000, 7000, 700000, 0, 0, WALS_IMPLICIT, 64);
+	check_split("floats, explicit, off a line", 9000, 7000, 700000, 0, 4, WALS_EXPLICIT, 64);
+	check_split("floats, three chunks", 9000, 7000, 700000, 0, 0, WALS_IMPLICIT, 3);
+	check_split("codes, implicit", 12000, 6000, 900000, 1, 0, WALS_IMPLICIT, 64);
+	check_split("codes, off a line", 6000, 12000, 800000, 1, 12, WALS_IMPLICIT, 5);
+	check_refused();
 }
