@@ -757,6 +757,29 @@ count_columns(const WalsCsr *in, WalsCsr *out)
 }
 
 /*
+ * Pass A of a transpose over in's rows [lo, hi), each cell to its column's
+ * row of out, then the lines flushed.
+ */
+static void
+scatter_rows(CsrParts *pp, const WalsCsr *in, WalsCsr *out, int64_t lo, int64_t hi)
+{
+	int64_t		local = 0;
+	int64_t		u;
+	int64_t		j;
+
+	for (u = lo; u < hi; u++)
+	{
+		wals_poll_local(&local, (in->indptr[u + 1] - in->indptr[u] + 1) * WALS_CELL_WORK);
+		for (j = in->indptr[u]; j < in->indptr[u + 1]; j++)
+			put_cell(pp, out, in->indices[j], (int32_t) u,
+					 in->values != NULL ? in->values[j] : 0.0f,
+					 in->values != NULL ? 0 : in->codes[j]);
+	}
+	wals_poll(local);
+	flush_lines(pp, out);
+}
+
+/*
  * One counting sort by column, in one level or two; walking in's rows in
  * order makes each output row sorted by construction, and merge folds its
  * duplicates.
@@ -775,16 +798,7 @@ transpose(const WalsCsr *in, WalsCsr *out, void *scratch, size_t scratch_bytes,
 		return WALS_EINVAL;
 	if (plan_parts(&pp, out, (size_t) nnz, scratch, scratch_bytes))
 	{
-		for (u = 0; u < in->nrows; u++)
-		{
-			wals_poll_local(&local, (in->indptr[u + 1] - in->indptr[u] + 1) * WALS_CELL_WORK);
-			for (j = in->indptr[u]; j < in->indptr[u + 1]; j++)
-				put_cell(&pp, out, in->indices[j], (int32_t) u,
-						 in->values != NULL ? in->values[j] : 0.0f,
-						 in->values != NULL ? 0 : in->codes[j]);
-		}
-		wals_poll(local);
-		flush_lines(&pp, out);
+		scatter_rows(&pp, in, out, 0, in->nrows);
 		return sort_parts(&pp, out, merge, feedback);
 	}
 
@@ -1036,24 +1050,12 @@ wals_csr_split_scatter(const WalsCsrSplit *s, const WalsCsr *in, WalsCsr *out, i
 					   void *scratch, size_t scratch_bytes)
 {
 	CsrParts	pp;
-	int64_t		local = 0;
-	int64_t		u;
-	int64_t		j;
 
 	if (!split_parts(s, &pp, scratch, scratch_bytes))
 		return WALS_EINVAL;
 	memcpy(pp.begin, s->at[chunk], sizeof(int64_t) * s->nparts);
 	memcpy(pp.cursor, s->at[chunk], sizeof(int64_t) * s->nparts);
-	for (u = s->chunk_row[chunk]; u < s->chunk_row[chunk + 1]; u++)
-	{
-		wals_poll_local(&local, (in->indptr[u + 1] - in->indptr[u] + 1) * WALS_CELL_WORK);
-		for (j = in->indptr[u]; j < in->indptr[u + 1]; j++)
-			put_cell(&pp, out, in->indices[j], (int32_t) u,
-					 in->values != NULL ? in->values[j] : 0.0f,
-					 in->values != NULL ? 0 : in->codes[j]);
-	}
-	wals_poll(local);
-	flush_lines(&pp, out);
+	scatter_rows(&pp, in, out, s->chunk_row[chunk], s->chunk_row[chunk + 1]);
 	return WALS_OK;
 }
 
