@@ -92,18 +92,24 @@ check_source_size(const WalsTrainArgs *args)
 
 /*
  * Seeded starting factors, drawn per id so that they do not depend on the
- * order or number of rows, then overwritten by the stored model's rows on a
- * warm start.
+ * order or number of rows (nor on who draws them: the training's workers
+ * too, where X and Y are ws's shared blocks), then overwritten by the
+ * stored model's rows on a warm start.
  */
 static void
-init_factors(const WalsTrainArgs *args, const WalsData *data, float *X, float *Y)
+init_factors(const WalsTrainArgs *args, const WalsData *data, WalsWorkspace *ws, float *X,
+			 float *Y)
 {
 	int			f = args->params.factors;
 	float		scale = args->init_std < 0 ? WALS_INIT_SCALE : args->init_std / sqrtf((float) f);
+	uint64		seed_x = (uint64) args->seed;
+	uint64		seed_y = (uint64) args->seed ^ UINT64CONST(0x9e3779b97f4a7c15);
 
-	wals_init_rows(X, data->user_ids, 0, data->nusers, f, (uint64) args->seed, scale);
-	wals_init_rows(Y, data->item_ids, 0, data->nitems, f,
-				   (uint64) args->seed ^ UINT64CONST(0x9e3779b97f4a7c15), scale);
+	if (ws == NULL || !wals_build_init(args, ws, data, seed_x, seed_y, scale))
+	{
+		wals_init_rows(X, data->user_ids, 0, data->nusers, f, seed_x, scale);
+		wals_init_rows(Y, data->item_ids, 0, data->nitems, f, seed_y, scale);
+	}
 	if (args->warm_start)
 		wals_warm_start(args, data, X, Y);
 }
@@ -475,7 +481,7 @@ train_here(WalsTrainArgs *args, WalsKeptRatings *kept, instr_time start, WalsDat
 	result->load_s = wals_seconds_since(start);
 
 	INSTR_TIME_SET_CURRENT(phase);
-	init_factors(args, data, ws->X, ws->Y);
+	init_factors(args, data, ws, ws->X, ws->Y);
 	problem.args = args;
 	problem.data = data;
 	problem.workspace = ws;
@@ -508,7 +514,7 @@ train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *dat
 					  "the factors of a sharded training");
 	X = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(float) * data->nusers * f);
 	Y = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(float) * data->nitems * f);
-	init_factors(args, data, X, Y);
+	init_factors(args, data, NULL, X, Y);
 	wals_shards_start(data->shards, X, Y, data);
 	result->load_s = wals_seconds_since(start);
 

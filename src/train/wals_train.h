@@ -395,9 +395,14 @@ extern void wals_workspace_release(WalsWorkspace *ws);
 extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
 								WalsWorkspace *ws, WalsData *data);
 
-/* build_parallel.c: a transpose of the build, with the training's workers */
+/*
+ * build_parallel.c: a transpose of the build, and the starting factors,
+ * with the training's workers
+ */
 extern WalsStatus wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws,
 									   bool to_users, void *scratch, Size scratch_bytes);
+extern bool wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsData *data,
+							uint64 seed_x, uint64 seed_y, float scale);
 
 /*
  * A training as every engine receives it: the arguments, the matrices and

@@ -73,8 +73,9 @@ for my $solver ('cg', 'cholesky')
 }
 
 # Five million ratings, some pairs repeated: both transposes of the build
-# are taken by the workers beside the leader (build_parallel.c), and the
-# model is the one the leader alone builds, bit for bit.
+# are taken by the workers beside the leader, and so are the starting
+# factors (build_parallel.c); the model is the one the leader alone
+# builds, bit for bit.
 $node->safe_psql('postgres', q{
 CREATE TABLE five_million AS
   SELECT u AS user_id, (u * 7 + (g % 90) * 13) % 6000 + 1 AS item_id, 1 + (u + g) % 5 AS rating
@@ -86,7 +87,7 @@ ANALYZE five_million;});
 	{
 		my ($ret, $stdout, $stderr) = $node->psql('postgres', qq{SET client_min_messages = debug1;
 		  SELECT loss FROM wals_train('five_million', 'user_id', 'item_id', 'rating',
-		    model => 'fm$workers', factors => 4, iterations => 1, workers => $workers)});
+		    model => 'fm$workers', factors => 32, iterations => 1, workers => $workers)});
 		is($ret, 0, "five million, workers => $workers: trains");
 		if ($workers)
 		{
@@ -94,10 +95,13 @@ ANALYZE five_million;});
 				'five million: the matrix by user is built by workers beside the leader');
 			like($stderr, qr/wals: building the matrix by item with [12] parallel workers/,
 				'five million: and the matrix by item');
+			like($stderr, qr/wals: drawing the starting factors with [12] parallel workers/,
+				'five million: the starting factors are drawn by workers too');
 		}
 		else
 		{
-			unlike($stderr, qr/building the matrix/, 'five million, workers => 0: the leader builds alone');
+			unlike($stderr, qr/building the matrix|drawing the starting/,
+				'five million, workers => 0: the leader builds and draws alone');
 		}
 		$seen{loss}{$stdout}++;
 		$seen{factors}{ factors_md5("fm$workers") }++;
