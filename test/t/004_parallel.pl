@@ -106,6 +106,16 @@ ANALYZE five_million;});
 		$seen{loss}{$stdout}++;
 		$seen{factors}{ factors_md5("fm$workers") }++;
 	}
+	# workers asked for and none to be had: the leader takes every step
+	my ($ret, $stdout, $stderr) = $node->psql('postgres', q{SET client_min_messages = debug1;
+	  SET max_parallel_workers = 0;
+	  SELECT loss FROM wals_train('five_million', 'user_id', 'item_id', 'rating',
+	    model => 'fmnone', factors => 32, iterations => 1, workers => 2)});
+	is($ret, 0, 'five million, no worker to be had: trains');
+	like($stderr, qr/wals: building the matrix by user with 0 parallel workers/,
+		'five million, no worker to be had: the leader takes every step of the build');
+	$seen{loss}{$stdout}++;
+	$seen{factors}{ factors_md5('fmnone') }++;
 	is(scalar keys %{ $seen{loss} }, 1, 'five million: the same loss built with workers and without');
 	is(scalar keys %{ $seen{factors} }, 1, 'five million: the same factors, bit for bit');
 }
