@@ -12,8 +12,8 @@
  * back to a whole image, copies it, merges what every refresh since
  * changed into one patch (an item's last change wins), and puts that in
  * place as the refresh did on the primary (items.c): it reads nothing of
- * the item table and computes no Gram; it indexes the rows again, since
- * the index is ordered by norm.  What the refreshes since a whole image
+ * the item table and computes no Gram, and quantises only the rows the
+ * refreshes changed into the index.  What the refreshes since a whole image
  * wrote is kept under that image's size: the refresh that would pass it
  * writes its whole area instead, which replaces them all.
  */
@@ -339,7 +339,7 @@ group_rows(SPITupleTable *tt, uint64 rows, ImageRows **groups, int64 *n)
 
 /*
  * Copy the items of info's version into an area laid out as key says,
- * published where share: from its whole image (WALS_IMAGE_COPIED, m then
+ * published where the server has room: from its whole image (WALS_IMAGE_COPIED, m then
  * maps it), or from the whole image of an earlier version, copied into
  * cxt, and what the refreshes since changed (WALS_IMAGE_PATCH: *patch
  * says what, from that copy, for the caller to build).  WALS_IMAGE_NONE,
@@ -348,7 +348,7 @@ group_rows(SPITupleTable *tt, uint64 rows, ImageRows **groups, int64 *n)
  */
 WalsImageFound
 wals_items_from_image(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key,
-					  bool share, WalsItemsPatch *patch, MemoryContext cxt)
+					  WalsItemsPatch *patch, MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	uint64		rows = wals_image_rows(info->item_rel);
@@ -356,6 +356,7 @@ wals_items_from_image(WalsServeModel *m, const WalsModelInfo *info, WalsArea *ke
 	ImageRows  *groups;
 	int64		ngroups;
 	int64	   *chain;
+	const WalsPatchHead **heads;
 	int			nchain = 0;
 	int64		version = info->version;
 	const ImageRows *base = NULL;
@@ -369,6 +370,7 @@ wals_items_from_image(WalsServeModel *m, const WalsModelInfo *info, WalsArea *ke
 	if (rows == 0 || !group_rows(tt, rows, &groups, &ngroups))
 		goto none;
 	chain = palloc(sizeof(int64) * ngroups);
+	heads = palloc(sizeof(WalsPatchHead *) * ngroups);
 
 	/* back from info's version to a whole image, through at most every other */
 	while (base == NULL && nchain < ngroups)
@@ -393,6 +395,7 @@ wals_items_from_image(WalsServeModel *m, const WalsModelInfo *info, WalsArea *ke
 				p->item_rel != info->item_rel || p->factors != info->factors ||
 				p->version != version || p->n < 0)
 				goto none;
+			heads[nchain] = p;
 			chain[nchain++] = g;
 			version = p->from;
 		}
@@ -406,7 +409,7 @@ wals_items_from_image(WalsServeModel *m, const WalsModelInfo *info, WalsArea *ke
 	bkey.version = version;
 	if (nchain == 0)
 	{
-		h = copy_area(tt, base, &head, &bkey, share, m->cxt, &seg);
+		h = copy_area(tt, base, &head, &bkey, true, m->cxt, &seg);
 		if (h == NULL)
 			goto none;
 		*key = bkey;
@@ -427,11 +430,9 @@ wals_items_from_image(WalsServeModel *m, const WalsModelInfo *info, WalsArea *ke
 	changes = palloc(sizeof(Change) * nchain);
 	for (int i = 0; i < nchain; i++)
 	{
-		const ImageRows *g = &groups[chain[nchain - 1 - i]];
-		Size		len;
-		bytea	   *data = wals_image_data(tt, g->first, &len);
+		int			j = nchain - 1 - i;
 
-		if (!read_change(&changes[i], tt, g, (const WalsPatchHead *) VARDATA_ANY(data)))
+		if (!read_change(&changes[i], tt, &groups[chain[j]], heads[j]))
 			goto none;
 	}
 	merge_changes(changes, nchain, info->factors, patch);

@@ -413,7 +413,7 @@ build_items(WalsServeModel *m, const WalsModelInfo *info, WalsArea *key, bool sh
 	/* what is copied from the images is the call's until built in */
 	images = AllocSetContextCreate(CurrentMemoryContext, "wals item images",
 								   ALLOCSET_DEFAULT_SIZES);
-	switch (wals_items_from_image(m, info, key, share, &changed, images))
+	switch (wals_items_from_image(m, info, key, &changed, images))
 	{
 		case WALS_IMAGE_COPIED:
 			break;

@@ -101,7 +101,7 @@ typedef enum WalsImageFound
 } WalsImageFound;
 
 extern WalsImageFound wals_items_from_image(WalsServeModel *m, const WalsModelInfo *info,
-											WalsArea *key, bool share, WalsItemsPatch *patch,
+											WalsArea *key, WalsItemsPatch *patch,
 											MemoryContext cxt);
 extern void wals_items_write_image(const WalsArea *area, const WalsItemsPatch *patch);
 
