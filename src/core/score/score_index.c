@@ -192,6 +192,36 @@ prefetch_row(const float *y, int f)
 		SCORE_PREFETCH((const char *) y + o);
 }
 
+/* ix, for n rows of Y of f factors, pointed at buffer. */
+static void
+frame_index(WalsScoreIndex *ix, const float *Y, int64_t n, int f, void *buffer)
+{
+	ix->n = n;
+	ix->f = f;
+	ix->groups = (f + 3) / 4;
+	wals_score_index_remap(ix, Y, wals_align_ptr(buffer));
+}
+
+/*
+ * The blocks [lo, hi) of ix cleared to padding: q = 0 with zero scale and
+ * norms, so that a lane not written adds nothing to a sum.
+ */
+static void
+clear_blocks(const WalsScoreIndex *ix, int64_t lo, int64_t hi)
+{
+	size_t		bb = block_bytes(ix->groups);
+	unsigned char *blocks = (unsigned char *) ix->blocks;
+	int64_t		b;
+
+	for (b = lo; b < hi; b++)
+	{
+		memset(blocks + (size_t) b * bb, 128, 64 * (size_t) ix->groups);
+		memset(blocks + (size_t) b * bb + 64 * (size_t) ix->groups, 0, 3 * 64);
+		/* the first touch of the buffer's pages (wals_fill_floats) */
+		wals_poll((int64_t) bb / sizeof(float) * WALS_TOUCH_WORK);
+	}
+}
+
 /*
  * The norms go first into the position map, which the sort needs by item
  * and the blocks by position, and the sort's second array into the
@@ -210,10 +240,7 @@ wals_score_index_begin(WalsScoreIndex *ix, const float *Y, int64_t n, int f,
 
 	if (n < 0 || f < 1 || f > SCORE_MAX_F)
 		return WALS_EINVAL;
-	ix->n = n;
-	ix->f = f;
-	ix->groups = (f + 3) / 4;
-	wals_score_index_remap(ix, Y, wals_align_ptr(buffer));
+	frame_index(ix, Y, n, f, buffer);
 	item = (int32_t *) ix->item;
 	bits = (uint32_t *) ix->position;
 	for (i = 0; i < n; i++)
@@ -250,18 +277,11 @@ wals_score_index_fill(const WalsScoreIndex *ix, int64_t lo, int64_t hi)
 	unsigned char *blocks = (unsigned char *) ix->blocks;
 	const uint32_t *bits = (const uint32_t *) ix->position;
 	int			f = ix->f;
-	int64_t		b;
 	int64_t		i;
 
 	if (!ix->usable)
 		return;
-	for (b = lo; b < hi; b++)
-	{
-		memset(blocks + (size_t) b * bb, 128, 64 * (size_t) ix->groups);
-		memset(blocks + (size_t) b * bb + 64 * (size_t) ix->groups, 0, 3 * 64);
-		/* the first touch of the buffer's pages (wals_fill_floats) */
-		wals_poll((int64_t) bb / sizeof(float) * WALS_TOUCH_WORK);
-	}
+	clear_blocks(ix, lo, hi);
 	for (i = lo * BLOCK; i < hi * BLOCK && i < ix->n; i++)
 	{
 		if (i + PREFETCH_ITEMS < ix->n)
@@ -347,10 +367,7 @@ wals_score_index_patch(WalsScoreIndex *ix, const float *Y, int64_t n, int f, voi
 		return WALS_EINVAL;
 	if (!old->usable || old->f != f)
 		return wals_score_index_build(ix, Y, n, f, buffer);
-	ix->n = n;
-	ix->f = f;
-	ix->groups = (f + 3) / 4;
-	wals_score_index_remap(ix, Y, wals_align_ptr(buffer));
+	frame_index(ix, Y, n, f, buffer);
 	bits = (uint32_t *) ix->position;
 	item = (int32_t *) ix->item;
 	fresh = (int32_t *) ix->blocks;
@@ -388,6 +405,7 @@ wals_score_index_patch(WalsScoreIndex *ix, const float *Y, int64_t n, int f, voi
 			 (bits[kept[a]] == bits[sorted[b]] && kept[a] < sorted[b]));
 
 		item[i] = take_kept ? kept[a++] : sorted[b++];
+		wals_poll(8);
 	}
 	ix->usable = 1;
 	ix->max_norm = 0.0f;
@@ -395,14 +413,7 @@ wals_score_index_patch(WalsScoreIndex *ix, const float *Y, int64_t n, int f, voi
 		memcpy(&ix->max_norm, &bits[item[0]], sizeof(float));
 
 	bb = block_bytes(ix->groups);
-	for (b = 0; b < block_count(n); b++)
-	{
-		unsigned char *blk = (unsigned char *) ix->blocks + (size_t) b * bb;
-
-		memset(blk, 128, 64 * (size_t) ix->groups);
-		memset(blk + 64 * (size_t) ix->groups, 0, 3 * 64);
-		wals_poll((int64_t) bb / sizeof(float) * WALS_TOUCH_WORK);
-	}
+	clear_blocks(ix, 0, block_count(n));
 	for (i = 0; i < n; i++)
 	{
 		unsigned char *blk = (unsigned char *) ix->blocks + (size_t) (i / BLOCK) * bb;
