@@ -989,6 +989,7 @@ bool
 wals_csr_split_plan(WalsCsrSplit *s, WalsCsr *out, void *scratch, size_t scratch_bytes)
 {
 	CsrParts	pp;
+	int64_t		local = 0;
 	int64_t		r;
 	int64_t		k;
 	int64_t		p;
@@ -1001,8 +1002,9 @@ wals_csr_split_plan(WalsCsrSplit *s, WalsCsr *out, void *scratch, size_t scratch
 		for (k = 0; k < s->nchunks; k++)
 			c += s->counts[k * s->out_rows + r];
 		out->indptr[r + 1] = c;
+		wals_poll_local(&local, s->nchunks);
 	}
-	wals_poll(s->nchunks * s->out_rows);
+	wals_poll(local);
 	if (!plan_parts(&pp, out, (size_t) s->n, scratch, scratch_bytes))
 		return false;
 	s->nparts = pp.nparts;
@@ -1025,9 +1027,10 @@ wals_csr_split_plan(WalsCsrSplit *s, WalsCsr *out, void *scratch, size_t scratch
 				c += count[r];
 			s->at[k][p] = at;
 			at += c;
+			wals_poll_local(&local, s->first[p + 1] - s->first[p]);
 		}
 	}
-	wals_poll(s->nchunks * s->out_rows);
+	wals_poll(local);
 	return true;
 }
 
