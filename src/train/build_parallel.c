@@ -175,6 +175,39 @@ wals_build_main(dsm_segment *seg, shm_toc *toc)
 	pfree(scratch);
 }
 
+/* Out of a context of open_context's, and of parallel mode. */
+static void
+close_context(ParallelContext *pcxt)
+{
+	DestroyParallelContext(pcxt);
+	ExitParallelMode();
+}
+
+/*
+ * In parallel mode, a context for workers of entry with an area of bytes
+ * under key in its segment, *area; NULL, out of parallel mode again,
+ * where no segment could be made.
+ */
+static ParallelContext *
+open_context(const char *entry, int workers, Size bytes, uint64 key, void **area)
+{
+	ParallelContext *pcxt;
+
+	EnterParallelMode();
+	pcxt = CreateParallelContext("wals", entry, workers);
+	shm_toc_estimate_chunk(&pcxt->estimator, bytes);
+	shm_toc_estimate_keys(&pcxt->estimator, 1);
+	InitializeParallelDSM(pcxt);
+	if (pcxt->seg == NULL)
+	{
+		close_context(pcxt);
+		return NULL;
+	}
+	*area = shm_toc_allocate(pcxt->toc, bytes);
+	shm_toc_insert(pcxt->toc, key, *area);
+	return pcxt;
+}
+
 /* The transpose of in into out, by the leader alone. */
 static WalsStatus
 transpose_alone(const WalsTrainArgs *args, const WalsCsr *in, WalsCsr *out, bool to_users,
@@ -209,17 +242,12 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 		ws->shape.files || !wals_workspace_shared(ws))
 		return transpose_alone(args, in, out, to_users, scratch, scratch_bytes);
 
-	EnterParallelMode();
-	pcxt = CreateParallelContext("wals", "wals_build_main", args->workers);
 	bytes = MAXALIGN(sizeof(BuildShared)) + wals_csr_split_size(in->ncols, WALS_BUILD_COUNT_BYTES);
-	shm_toc_estimate_chunk(&pcxt->estimator, bytes);
-	shm_toc_estimate_keys(&pcxt->estimator, 1);
-	InitializeParallelDSM(pcxt);
-	sh = pcxt->seg != NULL ? shm_toc_allocate(pcxt->toc, bytes) : NULL;
-	if (sh == NULL || !wals_csr_split_begin(split_of(sh), in, out, WALS_BUILD_COUNT_BYTES))
+	pcxt = open_context("wals_build_main", args->workers, bytes, WALS_BUILD_KEY, (void **) &sh);
+	if (pcxt == NULL || !wals_csr_split_begin(split_of(sh), in, out, WALS_BUILD_COUNT_BYTES))
 	{
-		DestroyParallelContext(pcxt);
-		ExitParallelMode();
+		if (pcxt != NULL)
+			close_context(pcxt);
 		return transpose_alone(args, in, out, to_users, scratch, scratch_bytes);
 	}
 	sh->shape = ws->shape;
@@ -232,7 +260,6 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 		pg_atomic_init_u64(&sh->done[step], 0);
 	}
 	ConditionVariableInit(&sh->cv);
-	shm_toc_insert(pcxt->toc, WALS_BUILD_KEY, sh);
 	LaunchParallelWorkers(pcxt);
 	ereport(DEBUG1,
 			(errmsg_internal("wals: building the matrix by %s with %d parallel workers",
@@ -257,8 +284,7 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 		open_step(sh, BUILD_STEPS);
 	}
 	WaitForParallelWorkersToFinish(pcxt);
-	DestroyParallelContext(pcxt);
-	ExitParallelMode();
+	close_context(pcxt);
 	return planned ? st : transpose_alone(args, in, out, to_users, scratch, scratch_bytes);
 }
 
@@ -336,18 +362,9 @@ wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsData *da
 	if (args->workers < 1 || (data->nusers + data->nitems) * f < WALS_INIT_PARALLEL_MIN ||
 		IsInParallelMode() || ws->shape.files || !wals_workspace_shared(ws))
 		return false;
-	EnterParallelMode();
-	pcxt = CreateParallelContext("wals", "wals_init_main", args->workers);
-	shm_toc_estimate_chunk(&pcxt->estimator, bytes);
-	shm_toc_estimate_keys(&pcxt->estimator, 1);
-	InitializeParallelDSM(pcxt);
-	if (pcxt->seg == NULL)
-	{
-		DestroyParallelContext(pcxt);
-		ExitParallelMode();
+	pcxt = open_context("wals_init_main", args->workers, bytes, WALS_INIT_KEY, (void **) &sh);
+	if (pcxt == NULL)
 		return false;
-	}
-	sh = shm_toc_allocate(pcxt->toc, bytes);
 	sh->shape = ws->shape;
 	sh->f = f;
 	sh->scale = scale;
@@ -360,14 +377,12 @@ wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsData *da
 		   sizeof(int64) * data->nusers);
 	memcpy((char *) sh + MAXALIGN(sizeof(InitShared)) + sizeof(int64) * data->nusers,
 		   data->item_ids, sizeof(int64) * data->nitems);
-	shm_toc_insert(pcxt->toc, WALS_INIT_KEY, sh);
 	LaunchParallelWorkers(pcxt);
 	ereport(DEBUG1,
 			(errmsg_internal("wals: drawing the starting factors with %d parallel workers",
 							 pcxt->nworkers_launched)));
 	init_blocks(sh, ws->X, ws->Y);
 	WaitForParallelWorkersToFinish(pcxt);
-	DestroyParallelContext(pcxt);
-	ExitParallelMode();
+	close_context(pcxt);
 	return true;
 }
