@@ -93,6 +93,21 @@ test_alloc(size_t n, size_t size)
 	return p;
 }
 
+/* Zeroed too; free what it returns less shift. */
+void *
+test_alloc_on_line(size_t bytes, size_t shift)
+{
+	void	   *p = NULL;
+
+	if (posix_memalign(&p, 64, bytes + 64) != 0)
+	{
+		fprintf(stderr, "out of memory\n");
+		exit(2);
+	}
+	memset(p, 0, bytes + 64);
+	return (char *) p + shift;
+}
+
 const TestVariant test_variants[] = {
 	{"implicit", WALS_IMPLICIT, 1.0f, 0.0},
 	{"explicit", WALS_EXPLICIT, 0.0f, 0.0},

@@ -38,6 +38,12 @@ extern int	rng_below(TestRng *rng, int n);
 extern void *test_alloc(size_t n, size_t size);
 
 /*
+ * bytes on a 64-byte line, then shift bytes past it, where the builds of
+ * csr.c write whole lines or must not.
+ */
+extern void *test_alloc_on_line(size_t bytes, size_t shift);
+
+/*
  * A small rating problem with its merged CSR, transpose and factors, plus a
  * dense copy of the merged ratings, which the brute-force references read.
  * Row 1 and column 2 are always empty, to exercise those paths.

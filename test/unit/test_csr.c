@@ -353,21 +353,6 @@ typedef struct BigCase
 	int			scatter_only;
 } BigCase;
 
-/* Buffers on a 64-byte boundary, or shift bytes past one. */
-static void *
-aligned_buffer(size_t bytes, size_t shift)
-{
-	void	   *p = NULL;
-
-	if (posix_memalign(&p, 64, bytes + 64) != 0)
-	{
-		fprintf(stderr, "out of memory\n");
-		exit(2);
-	}
-	memset(p, 0, bytes + 64);
-	return (char *) p + shift;
-}
-
 /*
  * A CSR of nrows rows with room for n cells, whose arrays start shift bytes
  * past a line.
@@ -375,9 +360,9 @@ aligned_buffer(size_t bytes, size_t shift)
 static void
 big_csr(WalsCsr *c, int64_t nrows, size_t n, size_t shift)
 {
-	c->indptr = aligned_buffer((nrows + 1) * sizeof(int64_t), 0);
-	c->indices = aligned_buffer(n * sizeof(int32_t), shift);
-	c->values = aligned_buffer(n * sizeof(float), shift);
+	c->indptr = test_alloc_on_line((nrows + 1) * sizeof(int64_t), 0);
+	c->indices = test_alloc_on_line(n * sizeof(int32_t), shift);
+	c->values = test_alloc_on_line(n * sizeof(float), shift);
 }
 
 static void
@@ -464,7 +449,7 @@ check_big(const BigCase *bc, size_t shift, size_t scratch_bytes, int two_level)
 	int32_t    *col = test_alloc(bc->n, sizeof(int32_t));
 	float	   *val = test_alloc(bc->n, sizeof(float));
 	size_t		alloc = wals_csr_scratch_bytes(bc->n) + 64;
-	unsigned char *scratch = aligned_buffer(alloc, shift);
+	unsigned char *scratch = test_alloc_on_line(alloc, shift);
 	WalsCsr		a_row;
 	WalsCsr		b_row;
 	WalsCsr		a_col;
@@ -578,7 +563,7 @@ test_two_level_overflow(void)
 	int32_t    *col = test_alloc(n, sizeof(int32_t));
 	float	   *val = test_alloc(n, sizeof(float));
 	size_t		bytes = wals_csr_scratch_bytes(n);
-	void	   *scratch = aligned_buffer(bytes, 0);
+	void	   *scratch = test_alloc_on_line(bytes, 0);
 	WalsCsr		by_row;
 	WalsCsr		by_col;
 	size_t		k;
@@ -720,7 +705,7 @@ same_cells(const int32_t *a_col, const float *a_val, int64_t a,
 static unsigned char *
 group_scratch(size_t bytes, size_t shift)
 {
-	unsigned char *scratch = aligned_buffer(bytes + GROUP_GUARD, shift);
+	unsigned char *scratch = test_alloc_on_line(bytes + GROUP_GUARD, shift);
 
 	memset(scratch, 0xA5, bytes + GROUP_GUARD);
 	return scratch;
@@ -815,7 +800,7 @@ check_group(const GroupCase *gc)
 	size_t		bytes = wals_csr_group_scratch_bytes(gc->nrows);
 	unsigned char *scratch = group_scratch(bytes, 4);
 	size_t		csr_bytes = wals_csr_scratch_bytes(gc->n);
-	void	   *csr_scratch = csr_bytes > 0 ? aligned_buffer(csr_bytes, 0) : NULL;
+	void	   *csr_scratch = csr_bytes > 0 ? test_alloc_on_line(csr_bytes, 0) : NULL;
 	WalsCsr		grouped;
 	WalsCsr		scattered;
 	TestRng		rng;
@@ -848,7 +833,7 @@ check_group(const GroupCase *gc)
 
 	grouped.nrows = gc->nrows;
 	grouped.ncols = gc->ncols;
-	grouped.indptr = aligned_buffer((gc->nrows + 1) * sizeof(int64_t), 0);
+	grouped.indptr = test_alloc_on_line((gc->nrows + 1) * sizeof(int64_t), 0);
 	grouped.indices = col;
 	grouped.values = val;
 	CHECK(wals_csr_group_in_place(gc->nrows, gc->ncols, gc->n, row, col, val,

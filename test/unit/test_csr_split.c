@@ -9,27 +9,11 @@
  *	  process to the bit, merging and not, with floats and with codes, on
  *	  arrays on a line (where pass A writes whole lines) and off it.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
 #include "wals_internal.h"
-
-/* bytes on a 64-byte line, then shift bytes past it. */
-static void *
-on_line(size_t bytes, size_t shift)
-{
-	void	   *p = NULL;
-
-	if (posix_memalign(&p, 64, bytes + 64) != 0)
-	{
-		fprintf(stderr, "out of memory\n");
-		exit(2);
-	}
-	memset(p, 0, bytes + 64);
-	return (char *) p + shift;
-}
 
 /*
  * Room for a CSR of nrows rows and n cells, floats or codes, shift bytes
@@ -40,11 +24,11 @@ room(WalsCsr *c, int64_t nrows, int64_t n, int coded, size_t shift)
 {
 	memset(c, 0, sizeof(*c));
 	c->indptr = test_alloc(nrows + 1, sizeof(int64_t));
-	c->indices = on_line(n * sizeof(int32_t), shift);
+	c->indices = test_alloc_on_line(n * sizeof(int32_t), shift);
 	if (coded)
-		c->codes = on_line(n, shift);
+		c->codes = test_alloc_on_line(n, shift);
 	else
-		c->values = on_line(n * sizeof(float), shift);
+		c->values = test_alloc_on_line(n * sizeof(float), shift);
 }
 
 static void
