@@ -667,19 +667,22 @@ sort_parts(const CsrParts *pp, WalsCsr *out, bool merge, WalsFeedback feedback)
 }
 
 /*
- * Everything is checked in the counting pass, before the scatter trusts the
- * indices.
+ * The scatter of wals_csr_scatter and wals_csr_scatter_codes: each cell
+ * carries val[k], or, where val is NULL, code[k] of out's codebook.
+ * Everything is checked in the counting pass, before the scatter trusts
+ * the indices.
  */
-WalsStatus
-wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
-				 const int32_t *row, const int32_t *col, const float *val,
-				 WalsCsr *out, void *scratch, size_t scratch_bytes)
+static WalsStatus
+scatter(int64_t nrows, int64_t ncols, size_t n, const int32_t *row, const int32_t *col,
+		const float *val, const uint8_t *code, WalsCsr *out, void *scratch,
+		size_t scratch_bytes)
 {
 	CsrParts	pp;
 	int64_t		j;
 	size_t		k;
 
-	if (nrows < 0 || ncols < 0 || nrows > INT32_MAX || ncols > INT32_MAX)
+	if (nrows < 0 || ncols < 0 || nrows > INT32_MAX || ncols > INT32_MAX ||
+		(val == NULL && out->values != NULL))
 		return WALS_EINVAL;
 	out->nrows = nrows;
 	out->ncols = ncols;
@@ -692,9 +695,14 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 		if (row[k] < 0 || row[k] >= nrows || col[k] < 0 || col[k] >= ncols)
 			return WALS_EINVAL;
-		if (!isfinite(val[k]))
+		if (val == NULL)
+		{
+			if (code[k] >= out->codebook->n)
+				return WALS_EINVAL;
+		}
+		else if (!isfinite(val[k]))
 			return WALS_ENONFINITE;
-		if (out->values == NULL && wals_codebook_code(out->codebook, val[k]) < 0)
+		else if (out->values == NULL && wals_codebook_code(out->codebook, val[k]) < 0)
 			return WALS_ECODES;
 		out->indptr[row[k] + 1]++;
 	}
@@ -705,8 +713,11 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 		{
 			if (k % WALS_CELL_POLL == 0)
 				wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-			put_cell(&pp, out, row[k], col[k], val[k],
-					 pp.coded ? (uint8_t) wals_codebook_code(out->codebook, val[k]) : 0);
+			if (val == NULL)
+				put_cell(&pp, out, row[k], col[k], 0.0f, code[k]);
+			else
+				put_cell(&pp, out, row[k], col[k], val[k],
+						 pp.coded ? (uint8_t) wals_codebook_code(out->codebook, val[k]) : 0);
 		}
 		flush_lines(&pp, out);
 		return sort_parts(&pp, out, false, WALS_IMPLICIT);
@@ -723,10 +734,27 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 		if (out->values != NULL)
 			out->values[pos] = val[k];
 		else
-			out->codes[pos] = (uint8_t) wals_codebook_code(out->codebook, val[k]);
+			out->codes[pos] = val == NULL ? code[k] :
+				(uint8_t) wals_codebook_code(out->codebook, val[k]);
 	}
 	cursors_to_starts(out->indptr, nrows, 0);
 	return WALS_OK;
+}
+
+WalsStatus
+wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
+				 const int32_t *row, const int32_t *col, const float *val,
+				 WalsCsr *out, void *scratch, size_t scratch_bytes)
+{
+	return scatter(nrows, ncols, n, row, col, val, NULL, out, scratch, scratch_bytes);
+}
+
+WalsStatus
+wals_csr_scatter_codes(int64_t nrows, int64_t ncols, size_t n,
+					   const int32_t *row, const int32_t *col, const uint8_t *code,
+					   WalsCsr *out, void *scratch, size_t scratch_bytes)
+{
+	return scatter(nrows, ncols, n, row, col, NULL, code, out, scratch, scratch_bytes);
 }
 
 /*

@@ -417,6 +417,18 @@ extern WalsStatus wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 								   void *scratch, size_t scratch_bytes);
 
 /*
+ * wals_csr_scatter of coordinates whose ratings are code[k], k < n, codes
+ * of out->codebook, into out, which has codes: a rating takes 9 bytes as
+ * coordinates, not 12, beside the 5 of out.  Returns WALS_EINVAL as
+ * wals_csr_scatter does, and for out with values or a code its codebook
+ * does not hold.
+ */
+extern WalsStatus wals_csr_scatter_codes(int64_t nrows, int64_t ncols, size_t n,
+										 const int32_t *row, const int32_t *col,
+										 const uint8_t *code, WalsCsr *out,
+										 void *scratch, size_t scratch_bytes);
+
+/*
  * Bytes of scratch wals_csr_group_in_place needs for nrows rows.
  */
 extern size_t wals_csr_group_scratch_bytes(int64_t nrows);

@@ -5,11 +5,16 @@
  *
  * Each matrix takes 8 bytes a cell, 5 where its ratings take one-byte codes
  * (workspace.c), and the rows read 12 a row; a training holds at most 16
- * bytes a rating at any moment, 13 with codes.  The rows are grouped by
- * item in place (src/core/csr_group.c), which leaves their users and
- * ratings as a matrix by item and the array of items to be freed; that
- * matrix is copied into the items' block of the workspace and freed; only
- * then is the users' block allocated, and every later step reads one
+ * bytes a rating at any moment, 14 with codes.  With floats, the rows are
+ * grouped by item in place (src/core/csr_group.c), which leaves their
+ * users and ratings as a matrix by item and the array of items to be
+ * freed; that matrix is copied into the items' block of the workspace and
+ * freed.  With codes, the ratings are coded first and their floats freed,
+ * which leaves the rows 9 bytes, and the rows are scattered by item
+ * straight into the items' block, 14 bytes together: the scatter reads the
+ * rows in order and writes whole lines, where grouping in place swaps
+ * cells to and fro across all three arrays, and nothing is copied after.
+ * Only then is the users' block allocated, and every later step reads one
  * matrix's buffers to write the other's (src/core/csr.c): the merging
  * transpose to the matrix by user, then the transpose back, which leaves
  * the matrix by item merged and sorted.  Merging repeats can make new
@@ -73,7 +78,8 @@ prefault_csr(const WalsWorkspace *ws, const WalsCsr *csr, int64 nrows, int64 nnz
 
 /*
  * Group raw's rows by item in place, free the items, and copy the rest
- * into the items' block of ws: its matrix by item, rows unsorted.
+ * into the items' block of ws, which takes floats: its matrix by item,
+ * rows unsorted.
  */
 static void
 group_by_item(WalsRatings *raw, WalsWorkspace *ws)
@@ -98,11 +104,34 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 	pfree(indptr);
 	wals_copy_bytes(ws->by_item.indices, raw->users, raw->n * sizeof(int32));
 	wals_ratings_free(raw, WALS_ROWS_USERS);
-	if (ws->shape.coded)
-		wals_codebook_encode(ws->by_item.codebook, raw->ratings, raw->n, ws->by_item.codes);
-	else
-		wals_copy_bytes(ws->by_item.values, raw->ratings, raw->n * sizeof(float));
+	wals_copy_bytes(ws->by_item.values, raw->ratings, raw->n * sizeof(float));
 	wals_ratings_free(raw, WALS_ROWS_RATINGS);
+}
+
+/*
+ * Code raw's ratings and free their floats, then scatter the rows by item
+ * into the items' block of ws, which takes codes, through the sorts'
+ * scratch, and free them: its matrix by item, rows unsorted.
+ */
+static void
+scatter_codes_by_item(WalsRatings *raw, WalsWorkspace *ws, void *scratch,
+					  size_t scratch_bytes)
+{
+	uint8	   *codes = MemoryContextAllocHuge(CurrentMemoryContext, Max(raw->n, 1));
+
+	wals_codebook_encode(ws->codebook, raw->ratings, raw->n, codes);
+	wals_ratings_free(raw, WALS_ROWS_RATINGS);
+	CHECK_FOR_INTERRUPTS();
+
+	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
+	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
+	wals_report_core_status(wals_csr_scatter_codes(raw->nitems, raw->nusers, raw->n,
+												   raw->items, raw->users, codes,
+												   &ws->by_item, scratch, scratch_bytes),
+							"building the rating matrix");
+	pfree(codes);
+	wals_ratings_free(raw, WALS_ROWS_ITEMS);
+	wals_ratings_free(raw, WALS_ROWS_USERS);
 }
 
 /*
@@ -143,11 +172,16 @@ wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *
 	data->item_ids = raw->item_ids;
 	data->null_ids = raw->null_ids;
 
-	/* in memory, the sorts' scratch only once the rows are grouped */
+	/* grouping in place, the sorts' scratch only once the rows are grouped */
 	if (ws->shape.files)
 	{
 		scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
 		scatter_by_item(raw, ws, scratch, scratch_bytes);
+	}
+	else if (ws->shape.coded)
+	{
+		scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
+		scatter_codes_by_item(raw, ws, scratch, scratch_bytes);
 	}
 	else
 	{

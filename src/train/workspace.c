@@ -8,9 +8,10 @@
  * and the spare vectors.  They are allocated one after the other as the
  * matrices are built (matrices.c), so that the rows read, the items' block
  * and the users' block never all exist at once: the rows, grouped by item
- * in place, are copied into the items' block and freed before the users'
- * block is asked for.  A shared segment is backed in full when it is
- * created, so one block for everything would be, beside the rows.
+ * in place and copied into the items' block, or coded and scattered into
+ * it, are freed before the users' block is asked for.  A shared segment
+ * is backed in full when it is created, so one block for everything
+ * would be, beside the rows.
  *
  * Where the ratings take at most WALS_CODES distinct values, as stars and
  * small counts do, each cell keeps a one-byte code instead of a float
@@ -146,10 +147,12 @@ map_block(WalsWorkspace *ws, WalsBlock block, char *base, char *cells)
 }
 
 /*
- * The peak of a training.  While the matrices are built: the rows read
- * (12 bytes each) beside the scratch of their grouping by item; then 8
- * bytes of them beside the items' block they are copied into; then both
- * blocks and the scratch of the sorts.  While the sweeps run: both
+ * The peak of a training.  While the matrices are built, with floats: the
+ * rows read (12 bytes each) beside the scratch of their grouping by item;
+ * then 8 bytes of them beside the items' block they are copied into; with
+ * codes: the rows beside their codes (13 bytes), then 9 bytes of them
+ * beside the items' block they are scattered into and the scratch of the
+ * sorts; then both blocks and that scratch.  While the sweeps run: both
  * blocks, every process's solver scratch and what the engine keeps beside
  * them (engine_bytes).
  */
@@ -159,13 +162,20 @@ estimate_bytes(const WalsWorkspaceShape *sh, const WalsParams *params, int procs
 {
 	const WalsWorkspaceLayout *l = &sh->layout;
 	double		rows = (double) sh->cells * (sizeof(int32) * 2 + sizeof(float));
+	double		coded_rows = (double) sh->cells * (sizeof(int32) * 2 + sizeof(uint8));
 	double		grouped = (double) sh->cells * (sizeof(int32) + sizeof(float));
 	double		blocks = (double) l->total[WALS_BLOCK_ITEMS] + l->total[WALS_BLOCK_USERS];
-	double		build = Max(rows + wals_csr_group_scratch_bytes(sh->nitems),
-							grouped + l->total[WALS_BLOCK_ITEMS]);
+	double		sorts = (double) wals_csr_scratch_bytes((size_t) sh->cells);
+	double		build;
 	double		scratch = solver_scratch_bytes(sh, params);
 
-	build = Max(build, blocks + wals_csr_scratch_bytes((size_t) sh->cells));
+	if (sh->coded)
+		build = Max(rows + (double) sh->cells * sizeof(uint8),
+					coded_rows + l->total[WALS_BLOCK_ITEMS] + sorts);
+	else
+		build = Max(rows + wals_csr_group_scratch_bytes(sh->nitems),
+					grouped + l->total[WALS_BLOCK_ITEMS]);
+	build = Max(build, blocks + sorts);
 	return Max(build, blocks + procs * scratch + engine_bytes);
 }
 

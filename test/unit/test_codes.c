@@ -176,10 +176,11 @@ check_transposes(WalsFeedback fb, int64_t nrows, int64_t ncols, int64_t n,
 }
 
 /*
- * The scatter of rows read into a matrix, as a training out of core
- * builds its first matrix: into codes, the same cells as into floats, in
- * one level and in two; a value the full codebook has no code for is
- * refused.
+ * The scatter of rows read into a matrix, as a training builds its first
+ * matrix: into codes, the same cells as into floats, in one level and in
+ * two, from floats (out of core) and from codes (in memory); a value the
+ * full codebook has no code for, a code it does not hold and codes into
+ * floats are refused.
  */
 static void
 check_scatter(int64_t nrows, int64_t ncols, int64_t n, uint64_t seed)
@@ -189,6 +190,7 @@ check_scatter(int64_t nrows, int64_t ncols, int64_t n, uint64_t seed)
 	int32_t    *row = test_alloc(n + 1, sizeof(int32_t));
 	int32_t    *col = test_alloc(n + 1, sizeof(int32_t));
 	float	   *val = test_alloc(n + 1, sizeof(float));
+	uint8_t    *code = test_alloc(n + 1, sizeof(uint8_t));
 	WalsCsr		f;
 	WalsCsr		c;
 	size_t		scratch_bytes = wals_csr_scratch_bytes((size_t) n);
@@ -213,6 +215,20 @@ check_scatter(int64_t nrows, int64_t ncols, int64_t n, uint64_t seed)
 		  "scatters of %lld cells", (long long) n);
 	CHECK(same_cells(&f, &c), "scatter of %lld cells: codes differ from floats", (long long) n);
 	CHECK(cb.n == 5, "the scatter adds no code (%d)", cb.n);
+	wals_codebook_encode(&cb, val, (size_t) n, code);
+	memset(c.indices, 0xff, (size_t) n * sizeof(int32_t));
+	CHECK(wals_csr_scatter_codes(nrows, ncols, (size_t) n, row, col, code, &c, scratch,
+								 scratch_bytes) == WALS_OK,
+		  "scatter of %lld coded cells", (long long) n);
+	CHECK(same_cells(&f, &c), "scatter of %lld coded cells: codes differ from floats",
+		  (long long) n);
+	CHECK(wals_csr_scatter_codes(nrows, ncols, (size_t) n, row, col, code, &f, scratch,
+								 scratch_bytes) == WALS_EINVAL,
+		  "codes into floats are refused");
+	code[n - 1] = (uint8_t) cb.n;
+	CHECK(wals_csr_scatter_codes(nrows, ncols, (size_t) n, row, col, code, &c, scratch,
+								 scratch_bytes) == WALS_EINVAL,
+		  "a code the codebook does not hold is refused");
 
 	for (int v = 0; cb.n < WALS_CODES; v++)
 		(void) wals_codebook_code(&cb, 100.0f + (float) v);
@@ -225,6 +241,7 @@ check_scatter(int64_t nrows, int64_t ncols, int64_t n, uint64_t seed)
 	free(row);
 	free(col);
 	free(val);
+	free(code);
 	free(scratch);
 }
 
