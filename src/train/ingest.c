@@ -572,9 +572,35 @@ wals_ingest_estimate(Relation rel)
 }
 
 /*
+ * The offsets in a tuple's data of the columns used, or false when one is
+ * not at a fixed offset: then each is found by heap_getattr.  A column at a
+ * fixed offset has one once a tuple has been read up to it
+ * (nocachegetattr caches it in the descriptor).
+ */
+static bool
+fixed_offsets(const RowLayout *lay, TupleDesc desc, int *off, int *natts)
+{
+	int			columns = lay->has_rating ? ROW_VALUES : ROW_RATING;
+
+	*natts = 0;
+	for (int c = 0; c < columns; c++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, lay->attnum[c] - 1);
+
+		if (att->attcacheoff < 0 || !att->attbyval)
+			return false;
+		off[c] = att->attcacheoff;
+		*natts = Max(*natts, lay->attnum[c]);
+	}
+	return true;
+}
+
+/*
  * Tuples are read in place in the pinned page, and only the columns used
  * are fetched from them, at offsets cached in the descriptor when the
  * columns before are of fixed width: no copy, no slot, no other column.
+ * A tuple without nulls that has all the columns takes them at those
+ * offsets directly, as fastgetattr would, without a call a column.
  */
 void
 wals_ingest_scan(Ingest *in, Relation rel, TableScanDesc scan)
@@ -584,14 +610,39 @@ wals_ingest_scan(Ingest *in, Relation rel, TableScanDesc scan)
 	HeapTuple	tuple;
 	Datum		values[ROW_VALUES] = {0};
 	bool		nulls[ROW_VALUES] = {false};
+	Form_pg_attribute att[ROW_VALUES] = {NULL};
+	int			off[ROW_VALUES] = {0};
+	int			natts = 0;
+	bool		fixed = false;
 
+	for (int c = 0; c < (lay->has_rating ? ROW_VALUES : ROW_RATING); c++)
+		att[c] = TupleDescAttr(desc, lay->attnum[c] - 1);
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
-		values[ROW_USER] = heap_getattr(tuple, lay->attnum[ROW_USER], desc, &nulls[ROW_USER]);
-		values[ROW_ITEM] = heap_getattr(tuple, lay->attnum[ROW_ITEM], desc, &nulls[ROW_ITEM]);
-		if (lay->has_rating)
-			values[ROW_RATING] = heap_getattr(tuple, lay->attnum[ROW_RATING], desc,
-											  &nulls[ROW_RATING]);
+		HeapTupleHeader td = tuple->t_data;
+
+		if (fixed && !HeapTupleHasNulls(tuple) && HeapTupleHeaderGetNatts(td) >= natts)
+		{
+			char	   *tp = (char *) td + td->t_hoff;
+
+			values[ROW_USER] = fetchatt(att[ROW_USER], tp + off[ROW_USER]);
+			values[ROW_ITEM] = fetchatt(att[ROW_ITEM], tp + off[ROW_ITEM]);
+			if (lay->has_rating)
+				values[ROW_RATING] = fetchatt(att[ROW_RATING], tp + off[ROW_RATING]);
+			nulls[ROW_USER] = nulls[ROW_ITEM] = nulls[ROW_RATING] = false;
+		}
+		else
+		{
+			values[ROW_USER] = heap_getattr(tuple, lay->attnum[ROW_USER], desc,
+											&nulls[ROW_USER]);
+			values[ROW_ITEM] = heap_getattr(tuple, lay->attnum[ROW_ITEM], desc,
+											&nulls[ROW_ITEM]);
+			if (lay->has_rating)
+				values[ROW_RATING] = heap_getattr(tuple, lay->attnum[ROW_RATING], desc,
+												  &nulls[ROW_RATING]);
+			if (!fixed)
+				fixed = fixed_offsets(lay, desc, off, &natts);
+		}
 		ingest_row(in, values, nulls);
 	}
 }
