@@ -53,23 +53,6 @@ wals_codebook_code(WalsCodebook *cb, float v)
 }
 
 void
-wals_codebook_encode(WalsCodebook *cb, const float *v, size_t n, uint8_t *codes)
-{
-	size_t		k;
-
-	for (k = 0; k < n; k++)
-	{
-		if (k % WALS_CELL_POLL == 0)
-			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-		/* as in wals_codebook_take */
-		if (k > 0 && value_bits(v[k]) == value_bits(v[k - 1]))
-			codes[k] = codes[k - 1];
-		else
-			codes[k] = (uint8_t) wals_codebook_code(cb, v[k]);
-	}
-}
-
-void
 wals_codebook_decode(const WalsCodebook *cb, const uint8_t *codes, size_t n, float *v)
 {
 	size_t		k;
@@ -83,23 +66,26 @@ wals_codebook_decode(const WalsCodebook *cb, const uint8_t *codes, size_t n, flo
 }
 
 bool
-wals_codebook_take(WalsCodebook *cb, const float *v, size_t n)
+wals_codebook_take(WalsCodebook *cb, const float *v, size_t n, uint8_t *codes)
 {
 	size_t		k;
 	float		last = 0.0f;
-	bool		any = false;
+	int			code = -1;
 
 	for (k = 0; k < n; k++)
 	{
 		if (k % WALS_CELL_POLL == 0)
 			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 		/* runs of one value are common in rows read in order */
-		if (any && value_bits(v[k]) == value_bits(last))
-			continue;
-		if (wals_codebook_code(cb, v[k]) < 0)
-			return false;
-		last = v[k];
-		any = true;
+		if (code < 0 || value_bits(v[k]) != value_bits(last))
+		{
+			code = wals_codebook_code(cb, v[k]);
+			if (code < 0)
+				return false;
+			last = v[k];
+		}
+		if (codes != NULL)
+			codes[k] = (uint8_t) code;
 	}
 	return true;
 }

@@ -204,13 +204,11 @@ extern int	wals_codebook_code(WalsCodebook *cb, float v);
 
 /*
  * Whether every value of v[0..n) gets a code of cb, which gives them
- * theirs; false, with cb full, when they are more than WALS_CODES.
+ * theirs, and writes them at codes[0..n) unless codes is NULL; false, with
+ * cb full and codes partly written, when they are more than WALS_CODES.
  */
-extern bool wals_codebook_take(WalsCodebook *cb, const float *v, size_t n);
-
-/* The codes of v[0..n), every one of which wals_codebook_take took. */
-extern void wals_codebook_encode(WalsCodebook *cb, const float *v, size_t n,
-								 uint8_t *codes);
+extern bool wals_codebook_take(WalsCodebook *cb, const float *v, size_t n,
+							   uint8_t *codes);
 
 /* The values of codes[0..n) of cb, a whole matrix's, polling as it goes. */
 extern void wals_codebook_decode(const WalsCodebook *cb, const uint8_t *codes, size_t n,

@@ -9,11 +9,12 @@
  * grouped by item in place (src/core/csr_group.c), which leaves their
  * users and ratings as a matrix by item and the array of items to be
  * freed; that matrix is copied into the items' block of the workspace and
- * freed.  With codes, the ratings are coded first and their floats freed,
- * which leaves the rows 9 bytes, and the rows are scattered by item
- * straight into the items' block, 14 bytes together: the scatter reads the
- * rows in order and writes whole lines, where grouping in place swaps
- * cells to and fro across all three arrays, and nothing is copied after.
+ * freed.  With codes, which the workspace took as it found them
+ * (workspace.c), the floats are freed, which leaves the rows 9 bytes, and
+ * the rows are scattered by item straight into the items' block, 14 bytes
+ * together: the scatter reads the rows in order and writes whole lines,
+ * where grouping in place swaps cells to and fro across all three arrays,
+ * and nothing is copied after.
  * Only then is the users' block allocated, and every later step reads one
  * matrix's buffers to write the other's (src/core/csr.c): the merging
  * transpose to the matrix by user, then the transpose back, which leaves
@@ -109,27 +110,24 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 }
 
 /*
- * Code raw's ratings and free their floats, then scatter the rows by item
- * into the items' block of ws, which takes codes, through the sorts'
- * scratch, and free them: its matrix by item, rows unsorted.
+ * Free the floats of raw's ratings, which the workspace took codes of,
+ * then scatter the rows by item into the items' block of ws, which takes
+ * codes, through the sorts' scratch, and free them: its matrix by item,
+ * rows unsorted.
  */
 static void
 scatter_codes_by_item(WalsRatings *raw, WalsWorkspace *ws, void *scratch,
 					  size_t scratch_bytes)
 {
-	uint8	   *codes = MemoryContextAllocHuge(CurrentMemoryContext, Max(raw->n, 1));
-
-	wals_codebook_encode(ws->codebook, raw->ratings, raw->n, codes);
 	wals_ratings_free(raw, WALS_ROWS_RATINGS);
-	CHECK_FOR_INTERRUPTS();
-
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
 	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
 	wals_report_core_status(wals_csr_scatter_codes(raw->nitems, raw->nusers, raw->n,
-												   raw->items, raw->users, codes,
+												   raw->items, raw->users, raw->codes,
 												   &ws->by_item, scratch, scratch_bytes),
 							"building the rating matrix");
-	pfree(codes);
+	pfree(raw->codes);
+	raw->codes = NULL;
 	wals_ratings_free(raw, WALS_ROWS_ITEMS);
 	wals_ratings_free(raw, WALS_ROWS_USERS);
 }

@@ -140,6 +140,8 @@ typedef struct WalsRatings
 	int32	   *users;			/* n dense user indices */
 	int32	   *items;			/* n dense item indices */
 	float	   *ratings;		/* n ratings (1 when there is no rating_col) */
+	uint8	   *codes;			/* n codes of the ratings, once the workspace
+								 * took them, in memory; else NULL */
 	int64		nusers;
 	int64		nitems;
 	int64	   *user_ids;		/* nusers, increasing */
@@ -376,7 +378,7 @@ typedef struct WalsWorkspace
 /* workspace.c */
 extern double wals_workspace_min_bytes(const WalsTrainArgs *args, double rows,
 									   double users, double items, double engine_bytes);
-extern WalsWorkspace *wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw,
+extern WalsWorkspace *wals_workspace_create(const WalsTrainArgs *args, WalsRatings *raw,
 											double read_s, double engine_bytes, bool may_code);
 extern void wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block);
 extern void wals_workspace_free(WalsWorkspace *ws, WalsBlock block);

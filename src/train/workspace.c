@@ -251,10 +251,11 @@ wals_workspace_longest_row(const WalsWorkspaceShape *shape)
  * NOTICE), refusing it when it exceeds wals.max_memory with engine_bytes
  * more for the engine; wals_build_matrices then allocates the blocks.
  * The matrices keep codes where may_code and raw's ratings have few
- * enough distinct values.
+ * enough distinct values; in memory, raw keeps the codes as they are
+ * taken, which the matrix by item is built from.
  */
 WalsWorkspace *
-wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double read_s,
+wals_workspace_create(const WalsTrainArgs *args, WalsRatings *raw, double read_s,
 					  double engine_bytes, bool may_code)
 {
 	WalsWorkspace *ws = palloc0(sizeof(WalsWorkspace));
@@ -271,7 +272,9 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 	{
 		ws->codebook = palloc(sizeof(WalsCodebook));
 		wals_codebook_init(ws->codebook);
-		sh->coded = wals_codebook_take(ws->codebook, raw->ratings, raw->n);
+		if (raw->spilled == NULL)
+			raw->codes = MemoryContextAllocHuge(CurrentMemoryContext, Max(raw->n, 1));
+		sh->coded = wals_codebook_take(ws->codebook, raw->ratings, raw->n, raw->codes);
 	}
 	plan_layout(sh);
 	ws->share = args->workers > 0;
@@ -283,6 +286,12 @@ wals_workspace_create(const WalsTrainArgs *args, const WalsRatings *raw, double 
 	{
 		sh->files = true;
 		bytes = estimate_files_bytes(sh, &args->params, procs, engine_bytes);
+	}
+	/* out of core, the matrix by item is built from the floats in files */
+	if (raw->codes != NULL && (!sh->coded || sh->files))
+	{
+		pfree(raw->codes);
+		raw->codes = NULL;
 	}
 	if (may_code)
 		ereport(DEBUG1,

@@ -16,6 +16,8 @@ test_codebook(void)
 {
 	WalsCodebook cb;
 	float		many[300];
+	float		runs[768];
+	uint8_t		codes[768];
 	int			k;
 	int			bad = 0;
 
@@ -29,13 +31,18 @@ test_codebook(void)
 	for (k = 0; k < 300; k++)
 		many[k] = 0.25f * (float) k - 20.0f;
 	wals_codebook_init(&cb);
-	CHECK(wals_codebook_take(&cb, many, 256), "256 distinct values take codes");
+	for (k = 0; k < 768; k++)
+		runs[k] = many[k / 3];
+	CHECK(wals_codebook_take(&cb, runs, 768, codes) && cb.n == 256,
+		  "256 distinct values, in runs of three, take codes");
+	for (k = 0; k < 768; k++)
+		bad += cb.value[codes[k]] != runs[k];
 	for (k = 0; k < 256; k++)
 		bad += cb.value[wals_codebook_code(&cb, many[k])] != many[k];
-	CHECK(bad == 0 && cb.n == 256, "%d values decode wrong", bad);
+	CHECK(bad == 0 && cb.n == 256, "%d values or codes decode wrong", bad);
 	CHECK(wals_codebook_code(&cb, many[256]) == -1, "a 257th value has no code");
 	wals_codebook_init(&cb);
-	CHECK(!wals_codebook_take(&cb, many, 300) && cb.n == 256,
+	CHECK(!wals_codebook_take(&cb, many, 300, NULL) && cb.n == 256,
 		  "300 distinct values do not take codes");
 }
 
@@ -204,7 +211,7 @@ check_scatter(int64_t nrows, int64_t ncols, int64_t n, uint64_t seed)
 		val[k] = (float) (1 + rng_below(&rng, 5));
 	}
 	wals_codebook_init(&cb);
-	CHECK(wals_codebook_take(&cb, val, (size_t) n), "five stars take codes");
+	CHECK(wals_codebook_take(&cb, val, (size_t) n, NULL), "five stars take codes");
 	room(&f, nrows, n, 0);
 	room(&c, nrows, n, 1);
 	c.codebook = &cb;
@@ -215,7 +222,7 @@ check_scatter(int64_t nrows, int64_t ncols, int64_t n, uint64_t seed)
 		  "scatters of %lld cells", (long long) n);
 	CHECK(same_cells(&f, &c), "scatter of %lld cells: codes differ from floats", (long long) n);
 	CHECK(cb.n == 5, "the scatter adds no code (%d)", cb.n);
-	wals_codebook_encode(&cb, val, (size_t) n, code);
+	CHECK(wals_codebook_take(&cb, val, (size_t) n, code), "the stars keep their codes");
 	memset(c.indices, 0xff, (size_t) n * sizeof(int32_t));
 	CHECK(wals_csr_scatter_codes(nrows, ncols, (size_t) n, row, col, code, &c, scratch,
 								 scratch_bytes) == WALS_OK,
