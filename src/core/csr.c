@@ -557,18 +557,38 @@ merge_code_run(WalsFeedback feedback, WalsCodebook *cb, const uint8_t *codes,
 }
 
 /*
- * Fold the run of duplicates at cells [k, k + len) of csr into cell k, as
- * floats or as codes; a cell alone stays as it is.
+ * Fold the run of duplicates at cells [k, k + len), len > 1, of csr into
+ * cell k, as floats or as codes.
  */
 static WalsStatus
 merge_cells(WalsFeedback feedback, WalsCsr *csr, int64_t k, int64_t len)
 {
 	if (csr->values == NULL)
-		return len == 1 ? WALS_OK :
-			merge_code_run(feedback, csr->codebook, csr->codes + k, len, csr->codes + k);
-	if (len > 1)
-		csr->values[k] = merge_run(feedback, csr->values + k, len);
+		return merge_code_run(feedback, csr->codebook, csr->codes + k, len, csr->codes + k);
+	csr->values[k] = merge_run(feedback, csr->values + k, len);
 	return isfinite(csr->values[k]) ? WALS_OK : WALS_ENONFINITE;
+}
+
+/*
+ * Move cells [k, k + len) of csr down to w, which is not past k, each with
+ * a count of 1 where counts is not NULL.
+ */
+static void
+move_cells(WalsCsr *csr, int64_t w, int64_t k, int64_t len, int32_t *counts)
+{
+	int64_t		a;
+
+	if (w != k && len > 0)
+	{
+		memmove(csr->indices + w, csr->indices + k, len * sizeof(int32_t));
+		if (csr->values != NULL)
+			memmove(csr->values + w, csr->values + k, len * sizeof(float));
+		else
+			memmove(csr->codes + w, csr->codes + k, len);
+	}
+	if (counts != NULL)
+		for (a = 0; a < len; a++)
+			counts[w + a] = 1;
 }
 
 /*
@@ -577,8 +597,10 @@ merge_cells(WalsFeedback feedback, WalsCsr *csr, int64_t k, int64_t len)
  * indptr[first..last).  The rows start at indptr[first..last) and the last
  * ends at end.  The write position never passes the read position, so no
  * second buffer is needed, and a run's length is known when it ends, so no
- * count per cell unless the caller asks for them (counts not NULL).  A sum
- * of finite duplicates can still overflow a float, hence the check.
+ * count per cell unless the caller asks for them (counts not NULL).  The
+ * cells between runs move as whole stretches, untouched one by one: most
+ * cells are alone.  A sum of finite duplicates can still overflow a
+ * float, hence the check.
  */
 static WalsStatus
 merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
@@ -596,18 +618,28 @@ merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
 		csr->indptr[r] = *w;
 		while (k < stop)
 		{
-			int64_t		run = k + 1;
+			int64_t		d = k;
+			int64_t		run;
 			WalsStatus	status;
 
-			while (run < stop && csr->indices[run] == csr->indices[k])
-				run++;
-			status = merge_cells(feedback, csr, k, run - k);
+			/* cells alone up to the next run, d, or the row's end */
+			while (d + 1 < stop && csr->indices[d + 1] != csr->indices[d])
+				d++;
+			if (d + 1 >= stop)
+				d = stop;
+			move_cells(csr, *w, k, d - k, counts);
+			*w += d - k;
+			if (d == stop)
+				break;
+			for (run = d + 1; run < stop && csr->indices[run] == csr->indices[d]; run++)
+				;
+			status = merge_cells(feedback, csr, d, run - d);
 			if (status != WALS_OK)
 				return status;
-			csr->indices[*w] = csr->indices[k];
-			wals_csr_copy_rating(csr, *w, csr, k);
+			csr->indices[*w] = csr->indices[d];
+			wals_csr_copy_rating(csr, *w, csr, d);
 			if (counts != NULL)
-				counts[*w] = (int32_t) (run - k);
+				counts[*w] = (int32_t) (run - d);
 			(*w)++;
 			k = run;
 		}
