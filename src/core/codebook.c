@@ -65,24 +65,37 @@ wals_codebook_decode(const WalsCodebook *cb, const uint8_t *codes, size_t n, flo
 	}
 }
 
+/*
+ * Most ratings are small whole numbers (stars, counts, the 1 of every pair
+ * without a rating): those find their code in a table by value, which
+ * spares the hash its probes, a few nanoseconds a rating over hundreds of
+ * millions of them.
+ */
+#define TAKE_SMALL	256
+
 bool
 wals_codebook_take(WalsCodebook *cb, const float *v, size_t n, uint8_t *codes)
 {
+	int16_t		small[TAKE_SMALL];
 	size_t		k;
-	float		last = 0.0f;
-	int			code = -1;
 
+	memset(small, 0xff, sizeof(small));
 	for (k = 0; k < n; k++)
 	{
+		uint32_t	bits = value_bits(v[k]);
+		uint32_t	whole = v[k] >= 0.0f && v[k] < (float) TAKE_SMALL ? (uint32_t) v[k] : 0;
+		bool		is_small = value_bits((float) whole) == bits;
+		int			code = is_small ? small[whole] : -1;
+
 		if (k % WALS_CELL_POLL == 0)
 			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-		/* runs of one value are common in rows read in order */
-		if (code < 0 || value_bits(v[k]) != value_bits(last))
+		if (code < 0)
 		{
 			code = wals_codebook_code(cb, v[k]);
 			if (code < 0)
 				return false;
-			last = v[k];
+			if (is_small)
+				small[whole] = (int16_t) code;
 		}
 		if (codes != NULL)
 			codes[k] = (uint8_t) code;

@@ -42,6 +42,16 @@ test_codebook(void)
 	CHECK(bad == 0 && cb.n == 256, "%d values or codes decode wrong", bad);
 	CHECK(wals_codebook_code(&cb, many[256]) == -1, "a 257th value has no code");
 	wals_codebook_init(&cb);
+	{
+		float		signs[6] = {-0.0f, 0.0f, 3.0f, -0.0f, 3.5f, 0.0f};
+		uint8_t		sc[6];
+
+		CHECK(wals_codebook_take(&cb, signs, 6, sc) && cb.n == 4 &&
+			  sc[0] == sc[3] && sc[1] == sc[5] && sc[0] != sc[1] &&
+			  cb.value[sc[2]] == 3.0f && cb.value[sc[4]] == 3.5f,
+			  "taking codes keeps -0 apart from 0, and 3.5 from 3");
+	}
+	wals_codebook_init(&cb);
 	CHECK(!wals_codebook_take(&cb, many, 300, NULL) && cb.n == 256,
 		  "300 distinct values do not take codes");
 }
