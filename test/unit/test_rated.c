@@ -206,9 +206,74 @@ test_malformed(void)
 		  accepted, increasing);
 }
 
+/* LEB128, a byte at a time, as the format defines it. */
+static size_t
+reference_varint(uint8_t *out, uint64_t v)
+{
+	size_t		n = 0;
+
+	do
+	{
+		out[n] = (uint8_t) (v & 0x7f);
+		v >>= 7;
+		if (v != 0)
+			out[n] |= 0x80;
+		n++;
+	} while (v != 0);
+	return n;
+}
+
+/*
+ * The bytes of a packed list are the format's, whatever way the packer
+ * writes them: gaps and whole ratings on either side of every length of a
+ * varint, against a reference written a byte at a time; and the packer
+ * writes nothing past its bound.
+ */
+static void
+test_format(void)
+{
+	static const uint64_t vals[] = {
+		1, 2, 127, 128, 16383, 16384, ((uint64_t) 1 << 21) - 1, (uint64_t) 1 << 21,
+		((uint64_t) 1 << 28) - 1, (uint64_t) 1 << 28, ((uint64_t) 1 << 35) - 1,
+		(uint64_t) 1 << 35, (uint64_t) 1 << 42, (uint64_t) 1 << 49, (uint64_t) 1 << 56
+	};
+	int			n = (int) (sizeof(vals) / sizeof(vals[0]));
+	int64_t		ids[sizeof(vals) / sizeof(vals[0])];
+	float		whole[sizeof(vals) / sizeof(vals[0])];
+	size_t		bound = wals_rated_pack_bound(n);
+	uint8_t    *got = test_alloc(bound + 16, 1);
+	uint8_t    *want = test_alloc(bound + 16, 1);
+	size_t		len;
+	size_t		at = 0;
+	int64_t		id = -5;
+
+	for (int i = 0; i < n; i++)
+	{
+		id += (int64_t) vals[i];
+		ids[i] = id;
+		/* whole numbers a float holds exactly, below 2^32 */
+		whole[i] = (float) (vals[i] < ((uint64_t) 1 << 32) ? vals[i] & ~(uint64_t) 0xff : 7);
+	}
+	memset(got, 0xa5, bound + 16);
+	len = wals_rated_pack(ids, whole, n, got);
+	want[at++] = 1;
+	at += reference_varint(want + at, (uint64_t) n);
+	at += reference_varint(want + at, ((uint64_t) ids[0] << 1) ^ (uint64_t) (ids[0] >> 63));
+	for (int i = 1; i < n; i++)
+		at += reference_varint(want + at, (uint64_t) (ids[i] - ids[i - 1]));
+	for (int i = 0; i < n; i++)
+		at += reference_varint(want + at, (uint64_t) whole[i]);
+	CHECK(len == at && memcmp(got, want, at) == 0,
+		  "packed bytes differ from the format's (%zu bytes, %zu expected)", len, at);
+	CHECK(got[bound] == 0xa5 && got[bound + 15] == 0xa5, "the packer writes past its bound");
+	free(got);
+	free(want);
+}
+
 void
 test_rated(void)
 {
+	test_format();
 	test_round_trips();
 	test_size();
 	test_malformed();
