@@ -7,6 +7,16 @@
  * (kernels.h: cg.cu, loss.cu, vectors.cu), and the Cholesky and subspace
  * solvers cholesky.cu.
  *
+ * Where the cells of both matrices (8 bytes each) do not fit on the device
+ * beside the rest, and the caller allows it, they stay in host memory:
+ * pinned where they lie and mapped into the device's address space, so
+ * that every kernel reads them over the bus as it goes, rows in order, as
+ * it would read device memory; the rest (the row starts, the factors and
+ * everything else above) is on the device as always, and the kernels are
+ * the same.  A half-sweep then streams its matrix's cells from host
+ * memory once per pass over them, which costs bus bandwidth rather than
+ * the training: the alternative is not to train on the device at all.
+ *
  * The objective and the conjugate gradient steps are those of src/core
  * (solve.c): row u solves
  *
@@ -65,6 +75,7 @@ struct DeviceCsr
 	long long  *indptr;
 	int		   *indices;
 	float	   *values;
+	const void *pinned[2];		/* the host cells mapped, or NULL: uploaded */
 	LongRows	long_rows;		/* CG: the rows split across blocks */
 	Pieces		pieces;			/* the loss's and the line's */
 };
@@ -91,20 +102,50 @@ struct Training
 	unsigned long long *bad;
 	CholeskySolver *cholesky;	/* with the Cholesky and subspace solvers */
 	bool		gy_fresh;		/* GY is the Gram of Y as it is */
+	bool		cells_on_host;	/* the cells are read from host memory */
 };
 
+/*
+ * Pin bytes of host memory at p where they lie and map them into the
+ * device's address space, at *mapped; *pinned says what to unpin.
+ */
+static int
+map_host(const void *p, size_t bytes, const void **pinned, void **mapped, WalsCudaError *err)
+{
+	const char *what = "mapping a matrix's cells from host memory";
+
+	CUDA_TRY(cudaHostRegister(const_cast<void *>(p), bytes > 0 ? bytes : 1,
+							  cudaHostRegisterMapped), what);
+	*pinned = p;
+	CUDA_TRY(cudaHostGetDevicePointer(mapped, const_cast<void *>(p), 0), what);
+	return 0;
+}
+
+/*
+ * The matrix on the device: its row starts uploaded, its cells uploaded
+ * too, or, on_host, mapped where they lie.
+ */
 static int
 upload_csr(DeviceCsr *d, long long nrows, const int64_t *indptr, const int32_t *indices,
-		   const float *values, WalsCudaError *err)
+		   const float *values, bool on_host, WalsCudaError *err)
 {
 	long long	nnz = indptr[nrows];
 
 	d->nrows = nrows;
 	CUDA_TRY(cudaMalloc(&d->indptr, sizeof(long long) * (nrows + 1)), "allocating a matrix");
-	CUDA_TRY(cudaMalloc(&d->indices, sizeof(int) * (nnz > 0 ? nnz : 1)), "allocating a matrix");
-	CUDA_TRY(cudaMalloc(&d->values, sizeof(float) * (nnz > 0 ? nnz : 1)), "allocating a matrix");
 	CUDA_TRY(cudaMemcpy(d->indptr, indptr, sizeof(long long) * (nrows + 1),
 						cudaMemcpyHostToDevice), "uploading a matrix");
+	if (on_host && nnz > 0)
+	{
+		if (map_host(indices, sizeof(int) * nnz, &d->pinned[0], (void **) &d->indices,
+					 err) != 0 ||
+			map_host(values, sizeof(float) * nnz, &d->pinned[1], (void **) &d->values,
+					 err) != 0)
+			return err->code;
+		return 0;
+	}
+	CUDA_TRY(cudaMalloc(&d->indices, sizeof(int) * (nnz > 0 ? nnz : 1)), "allocating a matrix");
+	CUDA_TRY(cudaMalloc(&d->values, sizeof(float) * (nnz > 0 ? nnz : 1)), "allocating a matrix");
 	CUDA_TRY(cudaMemcpy(d->indices, indices, sizeof(int) * nnz, cudaMemcpyHostToDevice),
 			 "uploading a matrix");
 	CUDA_TRY(cudaMemcpy(d->values, values, sizeof(float) * nnz, cudaMemcpyHostToDevice),
@@ -301,15 +342,26 @@ upload_pieces(DeviceCsr *d, const int64_t *indptr, WalsCudaError *err)
 	return rc;
 }
 
+/* Free d's row starts and its cells, or unpin them. */
+static void
+free_csr(DeviceCsr *d)
+{
+	cudaFree(d->indptr);
+	if (d->pinned[0] != NULL)
+		cudaHostUnregister(const_cast<void *>(d->pinned[0]));
+	else
+		cudaFree(d->indices);
+	if (d->pinned[1] != NULL)
+		cudaHostUnregister(const_cast<void *>(d->pinned[1]));
+	else
+		cudaFree(d->values);
+}
+
 static void
 release(Training *t)
 {
-	cudaFree(t->by_user.indptr);
-	cudaFree(t->by_user.indices);
-	cudaFree(t->by_user.values);
-	cudaFree(t->by_item.indptr);
-	cudaFree(t->by_item.indices);
-	cudaFree(t->by_item.values);
+	free_csr(&t->by_user);
+	free_csr(&t->by_item);
 	free_long(&t->by_user.long_rows);
 	free_long(&t->by_item.long_rows);
 	cudaFree(t->by_user.pieces.row);
@@ -496,9 +548,14 @@ unobserved(Training *t, double *total, WalsCudaError *err)
  * is uploaded.
  */
 static size_t
+cells_bytes(const WalsCudaProblem *p)
+{
+	return 2 * (size_t) p->user_indptr[p->nusers] * (sizeof(int) + sizeof(float));
+}
+
+static size_t
 needed_bytes(const WalsCudaProblem *p)
 {
-	size_t		nnz = (size_t) p->user_indptr[p->nusers];
 	size_t		rows = (size_t) (p->nusers + p->nitems);
 	size_t		slots = (size_t) piece_slots(p);
 	size_t		pieces = (size_t) (count_pieces(p->user_indptr, p->nusers) +
@@ -512,7 +569,7 @@ needed_bytes(const WalsCudaProblem *p)
 		long_bytes(p->user_indptr, p->nusers, p->factors) +
 		long_bytes(p->item_indptr, p->nitems, p->factors) : 0;
 
-	return 2 * nnz * (sizeof(int) + sizeof(float)) + (rows + 2) * sizeof(long long) +
+	return cells_bytes(p) + (rows + 2) * sizeof(long long) +
 		(1 + vectors) * rows * f * sizeof(float) + 2 * f * f * sizeof(float) +
 		slots * (vectors > 0 ? WALS_CUDA_LINE_TERMS : 1) * sizeof(double) +
 		pieces * 2 * sizeof(long long) + sums + spare + exact + split +
@@ -551,9 +608,9 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 
 	BLAS_TRY(cublasCreate(&t->blas), "starting cuBLAS");
 	if (upload_csr(&t->by_user, p->nusers, p->user_indptr, p->user_indices,
-				   p->user_values, err) != 0 ||
+				   p->user_values, t->cells_on_host, err) != 0 ||
 		upload_csr(&t->by_item, p->nitems, p->item_indptr, p->item_indices,
-				   p->item_values, err) != 0)
+				   p->item_values, t->cells_on_host, err) != 0)
 		return err->code;
 	t->by_user.ncols = p->nitems;
 	t->by_item.ncols = p->nusers;
@@ -589,11 +646,13 @@ allocate(Training *t, long long batch, WalsCudaError *err)
 
 /*
  * Select the problem's device and check that the training fits in the
- * memory free there, before anything is uploaded; *batch gets the rows of
- * an exact solver's batch, which grow into what is left.
+ * memory free there, before anything is uploaded, its cells on the device
+ * or else, where the problem allows it, left in host memory (*on_host);
+ * *batch gets the rows of an exact solver's batch, which grow into what is
+ * left.
  */
 static int
-check_device(const WalsCudaProblem *p, long long *batch, WalsCudaError *err)
+check_device(const WalsCudaProblem *p, long long *batch, bool *on_host, WalsCudaError *err)
 {
 	size_t		free_bytes = 0;
 	size_t		total_bytes = 0;
@@ -602,12 +661,16 @@ check_device(const WalsCudaProblem *p, long long *batch, WalsCudaError *err)
 
 	CUDA_TRY(cudaSetDevice(p->device), "selecting the device");
 	CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes), "asking the free device memory");
+	*on_host = need > free_bytes && p->may_map_cells && cells_bytes(p) > 0;
+	if (*on_host)
+		need -= cells_bytes(p);
 	if (need > free_bytes)
 	{
-		char		why[128];
+		char		why[160];
 
-		snprintf(why, sizeof(why), "it needs %zu bytes of device memory, %zu are free",
-				 need, free_bytes);
+		snprintf(why, sizeof(why), "it needs %zu bytes of device memory%s, %zu are free",
+				 need, *on_host ? " beside its ratings, which host memory would hold" : "",
+				 free_bytes);
 		return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", why);
 	}
 	*batch = p->solver != WALS_CUDA_CG ? wals_cuda_cholesky_rows(p, most, free_bytes - need) : 0;
@@ -619,19 +682,21 @@ train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 {
 	Training   *t;
 	long long	batch = 0;
+	bool		on_host = false;
 	const char *why_not = unsupported(p);
 	int			rc;
 
 	*state = NULL;
 	if (why_not != NULL)
 		return fail(err, WALS_CUDA_EINVAL, "starting a GPU training", why_not);
-	if (check_device(p, &batch, err) != 0)
+	if (check_device(p, &batch, &on_host, err) != 0)
 		return err->code;
 	t = new (std::nothrow) Training();
 	if (t == NULL)
 		return fail(err, WALS_CUDA_ENOMEM, "starting a GPU training", "out of host memory");
 	t->prob = *p;
 	t->weights = wals_cuda_weights(p);
+	t->cells_on_host = on_host;
 	rc = allocate(t, batch, err);
 	if (rc != 0)
 	{
@@ -858,6 +923,12 @@ train_download(void *state, float *X, float *Y, WalsCudaError *err)
 }
 
 static int
+train_cells_on_host(void *state)
+{
+	return ((Training *) state)->cells_on_host ? 1 : 0;
+}
+
+static int
 train_end(void *state, float *X, float *Y, WalsCudaError *err)
 {
 	Training   *t = (Training *) state;
@@ -879,6 +950,7 @@ wals_cuda_train_api(WalsCudaApi *api)
 	api->train_iterate = train_iterate;
 	api->train_end = train_end;
 	api->train_download = train_download;
+	api->train_cells_on_host = train_cells_on_host;
 	api->train_combine = train_combine;
 	api->train_dot = train_dot;
 	api->train_line = train_line;

@@ -21,7 +21,7 @@ extern "C"
 #endif
 
 /* Bumped whenever the table below changes, so a stale library is refused. */
-#define WALS_CUDA_ABI_VERSION	6
+#define WALS_CUDA_ABI_VERSION	7
 
 /* What the CUDA runtime says of one device. */
 typedef struct WalsCudaDevice
@@ -50,7 +50,13 @@ typedef struct WalsCudaDevice
 /*
  * A training as src/core describes one: feedback 0 implicit, 1 explicit;
  * both matrices as CSR (by user, by item) and the starting factors, all in
- * host memory that the caller keeps until train_begin returns.  The
+ * host memory that the caller keeps until train_begin returns.  Where
+ * may_map_cells is set, the cells of both matrices (indices and values)
+ * must stay, unchanged, until train_end: when they do not fit in the
+ * device's memory beside the rest of the training, train_begin pins them
+ * where they are and the device reads them from there, over the bus,
+ * each half-sweep (out of core); where it is not set (cells in files
+ * that the page cache streams), they must fit on the device.  The
  * subspace solver takes blocks of block_size dimensions (all f at once
  * when block_size >= f, which is the Cholesky solve).  vectors is the
  * number of spare vectors of the size of all factors that the training
@@ -85,6 +91,7 @@ typedef struct WalsCudaProblem
 	const float *item_values;
 	const float *X;				/* nusers x factors */
 	const float *Y;				/* nitems x factors */
+	int			may_map_cells;	/* the cells may be read from host memory */
 } WalsCudaProblem;
 
 /* Kinds of failure of a training call, and whose row failed. */
@@ -145,6 +152,12 @@ typedef struct WalsCudaApi
 	 * and go on training: what a validation scores between iterations.
 	 */
 	int			(*train_download) (void *state, float *X, float *Y, WalsCudaError *err);
+
+	/*
+	 * 1 when the training reads the cells of its matrices from host memory
+	 * (they did not fit on the device), 0 when it uploaded them.
+	 */
+	int			(*train_cells_on_host) (void *state);
 
 	/*
 	 * Operations on whole factor-sized vectors of a training that keeps

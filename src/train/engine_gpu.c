@@ -36,6 +36,7 @@ typedef struct GpuEngine
 	WalsProblem *problem;
 	instr_time	begun;
 	double		upload_s;
+	bool		cells_on_host;	/* the GPU reads the cells from host memory */
 } GpuEngine;
 
 static void
@@ -67,6 +68,8 @@ describe_problem(const WalsProblem *problem, WalsCudaProblem *p)
 	p->item_values = data->by_item.values;
 	p->X = problem->X;
 	p->Y = problem->Y;
+	/* cells in temporary files are the page cache's to stream, not to pin */
+	p->may_map_cells = !problem->workspace->shape.files;
 }
 
 /* The library's failure as the failure of any engine. */
@@ -113,6 +116,11 @@ gpu_begin(WalsProblem *problem, void **state, WalsFailure *failure)
 	if (e->cuda->train_begin(&p, &e->training, &err) != 0)
 		return failed(&err, failure);
 	e->upload_s = wals_seconds_since(e->begun);
+	e->cells_on_host = e->cuda->train_cells_on_host(e->training) != 0;
+	if (e->cells_on_host)
+		ereport(DEBUG1,
+				(errmsg_internal("model \"%s\": the GPU reads the ratings from host memory, where they are pinned: they do not fit in its own",
+								 problem->args->model_display)));
 	problem->workers = 0;
 	*state = e;
 	return true;
@@ -157,6 +165,9 @@ gpu_end(void *state, float *X, float *Y, WalsFailure *failure)
 	if (X != NULL)
 		ereport(wals_call_notice_level(),
 				(errmsg("model \"%s\" trained on the GPU", e->problem->args->model_display),
+				 e->cells_on_host ?
+				 errdetail("Uploaded in %.3f s, downloaded in %.3f s. The ratings did not fit in the GPU's memory: it read them from host memory, pinned.",
+						   e->upload_s, wals_seconds_since(start)) :
 				 errdetail("Uploaded in %.3f s, downloaded in %.3f s.",
 						   e->upload_s, wals_seconds_since(start))));
 	return true;

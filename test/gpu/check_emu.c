@@ -10,11 +10,13 @@
  *	  message, and faults: every allocation, launch, cuBLAS and cuSOLVER
  *	  call of a training failing in turn, each ending the training with the
  *	  kind of failure the server maps to its SQLSTATE and nothing left on
- *	  the device.
+ *	  the device; and a training whose ratings do not fit on the device,
+ *	  which reads them from host memory.
  *
  * Each check turns the knobs it needs in its own child process (see
  * run_check), so none outlives it.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +356,153 @@ check_faults(const void *unused)
 	return ok;
 }
 
+/*
+ * Begin a training of shape on a device of memory bytes, its cells allowed
+ * in host memory where map; *on_host says where they went and *pinned how
+ * many bytes of host memory the training holds pinned.  The training is
+ * ended; its code, or 0.
+ */
+static int
+begin_in(long memory, bool map, const Shape *shape, int *on_host, long *pinned,
+		 WalsCudaError *err)
+{
+	WalsParams	params = shape_params(shape, WALS_CG, 0);
+	WalsCudaProblem problem;
+	WalsCsr		R;
+	WalsCsr		Rt;
+	float	   *X = malloc(sizeof(float) * shape->users * shape->factors);
+	float	   *Y = malloc(sizeof(float) * shape->items * shape->factors);
+	void	   *state = NULL;
+	int			rc;
+
+	make_data(shape, &R, &Rt);
+	start_factors(X, shape->users, Y, shape->items, shape->factors);
+	make_problem(&params, &R, &Rt, X, Y, 0, &problem);
+	problem.may_map_cells = map;
+	set("memory", memory);
+	rc = cuda.train_begin(&problem, &state, err);
+	*on_host = rc == 0 ? cuda.train_cells_on_host(state) : -1;
+	*pinned = get("registered_bytes", 0);
+	if (state != NULL)
+		cuda.train_end(state, NULL, NULL, err);
+	done(&R, &Rt, X, Y);
+	return rc;
+}
+
+/* The least device memory a training of shape begins in, map as begin_in. */
+static long
+least_memory(bool map, const Shape *shape)
+{
+	long		lo = 0;
+	long		hi = 1L << 31;
+	int			on_host;
+	long		pinned;
+
+	while (hi - lo > 1)
+	{
+		long		mid = lo + (hi - lo) / 2;
+		WalsCudaError err = {0};
+
+		if (begin_in(mid, map, shape, &on_host, &pinned, &err) == 0)
+			hi = mid;
+		else
+			lo = mid;
+	}
+	return hi;
+}
+
+/*
+ * A training whose cells do not fit on the device beside the rest of it,
+ * and may stay in host memory, reads them there, pinned where they lie:
+ * it begins in as much less device memory as its cells take, its losses
+ * are src/core's with each solver (rows split across blocks among them),
+ * it holds pinned just its cells while it lives and nothing after; one
+ * whose cells may not stay there, or whose rest does not fit either, is
+ * out of memory, saying so; a registration that fails ends the training
+ * as an allocation would, nothing left pinned.
+ */
+static int
+check_cells_on_host(const void *unused)
+{
+	/* users 0 to 4 rate more than 2048 items */
+	static const Shape shape = {"cells on host", WALS_IMPLICIT, 1.0f, 40, 10000, 80000, 16, 2,
+	-1.0f, 1.0f, 0.0f};
+	WalsCsr		R;
+	WalsCsr		Rt;
+	WalsCudaError err = {0};
+	long		full = least_memory(false, &shape);
+	long		rest = least_memory(true, &shape);
+	long		cells;
+	long		pinned;
+	int			on_host;
+	int			ok = 1;
+
+	(void) unused;
+	make_data(&shape, &R, &Rt);
+	cells = 2 * (long) R.indptr[R.nrows] * (long) (sizeof(int32_t) + sizeof(float));
+	free_csr(&R);
+	free_csr(&Rt);
+	if (full - rest != cells)
+	{
+		say("FAIL cells on host: the training begins in %ld bytes with its cells, %ld "
+			"without, %ld apart; its cells take %ld\n", full, rest, full - rest, cells);
+		ok = 0;
+	}
+	if (begin_in(full - 1, true, &shape, &on_host, &pinned, &err) != 0 || on_host != 1 ||
+		pinned != cells)
+	{
+		say("FAIL cells on host: a byte short, on host %d with %ld bytes pinned (%ld cells): "
+			"%s\n", on_host, pinned, cells, err.msg);
+		ok = 0;
+	}
+	if (begin_in(full, true, &shape, &on_host, &pinned, &err) != 0 || on_host != 0 ||
+		pinned != 0)
+	{
+		say("FAIL cells on host: with room for the cells, on host %d, %ld bytes pinned\n",
+			on_host, pinned);
+		ok = 0;
+	}
+	if (begin_in(full - 1, false, &shape, &on_host, &pinned, &err) != WALS_CUDA_ENOMEM)
+	{
+		say("FAIL cells on host: cells that may not stay on the host do not make it out of "
+			"memory: %s\n", err.msg);
+		ok = 0;
+	}
+	if (begin_in(rest - 1, true, &shape, &on_host, &pinned, &err) != WALS_CUDA_ENOMEM ||
+		strstr(err.msg, "beside its ratings") == NULL)
+	{
+		say("FAIL cells on host: the rest a byte short: \"%s\"\n", err.msg);
+		ok = 0;
+	}
+	for (long at = 1; at <= 4; at++)
+	{
+		int			rc;
+
+		set("fail_malloc_at", at);
+		rc = begin_in(full - 1, true, &shape, &on_host, &pinned, &err);
+		set("fail_malloc_at", 0);
+		if (rc != WALS_CUDA_ENOMEM || get("registered_bytes", 0) != 0 ||
+			get("live_bytes", 0) != 0)
+		{
+			say("FAIL cells on host: allocation %ld failing: %d \"%s\", %ld bytes left "
+				"pinned\n", at, rc, err.msg, get("registered_bytes", 0));
+			ok = 0;
+		}
+	}
+
+	set("memory", full - 1);
+	ok &= check_shape(&shape, WALS_CG, 0);
+	ok &= check_shape(&shape, WALS_CHOLESKY, 0);
+	ok &= check_shape(&shape, WALS_SUBSPACE, 6);
+	if (get("registered_bytes", 0) != 0 || get("live_bytes", 0) != 0)
+	{
+		say("FAIL cells on host: %ld bytes left pinned, %ld on the device\n",
+			get("registered_bytes", 0), get("live_bytes", 0));
+		ok = 0;
+	}
+	return ok;
+}
+
 void
 emu_checks(EmuSet emu_set, EmuGet emu_get)
 {
@@ -366,4 +515,5 @@ emu_checks(EmuSet emu_set, EmuGet emu_get)
 	run_check(check_verdicts, NULL);
 	run_check(check_words, NULL);
 	run_check(check_faults, NULL);
+	run_check(check_cells_on_host, NULL);
 }

@@ -231,6 +231,7 @@ make_problem(const WalsParams *params, const WalsCsr *R, const WalsCsr *Rt,
 	problem->item_values = Rt->values;
 	problem->X = X;
 	problem->Y = Y;
+	problem->may_map_cells = 1;
 }
 
 /* The solver of params, as a failure names it. */

@@ -8,7 +8,9 @@
  * It fills the table of gpu/wals_cuda.h with the solvers of src/core, and
  * the operations of an accelerated training with its acceleration
  * functions (accel.c), and reports one device whose free memory drops by
- * what live trainings hold.
+ * what live trainings hold; as the CUDA engine, a training whose cells do
+ * not fit beside the rest, and may be read from host memory, holds the
+ * rest alone.
  * Environment variables of the server steer it:
  *	  WALS_HOST_ENGINE_MEMORY	device memory in bytes (default 1 GiB)
  *	  WALS_HOST_ENGINE_DELAY_MS	time each iteration takes at least
@@ -43,6 +45,7 @@ typedef struct HostTraining
 	float	   *grams;			/* with spares: the six f x f of a line */
 	size_t		bytes;
 	int			iteration;
+	int			cells_on_host;
 } HostTraining;
 
 /* The line's quartic has as many terms in src/core as in the table. */
@@ -199,6 +202,14 @@ host_train_begin(const WalsCudaProblem *p, void **state, WalsCudaError *err)
 	if (t->vectors > 0)
 		t->grams = upload(t, NULL, 6 * f * f, sizeof(float));
 	held += t->bytes;
+	if (held > memory_total() && p->may_map_cells && nnz > 0)
+	{
+		size_t		cells = 2 * (size_t) nnz * (sizeof(int32_t) + sizeof(float));
+
+		t->bytes -= cells;
+		held -= cells;
+		t->cells_on_host = 1;
+	}
 	if (held > memory_total())
 	{
 		char		why[160];
@@ -392,6 +403,12 @@ host_train_download(void *state, float *X, float *Y, WalsCudaError *err)
 }
 
 static int
+host_train_cells_on_host(void *state)
+{
+	return ((HostTraining *) state)->cells_on_host;
+}
+
+static int
 host_train_end(void *state, float *X, float *Y, WalsCudaError *err)
 {
 	HostTraining *t = state;
@@ -423,6 +440,7 @@ wals_cuda_init(WalsCudaApi *api)
 	api->train_iterate = host_train_iterate;
 	api->train_end = host_train_end;
 	api->train_download = host_train_download;
+	api->train_cells_on_host = host_train_cells_on_host;
 	api->train_combine = host_train_combine;
 	api->train_dot = host_train_dot;
 	api->train_line = host_train_line;

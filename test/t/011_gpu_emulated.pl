@@ -129,6 +129,48 @@ SELECT count(*) FROM ((TABLE g_cg_item_factors EXCEPT ALL TABLE g_cg_files_item_
 }
 is(memory_free(), 't', 'the device memory is free after the trainings');
 
+# Ratings that do not fit in the device's memory beside the rest of the
+# training stay in host memory, pinned, and the kernels read them there:
+# the same model, to the bit.  The rest's size comes from the error of a
+# device too small even for it; cells in temporary files may not be
+# pinned, and do not fit.
+{
+	emulate('memory=' . (64 << 20));
+	my ($ret, $stdout, $stderr) = train('g_cg_host', q{solver => 'cg', device => 'gpu'});
+	like($stderr,
+		qr/ERROR:  53200: .*\nDETAIL:  starting a GPU training: it needs \d+ bytes of device memory beside its ratings, which host memory would hold, \d+ are free/,
+		'a device too small even without the ratings: out of memory, saying so');
+	my ($rest) = $stderr =~ /it needs (\d+) bytes of device memory beside/;
+	$rest //= 0;
+	emulate('memory=' . ($rest + 4096));
+	($ret, $stdout, $stderr) = $node->psql(
+		'postgres', q{SET client_min_messages = notice;
+		  SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+		    model => 'g_cg_host', factors => 8, iterations => 3, solver => 'cg',
+		    device => 'gpu')});
+	is($ret, 0, 'ratings in host memory: trained') or diag($stderr);
+	like($stderr,
+		qr/DETAIL:  Uploaded in [0-9.]+ s, downloaded in [0-9.]+ s\. The ratings did not fit in the GPU's memory: it read them from host memory, pinned\./,
+		'ratings in host memory: the NOTICE says so');
+	is( $node->safe_psql(
+			'postgres', q{
+SELECT (SELECT count(*) FROM ((TABLE g_cg_item_factors EXCEPT ALL TABLE g_cg_host_item_factors)
+  UNION ALL (TABLE g_cg_host_item_factors EXCEPT ALL TABLE g_cg_item_factors)) i)
+     + (SELECT count(*) FROM ((TABLE g_cg_user_factors EXCEPT ALL TABLE g_cg_host_user_factors)
+  UNION ALL (TABLE g_cg_host_user_factors EXCEPT ALL TABLE g_cg_user_factors)) u)}),
+		'0', 'ratings in host memory: the same factors as on the device, to the bit');
+	($ret, $stdout, $stderr) = $node->psql(
+		'postgres', q{\set VERBOSITY verbose
+		  SET wals.max_memory = '400kB';
+		  SELECT device FROM wals_train('ratings', 'user_id', 'item_id', 'rating',
+		    model => 'g_cg_host_files', factors => 8, iterations => 3, solver => 'cg',
+		    device => 'gpu')});
+	like($stderr, qr/ERROR:  53200: .*\nDETAIL:  starting a GPU training: it needs \d+ bytes of device memory, \d+ are free/,
+		'ratings in temporary files are not pinned: out of memory');
+	is(memory_free(), 't', 'ratings in host memory: the device memory is free after');
+	emulate(undef);
+}
+
 # ---------------------------------------------------------------------------
 # A row that cannot be solved: the same error on both devices, the user
 # named by id.  A confidence that overflows a float makes the system of

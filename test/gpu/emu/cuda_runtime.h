@@ -2,7 +2,8 @@
  * cuda_runtime.h
  *	  The CUDA runtime as the emulated device of wals_emu.h offers it: what
  *	  the sources of gpu/ call, with CUDA's names, codes and messages.
- *	  Device memory is host memory that the emulation counts and checks.
+ *	  Device memory is host memory that the emulation counts and checks;
+ *	  host memory registered as mapped is read by the kernels in place.
  */
 #ifndef WALS_EMU_CUDA_RUNTIME_H
 #define WALS_EMU_CUDA_RUNTIME_H
@@ -21,8 +22,12 @@ enum cudaError_t
 	cudaErrorInvalidDevice = 101,
 	cudaErrorLaunchOutOfResources = 701,
 	cudaErrorInvalidConfiguration = 9,
-	cudaErrorDevicesUnavailable = 46
+	cudaErrorDevicesUnavailable = 46,
+	cudaErrorHostMemoryAlreadyRegistered = 712,
+	cudaErrorHostMemoryNotRegistered = 713
 };
+
+#define cudaHostRegisterMapped	0x02
 
 enum cudaMemcpyKind
 {
@@ -57,6 +62,9 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned int flags);
+cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned int flags);
+cudaError_t cudaHostUnregister(void *p);
 cudaError_t cudaMemset(void *p, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream = 0);
 cudaError_t cudaDeviceSynchronize(void);

@@ -643,6 +643,69 @@ cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
 	return cudaSuccess;
 }
 
+/*
+ * Host memory pinned and mapped: the emulated kernels read host memory
+ * anyway, so what is checked is the bookkeeping a device does, that a
+ * range is registered once, mapped only once registered, and unregistered
+ * by its start.  Each registration may fail as an allocation does
+ * (fail_malloc_at); none counts against the device's memory.
+ */
+static std::map<uintptr_t, size_t> registered;
+
+/* The registration [p, p + bytes) overlaps, or registered.end(). */
+static std::map<uintptr_t, size_t>::iterator
+registration_of(const void *p, size_t bytes)
+{
+	std::map<uintptr_t, size_t>::iterator it = registered.upper_bound((uintptr_t) p + bytes - 1);
+
+	if (it == registered.begin())
+		return registered.end();
+	--it;
+	return it->first + it->second > (uintptr_t) p ? it : registered.end();
+}
+
+cudaError_t
+cudaHostRegister(void *p, size_t bytes, unsigned int flags)
+{
+	cudaError_t err = usable();
+
+	if (err != cudaSuccess)
+		return err;
+	if (p == NULL || bytes == 0 || flags != cudaHostRegisterMapped)
+		return cudaErrorInvalidValue;
+	if (registration_of(p, bytes) != registered.end())
+		return cudaErrorHostMemoryAlreadyRegistered;
+	if (fault(&knobs.fail_malloc_at))
+		return cudaErrorMemoryAllocation;
+	registered[(uintptr_t) p] = bytes;
+	return cudaSuccess;
+}
+
+cudaError_t
+cudaHostGetDevicePointer(void **device, void *host, unsigned int flags)
+{
+	cudaError_t err = usable();
+
+	*device = NULL;
+	if (err != cudaSuccess)
+		return err;
+	if (flags != 0 || registration_of(host, 1) == registered.end())
+		return cudaErrorInvalidValue;
+	*device = host;
+	return cudaSuccess;
+}
+
+cudaError_t
+cudaHostUnregister(void *p)
+{
+	std::map<uintptr_t, size_t>::iterator it = registered.find((uintptr_t) p);
+
+	if (it == registered.end())
+		return cudaErrorHostMemoryNotRegistered;
+	registered.erase(it);
+	return cudaSuccess;
+}
+
 cudaError_t
 cudaMemset(void *p, int value, size_t bytes)
 {
@@ -714,6 +777,10 @@ cudaGetErrorString(cudaError_t err)
 			return "invalid configuration argument";
 		case cudaErrorDevicesUnavailable:
 			return "CUDA-capable device(s) is/are busy or unavailable";
+		case cudaErrorHostMemoryAlreadyRegistered:
+			return "part or all of the requested memory range is already mapped";
+		case cudaErrorHostMemoryNotRegistered:
+			return "pointer does not correspond to a registered memory region";
 	}
 	return "unrecognized error code";
 }
@@ -982,8 +1049,9 @@ knobs_from_environment(void)
 
 /*
  * What the device holds: "live_bytes" of device arg, "context" (whether
- * device arg has one), "current_device", and of the loads traced since
- * trace_loads was set, "traced_loads" and "uncoalesced_loads".
+ * device arg has one), "current_device", "registered_bytes" of host memory
+ * pinned, and of the loads traced since trace_loads was set,
+ * "traced_loads" and "uncoalesced_loads".
  */
 extern "C" __attribute__((visibility("default"))) long
 wals_emu_get(const char *name, long arg)
@@ -994,6 +1062,15 @@ wals_emu_get(const char *name, long arg)
 		return arg >= 0 && arg < EMU_MAX_DEVICES ? context[arg] : -1;
 	if (strcmp(name, "current_device") == 0)
 		return current_device;
+	if (strcmp(name, "registered_bytes") == 0)
+	{
+		long		bytes = 0;
+
+		for (std::map<uintptr_t, size_t>::iterator it = registered.begin();
+			 it != registered.end(); ++it)
+			bytes += (long) it->second;
+		return bytes;
+	}
 	if (strcmp(name, "traced_loads") == 0)
 		return traced_loads;
 	if (strcmp(name, "uncoalesced_loads") == 0)
