@@ -8,6 +8,9 @@
  * while the 12 still exist; sorting the arrays by row where they lie makes
  * col and val that CSR's indices and values, and row, spent, can go before
  * the merging transpose writes its 8 bytes: never more than 16 at a time.
+ * Ratings that take one-byte codes need no such care: coded, the rows take
+ * 9 bytes, and the 5 of a CSR by item beside them make 14, so they are
+ * scattered (wals_csr_scatter_codes), which is faster.
  *
  * The sort is an MSD radix sort in place (an American flag sort): count
  * each bucket's cells, then swap every cell into its bucket's range
