@@ -700,7 +700,7 @@ sort_parts(const CsrParts *pp, WalsCsr *out, bool merge, WalsFeedback feedback)
 
 /*
  * The scatter of wals_csr_scatter and wals_csr_scatter_codes: each cell
- * carries val[k], or, where val is NULL, code[k] of out's codebook.
+ * carries val[k], or, where code is not NULL, code[k] of out's codebook.
  * Everything is checked in the counting pass, before the scatter trusts
  * the indices.
  */
@@ -714,7 +714,7 @@ scatter(int64_t nrows, int64_t ncols, size_t n, const int32_t *row, const int32_
 	size_t		k;
 
 	if (nrows < 0 || ncols < 0 || nrows > INT32_MAX || ncols > INT32_MAX ||
-		(val == NULL && out->values != NULL))
+		(code != NULL && out->values != NULL))
 		return WALS_EINVAL;
 	out->nrows = nrows;
 	out->ncols = ncols;
@@ -727,7 +727,7 @@ scatter(int64_t nrows, int64_t ncols, size_t n, const int32_t *row, const int32_
 			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 		if (row[k] < 0 || row[k] >= nrows || col[k] < 0 || col[k] >= ncols)
 			return WALS_EINVAL;
-		if (val == NULL)
+		if (code != NULL)
 		{
 			if (code[k] >= out->codebook->n)
 				return WALS_EINVAL;
@@ -745,7 +745,7 @@ scatter(int64_t nrows, int64_t ncols, size_t n, const int32_t *row, const int32_
 		{
 			if (k % WALS_CELL_POLL == 0)
 				wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-			if (val == NULL)
+			if (code != NULL)
 				put_cell(&pp, out, row[k], col[k], 0.0f, code[k]);
 			else
 				put_cell(&pp, out, row[k], col[k], val[k],
@@ -766,7 +766,7 @@ scatter(int64_t nrows, int64_t ncols, size_t n, const int32_t *row, const int32_
 		if (out->values != NULL)
 			out->values[pos] = val[k];
 		else
-			out->codes[pos] = val == NULL ? code[k] :
+			out->codes[pos] = code != NULL ? code[k] :
 				(uint8_t) wals_codebook_code(out->codebook, val[k]);
 	}
 	cursors_to_starts(out->indptr, nrows, 0);
@@ -786,6 +786,8 @@ wals_csr_scatter_codes(int64_t nrows, int64_t ncols, size_t n,
 					   const int32_t *row, const int32_t *col, const uint8_t *code,
 					   WalsCsr *out, void *scratch, size_t scratch_bytes)
 {
+	if (out->values != NULL)
+		return WALS_EINVAL;
 	return scatter(nrows, ncols, n, row, col, NULL, code, out, scratch, scratch_bytes);
 }
 

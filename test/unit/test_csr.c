@@ -249,6 +249,9 @@ test_scatter(void)
 	CHECK(wals_csr_scatter(3, (int64_t) INT32_MAX + 1, 0, row, col, val, &c,
 						   NULL, 0) == WALS_EINVAL,
 		  "more columns than int32 indices");
+	CHECK(wals_csr_scatter(3, 5, 0, NULL, NULL, NULL, &c, NULL, 0) == WALS_OK &&
+		  indptr[0] == 0 && indptr[3] == 0,
+		  "no cells, and no arrays, as an empty shard has, scatter into empty rows");
 }
 
 /*
