@@ -54,6 +54,18 @@
 #endif
 
 /*
+ * A column's cached offset in a tuple, and what fetchatt reads of it: 18
+ * keeps them in a compact copy of the column's attribute.
+ */
+#if PG_VERSION_NUM >= 180000
+typedef CompactAttribute WalsColumnAttr;
+#define wals_column_attr(desc, i) TupleDescCompactAttr((desc), (i))
+#else
+typedef FormData_pg_attribute WalsColumnAttr;
+#define wals_column_attr(desc, i) TupleDescAttr((desc), (i))
+#endif
+
+/*
  * The range table of an executor state that writes one relation, rte
  * (wals_write_estate): 16 moved its permissions into RTEPermissionInfo
  * entries of their own, and 18 added the relations left after pruning,

@@ -585,7 +585,7 @@ fixed_offsets(const RowLayout *lay, TupleDesc desc, int *off, int *natts)
 	*natts = 0;
 	for (int c = 0; c < columns; c++)
 	{
-		Form_pg_attribute att = TupleDescAttr(desc, lay->attnum[c] - 1);
+		const WalsColumnAttr *att = wals_column_attr(desc, lay->attnum[c] - 1);
 
 		if (att->attcacheoff < 0 || !att->attbyval)
 			return false;
@@ -610,13 +610,13 @@ wals_ingest_scan(Ingest *in, Relation rel, TableScanDesc scan)
 	HeapTuple	tuple;
 	Datum		values[ROW_VALUES] = {0};
 	bool		nulls[ROW_VALUES] = {false};
-	Form_pg_attribute att[ROW_VALUES] = {NULL};
+	const WalsColumnAttr *att[ROW_VALUES] = {NULL};
 	int			off[ROW_VALUES] = {0};
 	int			natts = 0;
 	bool		fixed = false;
 
 	for (int c = 0; c < (lay->has_rating ? ROW_VALUES : ROW_RATING); c++)
-		att[c] = TupleDescAttr(desc, lay->attnum[c] - 1);
+		att[c] = wals_column_attr(desc, lay->attnum[c] - 1);
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		HeapTupleHeader td = tuple->t_data;
