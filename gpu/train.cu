@@ -114,8 +114,7 @@ map_host(const void *p, size_t bytes, const void **pinned, void **mapped, WalsCu
 {
 	const char *what = "mapping a matrix's cells from host memory";
 
-	CUDA_TRY(cudaHostRegister(const_cast<void *>(p), bytes > 0 ? bytes : 1,
-							  cudaHostRegisterMapped), what);
+	CUDA_TRY(cudaHostRegister(const_cast<void *>(p), bytes, cudaHostRegisterMapped), what);
 	*pinned = p;
 	CUDA_TRY(cudaHostGetDevicePointer(mapped, const_cast<void *>(p), 0), what);
 	return 0;
@@ -657,13 +656,14 @@ check_device(const WalsCudaProblem *p, long long *batch, bool *on_host, WalsCuda
 	size_t		free_bytes = 0;
 	size_t		total_bytes = 0;
 	size_t		need = needed_bytes(p);
+	size_t		cells = cells_bytes(p);
 	long long	most = p->nusers > p->nitems ? p->nusers : p->nitems;
 
 	CUDA_TRY(cudaSetDevice(p->device), "selecting the device");
 	CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes), "asking the free device memory");
-	*on_host = need > free_bytes && p->may_map_cells && cells_bytes(p) > 0;
+	*on_host = need > free_bytes && p->may_map_cells && cells > 0;
 	if (*on_host)
-		need -= cells_bytes(p);
+		need -= cells;
 	if (need > free_bytes)
 	{
 		char		why[160];

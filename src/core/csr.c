@@ -700,7 +700,8 @@ sort_parts(const CsrParts *pp, WalsCsr *out, bool merge, WalsFeedback feedback)
 
 /*
  * The scatter of wals_csr_scatter and wals_csr_scatter_codes: each cell
- * carries val[k], or, where code is not NULL, code[k] of out's codebook.
+ * carries val[k], or, where code is not NULL, code[k] of out's codebook,
+ * out then having codes.
  * Everything is checked in the counting pass, before the scatter trusts
  * the indices.
  */
@@ -713,8 +714,7 @@ scatter(int64_t nrows, int64_t ncols, size_t n, const int32_t *row, const int32_
 	int64_t		j;
 	size_t		k;
 
-	if (nrows < 0 || ncols < 0 || nrows > INT32_MAX || ncols > INT32_MAX ||
-		(code != NULL && out->values != NULL))
+	if (nrows < 0 || ncols < 0 || nrows > INT32_MAX || ncols > INT32_MAX)
 		return WALS_EINVAL;
 	out->nrows = nrows;
 	out->ncols = ncols;

@@ -572,24 +572,24 @@ wals_ingest_estimate(Relation rel)
 }
 
 /*
- * The offsets in a tuple's data of the columns used, or false when one is
- * not at a fixed offset: then each is found by heap_getattr.  A column at a
- * fixed offset has one once a tuple has been read up to it
- * (nocachegetattr caches it in the descriptor).
+ * The attributes of the columns used, and their offsets in a tuple's data,
+ * or false when one is not at a fixed offset: then each is found by
+ * heap_getattr.  A column at a fixed offset has one once a tuple has been
+ * read up to it (nocachegetattr caches it in the descriptor).
  */
 static bool
-fixed_offsets(const RowLayout *lay, TupleDesc desc, int *off, int *natts)
+fixed_offsets(const RowLayout *lay, TupleDesc desc, const WalsColumnAttr **att, int *off,
+			  int *natts)
 {
 	int			columns = lay->has_rating ? ROW_VALUES : ROW_RATING;
 
 	*natts = 0;
 	for (int c = 0; c < columns; c++)
 	{
-		const WalsColumnAttr *att = wals_column_attr(desc, lay->attnum[c] - 1);
-
-		if (att->attcacheoff < 0 || !att->attbyval)
+		att[c] = wals_column_attr(desc, lay->attnum[c] - 1);
+		if (att[c]->attcacheoff < 0 || !att[c]->attbyval)
 			return false;
-		off[c] = att->attcacheoff;
+		off[c] = att[c]->attcacheoff;
 		*natts = Max(*natts, lay->attnum[c]);
 	}
 	return true;
@@ -615,8 +615,6 @@ wals_ingest_scan(Ingest *in, Relation rel, TableScanDesc scan)
 	int			natts = 0;
 	bool		fixed = false;
 
-	for (int c = 0; c < (lay->has_rating ? ROW_VALUES : ROW_RATING); c++)
-		att[c] = wals_column_attr(desc, lay->attnum[c] - 1);
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		HeapTupleHeader td = tuple->t_data;
@@ -641,7 +639,7 @@ wals_ingest_scan(Ingest *in, Relation rel, TableScanDesc scan)
 				values[ROW_RATING] = heap_getattr(tuple, lay->attnum[ROW_RATING], desc,
 												  &nulls[ROW_RATING]);
 			if (!fixed)
-				fixed = fixed_offsets(lay, desc, off, &natts);
+				fixed = fixed_offsets(lay, desc, att, off, &natts);
 		}
 		ingest_row(in, values, nulls);
 	}

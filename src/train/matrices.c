@@ -110,47 +110,37 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 }
 
 /*
- * Free the floats of raw's ratings, which the workspace took codes of,
- * then scatter the rows by item into the items' block of ws, which takes
- * codes, through the sorts' scratch, and free them: its matrix by item,
- * rows unsorted.
- */
-static void
-scatter_codes_by_item(WalsRatings *raw, WalsWorkspace *ws, void *scratch,
-					  size_t scratch_bytes)
-{
-	wals_ratings_free(raw, WALS_ROWS_RATINGS);
-	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
-	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
-	wals_report_core_status(wals_csr_scatter_codes(raw->nitems, raw->nusers, raw->n,
-												   raw->items, raw->users, raw->codes,
-												   &ws->by_item, scratch, scratch_bytes),
-							"building the rating matrix");
-	pfree(raw->codes);
-	raw->codes = NULL;
-	wals_ratings_free(raw, WALS_ROWS_ITEMS);
-	wals_ratings_free(raw, WALS_ROWS_USERS);
-}
-
-/*
- * Out of core, scatter raw's rows by item into the items' block of ws,
- * through the sorts' scratch, and free them: the rows and the cells are
- * in temporary files, where sorting the rows where they lie would move a
- * few hundred cursors over pages the page cache cannot hold, when a
- * scatter reads them in order and writes through lines of a few hundred
- * partitions.  The rows of the matrix are left unsorted, as grouping
- * leaves them; merging sorts each run of repeats, so the matrices built
- * from it are the same.
+ * Scatter raw's rows by item into the items' block of ws, through the
+ * sorts' scratch, and free them: its matrix by item, rows unsorted, as
+ * grouping leaves them; merging sorts each run of repeats, so the
+ * matrices built from it are the same.  In memory with codes, which the
+ * workspace took as it found them, the floats go first: the rows are 9
+ * bytes beside the block.  Out of core, the rows and the cells are in
+ * temporary files, where sorting the rows where they lie would move a few
+ * hundred cursors over pages the page cache cannot hold, when a scatter
+ * reads them in order and writes through lines of a few hundred
+ * partitions.
  */
 static void
 scatter_by_item(WalsRatings *raw, WalsWorkspace *ws, void *scratch, size_t scratch_bytes)
 {
+	WalsStatus	status;
+
+	if (raw->codes != NULL)
+		wals_ratings_free(raw, WALS_ROWS_RATINGS);
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
 	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
-	wals_report_core_status(wals_csr_scatter(raw->nitems, raw->nusers, raw->n, raw->items,
-											 raw->users, raw->ratings, &ws->by_item,
-											 scratch, scratch_bytes),
-							"building the rating matrix");
+	if (raw->codes != NULL)
+		status = wals_csr_scatter_codes(raw->nitems, raw->nusers, raw->n, raw->items,
+										raw->users, raw->codes, &ws->by_item, scratch,
+										scratch_bytes);
+	else
+		status = wals_csr_scatter(raw->nitems, raw->nusers, raw->n, raw->items, raw->users,
+								  raw->ratings, &ws->by_item, scratch, scratch_bytes);
+	wals_report_core_status(status, "building the rating matrix");
+	if (raw->codes != NULL)
+		pfree(raw->codes);
+	raw->codes = NULL;
 	wals_ratings_free(raw, WALS_ROWS_ITEMS);
 	wals_ratings_free(raw, WALS_ROWS_USERS);
 	wals_ratings_free(raw, WALS_ROWS_RATINGS);
@@ -171,21 +161,11 @@ wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *
 	data->null_ids = raw->null_ids;
 
 	/* grouping in place, the sorts' scratch only once the rows are grouped */
-	if (ws->shape.files)
-	{
-		scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
-		scatter_by_item(raw, ws, scratch, scratch_bytes);
-	}
-	else if (ws->shape.coded)
-	{
-		scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
-		scatter_codes_by_item(raw, ws, scratch, scratch_bytes);
-	}
-	else
-	{
+	if (!ws->shape.files && !ws->shape.coded)
 		group_by_item(raw, ws);
-		scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
-	}
+	scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
+	if (ws->shape.files || ws->shape.coded)
+		scatter_by_item(raw, ws, scratch, scratch_bytes);
 	for (;;)
 	{
 		WalsStatus	status;
