@@ -602,9 +602,9 @@ move_cells(WalsCsr *csr, int64_t w, int64_t k, int64_t len, int32_t *counts)
  * cells are alone.  A sum of finite duplicates can still overflow a
  * float, hence the check.
  */
-static WalsStatus
-merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
-		   int64_t end, int64_t *w, int32_t *counts)
+WalsStatus
+wals_csr_merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
+					int64_t end, int64_t *w, int32_t *counts)
 {
 	int64_t		r;
 	int64_t		local = 0;
@@ -648,13 +648,13 @@ merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
 	return WALS_OK;
 }
 
-/* merge_rows over every row of csr, sorted in place. */
+/* wals_csr_merge_rows over every row of csr, sorted in place. */
 static WalsStatus
 merge_duplicates(WalsFeedback feedback, WalsCsr *csr, int32_t *counts)
 {
 	int64_t		w = 0;
-	WalsStatus	status = merge_rows(feedback, csr, 0, csr->nrows,
-									csr->indptr[csr->nrows], &w, counts);
+	WalsStatus	status = wals_csr_merge_rows(feedback, csr, 0, csr->nrows,
+											   csr->indptr[csr->nrows], &w, counts);
 
 	csr->indptr[csr->nrows] = w;
 	return status;
@@ -686,8 +686,8 @@ sort_parts(const CsrParts *pp, WalsCsr *out, bool merge, WalsFeedback feedback)
 			sort_part(pp, out, first, last, start, end);
 		if (merge)
 		{
-			WalsStatus	status = merge_rows(feedback, out, first, last, end,
-											&w, NULL);
+			WalsStatus	status = wals_csr_merge_rows(feedback, out, first, last,
+													 end, &w, NULL);
 
 			if (status != WALS_OK)
 				return status;

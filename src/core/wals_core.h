@@ -471,6 +471,37 @@ extern void wals_csr_transpose_with(const WalsCsr *in, WalsCsr *out,
 									void *scratch, size_t scratch_bytes);
 
 /*
+ * Sort rows [first, last) of csr by column where they lie, and merge their
+ * repeats as wals_csr_transpose_merge merges them (csr_rows.c): the rows
+ * start at csr->indptr[first..last) and the last ends at *end; merged,
+ * they are packed from the first row's start on, indptr[first..last)
+ * their new starts and *end their new end.  Rows that fit the scratch, of
+ * any size (a cell takes 8 bytes, 5 with codes), are sorted through it,
+ * faster than in place; wals_csr_scratch_bytes(nnz) serves.  Given a
+ * matrix by item of wals_csr_scatter, every row sorted gives, to the bit,
+ * the transpose of its wals_csr_transpose_merge, with codes once that has
+ * put the merged ratings in the codebook they share.  Processes may take disjoint ranges of
+ * one csr at once, each knowing its range's end beforehand, and close the
+ * gaps after with wals_csr_move_rows, range by range in order.  Returns
+ * as wals_csr_transpose_merge, and WALS_ECODES where a merged rating has
+ * no code in csr's codebook.
+ */
+extern WalsStatus wals_csr_sort_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first,
+									 int64_t last, int64_t *end, void *scratch,
+									 size_t scratch_bytes);
+
+/*
+ * Move rows [first, last) of csr, which end at end, down so that they
+ * start at to, their starts with them.
+ */
+extern void wals_csr_move_rows(WalsCsr *csr, int64_t first, int64_t last, int64_t end,
+							   int64_t to);
+
+/* wals_csr_sort_rows over every row of csr, indptr[nrows] set. */
+extern WalsStatus wals_csr_sort_merge(WalsFeedback feedback, WalsCsr *csr, void *scratch,
+									  size_t scratch_bytes);
+
+/*
  * The transpose of in into out (wals_csr_transpose_merge where merge,
  * wals_csr_transpose_with otherwise) taken by several processes that map
  * in, out and a WalsCsrSplit of wals_csr_split_size(out's rows,

@@ -177,6 +177,17 @@ wals_fill_floats(float *dst, const float *src, size_t n)
 #define WALS_CELL_POLL ((size_t) 1 << 19)
 
 /*
+ * Compact rows [first, last) of csr, sorted by column, in place, folding
+ * runs of equal columns into one cell (csr.c), and write the new row
+ * starts, from *w on, to indptr[first..last); the rows start at
+ * indptr[first..last) and the last ends at end.  counts, where not NULL,
+ * receives the number of cells folded into each cell.
+ */
+extern WalsStatus wals_csr_merge_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first,
+									  int64_t last, int64_t end, int64_t *w,
+									  int32_t *counts);
+
+/*
  * How a product of k rows, each costing row_work multiply-adds over its
  * whole output of n columns, is cut (gram.c): the rows a piece takes, and
  * in *stripe the columns of the output it covers, all n unless a piece

@@ -4,9 +4,11 @@
  *	  workers.
  *
  * The rows are read by the leader and the training's workers together
- * (ingest_parallel.c), but the two transposes that make the matrices by
- * user and by item (matrices.c) ran in the leader alone, a third of the
- * load of 100 million ratings on two cores while the other core idled.
+ * (ingest_parallel.c), but the transposes that made the matrices by user
+ * and by item (matrices.c) ran in the leader alone, a third of the load
+ * of 100 million ratings on two cores while the other core idled.  (The
+ * transpose back to the matrix by item is now taken only after a
+ * validation share; build_rows.c sorts its rows instead.)
  * Where the training has workers and both blocks of its workspace are
  * shared segments, each transpose is cut into the steps of
  * src/core/csr.c's split (count each chunk of rows, scatter each chunk,
@@ -175,21 +177,17 @@ wals_build_main(dsm_segment *seg, shm_toc *toc)
 	pfree(scratch);
 }
 
-/* Out of a context of open_context's, and of parallel mode. */
-static void
-close_context(ParallelContext *pcxt)
+/* See wals_train.h. */
+void
+wals_build_close_context(ParallelContext *pcxt)
 {
 	DestroyParallelContext(pcxt);
 	ExitParallelMode();
 }
 
-/*
- * In parallel mode, a context for workers of entry with an area of bytes
- * under key in its segment, *area; NULL, out of parallel mode again,
- * where no segment could be made.
- */
-static ParallelContext *
-open_context(const char *entry, int workers, Size bytes, uint64 key, void **area)
+/* See wals_train.h. */
+ParallelContext *
+wals_build_open_context(const char *entry, int workers, Size bytes, uint64 key, void **area)
 {
 	ParallelContext *pcxt;
 
@@ -200,7 +198,7 @@ open_context(const char *entry, int workers, Size bytes, uint64 key, void **area
 	InitializeParallelDSM(pcxt);
 	if (pcxt->seg == NULL)
 	{
-		close_context(pcxt);
+		wals_build_close_context(pcxt);
 		return NULL;
 	}
 	*area = shm_toc_allocate(pcxt->toc, bytes);
@@ -243,11 +241,12 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 		return transpose_alone(args, in, out, to_users, scratch, scratch_bytes);
 
 	bytes = MAXALIGN(sizeof(BuildShared)) + wals_csr_split_size(in->ncols, WALS_BUILD_COUNT_BYTES);
-	pcxt = open_context("wals_build_main", args->workers, bytes, WALS_BUILD_KEY, (void **) &sh);
+	pcxt = wals_build_open_context("wals_build_main", args->workers, bytes, WALS_BUILD_KEY,
+								   (void **) &sh);
 	if (pcxt == NULL || !wals_csr_split_begin(split_of(sh), in, out, WALS_BUILD_COUNT_BYTES))
 	{
 		if (pcxt != NULL)
-			close_context(pcxt);
+			wals_build_close_context(pcxt);
 		return transpose_alone(args, in, out, to_users, scratch, scratch_bytes);
 	}
 	sh->shape = ws->shape;
@@ -284,7 +283,7 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 		open_step(sh, BUILD_STEPS);
 	}
 	WaitForParallelWorkersToFinish(pcxt);
-	close_context(pcxt);
+	wals_build_close_context(pcxt);
 	return planned ? st : transpose_alone(args, in, out, to_users, scratch, scratch_bytes);
 }
 
@@ -362,7 +361,8 @@ wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsData *da
 	if (args->workers < 1 || (data->nusers + data->nitems) * f < WALS_INIT_PARALLEL_MIN ||
 		IsInParallelMode() || ws->shape.files || !wals_workspace_shared(ws))
 		return false;
-	pcxt = open_context("wals_init_main", args->workers, bytes, WALS_INIT_KEY, (void **) &sh);
+	pcxt = wals_build_open_context("wals_init_main", args->workers, bytes, WALS_INIT_KEY,
+								   (void **) &sh);
 	if (pcxt == NULL)
 		return false;
 	sh->shape = ws->shape;
@@ -383,6 +383,6 @@ wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsData *da
 							 pcxt->nworkers_launched)));
 	init_blocks(sh, ws->X, ws->Y);
 	WaitForParallelWorkersToFinish(pcxt);
-	close_context(pcxt);
+	wals_build_close_context(pcxt);
 	return true;
 }

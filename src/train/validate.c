@@ -209,7 +209,7 @@ split_table(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
 				 errhint("Its cells count when their user and item are in the source and the cell is not: keep the validation cells out of the source.")));
 }
 
-void
+bool
 wals_validation_split(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data)
 {
 	WalsCsr    *held = &data->held;
@@ -218,10 +218,10 @@ wals_validation_split(const WalsTrainArgs *args, WalsRatings *raw, WalsData *dat
 	if (OidIsValid(args->validation_table))
 	{
 		split_table(args, raw, data);
-		return;
+		return false;
 	}
 	if (args->validation <= 0)
-		return;
+		return false;
 	n = wals_holdout_count(&data->by_user, args->params.feedback, data->user_ids,
 						   data->item_ids, args->validation, (uint64) args->seed);
 	held->indptr = MemoryContextAllocHuge(CurrentMemoryContext,
@@ -236,6 +236,7 @@ wals_validation_split(const WalsTrainArgs *args, WalsRatings *raw, WalsData *dat
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"validation\" => %g holds out none of the ratings", args->validation),
 				 errhint("Raise \"validation\", or train without it: every user has one item, or the share is too small for these ratings.")));
+	return true;
 }
 
 void

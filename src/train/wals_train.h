@@ -6,6 +6,7 @@
 #ifndef WALS_TRAIN_H
 #define WALS_TRAIN_H
 
+#include "access/parallel.h"
 #include "port/atomics.h"
 #include "storage/dsm.h"
 #include "storage/fd.h"
@@ -407,6 +408,23 @@ extern bool wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const 
 							uint64 seed_x, uint64 seed_y, float scale);
 
 /*
+ * In parallel mode, a context for workers of entry with an area of bytes
+ * under key in its segment, *area; NULL, out of parallel mode again,
+ * where no segment could be made.  Closing it leaves parallel mode.
+ */
+extern ParallelContext *wals_build_open_context(const char *entry, int workers, Size bytes,
+												uint64 key, void **area);
+extern void wals_build_close_context(ParallelContext *pcxt);
+
+/*
+ * build_rows.c: sort the rows of ws's matrix by item, as the scatter
+ * left them, and merge their repeats, with the training's workers where it
+ * pays: what wals_csr_sort_rows returns.
+ */
+extern WalsStatus wals_build_sort_rows(const WalsTrainArgs *args, WalsWorkspace *ws,
+									   void *scratch, Size scratch_bytes);
+
+/*
  * A training as every engine receives it: the arguments, the matrices and
  * starting factors in the workspace, and where to say which phase of an
  * iteration it is in.  begin sets workers, the parallel workers it runs.
@@ -537,9 +555,10 @@ extern double wals_validation_bytes(const WalsTrainArgs *args, const WalsRatings
 extern void wals_validation_read(const WalsTrainArgs *args, WalsRatings *raw);
 /*
  * Fill data->held: the validation share's cells, moved out of
- * data->by_user, or raw's held pairs that are not training cells.
+ * data->by_user, or raw's held pairs that are not training cells; true
+ * where cells left data->by_user.
  */
-extern void wals_validation_split(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data);
+extern bool wals_validation_split(const WalsTrainArgs *args, WalsRatings *raw, WalsData *data);
 extern void wals_validation_begin(const WalsTrainArgs *args, const WalsData *data,
 								  const WalsEngine *engine, WalsValidation *v);
 /* Whether iteration it is scored; last: it ends the training. */

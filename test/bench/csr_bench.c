@@ -24,6 +24,11 @@
  * in place (wals_csr_group_in_place) instead of scattering them, the
  * transposes taking two levels; all must give the same matrices, and the
  * grouping's time is given as a multiple of the two-level scatter's.
+ * A fourth way takes the two levels to the matrix by user, then sorts the
+ * rows of the scattered matrix by item where they lie and merges their
+ * repeats (wals_csr_sort_merge) instead of transposing back, as a build
+ * without a validation split does; its time is given as a multiple of
+ * the transpose back's.
  * Buffers are faulted in before the clock starts, as ingest.c does;
  * "huge" asks for transparent huge pages as ingest.c does for private
  * memory, "4k" leaves them off, as for the shared segment of a training
@@ -45,14 +50,14 @@
 #include "bench_common.h"
 
 #define BENCH_PASSES 3
-#define BENCH_PATHS 3
+#define BENCH_PATHS 4
 #define BENCH_MAX_REPS 50
 
 /* Huge pages are 2 MB where there are any. */
 #define BENCH_HUGE_PAGE ((size_t) 2 << 20)
 
 static const char *const pass_names[BENCH_PASSES] = {
-	"scatter/group by item", "transpose+merge", "transpose"
+	"scatter/group by item", "transpose+merge", "transpose/sort rows"
 };
 
 /* The ways through the build; the last groups the coordinates in place. */
@@ -60,11 +65,12 @@ enum
 {
 	PATH_ONE_LEVEL,
 	PATH_TWO_LEVEL,
-	PATH_IN_PLACE
+	PATH_IN_PLACE,
+	PATH_SORT_ROWS
 };
 
 static const char *const path_names[BENCH_PATHS] = {
-	"one-level", "two-level", "in-place"
+	"one-level", "two-level", "in-place", "sort rows"
 };
 
 /*
@@ -308,7 +314,13 @@ build_once(int path, size_t n, int32_t users, int32_t items,
 		exit(1);
 	}
 	t2 = cpu_seconds();
-	wals_csr_transpose_with(by_user, by_item, scratch, bytes);
+	if (path != PATH_SORT_ROWS)
+		wals_csr_transpose_with(by_user, by_item, scratch, bytes);
+	else if (wals_csr_sort_merge(WALS_IMPLICIT, by_item, scratch, bytes) != WALS_OK)
+	{
+		fprintf(stderr, "csr_bench: sorting the rows failed\n");
+		exit(1);
+	}
 	secs[0] = t1 - t0;
 	secs[1] = t2 - t1;
 	secs[2] = cpu_seconds() - t2;
@@ -334,6 +346,7 @@ main(int argc, char **argv)
 	GroupCopy	gc;
 	uint64_t	hash[BENCH_PATHS];
 	double		best_first[BENCH_PATHS];
+	double		best_third[BENCH_PATHS];
 	int			path;
 	int			p;
 
@@ -400,15 +413,19 @@ main(int argc, char **argv)
 		}
 		printf("\n");
 		best_first[path] = secs[0][0];
+		best_third[path] = secs[2][0];
 	}
 	if (hash[PATH_TWO_LEVEL] != hash[PATH_ONE_LEVEL] ||
-		hash[PATH_IN_PLACE] != hash[PATH_ONE_LEVEL])
+		hash[PATH_IN_PLACE] != hash[PATH_ONE_LEVEL] ||
+		hash[PATH_SORT_ROWS] != hash[PATH_ONE_LEVEL])
 	{
 		fprintf(stderr, "csr_bench: the paths built different matrices\n");
 		return 1;
 	}
 	printf("grouping in place: %.2fx the two-level scatter's time\n",
 		   best_first[PATH_IN_PLACE] / best_first[PATH_TWO_LEVEL]);
+	printf("sorting the rows: %.2fx the transpose back's time\n",
+		   best_third[PATH_SORT_ROWS] / best_third[PATH_TWO_LEVEL]);
 	printf("merged ratings: %lld; all paths built the same matrices\n",
 		   (long long) by_user.indptr[users]);
 	return 0;

@@ -72,52 +72,72 @@ for my $solver ('cg', 'cholesky')
 		"$solver: the same factors, bit for bit, with 0, 1 and 2 workers");
 }
 
-# Five million ratings, some pairs repeated: both transposes of the build
-# are taken by the workers beside the leader, and so are the starting
-# factors (build_parallel.c); the model is the one the leader alone
-# builds, bit for bit.
+# Five million ratings, some pairs repeated: the transpose to the matrix
+# by user is taken by the workers beside the leader, and so are the
+# starting factors (build_parallel.c) and the sorting of the rows of the
+# matrix by item (build_rows.c), or, after a validation share, the
+# transpose back; the model is the one the leader alone builds, bit for
+# bit.
 $node->safe_psql('postgres', q{
 CREATE TABLE five_million AS
   SELECT u AS user_id, (u * 7 + (g % 90) * 13) % 6000 + 1 AS item_id, 1 + (u + g) % 5 AS rating
   FROM generate_series(1, 50000) u, generate_series(1, 100) g;
 ANALYZE five_million;});
+for my $validation ('NULL', 0.1)
 {
 	my %seen;
+	my $v = $validation ne 'NULL' ? ', a validation share' : '';
 	for my $workers (2, 0)
 	{
+		my $model = "fm${workers}_" . ($v ? 'v' : 'all');
 		my ($ret, $stdout, $stderr) = $node->psql('postgres', qq{SET client_min_messages = debug1;
 		  SELECT loss FROM wals_train('five_million', 'user_id', 'item_id', 'rating',
-		    model => 'fm$workers', factors => 32, iterations => 1, workers => $workers)});
-		is($ret, 0, "five million, workers => $workers: trains");
+		    model => '$model', factors => 32, iterations => 1, workers => $workers,
+		    validation => $validation)});
+		is($ret, 0, "five million$v, workers => $workers: trains");
 		if ($workers)
 		{
 			like($stderr, qr/wals: building the matrix by user with [12] parallel workers/,
-				'five million: the matrix by user is built by workers beside the leader');
-			like($stderr, qr/wals: building the matrix by item with [12] parallel workers/,
-				'five million: and the matrix by item');
+				"five million$v: the matrix by user is built by workers beside the leader");
+			if ($v)
+			{
+				# the 4 million cells left are too few for workers to transpose back
+				unlike($stderr, qr/sorting the rows/,
+					'five million, a validation share: the matrix by item is transposed back');
+			}
+			else
+			{
+				like($stderr,
+					qr/wals: sorting the rows of the matrix by item with [12] parallel workers/,
+					'five million: the rows of the matrix by item are sorted by workers');
+				unlike($stderr, qr/building the matrix by item/,
+					'five million: and it is not transposed back');
+			}
 			like($stderr, qr/wals: drawing the starting factors with [12] parallel workers/,
 				'five million: the starting factors are drawn by workers too');
 		}
 		else
 		{
-			unlike($stderr, qr/building the matrix|drawing the starting/,
-				'five million, workers => 0: the leader builds and draws alone');
+			unlike($stderr, qr/building the matrix|sorting the rows|drawing the starting/,
+				"five million$v, workers => 0: the leader builds and draws alone");
 		}
 		$seen{loss}{$stdout}++;
-		$seen{factors}{ factors_md5("fm$workers") }++;
+		$seen{factors}{ factors_md5($model) }++;
 	}
 	# workers asked for and none to be had: the leader takes every step
-	my ($ret, $stdout, $stderr) = $node->psql('postgres', q{SET client_min_messages = debug1;
+	my $none = $v ? 'fmnone_v' : 'fmnone';
+	my ($ret, $stdout, $stderr) = $node->psql('postgres', qq{SET client_min_messages = debug1;
 	  SET max_parallel_workers = 0;
 	  SELECT loss FROM wals_train('five_million', 'user_id', 'item_id', 'rating',
-	    model => 'fmnone', factors => 32, iterations => 1, workers => 2)});
-	is($ret, 0, 'five million, no worker to be had: trains');
+	    model => '$none', factors => 32, iterations => 1, workers => 2,
+	    validation => $validation)});
+	is($ret, 0, "five million$v, no worker to be had: trains");
 	like($stderr, qr/wals: building the matrix by user with 0 parallel workers/,
-		'five million, no worker to be had: the leader takes every step of the build');
+		"five million$v, no worker to be had: the leader takes every step of the build");
 	$seen{loss}{$stdout}++;
-	$seen{factors}{ factors_md5('fmnone') }++;
-	is(scalar keys %{ $seen{loss} }, 1, 'five million: the same loss built with workers and without');
-	is(scalar keys %{ $seen{factors} }, 1, 'five million: the same factors, bit for bit');
+	$seen{factors}{ factors_md5($none) }++;
+	is(scalar keys %{ $seen{loss} }, 1, "five million$v: the same loss built with workers and without");
+	is(scalar keys %{ $seen{factors} }, 1, "five million$v: the same factors, bit for bit");
 }
 
 # A table of more than 4096 pages is read by workers beside the leader: the

@@ -7,7 +7,9 @@
  *	  before and after its neighbours), its partitions sorted last first,
  *	  through two scratches in turn, must give the transposes of one
  *	  process to the bit, merging and not, with floats and with codes, on
- *	  arrays on a line (where pass A writes whole lines) and off it.
+ *	  arrays on a line (where pass A writes whole lines) and off it.  So
+ *	  must the rows of a matrix sorted where they lie (wals_csr_sort_rows),
+ *	  ranges of them taken last first and moved together after.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -196,6 +198,190 @@ check_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded
 }
 
 /*
+ * A copy of src, floats or coded with cb, on the same shift, for a sort
+ * of its rows where they lie.
+ */
+static void
+copy_of(const WalsCsr *src, WalsCsr *dst, int coded, WalsCodebook *cb, size_t shift)
+{
+	int64_t		nnz = src->indptr[src->nrows];
+
+	if (coded)
+	{
+		coded_copy(src, dst, cb, shift);
+		return;
+	}
+	room(dst, src->nrows, nnz, 0, shift);
+	dst->nrows = src->nrows;
+	dst->ncols = src->ncols;
+	memcpy(dst->indptr, src->indptr, (src->nrows + 1) * sizeof(int64_t));
+	memcpy(dst->indices, src->indices, nnz * sizeof(int32_t));
+	memcpy(dst->values, src->values, nnz * sizeof(float));
+}
+
+/*
+ * Rows sorted where they lie and merged (csr_rows.c), all at once and in
+ * ranges taken last first, with the sorts' scratch, with a scratch too
+ * small for all but short rows (which leaves long ones to the sort in
+ * place), and with none: each time the transpose of the merging
+ * transpose, to the bit.  With codes, the rows take the codebook as the
+ * merging transpose left it, merged ratings and all, as in a build, and
+ * add nothing to it.
+ */
+static void
+check_rows(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded,
+		   size_t shift, WalsFeedback fb)
+{
+	size_t		bytes = wals_csr_scratch_bytes((size_t) n);
+	size_t		sizes[3] = {bytes, 200, 0};
+	void	   *scratch = test_alloc(bytes > 200 ? bytes : 200, 1);
+	WalsCodebook cb_ref;
+	WalsCsr		g;
+	WalsCsr		in;
+	WalsCsr		by_col;
+	WalsCsr		back;
+
+	grouped(&g, nrows, ncols, n, (uint64_t) n + shift + 1, shift);
+	wals_codebook_init(&cb_ref);
+	copy_of(&g, &in, coded, &cb_ref, shift);
+	room(&by_col, ncols, n, coded, shift);
+	room(&back, nrows, n, coded, shift);
+	CHECK(wals_csr_transpose_merge(fb, &in, &by_col, scratch, bytes) == WALS_OK,
+		  "%s: the merging transpose", name);
+	wals_csr_transpose_with(&by_col, &back, scratch, bytes);
+
+	for (int s = 0; s < 3; s++)
+	{
+		for (int ranged = 0; ranged < 2; ranged++)
+		{
+			WalsCodebook cb = cb_ref;
+			WalsCsr		rows;
+			WalsStatus	st = WALS_OK;
+
+			copy_of(&g, &rows, coded, &cb, shift);
+			if (!ranged)
+				st = wals_csr_sort_merge(fb, &rows, sizes[s] > 0 ? scratch : NULL, sizes[s]);
+			else
+			{
+				int64_t		nr = 7;
+				int64_t		first[8];
+				int64_t		begin[8];
+				int64_t		end[8];
+				int64_t		w = 0;
+
+				/* ranges of rows cut unevenly, one of them empty */
+				for (int64_t i = 0; i < nr; i++)
+					first[i] = i == 3 ? first[2] : nrows * i * i / (nr * nr);
+				first[nr] = nrows;
+				for (int64_t i = 0; i < nr; i++)
+				{
+					begin[i] = rows.indptr[first[i]];
+					end[i] = rows.indptr[first[i + 1]];
+				}
+				for (int64_t i = nr - 1; i >= 0 && st == WALS_OK; i--)
+					st = wals_csr_sort_rows(fb, &rows, first[i], first[i + 1], &end[i],
+											sizes[s] > 0 ? scratch : NULL, sizes[s]);
+				for (int64_t i = 0; i < nr && st == WALS_OK; i++)
+				{
+					wals_csr_move_rows(&rows, first[i], first[i + 1], end[i], w);
+					w += end[i] - begin[i];
+				}
+				rows.indptr[nrows] = w;
+			}
+			CHECK(st == WALS_OK && same(&back, &rows) &&
+				  (!coded || (cb.n == cb_ref.n &&
+							  memcmp(cb.value, cb_ref.value, sizeof(float) * cb.n) == 0)),
+				  "%s: rows sorted where they lie%s, scratch of %zu bytes, are the transposes' to the bit",
+				  name, ranged ? " in ranges" : "", sizes[s]);
+			room_free(&rows, shift);
+		}
+	}
+	if (coded)
+		room_free(&in, shift);
+	room_free(&g, shift);
+	room_free(&by_col, shift);
+	room_free(&back, shift);
+	free(scratch);
+}
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64_t		x = *(const int64_t *) a;
+	int64_t		y = *(const int64_t *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Columns up to the largest an int32 holds, which take three passes of
+ * the sort through the scratch, or four bytes in place; and a row already
+ * in order, which is left as it was.  The merged rows are checked against
+ * a sort of their own: strictly increasing columns, each the sum of its
+ * run in increasing order of values.
+ */
+static void
+check_rows_wide(void)
+{
+	int64_t		n = 60000;
+	int64_t		nrows = 3;
+	size_t		bytes = wals_csr_scratch_bytes((size_t) n);
+	void	   *scratch = test_alloc(bytes, 1);
+	TestRng		rng;
+
+	rng_seed(&rng, 11);
+	for (int pass = 0; pass < 2; pass++)
+	{
+		WalsCsr		c;
+		int64_t    *cells = test_alloc(n, sizeof(int64_t));
+		int			ok = 1;
+		int64_t		w = 0;
+
+		room(&c, nrows, n, 0, 0);
+		c.nrows = nrows;
+		c.ncols = INT32_MAX;
+		c.indptr[0] = 0;
+		c.indptr[1] = n / 2;
+		c.indptr[2] = n - 10;
+		c.indptr[3] = n;
+		for (int64_t k = 0; k < n; k++)
+		{
+			int32_t		col = k >= n / 2 && k < n - 10 ? (int32_t) (k * 7) :
+				(int32_t) (rng_next(&rng) % 3000) * 715827;
+
+			c.indices[k] = col;
+			c.values[k] = (float) (1 + rng_below(&rng, 4));
+			/* the reference: column above, value below, sorted as one key */
+			cells[k] = ((int64_t) col << 8) | (int64_t) c.values[k];
+		}
+		for (int64_t r = 0; r < nrows; r++)
+			qsort(cells + c.indptr[r], c.indptr[r + 1] - c.indptr[r], sizeof(int64_t),
+				  cmp_int64);
+		CHECK(wals_csr_sort_merge(WALS_IMPLICIT, &c, pass == 0 ? scratch : NULL,
+								  pass == 0 ? bytes : 0) == WALS_OK,
+			  "wide columns: sorted %s", pass == 0 ? "through the scratch" : "in place");
+		for (int64_t k = 0; k < n;)
+		{
+			int64_t		run = k;
+			double		sum = 0.0;
+
+			while (run < n && cells[run] >> 8 == cells[k] >> 8)
+				sum += (double) (cells[run++] & 0xff);
+			ok &= w < c.indptr[nrows] && c.indices[w] == (int32_t) (cells[k] >> 8) &&
+				c.values[w] == (float) sum;
+			w++;
+			k = run;
+		}
+		CHECK(ok && w == c.indptr[nrows] && c.indptr[1] < n / 2 && c.indptr[2] - c.indptr[1] == n / 2 - 10,
+			  "wide columns, %s: each row in order, its repeats merged",
+			  pass == 0 ? "through the scratch" : "in place");
+		room_free(&c, 0);
+		free(cells);
+	}
+	free(scratch);
+}
+
+/*
  * A transpose too small for two levels does not begin, nor one whose
  * chunks' counts do not fit where the caller allows; both leave the
  * one-process transpose to the caller.
@@ -233,4 +419,9 @@ test_csr_split(void)
 	check_split("codes, implicit", 12000, 6000, 900000, 1, 0, WALS_IMPLICIT, 64);
 	check_split("codes, off a line", 6000, 12000, 800000, 1, 12, WALS_IMPLICIT, 5);
 	check_refused();
+	check_rows("rows, floats, implicit", 9000, 7000, 700000, 0, 0, WALS_IMPLICIT);
+	check_rows("rows, floats, explicit, off a line", 3000, 70000, 400000, 0, 4, WALS_EXPLICIT);
+	check_rows("rows, codes", 12000, 6000, 900000, 1, 0, WALS_IMPLICIT);
+	check_rows("rows, codes, off a line", 600, 1200, 80000, 1, 12, WALS_IMPLICIT);
+	check_rows_wide();
 }

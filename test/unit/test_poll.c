@@ -404,9 +404,10 @@ test_init_polls(void)
 
 /*
  * The matrix build's passes over the cells, which cost a few nanoseconds
- * a cell with no factor in sight: the grouping in place, the scatter and
- * the merging transpose each poll at least once per WALS_POLL_WORK units
- * of their cells' work, WALS_CELL_WORK a cell a pass.
+ * a cell with no factor in sight: the grouping in place, the scatter, the
+ * merging transpose and the sort of rows where they lie (through the
+ * scratch, and of one long row in place) each poll at least once per
+ * WALS_POLL_WORK units of their cells' work, WALS_CELL_WORK a cell a pass.
  */
 static void
 test_build_polls(void)
@@ -465,6 +466,21 @@ test_build_polls(void)
 	CHECK(wals_csr_scatter(nrows, ncols, n, row, col, val, &by_row, scratch,
 						   scratch_bytes) == WALS_OK, "poll: scatter");
 	CHECK(polls >= 2 * floor, "poll: scattering %zu cells polled %lld times",
+		  n, (long long) polls);
+	count_from_zero();
+	CHECK(wals_csr_sort_merge(WALS_IMPLICIT, &by_row, scratch, scratch_bytes) == WALS_OK,
+		  "poll: sorting the rows");
+	CHECK(polls >= floor, "poll: sorting the rows of %zu cells where they lie polled %lld times",
+		  n, (long long) polls);
+	for (k = 0; k < n; k++)
+		by_row.indices[k] = (int32_t) (rng_next(&rng) % (uint64_t) ncols);
+	by_row.nrows = 1;
+	by_row.indptr[0] = 0;
+	by_row.indptr[1] = (int64_t) n;
+	count_from_zero();
+	CHECK(wals_csr_sort_merge(WALS_IMPLICIT, &by_row, NULL, 0) == WALS_OK,
+		  "poll: sorting one row in place");
+	CHECK(polls >= 2 * floor, "poll: sorting one row of %zu cells in place polled %lld times",
 		  n, (long long) polls);
 	wals_set_poll_hook(NULL);
 	free(by_row.indices);
