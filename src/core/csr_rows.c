@@ -17,12 +17,18 @@
  * take ranges of rows of one matrix at once, the gaps that merging leaves
  * between ranges being closed after.
  *
- * A row is sorted by an American flag sort: one pass counts its cells
- * under each value of the highest byte of their columns, a second moves
- * each cell to its bucket by cycles of swaps, in place; each bucket then
- * is sorted by the next byte, or by insertion where it holds a few cells.
- * A row already in order, as many are where the table was laid out by
- * user, is only checked.
+ * A row already in order is only checked.  A row that fits the scratch
+ * is sorted least significant digit first through it, a pass of up to 11
+ * bits reading the cells in order and writing each to its bucket (two
+ * passes cover four million users), or, where it holds fewer cells than a
+ * pass has buckets, by its top bits and then by insertion.  A row too
+ * large for the scratch takes an American flag sort in place: a pass
+ * counts its cells under each value of the highest byte of their columns,
+ * a second moves each to its bucket by cycles of swaps; each bucket then
+ * is sorted by the next byte.  Through the scratch the passes write in
+ * order, where the swaps in place wait on each other (csr_bench, 15.2M
+ * ratings in random order: 0.17 s where every row in place took 0.46 s);
+ * in place, a row needs no more memory.
  */
 #include <stdbool.h>
 #include <string.h>
