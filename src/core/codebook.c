@@ -66,26 +66,29 @@ wals_codebook_decode(const WalsCodebook *cb, const uint8_t *codes, size_t n, flo
 }
 
 /*
- * Most ratings are small whole numbers (stars, counts, the 1 of every pair
- * without a rating): those find their code in a table by value, which
- * spares the hash its probes, a few nanoseconds a rating over hundreds of
- * millions of them.
+ * A rating finds its code in a small cache by the bits of its value, each
+ * value where its bits hash to, before the codebook's hash and probes:
+ * ratings take a handful of values, hundreds of millions of times, and
+ * one load and one compare a rating took half the time of the table of
+ * small whole numbers it replaces, and serves fractional stars too.
  */
-#define TAKE_SMALL	256
+#define TAKE_CACHE_BITS	10
+#define TAKE_CACHE		(1 << TAKE_CACHE_BITS)
 
 bool
 wals_codebook_take(WalsCodebook *cb, const float *v, size_t n, uint8_t *codes)
 {
-	int16_t		small[TAKE_SMALL];
+	uint32_t	cached_bits[TAKE_CACHE];
+	int16_t		cached_code[TAKE_CACHE];
 	size_t		k;
 
-	memset(small, 0xff, sizeof(small));
+	memset(cached_bits, 0, sizeof(cached_bits));
+	memset(cached_code, 0xff, sizeof(cached_code));
 	for (k = 0; k < n; k++)
 	{
 		uint32_t	bits = value_bits(v[k]);
-		uint32_t	whole = v[k] >= 0.0f && v[k] < (float) TAKE_SMALL ? (uint32_t) v[k] : 0;
-		bool		is_small = value_bits((float) whole) == bits;
-		int			code = is_small ? small[whole] : -1;
+		uint32_t	h = (bits * 2654435761u) >> (32 - TAKE_CACHE_BITS);
+		int			code = cached_code[h] >= 0 && cached_bits[h] == bits ? cached_code[h] : -1;
 
 		if (k % WALS_CELL_POLL == 0)
 			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
@@ -94,8 +97,8 @@ wals_codebook_take(WalsCodebook *cb, const float *v, size_t n, uint8_t *codes)
 			code = wals_codebook_code(cb, v[k]);
 			if (code < 0)
 				return false;
-			if (is_small)
-				small[whole] = (int16_t) code;
+			cached_bits[h] = bits;
+			cached_code[h] = (int16_t) code;
 		}
 		if (codes != NULL)
 			codes[k] = (uint8_t) code;

@@ -51,6 +51,36 @@ test_codebook(void)
 			  cb.value[sc[2]] == 3.0f && cb.value[sc[4]] == 3.5f,
 			  "taking codes keeps -0 apart from 0, and 3.5 from 3");
 	}
+	{
+		/* two values whose bits share a place in the cache of taking (its hash,
+		 * codebook.c, of 10 bits), in turn */
+		float		pair[2] = {1.0f, 0.0f};
+		float		turns[64];
+		uint8_t		tc[64];
+		uint32_t	b0;
+
+		memcpy(&b0, &pair[0], sizeof(b0));
+		for (uint32_t m = 1; m < (1u << 22); m++)
+		{
+			float		x = 1.0f + (float) m / (float) (1u << 22);
+			uint32_t	b;
+
+			memcpy(&b, &x, sizeof(b));
+			if (((b * 2654435761u) >> 22) == ((b0 * 2654435761u) >> 22))
+			{
+				pair[1] = x;
+				break;
+			}
+		}
+		for (k = 0; k < 64; k++)
+			turns[k] = pair[k % 2];
+		wals_codebook_init(&cb);
+		bad = pair[1] == 0.0f;
+		CHECK(wals_codebook_take(&cb, turns, 64, tc) && cb.n == 2, "two values taken in turn");
+		for (k = 0; k < 64; k++)
+			bad += cb.value[tc[k]] != turns[k];
+		CHECK(bad == 0, "two values that meet in the cache of taking keep their codes");
+	}
 	wals_codebook_init(&cb);
 	CHECK(!wals_codebook_take(&cb, many, 300, NULL) && cb.n == 256,
 		  "300 distinct values do not take codes");
