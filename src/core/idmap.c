@@ -379,14 +379,21 @@ wals_idmap_rank(const WalsIdMap *map, int64_t *ids, int32_t *rank)
 		rank[wals_idmap_find(map, ids[i])] = (int32_t) i;
 }
 
-/* In place, so the rows never exist twice. */
+/*
+ * In place, so the rows never exist twice; a poll every WALS_CELL_POLL
+ * rows, where a billion took seconds without one.
+ */
 void
 wals_idmap_renumber(int32_t *index, size_t n, const int32_t *rank)
 {
-	size_t		k;
+	for (size_t k = 0; k < n; k += WALS_CELL_POLL)
+	{
+		size_t		to = n - k < WALS_CELL_POLL ? n : k + WALS_CELL_POLL;
 
-	for (k = 0; k < n; k++)
-		index[k] = rank[index[k]];
+		for (size_t j = k; j < to; j++)
+			index[j] = rank[index[j]];
+		wals_poll((int64_t) (to - k) * WALS_CELL_WORK);
+	}
 }
 
 /*

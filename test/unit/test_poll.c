@@ -467,6 +467,27 @@ test_build_polls(void)
 						   scratch_bytes) == WALS_OK, "poll: scatter");
 	CHECK(polls >= 2 * floor, "poll: scattering %zu cells polled %lld times",
 		  n, (long long) polls);
+	{
+		int32_t    *rank = test_alloc((size_t) nrows, sizeof(int32_t));
+		int			ok = 1;
+
+		for (k = 0; k < (size_t) nrows; k++)
+			rank[k] = (int32_t) (nrows - 1 - (int64_t) k);
+		count_from_zero();
+		wals_idmap_renumber(row, n, rank);
+		/* one pass, in pieces of exactly the budget: a poll every other piece */
+		CHECK(polls >= floor / 2, "poll: renumbering %zu rows polled %lld times", n,
+			  (long long) polls);
+		wals_idmap_renumber(row, n, rank);
+		rng_seed(&rng, 7);
+		for (k = 0; k < n; k++)
+		{
+			ok &= row[k] == (int32_t) (rng_next(&rng) % (uint64_t) nrows);
+			(void) rng_next(&rng);
+		}
+		CHECK(ok, "poll: renumbering twice by a reversal gives the rows back");
+		free(rank);
+	}
 	count_from_zero();
 	CHECK(wals_csr_sort_merge(WALS_IMPLICIT, &by_row, scratch, scratch_bytes) == WALS_OK,
 		  "poll: sorting the rows");
