@@ -346,12 +346,67 @@ wals_idmap_insert_many(WalsIdMap *map, const int64_t *ids, size_t n, int32_t *in
 }
 
 /*
- * A dense array lists its ids in order already; a hash table's are sorted.
- * Either way each id's provisional index is then found again, touching only
- * the distinct ids.
+ * Sort the n slots at s by id, least significant byte first, through the
+ * n slots at t, whose contents are lost; polls every WALS_CELL_POLL slots
+ * of each pass.  Bytes all the ids share are skipped: ids that fit in
+ * three bytes take three passes.
+ */
+static void
+sort_slots(WalsIdSlot *s, WalsIdSlot *t, size_t n)
+{
+	WalsIdSlot *base = s;
+	size_t		count[8][256];
+	size_t		k;
+
+	memset(count, 0, sizeof(count));
+	for (k = 0; k < n; k++)
+	{
+		uint64_t	key = (uint64_t) s[k].id ^ ((uint64_t) 1 << 63);
+
+		if (k % WALS_CELL_POLL == WALS_CELL_POLL - 1)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
+		for (int b = 0; b < 8; b++)
+			count[b][(key >> (8 * b)) & 0xff]++;
+	}
+	for (int b = 0; b < 8; b++)
+	{
+		size_t		start = 0;
+		WalsIdSlot *swap;
+
+		if (count[b][((((uint64_t) s[0].id) ^ ((uint64_t) 1 << 63)) >> (8 * b)) & 0xff] == n)
+			continue;
+		for (int v = 0; v < 256; v++)
+		{
+			size_t		c = count[b][v];
+
+			count[b][v] = start;
+			start += c;
+		}
+		for (k = 0; k < n; k++)
+		{
+			uint64_t	key = (uint64_t) s[k].id ^ ((uint64_t) 1 << 63);
+
+			if (k % WALS_CELL_POLL == WALS_CELL_POLL - 1)
+				wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
+			t[count[b][(key >> (8 * b)) & 0xff]++] = s[k];
+		}
+		swap = s;
+		s = t;
+		t = swap;
+	}
+	if (s != base)
+		memcpy(base, s, n * sizeof(WalsIdSlot));
+}
+
+/*
+ * A dense array lists its ids in order already.  A hash table, at most
+ * half full, gathers its slots in its first half and sorts them by id
+ * through its second, by radix in passes that poll, which spends it: a
+ * qsort of 6.7 million ids took 1.2 to 1.4 s on the 2-core Xeon without
+ * answering a cancel.
  */
 void
-wals_idmap_rank(const WalsIdMap *map, int64_t *ids, int32_t *rank)
+wals_idmap_rank(WalsIdMap *map, int64_t *ids, int32_t *rank)
 {
 	size_t		n = 0;
 	size_t		i;
@@ -372,11 +427,14 @@ wals_idmap_rank(const WalsIdMap *map, int64_t *ids, int32_t *rank)
 		return;
 	for (i = 0; i < map->nslots; i++)
 		if (map->slots[i].index >= 0)
-			ids[n++] = map->slots[i].id;
+			map->slots[n++] = map->slots[i];
 	if (n > 1)
-		qsort(ids, n, sizeof(int64_t), cmp_int64);
+		sort_slots(map->slots, map->slots + n, n);
 	for (i = 0; i < n; i++)
-		rank[wals_idmap_find(map, ids[i])] = (int32_t) i;
+	{
+		ids[i] = map->slots[i].id;
+		rank[map->slots[i].index] = (int32_t) i;
+	}
 }
 
 /*

@@ -331,9 +331,11 @@ extern WalsStatus wals_idmap_insert_many(WalsIdMap *map, const int64_t *ids,
 
 /*
  * ids[0..count) receives the distinct ids in increasing order and
- * rank[p] the position in ids of the id with provisional index p.
+ * rank[p] the position in ids of the id with provisional index p.  A map
+ * of the hash layout is spent: it sorts its slots where they lie, and
+ * only its memory is left to free.
  */
-extern void wals_idmap_rank(const WalsIdMap *map, int64_t *ids, int32_t *rank);
+extern void wals_idmap_rank(WalsIdMap *map, int64_t *ids, int32_t *rank);
 
 /* index[k] = rank[index[k]] for k < n. */
 extern void wals_idmap_renumber(int32_t *index, size_t n, const int32_t *rank);

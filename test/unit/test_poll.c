@@ -517,6 +517,53 @@ test_build_polls(void)
 }
 
 /*
+ * Ranking the ids of a hash map sorts them by radix in passes that poll:
+ * 4 million random ids, whose every byte varies, poll at least once per
+ * two WALS_POLL_WORK of each pass, and come out sorted, each row's rank
+ * its id's place.
+ */
+static void
+test_rank_polls(void)
+{
+	size_t		n = (size_t) 8 * WALS_CELL_POLL;
+	int64_t    *ids = test_alloc(n, sizeof(int64_t));
+	int32_t    *index = test_alloc(n, sizeof(int32_t));
+	int64_t    *sorted = test_alloc(n, sizeof(int64_t));
+	int32_t    *rank = test_alloc(n, sizeof(int32_t));
+	int64_t		floor = (int64_t) n * WALS_CELL_WORK / WALS_POLL_WORK;
+	WalsIdMap	map;
+	void	   *buffer;
+	size_t		bytes;
+	TestRng		rng;
+	size_t		k;
+	int			ok = 1;
+
+	rng_seed(&rng, 13);
+	for (k = 0; k < n; k++)
+		ids[k] = (int64_t) rng_next(&rng);
+	wals_idmap_init(&map);
+	bytes = wals_idmap_need(&map, ids, n);
+	buffer = test_alloc(bytes, 1);
+	CHECK(wals_idmap_move(&map, buffer, bytes, ids, n) == WALS_OK &&
+		  wals_idmap_insert_many(&map, ids, n, index) == WALS_OK && map.dense == NULL,
+		  "poll: %zu random ids in a hash map", n);
+	count_from_zero();
+	wals_idmap_rank(&map, sorted, rank);
+	CHECK(polls >= 4 * floor, "poll: ranking %zu ids polled %lld times", n, (long long) polls);
+	wals_set_poll_hook(NULL);
+	for (k = 1; k < map.count; k++)
+		ok &= sorted[k - 1] < sorted[k];
+	for (k = 0; k < n; k++)
+		ok &= sorted[rank[index[k]]] == ids[k];
+	CHECK(ok, "poll: the ids ranked are sorted, and each row's rank is its id's place");
+	free(ids);
+	free(index);
+	free(sorted);
+	free(rank);
+	free(buffer);
+}
+
+/*
  * A hook that longjmps out, as the server's does on a cancel, in the
  * middle of a Cholesky row: the core holds nothing, so the same row
  * solved again afterwards gives the same bits as before.
@@ -560,5 +607,6 @@ test_poll(void)
 	test_scoring_polls();
 	test_init_polls();
 	test_build_polls();
+	test_rank_polls();
 	test_hook_that_jumps();
 }
