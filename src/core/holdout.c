@@ -68,15 +68,18 @@ wals_holdout_count(const WalsCsr *R, WalsFeedback feedback, const int64_t *row_i
 				   const int64_t *col_ids, double share, uint64_t seed)
 {
 	int64_t		n = 0;
+	int64_t		local = 0;
 
 	for (int64_t u = 0; u < R->nrows; u++)
 	{
 		int			all = all_cells_held(R, feedback, u, row_ids, col_ids, share, seed);
 
+		wals_poll_local(&local, 2 * (R->indptr[u + 1] - R->indptr[u] + 1) * WALS_CELL_WORK);
 		for (int64_t j = R->indptr[u]; j < R->indptr[u + 1]; j++)
 			n += row_holds(R, feedback, u, R->indptr[u], row_ids, col_ids, share, seed, j,
 						   all);
 	}
+	wals_poll(local);
 	return n;
 }
 
@@ -86,6 +89,7 @@ wals_holdout_split(WalsCsr *R, WalsFeedback feedback, const int64_t *row_ids,
 {
 	int64_t		kept = 0;
 	int64_t		taken = 0;
+	int64_t		local = 0;
 
 	out->nrows = R->nrows;
 	out->ncols = R->ncols;
@@ -96,6 +100,7 @@ wals_holdout_split(WalsCsr *R, WalsFeedback feedback, const int64_t *row_ids,
 		int64_t		hi = R->indptr[u + 1];
 		int			all = all_cells_held(R, feedback, u, row_ids, col_ids, share, seed);
 
+		wals_poll_local(&local, 2 * (hi - lo + 1) * WALS_CELL_WORK);
 		/* kept <= lo: the kept cells move left, never over unread ones */
 		R->indptr[u] = kept;
 		for (int64_t j = lo; j < hi; j++)
@@ -111,6 +116,7 @@ wals_holdout_split(WalsCsr *R, WalsFeedback feedback, const int64_t *row_ids,
 		}
 		out->indptr[u + 1] = taken;
 	}
+	wals_poll(local);
 	R->indptr[R->nrows] = kept;
 }
 
@@ -118,6 +124,7 @@ void
 wals_holdout_join(const WalsCsr *keep, const WalsCsr *held_cells, WalsCsr *out)
 {
 	int64_t		n = 0;
+	int64_t		local = 0;
 
 	out->nrows = keep->nrows;
 	out->ncols = keep->ncols;
@@ -127,6 +134,8 @@ wals_holdout_join(const WalsCsr *keep, const WalsCsr *held_cells, WalsCsr *out)
 		int64_t		a = keep->indptr[u];
 		int64_t		b = held_cells->indptr[u];
 
+		wals_poll_local(&local, (keep->indptr[u + 1] - a + held_cells->indptr[u + 1] - b + 1) *
+						WALS_CELL_WORK);
 		while (a < keep->indptr[u + 1] || b < held_cells->indptr[u + 1])
 		{
 			int			from_keep = b == held_cells->indptr[u + 1] ||
@@ -138,6 +147,7 @@ wals_holdout_join(const WalsCsr *keep, const WalsCsr *held_cells, WalsCsr *out)
 		}
 		out->indptr[u + 1] = n;
 	}
+	wals_poll(local);
 }
 
 int64_t

@@ -567,7 +567,8 @@ extern int64_t wals_holdout_count(const WalsCsr *R, WalsFeedback feedback,
 /*
  * Move those cells from R into out (R's shape; indptr of nrows + 1, room
  * for wals_holdout_count cells, values as floats), compacting R in place:
- * rows stay sorted.
+ * rows stay sorted.  Both poll as the build's passes do; a hook that does
+ * not return leaves R partly compacted.
  */
 extern void wals_holdout_split(WalsCsr *R, WalsFeedback feedback, const int64_t *row_ids,
 							   const int64_t *col_ids, double share, uint64_t seed,
@@ -576,7 +577,7 @@ extern void wals_holdout_split(WalsCsr *R, WalsFeedback feedback, const int64_t 
 /*
  * keep and held_cells (as wals_holdout_split leaves them) merged back into
  * out, R as it was but with values as floats: rows sorted, room for all the
- * cells.
+ * cells; polls as the split does.
  */
 extern void wals_holdout_join(const WalsCsr *keep, const WalsCsr *held_cells, WalsCsr *out);
 

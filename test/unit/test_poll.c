@@ -453,6 +453,48 @@ test_build_polls(void)
 								   scratch_bytes) == WALS_OK, "poll: transpose");
 	CHECK(polls >= 2 * floor, "poll: the merging transpose of %zu cells polled %lld times",
 		  n, (long long) polls);
+	{
+		int64_t    *row_ids = test_alloc((size_t) ncols, sizeof(int64_t));
+		int64_t    *col_ids = test_alloc((size_t) nrows, sizeof(int64_t));
+		int64_t		held;
+		int64_t		before = by_col.indptr[ncols];
+		WalsCsr		out;
+		WalsCsr		all;
+
+		for (k = 0; k < (size_t) ncols; k++)
+			row_ids[k] = (int64_t) k;
+		for (k = 0; k < (size_t) nrows; k++)
+			col_ids[k] = (int64_t) k;
+		count_from_zero();
+		held = wals_holdout_count(&by_col, WALS_IMPLICIT, row_ids, col_ids, 0.1, 3);
+		CHECK(polls >= floor, "poll: counting the cells a validation share holds out of %zu polled %lld times",
+			  n, (long long) polls);
+		out.indptr = test_alloc((size_t) ncols + 1, sizeof(int64_t));
+		out.indices = test_alloc((size_t) held + 1, sizeof(int32_t));
+		out.values = test_alloc((size_t) held + 1, sizeof(float));
+		out.codes = NULL;
+		count_from_zero();
+		wals_holdout_split(&by_col, WALS_IMPLICIT, row_ids, col_ids, 0.1, 3, &out);
+		CHECK(polls >= floor && out.indptr[ncols] == held,
+			  "poll: holding them out polled %lld times", (long long) polls);
+		all.indptr = test_alloc((size_t) ncols + 1, sizeof(int64_t));
+		all.indices = test_alloc((size_t) before, sizeof(int32_t));
+		all.values = test_alloc((size_t) before, sizeof(float));
+		all.codes = NULL;
+		count_from_zero();
+		wals_holdout_join(&by_col, &out, &all);
+		/* one pass of a cell each: a poll every WALS_POLL_WORK and a little */
+		CHECK(polls >= floor / 2 && all.indptr[ncols] == before,
+			  "poll: joining them back polled %lld times", (long long) polls);
+		free(all.indptr);
+		free(all.indices);
+		free(all.values);
+		free(out.indptr);
+		free(out.indices);
+		free(out.values);
+		free(row_ids);
+		free(col_ids);
+	}
 
 	rng_seed(&rng, 7);
 	for (k = 0; k < n; k++)
