@@ -415,6 +415,8 @@ wals_idmap_rank(WalsIdMap *map, int64_t *ids, int32_t *rank)
 	{
 		for (i = 0; i < map->nslots; i++)
 		{
+			if (i % WALS_CELL_POLL == WALS_CELL_POLL - 1)
+				wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 			if (map->dense[i] >= 0)
 			{
 				ids[n] = (int64_t) ((uint64_t) map->lo + i);
@@ -426,12 +428,18 @@ wals_idmap_rank(WalsIdMap *map, int64_t *ids, int32_t *rank)
 	if (map->slots == NULL)
 		return;
 	for (i = 0; i < map->nslots; i++)
+	{
+		if (i % WALS_CELL_POLL == WALS_CELL_POLL - 1)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 		if (map->slots[i].index >= 0)
 			map->slots[n++] = map->slots[i];
+	}
 	if (n > 1)
 		sort_slots(map->slots, map->slots + n, n);
 	for (i = 0; i < n; i++)
 	{
+		if (i % WALS_CELL_POLL == WALS_CELL_POLL - 1)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 		ids[i] = map->slots[i].id;
 		rank[map->slots[i].index] = (int32_t) i;
 	}

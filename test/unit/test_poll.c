@@ -598,6 +598,21 @@ test_rank_polls(void)
 	for (k = 0; k < n; k++)
 		ok &= sorted[rank[index[k]]] == ids[k];
 	CHECK(ok, "poll: the ids ranked are sorted, and each row's rank is its id's place");
+	/* and a dense map, whose array lists its ids in order: one pass */
+	for (k = 0; k < n; k++)
+		ids[k] = (int64_t) (n - 1 - k);
+	free(buffer);
+	wals_idmap_init(&map);
+	bytes = wals_idmap_need(&map, ids, n);
+	buffer = test_alloc(bytes, 1);
+	CHECK(wals_idmap_move(&map, buffer, bytes, ids, n) == WALS_OK &&
+		  wals_idmap_insert_many(&map, ids, n, index) == WALS_OK && map.dense != NULL,
+		  "poll: %zu ids in a dense map", n);
+	count_from_zero();
+	wals_idmap_rank(&map, sorted, rank);
+	CHECK(polls >= floor / 2 && sorted[0] == 0 && rank[index[0]] == (int32_t) (n - 1),
+		  "poll: ranking %zu ids of a dense map polled %lld times", n, (long long) polls);
+	wals_set_poll_hook(NULL);
 	free(ids);
 	free(index);
 	free(sorted);
