@@ -193,9 +193,9 @@ carve_scratch(CsrParts *pp, size_t n, void *scratch, size_t scratch_bytes)
 	return true;
 }
 
-/* Bits needed to write every index below ncols. */
-static int
-index_bits(int64_t ncols)
+/* See wals_internal.h. */
+int
+wals_index_bits(int64_t ncols)
 {
 	int			bits = 0;
 
@@ -226,7 +226,7 @@ plan_parts(CsrParts *pp, WalsCsr *out, size_t n, void *scratch,
 	if (out->nrows <= CSR_ONE_LEVEL_ROWS || n >= CSR_START_MASK ||
 		!carve_scratch(pp, n, scratch, scratch_bytes))
 		return false;
-	pp->colbits = index_bits(out->ncols);
+	pp->colbits = wals_index_bits(out->ncols);
 	max_rows = (int64_t) 1 << (31 - pp->colbits);
 
 	pp->first[0] = 0;

@@ -145,15 +145,16 @@ typedef struct RowScratch
 static void sort_cells(int32_t *idx, float *val, uint8_t *code, int64_t n, int hibit,
 					   const RowScratch *s);
 
-/* Bits needed to count to n, at least 1. */
-static int
-bits_for(int64_t n)
+/* Copy n cells, columns and values or codes, from the from_ arrays. */
+static void
+copy_cells(int32_t *idx, float *val, uint8_t *code, const int32_t *from_idx,
+		   const float *from_val, const uint8_t *from_code, int64_t n)
 {
-	int			bits = 1;
-
-	while (bits < 62 && ((int64_t) 1 << bits) < n)
-		bits++;
-	return bits;
+	memcpy(idx, from_idx, n * sizeof(int32_t));
+	if (val != NULL)
+		memcpy(val, from_val, n * sizeof(float));
+	else
+		memcpy(code, from_code, n);
 }
 
 /*
@@ -167,7 +168,7 @@ count_sort(int32_t *idx, float *val, uint8_t *code, int64_t n, int hibit,
 		   const RowScratch *s)
 {
 	int32_t		count[ROWS_COUNT_BUCKETS + 1];
-	int			d = ROWS_MIN(hibit, ROWS_MIN(bits_for(n), ROWS_MAX_DIGIT));
+	int			d = ROWS_MIN(hibit, ROWS_MIN(wals_index_bits(n), ROWS_MAX_DIGIT));
 	int			shift = hibit - d;
 	int32_t		mask = (int32_t) ((1u << d) - 1);
 	int32_t		nb = mask + 1;
@@ -196,11 +197,7 @@ count_sort(int32_t *idx, float *val, uint8_t *code, int64_t n, int hibit,
 		else
 			s->code[p] = code[k];
 	}
-	memcpy(idx, s->idx, n * sizeof(int32_t));
-	if (val != NULL)
-		memcpy(val, s->val, n * sizeof(float));
-	else
-		memcpy(code, s->code, n);
+	copy_cells(idx, val, code, s->idx, s->val, s->code, n);
 	if (shift == 0)
 		return;
 	/* the counts are now the ends of the buckets */
@@ -267,13 +264,7 @@ lsd_sort(int32_t *idx, float *val, uint8_t *code, int64_t n, int hibit,
 		from_code = to_code;
 	}
 	if (from_idx != idx)
-	{
-		memcpy(idx, from_idx, n * sizeof(int32_t));
-		if (val != NULL)
-			memcpy(val, from_val, n * sizeof(float));
-		else
-			memcpy(code, from_code, n);
-	}
+		copy_cells(idx, val, code, from_idx, from_val, from_code, n);
 }
 
 /*
@@ -364,7 +355,7 @@ WalsStatus
 wals_csr_sort_rows(WalsFeedback feedback, WalsCsr *csr, int64_t first, int64_t last,
 				   int64_t *end, void *scratch, size_t scratch_bytes)
 {
-	int			hibit = csr->ncols > 1 ? bits_for(csr->ncols) : 1;
+	int			hibit = csr->ncols > 1 ? wals_index_bits(csr->ncols) : 1;
 	size_t		cell = sizeof(int32_t) + (csr->values != NULL ? sizeof(float) : 1);
 	RowScratch	s;
 	int64_t		w = first < last ? csr->indptr[first] : *end;

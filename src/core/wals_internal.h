@@ -187,6 +187,9 @@ extern WalsStatus wals_csr_merge_rows(WalsFeedback feedback, WalsCsr *csr, int64
 									  int64_t last, int64_t end, int64_t *w,
 									  int32_t *counts);
 
+/* Bits needed to write every index below ncols, 31 at most (csr.c). */
+extern int	wals_index_bits(int64_t ncols);
+
 /*
  * How a product of k rows, each costing row_work multiply-adds over its
  * whole output of n columns, is cut (gram.c): the rows a piece takes, and
