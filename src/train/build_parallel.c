@@ -126,17 +126,22 @@ take(BuildShared *sh, BuildStep step, const WalsCsr *in, WalsCsr *out, void *scr
 	}
 }
 
+/* See wals_train.h. */
+void
+wals_build_wait(ConditionVariable *cv, pg_atomic_uint64 *done, int64 n)
+{
+	ConditionVariablePrepareToSleep(cv);
+	while ((int64) pg_atomic_read_u64(done) < n)
+		ConditionVariableSleep(cv, PG_WAIT_EXTENSION);
+	ConditionVariableCancelSleep();
+	pg_read_barrier();
+}
+
 /* Wait until every item of step is done (the leader). */
 static void
 wait_done(BuildShared *sh, BuildStep step)
 {
-	int64		n = step_items(sh, step);
-
-	ConditionVariablePrepareToSleep(&sh->cv);
-	while ((int64) pg_atomic_read_u64(&sh->done[step]) < n)
-		ConditionVariableSleep(&sh->cv, PG_WAIT_EXTENSION);
-	ConditionVariableCancelSleep();
-	pg_read_barrier();
+	wals_build_wait(&sh->cv, &sh->done[step], step_items(sh, step));
 }
 
 /* Open step for every process (the leader), once the one before is done. */
@@ -175,6 +180,14 @@ wals_build_main(dsm_segment *seg, shm_toc *toc)
 	}
 	wals_workspace_release(&ws);
 	pfree(scratch);
+}
+
+/* See wals_train.h. */
+bool
+wals_build_may_share(const WalsTrainArgs *args, const WalsWorkspace *ws)
+{
+	return args->workers >= 1 && !IsInParallelMode() && !ws->shape.files &&
+		wals_workspace_shared(ws);
 }
 
 /* See wals_train.h. */
@@ -236,8 +249,7 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 	bool		planned;
 	WalsStatus	st = WALS_OK;
 
-	if (args->workers < 1 || nnz < WALS_BUILD_PARALLEL_MIN_CELLS || IsInParallelMode() ||
-		ws->shape.files || !wals_workspace_shared(ws))
+	if (nnz < WALS_BUILD_PARALLEL_MIN_CELLS || !wals_build_may_share(args, ws))
 		return transpose_alone(args, in, out, to_users, scratch, scratch_bytes);
 
 	bytes = MAXALIGN(sizeof(BuildShared)) + wals_csr_split_size(in->ncols, WALS_BUILD_COUNT_BYTES);
@@ -358,8 +370,8 @@ wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsData *da
 	ParallelContext *pcxt;
 	InitShared *sh;
 
-	if (args->workers < 1 || (data->nusers + data->nitems) * f < WALS_INIT_PARALLEL_MIN ||
-		IsInParallelMode() || ws->shape.files || !wals_workspace_shared(ws))
+	if ((data->nusers + data->nitems) * f < WALS_INIT_PARALLEL_MIN ||
+		!wals_build_may_share(args, ws))
 		return false;
 	pcxt = wals_build_open_context("wals_init_main", args->workers, bytes, WALS_INIT_KEY,
 								   (void **) &sh);

@@ -148,8 +148,7 @@ wals_build_sort_rows(const WalsTrainArgs *args, WalsWorkspace *ws, void *scratch
 	RowRange   *ranges;
 	int64		w = 0;
 
-	if (args->workers < 1 || nnz < WALS_ROWS_PARALLEL_MIN_CELLS || IsInParallelMode() ||
-		ws->shape.files || !wals_workspace_shared(ws))
+	if (nnz < WALS_ROWS_PARALLEL_MIN_CELLS || !wals_build_may_share(args, ws))
 		return wals_csr_sort_merge(args->params.feedback, csr, scratch, scratch_bytes);
 
 	nranges = cut_ranges(csr, cells, NULL);
@@ -172,11 +171,7 @@ wals_build_sort_rows(const WalsTrainArgs *args, WalsWorkspace *ws, void *scratch
 							 pcxt->nworkers_launched)));
 
 	take(sh, csr, scratch);
-	ConditionVariablePrepareToSleep(&sh->cv);
-	while ((int64) pg_atomic_read_u64(&sh->done) < sh->nranges)
-		ConditionVariableSleep(&sh->cv, PG_WAIT_EXTENSION);
-	ConditionVariableCancelSleep();
-	pg_read_barrier();
+	wals_build_wait(&sh->cv, &sh->done, sh->nranges);
 	WaitForParallelWorkersToFinish(pcxt);
 
 	for (int64 i = 0; i < sh->nranges; i++)

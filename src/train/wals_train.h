@@ -8,6 +8,7 @@
 
 #include "access/parallel.h"
 #include "port/atomics.h"
+#include "storage/condition_variable.h"
 #include "storage/dsm.h"
 #include "storage/fd.h"
 #include "utils/relcache.h"
@@ -415,6 +416,16 @@ extern bool wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const 
 extern ParallelContext *wals_build_open_context(const char *entry, int workers, Size bytes,
 												uint64 key, void **area);
 extern void wals_build_close_context(ParallelContext *pcxt);
+
+/*
+ * Whether a step of the build may be shared with the training's workers:
+ * it has some, is not in a parallel worker already, and its workspace is
+ * in shared segments, not temporary files.
+ */
+extern bool wals_build_may_share(const WalsTrainArgs *args, const WalsWorkspace *ws);
+
+/* Sleep on cv until *done reaches n (the leader), then see what was written. */
+extern void wals_build_wait(ConditionVariable *cv, pg_atomic_uint64 *done, int64 n);
 
 /*
  * build_rows.c: sort the rows of ws's matrix by item, as the scatter
