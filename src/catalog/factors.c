@@ -346,21 +346,44 @@ wals_rated_bytea(const int64 *item_ids, const int32 *indices, const float *value
 	return out;
 }
 
+/* Bytes wals_rated_row_into may write for row r of R, header included. */
+Size
+wals_rated_row_bound(const WalsCsr *R, int64 r)
+{
+	return VARHDRSZ + wals_rated_pack_bound(R->indptr[r + 1] - R->indptr[r]);
+}
+
 /*
- * The same of row r of R, whose columns are the items item_ids names: its
- * ratings as floats, or decoded where R keeps codes.
+ * Row r of R, whose columns are the items item_ids names, packed as the
+ * rated items column into out (room for wals_rated_row_bound), through ids
+ * and vals (room for the row's cells each): its ratings as floats, or
+ * decoded where R keeps codes.
  */
-bytea *
-wals_rated_row_bytea(const int64 *item_ids, const WalsCsr *R, int64 r)
+void
+wals_rated_row_into(const int64 *item_ids, const WalsCsr *R, int64 r, bytea *out, int64 *ids,
+					float *vals)
 {
 	int64		lo = R->indptr[r];
 	int64		n = R->indptr[r + 1] - lo;
-	float	   *decoded = R->values != NULL ? NULL : palloc(sizeof(float) * Max(n, 1));
-	bytea	   *out = wals_rated_bytea(item_ids, R->indices + lo,
-									   wals_csr_values(R, lo, n, decoded), n);
+	const float *values = wals_csr_values(R, lo, n, vals);
 
-	if (decoded != NULL)
-		pfree(decoded);
+	for (int64 i = 0; i < n; i++)
+		ids[i] = item_ids[R->indices[lo + i]];
+	SET_VARSIZE(out, VARHDRSZ + wals_rated_pack(ids, values, n, (uint8 *) VARDATA(out)));
+}
+
+/* The same, allocated. */
+bytea *
+wals_rated_row_bytea(const int64 *item_ids, const WalsCsr *R, int64 r)
+{
+	int64		n = R->indptr[r + 1] - R->indptr[r];
+	bytea	   *out = palloc(wals_rated_row_bound(R, r));
+	int64	   *ids = palloc(sizeof(int64) * Max(n, 1));
+	float	   *vals = palloc(sizeof(float) * Max(n, 1));
+
+	wals_rated_row_into(item_ids, R, r, out, ids, vals);
+	pfree(ids);
+	pfree(vals);
 	return out;
 }
 

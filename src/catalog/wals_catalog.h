@@ -297,6 +297,9 @@ extern ArrayType *wals_real_array(const float *v, int64 n);
 extern bytea *wals_rated_pack_bytea(const int64 *ids, const float *values, int64 n);
 extern bytea *wals_rated_bytea(const int64 *item_ids, const int32 *indices,
 							   const float *values, int64 n);
+extern Size wals_rated_row_bound(const WalsCsr *R, int64 r);
+extern void wals_rated_row_into(const int64 *item_ids, const WalsCsr *R, int64 r, bytea *out,
+								int64 *ids, float *vals);
 extern bytea *wals_rated_row_bytea(const int64 *item_ids, const WalsCsr *R, int64 r);
 
 /* marks.c: the changed column of a source, and the mark wals_refresh reads from */

@@ -53,8 +53,6 @@
 #include "wals_shard.h"
 #include "wals_train.h"
 
-#define WALS_STORE_BATCH	1000
-
 /*
  * The arrays and tuples of one batch fit in the context's first block, which
  * a reset keeps: growing blocks would be freed and faulted in again for
@@ -66,7 +64,7 @@
 static void
 fill_row(TupleTableSlot *slot, const AttrNumber *attnum, int64 r, const int64 *ids,
 		 const float *F, int f, const WalsCsr *rated, const int64 *item_ids,
-		 WalsShards *shards)
+		 WalsShards *shards, WalsRatedPacker *packer)
 {
 	ExecClearTuple(slot);
 	for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
@@ -78,6 +76,11 @@ fill_row(TupleTableSlot *slot, const AttrNumber *attnum, int64 r, const int64 *i
 	if (shards != NULL)
 	{
 		slot->tts_values[attnum[2] - 1] = PointerGetDatum(wals_shards_rated(shards, r));
+		slot->tts_isnull[attnum[2] - 1] = false;
+	}
+	else if (packer != NULL)
+	{
+		slot->tts_values[attnum[2] - 1] = wals_rated_packer_row(packer, r);
 		slot->tts_isnull[attnum[2] - 1] = false;
 	}
 	else if (rated != NULL)
@@ -178,15 +181,19 @@ writer_close(FactorWriter *w)
 /*
  * Append rows (ids[r], F[r]) to relation relid, with the rated items of row
  * r on the user side: from rated, or from the shards of a sharded training.
+ * Where rated is the matrix by user of the shared blocks of pack_from, and
+ * relid is fresh, the training's workers may pack them (store_pack.c).
  */
 static void
-insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n, int f,
-			   const WalsCsr *rated, const int64 *item_ids, WalsShards *shards, int64 done_before)
+insert_factors(const WalsTrainArgs *args, Oid relid, bool fresh, const int64 *ids, const float *F,
+			   int64 n, const WalsCsr *rated, const int64 *item_ids, WalsShards *shards,
+			   const WalsWorkspace *pack_from, int64 done_before)
 {
 	FactorWriter w;
 	AttrNumber	attnum[3];
 	MemoryContext old;
 	int			nslots = 0;
+	WalsRatedPacker *packer = NULL;
 
 	attnum[0] = get_attnum(relid, "user_id");
 	if (attnum[0] == InvalidAttrNumber)
@@ -194,6 +201,9 @@ insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n,
 	attnum[1] = get_attnum(relid, "factors");
 	attnum[2] = get_attnum(relid, "rated");
 	writer_open(&w, relid, fresh);
+	Assert(w.nbatch == WALS_STORE_BATCH || pack_from == NULL);
+	if (fresh && pack_from != NULL)
+		packer = wals_rated_packer_begin(args, pack_from, item_ids);
 	old = MemoryContextSwitchTo(w.batch_cxt);
 	for (int64 r = 0; r <= n; r++)
 	{
@@ -209,9 +219,12 @@ insert_factors(Oid relid, bool fresh, const int64 *ids, const float *F, int64 n,
 		}
 		if (r == n)
 			break;
-		fill_row(w.slots[nslots++], attnum, r, ids, F, f, rated, item_ids, shards);
+		fill_row(w.slots[nslots++], attnum, r, ids, F, args->params.factors, rated, item_ids,
+				 shards, packer);
 	}
 	MemoryContextSwitchTo(old);
+	if (packer != NULL)
+		wals_rated_packer_end(packer);
 	writer_close(&w);
 }
 
@@ -236,20 +249,24 @@ rated_cells(const WalsTrainArgs *args, const WalsData *data)
 	return all;
 }
 
-/* Append the factors of one side of data to relid (see insert_factors). */
+/*
+ * Append the factors of one side of data to relid (see insert_factors);
+ * ws, where not NULL, holds data's matrices.
+ */
 static void
-write_rows(const WalsTrainArgs *args, const WalsData *data, bool user_side, const float *F,
-		   Oid relid, bool fresh)
+write_rows(const WalsTrainArgs *args, const WalsData *data, const WalsWorkspace *ws,
+		   bool user_side, const float *F, Oid relid, bool fresh)
 {
 	if (user_side && data->shards != NULL)
-		insert_factors(relid, fresh, data->user_ids, F, data->nusers, args->params.factors,
-					   NULL, NULL, data->shards, 0);
+		insert_factors(args, relid, fresh, data->user_ids, F, data->nusers, NULL, NULL,
+					   data->shards, NULL, 0);
 	else if (user_side)
-		insert_factors(relid, fresh, data->user_ids, F, data->nusers, args->params.factors,
-					   rated_cells(args, data), data->item_ids, NULL, 0);
+		insert_factors(args, relid, fresh, data->user_ids, F, data->nusers,
+					   rated_cells(args, data), data->item_ids, NULL,
+					   args->validation <= 0 ? ws : NULL, 0);
 	else
-		insert_factors(relid, fresh, data->item_ids, F, data->nitems, args->params.factors,
-					   NULL, NULL, NULL, data->nusers);
+		insert_factors(args, relid, fresh, data->item_ids, F, data->nitems, NULL, NULL, NULL,
+					   NULL, data->nusers);
 }
 
 /*
@@ -258,11 +275,12 @@ write_rows(const WalsTrainArgs *args, const WalsData *data, bool user_side, cons
  * table of the model retrained is written again in place while it is
  * still the model's own and in the form wals wrote (see the head of the
  * file); otherwise a new one is created, filled and indexed, after the old
- * one was dropped where it was still the model's.
+ * one was dropped where it was still the model's.  ws, where not NULL,
+ * holds data's matrices.
  */
 static Oid
-write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_side,
-				   const float *F)
+write_factor_table(const WalsTrainArgs *args, const WalsData *data, const WalsWorkspace *ws,
+				   bool user_side, const float *F)
 {
 	const char *table = psprintf("%s%s", args->model,
 								 user_side ? WALS_USER_SUFFIX : WALS_ITEM_SUFFIX);
@@ -279,7 +297,7 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 								 false, 0),
 						SPI_OK_DELETE, old);
 		CommandCounterIncrement();
-		write_rows(args, data, user_side, F, old, false);
+		write_rows(args, data, ws, user_side, F, old, false);
 		CommandCounterIncrement();
 		wals_unbecome(&save);
 		return old;
@@ -307,7 +325,7 @@ write_factor_table(const WalsTrainArgs *args, const WalsData *data, bool user_si
 	relid = get_relname_relid(table, args->schema);
 	if (!OidIsValid(relid))
 		elog(ERROR, "wals: could not find new factor table \"%s\"", table);
-	write_rows(args, data, user_side, F, relid, true);
+	write_rows(args, data, ws, user_side, F, relid, true);
 	CommandCounterIncrement();
 	wals_spi_exec(psprintf("ALTER TABLE %s ADD PRIMARY KEY (%s)", qualified,
 						   user_side ? "user_id" : "item_id"),
@@ -475,11 +493,12 @@ wals_check_factor_tables_free(const WalsTrainArgs *args)
 
 /*
  * Write the factors of a finished training as the model, replacing the
- * model trained before (args->old), and record the result in the catalog.
- * Sets result->version, store_s and total_s.
+ * model trained before (args->old), and record the result in the catalog;
+ * ws, where not NULL, holds data's matrices.  Sets result->version,
+ * store_s and total_s.
  */
 void
-wals_store_model(const WalsTrainArgs *args, const WalsData *data,
+wals_store_model(const WalsTrainArgs *args, const WalsData *data, const WalsWorkspace *ws,
 				 const float *X, const float *Y, WalsTrainResult *result)
 {
 	instr_time	start;
@@ -490,8 +509,8 @@ wals_store_model(const WalsTrainArgs *args, const WalsData *data,
 	INSTR_TIME_SET_CURRENT(start);
 	wals_work_phase(WALS_PHASE_STORING, data->nusers + data->nitems);
 	result->version = wals_next_version();
-	user_rel = write_factor_table(args, data, true, X);
-	item_rel = write_factor_table(args, data, false, Y);
+	user_rel = write_factor_table(args, data, ws, true, X);
+	item_rel = write_factor_table(args, data, ws, false, Y);
 
 	INSTR_TIME_SET_CURRENT(end);
 	INSTR_TIME_SUBTRACT(end, start);

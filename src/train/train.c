@@ -491,7 +491,7 @@ train_here(WalsTrainArgs *args, WalsKeptRatings *kept, instr_time start, WalsDat
 	result->train_s = wals_seconds_since(phase);
 
 	if (!trial)
-		wals_store_model(args, data, ws->X, ws->Y, result);
+		wals_store_model(args, data, ws, ws->X, ws->Y, result);
 	wals_workspace_release(ws);
 }
 
@@ -525,7 +525,7 @@ train_sharded(WalsTrainArgs *args, List *shards, instr_time start, WalsData *dat
 	problem.Y = Y;
 	train(WALS_DEVICE_CPU, &problem, result);
 	result->train_s = wals_seconds_since(phase);
-	wals_store_model(args, data, X, Y, result);
+	wals_store_model(args, data, NULL, X, Y, result);
 	wals_shards_disconnect(shards);
 }
 

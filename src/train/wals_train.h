@@ -614,10 +614,37 @@ extern bool wals_iteration_done(const WalsTrainArgs *args, WalsTrainResult *resu
 								double seconds);
 
 /* store.c */
+
+/* Users a multi-insert of a factor table writes at once. */
+#define WALS_STORE_BATCH	1000
+
 extern void wals_store_model(const WalsTrainArgs *args, const WalsData *data,
-							 const float *X, const float *Y,
+							 const WalsWorkspace *ws, const float *X, const float *Y,
 							 WalsTrainResult *result);
 extern void wals_check_factor_tables_free(const WalsTrainArgs *args);
+
+/* store_pack.c */
+typedef struct WalsRatedPacker WalsRatedPacker;
+
+/*
+ * Start workers packing the rated items of the users of ws's shared matrix
+ * by user, item_ids naming its columns, for the leader to take in order
+ * with wals_rated_packer_row, in batches of WALS_STORE_BATCH users; NULL
+ * where the leader had better pack them alone (too few ratings, no
+ * workers asked for, no shared blocks).  The leader is then in parallel
+ * mode until wals_rated_packer_end.
+ */
+extern WalsRatedPacker *wals_rated_packer_begin(const WalsTrainArgs *args,
+												const WalsWorkspace *ws,
+												const int64 *item_ids);
+
+/*
+ * The rated items of user r, a bytea that stays valid until the leader
+ * asks for the next batch's first user; the users before r's batch must
+ * have been written by then.
+ */
+extern Datum wals_rated_packer_row(WalsRatedPacker *p, int64 r);
+extern void wals_rated_packer_end(WalsRatedPacker *p);
 
 /* warm.c */
 extern void wals_warm_start(const WalsTrainArgs *args, const WalsData *data,

@@ -35,6 +35,14 @@ CREATE TABLE big AS
 ANALYZE ratings, big;
 });
 
+# The md5 of the rated items of the users of model, by user.
+sub rated_md5
+{
+	my ($model) = @_;
+	return $node->safe_psql('postgres',
+		qq{SELECT md5(string_agg(md5(rated), '' ORDER BY user_id)) FROM ${model}_user_factors});
+}
+
 sub factors_md5
 {
 	my ($model) = @_;
@@ -76,8 +84,10 @@ for my $solver ('cg', 'cholesky')
 # by user is taken by the workers beside the leader, and so are the
 # starting factors (build_parallel.c) and the sorting of the rows of the
 # matrix by item (build_rows.c), or, after a validation share, the
-# transpose back; the model is the one the leader alone builds, bit for
-# bit.
+# transpose back, and the packing of the rated items as the leader writes
+# the user factor table (store_pack.c), but for a validation share, which
+# the leader joins back to them; the model is the one the leader alone
+# builds, bit for bit, and its table the same, byte for byte.
 $node->safe_psql('postgres', q{
 CREATE TABLE five_million AS
   SELECT u AS user_id, (u * 7 + (g % 90) * 13) % 6000 + 1 AS item_id, 1 + (u + g) % 5 AS rating
@@ -115,14 +125,26 @@ for my $validation ('NULL', 0.1)
 			}
 			like($stderr, qr/wals: drawing the starting factors with [12] parallel workers/,
 				'five million: the starting factors are drawn by workers too');
+			if ($v)
+			{
+				unlike($stderr, qr/packing the rated items/,
+					'five million, a validation share: the leader packs the rated items');
+			}
+			else
+			{
+				like($stderr, qr/wals: packing the rated items with [12] parallel workers/,
+					'five million: the rated items are packed by workers');
+			}
 		}
 		else
 		{
-			unlike($stderr, qr/building the matrix|sorting the rows|drawing the starting/,
-				"five million$v, workers => 0: the leader builds and draws alone");
+			unlike($stderr,
+				qr/building the matrix|sorting the rows|drawing the starting|packing the rated/,
+				"five million$v, workers => 0: the leader builds, draws and packs alone");
 		}
 		$seen{loss}{$stdout}++;
 		$seen{factors}{ factors_md5($model) }++;
+		$seen{rated}{ rated_md5($model) }++;
 	}
 	# workers asked for and none to be had: the leader takes every step
 	my $none = $v ? 'fmnone_v' : 'fmnone';
@@ -136,8 +158,50 @@ for my $validation ('NULL', 0.1)
 		"five million$v, no worker to be had: the leader takes every step of the build");
 	$seen{loss}{$stdout}++;
 	$seen{factors}{ factors_md5($none) }++;
+	$seen{rated}{ rated_md5($none) }++;
 	is(scalar keys %{ $seen{loss} }, 1, "five million$v: the same loss built with workers and without");
 	is(scalar keys %{ $seen{factors} }, 1, "five million$v: the same factors, bit for bit");
+	is(scalar keys %{ $seen{rated} }, 1, "five million$v: the same rated items, byte for byte");
+}
+
+# A user of 150,000 items, whose packing might not fit in a slot of the
+# ring the workers pack into (2 MB, 14 bytes a rating at most), is packed
+# by the leader itself, in the order of the rows: the table is the one the
+# leader alone writes.  A retraining writes into the model's own table,
+# whose triggers and checks may run anything: the leader packs alone.
+$node->safe_psql('postgres', q{
+CREATE TABLE heavy AS
+  SELECT 0 AS user_id, i AS item_id, 1 + i % 3 AS rating FROM generate_series(1, 150000) i
+  UNION ALL
+  SELECT u, (u * 11 + g * 17) % 150000 + 1, 1 + (u + g) % 5
+  FROM generate_series(1, 31000) u, generate_series(1, 135) g;
+ANALYZE heavy;});
+{
+	my %seen;
+	for my $case ('heavy2', 'heavy0', 'heavy2 again')
+	{
+		my ($model, $workers) = $case =~ /^(heavy(\d))/;
+		my ($ret, $stdout, $stderr) = $node->psql('postgres', qq{SET client_min_messages = debug1;
+		  SELECT ratings FROM wals_train('heavy', 'user_id', 'item_id', 'rating',
+		    model => '$model', factors => 4, iterations => 1, workers => $workers,
+		    replace => true)});
+		is($ret, 0, "$case: trains");
+		is($stdout, 4335000, "$case: every rating");
+		if ($case eq 'heavy2')
+		{
+			like($stderr, qr/wals: packing the rated items with [12] parallel workers/,
+				'heavy: the rated items are packed by workers');
+		}
+		else
+		{
+			unlike($stderr, qr/packing the rated/, "$case: the leader packs alone");
+		}
+		$seen{ rated_md5($model) }++;
+	}
+	is(scalar keys %seen, 1, 'heavy: the same rated items, byte for byte, packed by workers or not');
+	is($node->safe_psql('postgres',
+			q{SELECT length(rated) > 300000 FROM heavy2_user_factors WHERE user_id = 0}),
+		't', 'heavy: the heavy user is stored whole');
 }
 
 # A table of more than 4096 pages is read by workers beside the leader: the
