@@ -406,6 +406,17 @@ wals_write_estate(Relation rel, CommandId cid, ResultRelInfo **rri)
 	wals_init_range_table(estate, rte);
 	*rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(*rri, rel, 1, NULL, 0);
+
+	/*
+	 * The executor looks a trigger's function up at its first call, in the
+	 * memory context current then, and the function keeps there what it
+	 * reuses from call to call (the settings it runs with, its compiled
+	 * body): a writer's context reset after each row would free them under
+	 * the next call.  Look them up now, for as long as the executor state.
+	 */
+	for (int i = 0; (*rri)->ri_TrigDesc != NULL && i < (*rri)->ri_TrigDesc->numtriggers; i++)
+		fmgr_info_cxt((*rri)->ri_TrigDesc->triggers[i].tgfoid, &(*rri)->ri_TrigFunctions[i],
+					  estate->es_query_cxt);
 	estate->es_opened_result_relations = list_make1(*rri);
 	estate->es_output_cid = cid;
 	ExecOpenIndices(*rri, false);

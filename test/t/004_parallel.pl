@@ -168,20 +168,32 @@ for my $validation ('NULL', 0.1)
 # ring the workers pack into (2 MB, 14 bytes a rating at most), is packed
 # by the leader itself, in the order of the rows: the table is the one the
 # leader alone writes.  A retraining writes into the model's own table,
-# whose triggers and checks may run anything: the leader packs alone.
+# whose triggers and checks may run anything: the leader packs alone, and
+# a trigger sees every row, its function keeping its settings from row to
+# row.
 $node->safe_psql('postgres', q{
 CREATE TABLE heavy AS
   SELECT 0 AS user_id, i AS item_id, 1 + i % 3 AS rating FROM generate_series(1, 150000) i
   UNION ALL
   SELECT u, (u * 11 + g * 17) % 150000 + 1, 1 + (u + g) % 5
   FROM generate_series(1, 31000) u, generate_series(1, 135) g;
-ANALYZE heavy;});
+ANALYZE heavy;
+CREATE TABLE heavy_audit (user_id bigint);
+CREATE FUNCTION heavy_audit() RETURNS trigger LANGUAGE plpgsql SET search_path = public AS
+  $$BEGIN INSERT INTO heavy_audit VALUES (NEW.user_id); RETURN NEW; END$$;});
 {
 	my %seen;
-	for my $case ('heavy2', 'heavy0', 'heavy2 again')
+	for my $case ('heavy2', 'heavy0', 'heavy2 again', 'heavy2 with a trigger',
+		'heavy2 with a check')
 	{
 		my ($model, $workers) = $case =~ /^(heavy(\d))/;
-		my ($ret, $stdout, $stderr) = $node->psql('postgres', qq{SET client_min_messages = debug1;
+		my $before = '';
+		$before = qq{CREATE TRIGGER audit BEFORE INSERT ON heavy2_user_factors
+		  FOR EACH ROW EXECUTE FUNCTION heavy_audit();} if $case =~ /trigger/;
+		$before = qq{DROP TRIGGER audit ON heavy2_user_factors;
+		  ALTER TABLE heavy2_user_factors ADD CHECK (user_id >= 0);} if $case =~ /check/;
+		my ($ret, $stdout, $stderr) = $node->psql('postgres', qq{$before
+		  SET client_min_messages = debug1;
 		  SELECT ratings FROM wals_train('heavy', 'user_id', 'item_id', 'rating',
 		    model => '$model', factors => 4, iterations => 1, workers => $workers,
 		    replace => true)});
@@ -190,7 +202,7 @@ ANALYZE heavy;});
 		if ($case eq 'heavy2')
 		{
 			like($stderr, qr/wals: packing the rated items with [12] parallel workers/,
-				'heavy: the rated items are packed by workers');
+				"$case: the rated items are packed by workers");
 		}
 		else
 		{
@@ -202,6 +214,8 @@ ANALYZE heavy;});
 	is($node->safe_psql('postgres',
 			q{SELECT length(rated) > 300000 FROM heavy2_user_factors WHERE user_id = 0}),
 		't', 'heavy: the heavy user is stored whole');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM heavy_audit}),
+		31001, 'heavy: the trigger saw every row of its retraining');
 }
 
 # A table of more than 4096 pages is read by workers beside the leader: the
