@@ -179,10 +179,28 @@ writer_close(FactorWriter *w)
 }
 
 /*
+ * Whether writing w's rows runs no code but the server's own, as in a
+ * fresh table, or in a model's own table that has no trigger, no check
+ * and no index but the primary key wals gives it: the leader may then
+ * write them in parallel mode, where code that wrote anything would fail.
+ */
+static bool
+writes_run_no_code(const FactorWriter *w)
+{
+	TupleConstr *constr = w->rel->rd_att->constr;
+
+	if (w->fresh)
+		return true;
+	return w->rel->trigdesc == NULL && (constr == NULL || constr->num_check == 0) &&
+		w->rri->ri_NumIndices == 1 &&
+		wals_factor_table_keyed(RelationGetRelid(w->rel), true);
+}
+
+/*
  * Append rows (ids[r], F[r]) to relation relid, with the rated items of row
  * r on the user side: from rated, or from the shards of a sharded training.
- * Where rated is the matrix by user of the shared blocks of pack_from, and
- * relid is fresh, the training's workers may pack them (store_pack.c).
+ * Where rated is the matrix by user of the shared blocks of pack_from, the
+ * training's workers may pack them (store_pack.c).
  */
 static void
 insert_factors(const WalsTrainArgs *args, Oid relid, bool fresh, const int64 *ids, const float *F,
@@ -201,9 +219,9 @@ insert_factors(const WalsTrainArgs *args, Oid relid, bool fresh, const int64 *id
 	attnum[1] = get_attnum(relid, "factors");
 	attnum[2] = get_attnum(relid, "rated");
 	writer_open(&w, relid, fresh);
-	Assert(w.nbatch == WALS_STORE_BATCH || pack_from == NULL);
-	if (fresh && pack_from != NULL)
+	if (pack_from != NULL && writes_run_no_code(&w))
 		packer = wals_rated_packer_begin(args, pack_from, item_ids);
+	Assert(packer == NULL || w.nbatch == WALS_STORE_BATCH);
 	old = MemoryContextSwitchTo(w.batch_cxt);
 	for (int64 r = 0; r <= n; r++)
 	{

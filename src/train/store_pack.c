@@ -24,11 +24,11 @@
  * memory.  The bytes written are those the leader alone packs, whatever
  * process packed them.
  *
- * Only a fresh table is written so: while workers run, the leader is in
- * parallel mode, where the heap's multi-insert into a new relation is
- * allowed, as for CREATE TABLE AS, but not whatever the triggers, checks
- * and index expressions of a model's own table retrained in place might
- * run (store.c).
+ * While workers run, the leader is in parallel mode, where the heap's
+ * multi-insert is allowed, as for CREATE TABLE AS, and so is keeping a
+ * B-tree up to date, but not what a trigger, a check or an index
+ * expression of the owner's might do: a table that has any is packed by
+ * the leader alone (store.c).
  */
 #include "postgres.h"
 

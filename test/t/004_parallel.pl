@@ -167,10 +167,11 @@ for my $validation ('NULL', 0.1)
 # A user of 150,000 items, whose packing might not fit in a slot of the
 # ring the workers pack into (2 MB, 14 bytes a rating at most), is packed
 # by the leader itself, in the order of the rows: the table is the one the
-# leader alone writes.  A retraining writes into the model's own table,
-# whose triggers and checks may run anything: the leader packs alone, and
-# a trigger sees every row, its function keeping its settings from row to
-# row.
+# leader alone writes.  A retraining writes into the model's own table:
+# the workers pack too, unless the table has a trigger or a check, whose
+# code the leader, in parallel mode while workers run, could not let
+# write; with a trigger that writes, the leader packs alone, and the
+# trigger sees every row.
 $node->safe_psql('postgres', q{
 CREATE TABLE heavy AS
   SELECT 0 AS user_id, i AS item_id, 1 + i % 3 AS rating FROM generate_series(1, 150000) i
@@ -199,7 +200,7 @@ CREATE FUNCTION heavy_audit() RETURNS trigger LANGUAGE plpgsql SET search_path =
 		    replace => true)});
 		is($ret, 0, "$case: trains");
 		is($stdout, 4335000, "$case: every rating");
-		if ($case eq 'heavy2')
+		if ($case eq 'heavy2' || $case eq 'heavy2 again')
 		{
 			like($stderr, qr/wals: packing the rated items with [12] parallel workers/,
 				"$case: the rated items are packed by workers");
