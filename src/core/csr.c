@@ -698,17 +698,20 @@ sort_parts(const CsrParts *pp, WalsCsr *out, bool merge, WalsFeedback feedback)
 	return WALS_OK;
 }
 
+static void split_record(WalsCsrSplit *s, const CsrParts *pp);
+
 /*
  * The scatter of wals_csr_scatter and wals_csr_scatter_codes: each cell
  * carries val[k], or, where code is not NULL, code[k] of out's codebook,
- * out then having codes.
+ * out then having codes.  Where s is not NULL and the scatter takes two
+ * levels, pass B is left to wals_csr_split_sort of s.
  * Everything is checked in the counting pass, before the scatter trusts
  * the indices.
  */
 static WalsStatus
 scatter(int64_t nrows, int64_t ncols, size_t n, const int32_t *row, const int32_t *col,
 		const float *val, const uint8_t *code, WalsCsr *out, void *scratch,
-		size_t scratch_bytes)
+		size_t scratch_bytes, WalsCsrSplit *s)
 {
 	CsrParts	pp;
 	int64_t		j;
@@ -752,7 +755,10 @@ scatter(int64_t nrows, int64_t ncols, size_t n, const int32_t *row, const int32_
 						 pp.coded ? (uint8_t) wals_codebook_code(out->codebook, val[k]) : 0);
 		}
 		flush_lines(&pp, out);
-		return sort_parts(&pp, out, false, WALS_IMPLICIT);
+		if (s == NULL)
+			return sort_parts(&pp, out, false, WALS_IMPLICIT);
+		split_record(s, &pp);
+		return WALS_OK;
 	}
 
 	counts_to_starts(out->indptr, nrows);
@@ -778,7 +784,7 @@ wals_csr_scatter(int64_t nrows, int64_t ncols, size_t n,
 				 const int32_t *row, const int32_t *col, const float *val,
 				 WalsCsr *out, void *scratch, size_t scratch_bytes)
 {
-	return scatter(nrows, ncols, n, row, col, val, NULL, out, scratch, scratch_bytes);
+	return scatter(nrows, ncols, n, row, col, val, NULL, out, scratch, scratch_bytes, NULL);
 }
 
 WalsStatus
@@ -788,7 +794,7 @@ wals_csr_scatter_codes(int64_t nrows, int64_t ncols, size_t n,
 {
 	if (out->values != NULL)
 		return WALS_EINVAL;
-	return scatter(nrows, ncols, n, row, col, NULL, code, out, scratch, scratch_bytes);
+	return scatter(nrows, ncols, n, row, col, NULL, code, out, scratch, scratch_bytes, NULL);
 }
 
 /*
@@ -968,6 +974,19 @@ struct WalsCsrSplit
 	uint32_t	counts[];
 };
 
+/* Record in s the partitions of pp, whose pass A is done, for pass B. */
+static void
+split_record(WalsCsrSplit *s, const CsrParts *pp)
+{
+	s->nparts = pp->nparts;
+	s->colbits = pp->colbits;
+	s->coded = pp->coded;
+	s->buffered = pp->buffered;
+	memcpy(s->first, pp->first, sizeof(int64_t) * (pp->nparts + 1));
+	memcpy(s->begin, pp->begin, sizeof(int64_t) * pp->nparts);
+	s->begin[pp->nparts] = s->n;
+}
+
 /* Chunks whose counts fit in count_bytes, at most CSR_SPLIT_CHUNKS. */
 static int64_t
 split_chunks(int64_t out_rows, size_t count_bytes)
@@ -1069,13 +1088,7 @@ wals_csr_split_plan(WalsCsrSplit *s, WalsCsr *out, void *scratch, size_t scratch
 	wals_poll(local);
 	if (!plan_parts(&pp, out, (size_t) s->n, scratch, scratch_bytes))
 		return false;
-	s->nparts = pp.nparts;
-	s->colbits = pp.colbits;
-	s->coded = pp.coded;
-	s->buffered = pp.buffered;
-	memcpy(s->first, pp.first, sizeof(int64_t) * (pp.nparts + 1));
-	memcpy(s->begin, pp.begin, sizeof(int64_t) * pp.nparts);
-	s->begin[pp.nparts] = s->n;
+	split_record(s, &pp);
 	for (p = 0; p < s->nparts; p++)
 	{
 		int64_t		at = s->begin[p];
@@ -1149,4 +1162,17 @@ wals_csr_split_end(const WalsCsrSplit *s, WalsCsr *out, bool merge, WalsFeedback
 {
 	out->indptr[out->nrows] = s->n;
 	return merge ? merge_duplicates(feedback, out, NULL) : WALS_OK;
+}
+
+WalsStatus
+wals_csr_scatter_codes_split(WalsCsrSplit *s, int64_t nrows, int64_t ncols, size_t n,
+							 const int32_t *row, const int32_t *col, const uint8_t *code,
+							 WalsCsr *out, void *scratch, size_t scratch_bytes)
+{
+	memset(s, 0, offsetof(WalsCsrSplit, counts));
+	s->n = (int64_t) n;
+	s->out_rows = nrows;
+	if (out->values != NULL)
+		return WALS_EINVAL;
+	return scatter(nrows, ncols, n, row, col, NULL, code, out, scratch, scratch_bytes, s);
 }

@@ -539,6 +539,21 @@ extern WalsStatus wals_csr_split_end(const WalsCsrSplit *s, WalsCsr *out, bool m
 									 WalsFeedback feedback);
 
 /*
+ * wals_csr_scatter_codes short of its last pass, into out and s (of
+ * wals_csr_split_size(nrows, 0) bytes, in memory the processes share):
+ * the cells are in out by partition, each of the wals_csr_split_parts(s)
+ * partitions then to be sorted by wals_csr_split_sort, in any process and
+ * any order, and wals_csr_split_end(s, out, false, ...) last, in one; out
+ * is then wals_csr_scatter_codes's, to the bit.  A scatter too small for
+ * two levels leaves s without partitions and out finished.
+ */
+extern WalsStatus wals_csr_scatter_codes_split(WalsCsrSplit *s, int64_t nrows, int64_t ncols,
+											   size_t n, const int32_t *row,
+											   const int32_t *col, const uint8_t *code,
+											   WalsCsr *out, void *scratch,
+											   size_t scratch_bytes);
+
+/*
  * wals_csr_scatter by column into the scratch (tmp_indptr of ncols + 1,
  * tmp_idx and tmp_val of n), then wals_csr_transpose_merge into out, for
  * callers that can afford both copies at once.  counts (room for n, or

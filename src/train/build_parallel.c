@@ -21,6 +21,11 @@
  * (a few milliseconds each, and mapping the blocks), or too small for two
  * levels, is taken by the leader alone, as before.
  *
+ * The scatter of the rows read into the matrix by item (matrices.c)
+ * counts and partitions them in the leader alone, since the rows are its
+ * own memory; the sorting of its partitions that finishes it is shared,
+ * as the transposes' is.
+ *
  * The starting factors, each entry a function of the seed, the row's id
  * and its column (src/core/init.c), are drawn the same way, blocks of rows
  * taken from a counter: six hashes, a logarithm and a cosine an entry, two
@@ -77,6 +82,7 @@ typedef struct BuildShared
 {
 	WalsWorkspaceShape shape;
 	bool		to_users;		/* by item into by user, else back */
+	bool		scatter;		/* the rows scattered by item: only sorts */
 	Size		scratch_bytes;
 	pg_atomic_uint32 step;		/* the latest step opened */
 	pg_atomic_uint64 next[BUILD_STEPS];
@@ -163,7 +169,10 @@ wals_build_main(dsm_segment *seg, shm_toc *toc)
 	WalsCsr    *in;
 	WalsCsr    *out;
 
-	wals_workspace_attach(&sh->shape, &ws);
+	if (sh->scatter)
+		wals_workspace_attach_items(&sh->shape, &ws);
+	else
+		wals_workspace_attach(&sh->shape, &ws);
 	in = sh->to_users ? &ws.by_item : &ws.by_user;
 	out = sh->to_users ? &ws.by_user : &ws.by_item;
 	for (int step = BUILD_COUNT; step < BUILD_STEPS; step++)
@@ -219,6 +228,24 @@ wals_build_open_context(const char *entry, int workers, Size bytes, uint64 key, 
 	return pcxt;
 }
 
+/* Ready sh for the workers, first opened. */
+static void
+init_shared(BuildShared *sh, const WalsWorkspace *ws, bool to_users, bool scatter,
+			Size scratch_bytes, BuildStep first)
+{
+	sh->shape = ws->shape;
+	sh->to_users = to_users;
+	sh->scatter = scatter;
+	sh->scratch_bytes = scratch_bytes;
+	pg_atomic_init_u32(&sh->step, (uint32) first);
+	for (int step = 0; step < BUILD_STEPS; step++)
+	{
+		pg_atomic_init_u64(&sh->next[step], 0);
+		pg_atomic_init_u64(&sh->done[step], 0);
+	}
+	ConditionVariableInit(&sh->cv);
+}
+
 /* The transpose of in into out, by the leader alone. */
 static WalsStatus
 transpose_alone(const WalsTrainArgs *args, const WalsCsr *in, WalsCsr *out, bool to_users,
@@ -261,16 +288,7 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 			wals_build_close_context(pcxt);
 		return transpose_alone(args, in, out, to_users, scratch, scratch_bytes);
 	}
-	sh->shape = ws->shape;
-	sh->to_users = to_users;
-	sh->scratch_bytes = scratch_bytes;
-	pg_atomic_init_u32(&sh->step, BUILD_COUNT);
-	for (int step = 0; step < BUILD_STEPS; step++)
-	{
-		pg_atomic_init_u64(&sh->next[step], 0);
-		pg_atomic_init_u64(&sh->done[step], 0);
-	}
-	ConditionVariableInit(&sh->cv);
+	init_shared(sh, ws, to_users, false, scratch_bytes, BUILD_COUNT);
 	LaunchParallelWorkers(pcxt);
 	ereport(DEBUG1,
 			(errmsg_internal("wals: building the matrix by %s with %d parallel workers",
@@ -297,6 +315,53 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 	WaitForParallelWorkersToFinish(pcxt);
 	wals_build_close_context(pcxt);
 	return planned ? st : transpose_alone(args, in, out, to_users, scratch, scratch_bytes);
+}
+
+/*
+ * See wals_train.h.  The count and pass A read the rows, the leader's own
+ * memory, so the leader takes them alone, the workers not yet started;
+ * pass B sorts each partition in the items' block, which the workers map
+ * alone, the users' block not yet made.
+ */
+WalsStatus
+wals_build_scatter(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsRatings *raw,
+				   void *scratch, Size scratch_bytes)
+{
+	WalsCsr    *out = &ws->by_item;
+	ParallelContext *pcxt = NULL;
+	BuildShared *sh;
+	WalsCsrSplit *s;
+	WalsStatus	st;
+
+	if (raw->n >= WALS_BUILD_PARALLEL_MIN_CELLS && args->workers >= 1 && !IsInParallelMode() &&
+		!ws->shape.files && ws->seg[WALS_BLOCK_ITEMS] != NULL)
+		pcxt = wals_build_open_context("wals_build_main", args->workers,
+									   MAXALIGN(sizeof(BuildShared)) +
+									   wals_csr_split_size(raw->nitems, 0),
+									   WALS_BUILD_KEY, (void **) &sh);
+	if (pcxt == NULL)
+		return wals_csr_scatter_codes(raw->nitems, raw->nusers, raw->n, raw->items, raw->users,
+									  raw->codes, out, scratch, scratch_bytes);
+	s = split_of(sh);
+	st = wals_csr_scatter_codes_split(s, raw->nitems, raw->nusers, raw->n, raw->items,
+									  raw->users, raw->codes, out, scratch, scratch_bytes);
+	if (st != WALS_OK || wals_csr_split_parts(s) == 0)
+	{
+		wals_build_close_context(pcxt);
+		return st;
+	}
+	init_shared(sh, ws, false, true, scratch_bytes, BUILD_SORT);
+	LaunchParallelWorkers(pcxt);
+	ereport(DEBUG1,
+			(errmsg_internal("wals: sorting the partitions of the matrix by item with %d parallel workers",
+							 pcxt->nworkers_launched)));
+
+	take(sh, BUILD_SORT, NULL, out, scratch);
+	wait_done(sh, BUILD_SORT);
+	st = wals_csr_split_end(s, out, false, args->params.feedback);
+	WaitForParallelWorkersToFinish(pcxt);
+	wals_build_close_context(pcxt);
+	return st;
 }
 
 /*

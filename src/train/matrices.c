@@ -34,9 +34,9 @@
  * nearly all of it cells missing the cache and the TLB as they went to
  * their rows, in the shared segment above all, which gets no huge pages.
  * Sorting in two passes through the scratch brought it to 0.35 to 0.42 s.
- * The transpose and the sorting of rows are taken by the leader and the
- * training's workers where they are large (build_parallel.c,
- * build_rows.c).
+ * The transpose, the sorting of the scatter's partitions and the sorting
+ * of rows are taken by the leader and the training's workers where they
+ * are large (build_parallel.c, build_rows.c).
  */
 #include "postgres.h"
 
@@ -127,7 +127,8 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
  * partitions.
  */
 static void
-scatter_by_item(WalsRatings *raw, WalsWorkspace *ws, void *scratch, size_t scratch_bytes)
+scatter_by_item(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *ws, void *scratch,
+				size_t scratch_bytes)
 {
 	WalsStatus	status;
 
@@ -136,9 +137,7 @@ scatter_by_item(WalsRatings *raw, WalsWorkspace *ws, void *scratch, size_t scrat
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
 	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
 	if (raw->codes != NULL)
-		status = wals_csr_scatter_codes(raw->nitems, raw->nusers, raw->n, raw->items,
-										raw->users, raw->codes, &ws->by_item, scratch,
-										scratch_bytes);
+		status = wals_build_scatter(args, ws, raw, scratch, scratch_bytes);
 	else
 		status = wals_csr_scatter(raw->nitems, raw->nusers, raw->n, raw->items, raw->users,
 								  raw->ratings, &ws->by_item, scratch, scratch_bytes);
@@ -170,7 +169,7 @@ wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *
 		group_by_item(raw, ws);
 	scratch = MemoryContextAllocHuge(CurrentMemoryContext, Max(scratch_bytes, 1));
 	if (ws->shape.files || ws->shape.coded)
-		scatter_by_item(raw, ws, scratch, scratch_bytes);
+		scatter_by_item(args, raw, ws, scratch, scratch_bytes);
 	for (;;)
 	{
 		WalsStatus	status;

@@ -388,6 +388,7 @@ extern void wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws);
 extern int64 wals_workspace_longest_row(const WalsWorkspaceShape *shape);
 extern bool wals_workspace_shared(const WalsWorkspace *ws);
 extern void wals_workspace_attach(const WalsWorkspaceShape *shape, WalsWorkspace *ws);
+extern void wals_workspace_attach_items(const WalsWorkspaceShape *shape, WalsWorkspace *ws);
 extern void wals_workspace_release(WalsWorkspace *ws);
 
 /*
@@ -405,6 +406,14 @@ extern void wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw,
  */
 extern WalsStatus wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws,
 									   bool to_users, void *scratch, Size scratch_bytes);
+
+/*
+ * raw's rows, with codes, scattered by item into ws's items' block, as
+ * wals_csr_scatter_codes does, the sorting of its partitions with the
+ * training's workers where it pays.
+ */
+extern WalsStatus wals_build_scatter(const WalsTrainArgs *args, WalsWorkspace *ws,
+									 const WalsRatings *raw, void *scratch, Size scratch_bytes);
 extern bool wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsData *data,
 							uint64 seed_x, uint64 seed_y, float scale);
 

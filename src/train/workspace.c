@@ -440,6 +440,26 @@ wals_workspace_shared(const WalsWorkspace *ws)
 	return ws->seg[WALS_BLOCK_ITEMS] != NULL && ws->seg[WALS_BLOCK_USERS] != NULL;
 }
 
+/* Map block b of ws's shape, which must exist, and its cells. */
+static void
+attach_block(WalsWorkspace *ws, WalsBlock b)
+{
+	const WalsWorkspaceShape *shape = &ws->shape;
+	char	   *base;
+	char	   *cells;
+
+	ws->seg[b] = dsm_attach(shape->handle[b]);
+	if (ws->seg[b] == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not map the shared memory of the training")));
+	base = (char *) TYPEALIGN(WALS_ALIGN, dsm_segment_address(ws->seg[b]));
+	cells = base + shape->layout.cells[b];
+	if (shape->files)
+		cells = unconstify(void *, wals_temp_attach(shape->cells_path[b], cells_part(shape, b)));
+	map_block(ws, b, base, cells);
+}
+
 /*
  * Attach a parallel worker to the shared block of shape, and to the files
  * of its cells for reading; an error when either cannot be mapped.
@@ -450,22 +470,20 @@ wals_workspace_attach(const WalsWorkspaceShape *shape, WalsWorkspace *ws)
 	memset(ws, 0, sizeof(*ws));
 	ws->shape = *shape;
 	for (int b = 0; b < WALS_BLOCKS; b++)
-	{
-		char	   *base;
-		char	   *cells;
+		attach_block(ws, (WalsBlock) b);
+}
 
-		ws->seg[b] = dsm_attach(shape->handle[b]);
-		if (ws->seg[b] == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("could not map the shared memory of the training")));
-		base = (char *) TYPEALIGN(WALS_ALIGN, dsm_segment_address(ws->seg[b]));
-		cells = base + shape->layout.cells[b];
-		if (shape->files)
-			cells = unconstify(void *, wals_temp_attach(shape->cells_path[b],
-														cells_part(shape, (WalsBlock) b)));
-		map_block(ws, (WalsBlock) b, base, cells);
-	}
+/*
+ * The same for the items' block alone, in memory: the build's scatter
+ * shares it before the users' block exists.
+ */
+void
+wals_workspace_attach_items(const WalsWorkspaceShape *shape, WalsWorkspace *ws)
+{
+	memset(ws, 0, sizeof(*ws));
+	ws->shape = *shape;
+	Assert(!shape->files);
+	attach_block(ws, WALS_BLOCK_ITEMS);
 }
 
 /* Release the blocks; the factors must have been stored. */

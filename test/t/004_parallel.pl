@@ -109,6 +109,9 @@ for my $validation ('NULL', 0.1)
 		{
 			like($stderr, qr/wals: building the matrix by user with [12] parallel workers/,
 				"five million$v: the matrix by user is built by workers beside the leader");
+			like($stderr,
+				qr/wals: sorting the partitions of the matrix by item with [12] parallel workers/,
+				"five million$v: the scatter by item is finished by workers beside the leader");
 			if ($v)
 			{
 				# the 4 million cells left are too few for workers to transpose back
@@ -139,7 +142,7 @@ for my $validation ('NULL', 0.1)
 		else
 		{
 			unlike($stderr,
-				qr/building the matrix|sorting the rows|drawing the starting|packing the rated/,
+				qr/building the matrix|sorting the|drawing the starting|packing the rated/,
 				"five million$v, workers => 0: the leader builds, draws and packs alone");
 		}
 		$seen{loss}{$stdout}++;

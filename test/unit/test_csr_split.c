@@ -9,7 +9,10 @@
  *	  process to the bit, merging and not, with floats and with codes, on
  *	  arrays on a line (where pass A writes whole lines) and off it.  So
  *	  must the rows of a matrix sorted where they lie (wals_csr_sort_rows),
- *	  ranges of them taken last first and moved together after.
+ *	  ranges of them taken last first and moved together after.  And the
+ *	  scatter of coordinates whose last pass is left to the processes
+ *	  (wals_csr_scatter_codes_split), its partitions sorted last first,
+ *	  must give the one-process scatter's matrix.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -410,6 +413,62 @@ check_refused(void)
 	free(s);
 }
 
+/*
+ * n coordinates of nrows x ncols, rows in the order a scan would give them
+ * (repeats among them), with codes of five stars, scattered by one process
+ * and with its last pass left to the partitions: the same matrix.
+ */
+static void
+check_scatter_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, size_t shift)
+{
+	size_t		bytes = wals_csr_scratch_bytes((size_t) n);
+	void	   *scratch[2] = {test_alloc(bytes, 1), test_alloc(bytes, 1)};
+	int32_t    *row = test_alloc(n, sizeof(int32_t));
+	int32_t    *col = test_alloc(n, sizeof(int32_t));
+	uint8_t    *code = test_alloc(n, 1);
+	WalsCsrSplit *s = test_alloc(wals_csr_split_size(nrows, 0), 1);
+	WalsCodebook cb;
+	WalsCsr		one;
+	WalsCsr		split;
+	TestRng		rng;
+	int			ok = 1;
+
+	rng_seed(&rng, (uint64_t) n + shift);
+	wals_codebook_init(&cb);
+	for (int v = 1; v <= 5; v++)
+		(void) wals_codebook_code(&cb, (float) v);
+	for (int64_t k = 0; k < n; k++)
+	{
+		row[k] = (int32_t) (k % 7 == 0 ? rng_below(&rng, 50) : rng_below(&rng, (int) nrows));
+		col[k] = (int32_t) rng_below(&rng, (int) ncols);
+		code[k] = (uint8_t) rng_below(&rng, 5);
+	}
+	room(&one, nrows, n, 1, shift);
+	room(&split, nrows, n, 1, shift);
+	one.codebook = split.codebook = &cb;
+	CHECK(wals_csr_scatter_codes(nrows, ncols, n, row, col, code, &one, scratch[0], bytes) ==
+		  WALS_OK, "%s: the scatter of one process", name);
+	ok &= wals_csr_scatter_codes_split(s, nrows, ncols, n, row, col, code, &split, scratch[0],
+									   bytes) == WALS_OK;
+	for (int64_t p = wals_csr_split_parts(s) - 1; p >= 0; p--)
+		ok &= wals_csr_split_sort(s, &split, p, scratch[p % 2], bytes) == WALS_OK;
+	if (wals_csr_split_parts(s) > 0)
+		ok &= wals_csr_split_end(s, &split, false, WALS_IMPLICIT) == WALS_OK;
+	CHECK(ok && same(&one, &split),
+		  "%s: the scatter's %lld partitions sorted last first give the one-process scatter, to the bit",
+		  name, (long long) wals_csr_split_parts(s));
+	CHECK((nrows > 4096) == (wals_csr_split_parts(s) > 1),
+		  "%s: partitions left to sort where the rows are many, none where they are few", name);
+	room_free(&one, shift);
+	room_free(&split, shift);
+	free(s);
+	free(code);
+	free(col);
+	free(row);
+	free(scratch[0]);
+	free(scratch[1]);
+}
+
 void
 test_csr_split(void)
 {
@@ -424,4 +483,7 @@ test_csr_split(void)
 	check_rows("rows, codes", 12000, 6000, 900000, 1, 0, WALS_IMPLICIT);
 	check_rows("rows, codes, off a line", 600, 1200, 80000, 1, 12, WALS_IMPLICIT);
 	check_rows_wide();
+	check_scatter_split("scatter, codes", 12000, 6000, 900000, 0);
+	check_scatter_split("scatter, codes, off a line", 9000, 70000, 700000, 12);
+	check_scatter_split("scatter, few rows", 3000, 6000, 300000, 0);
 }
