@@ -28,7 +28,9 @@
 #    the peak of its temporary files and the factor rows that differ; with
 #    SCALE_CGROUP_MB as well, a third time with the server in a memory
 #    cgroup of that many MB (the page cache charged to it, so that the
-#    files must stream from disk), and the cgroup's counts.
+#    files must stream from disk), and the cgroup's counts;
+# 6. retrains the first model into its own tables, one iteration, as a
+#    nightly schedule would, and prints that store's seconds.
 #
 # Nothing is asserted.  At 100M: a 4.9 GB table, about 5 minutes on 2
 # cores, 1.3 GB of memory for the training; a billion

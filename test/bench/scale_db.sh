@@ -139,3 +139,14 @@ if [ -n "${SCALE_OUT_OF_CORE:-}" ]; then
 		cgroup_train "$SCALE_CGROUP_MB" $(( IN_MEMORY_KB / 2 ))
 	fi
 fi
+
+# A retraining as a nightly schedule runs one: the model's own tables
+# written again in place, their rows deleted and the new ones inserted
+# with the primary key kept up to date, which a store into new tables
+# does not do.  One iteration: only its store is of interest.
+say "retraining big into its own tables: f = $FACTORS, 1 iteration, $WORKERS workers"
+sql "VACUUM big_user_factors, big_item_factors" > /dev/null
+echo "retrained big into its own tables: store $(sql "SET client_min_messages = warning;
+	SELECT round(store_s::numeric, 2) FROM wals_train('r', 'user_id', 'item_id', 'rating',
+	model => 'big', factors => $FACTORS, iterations => 1, workers => $WORKERS,
+	replace => true)") s"
