@@ -24,8 +24,11 @@
  * or by a superuser, leaves the model with its owner; and the catalog row is
  * written as the extension's owner (roles.c).  The user factor table keeps
  * each user's rated items, the merged cells the training saw, so that
- * serving never reads the source.  Last, the items of the new version are
- * built for every backend of the server (serve/items.c).
+ * serving never reads the source; where the training has workers, they
+ * pack those rated items while the leader writes the rows, unless the
+ * table runs code of its owner's on insert (store_pack.c).  Last, the
+ * items of the new version are built for every backend of the server
+ * (serve/items.c).
  */
 #include "postgres.h"
 
