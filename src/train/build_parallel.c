@@ -323,15 +323,13 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
  * pass B sorts each partition in the items' block, which the workers map
  * alone, the users' block not yet made.
  */
-WalsStatus
-wals_build_scatter(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsRatings *raw,
-				   void *scratch, Size scratch_bytes)
+ParallelContext *
+wals_build_scatter_begin(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsRatings *raw,
+						 void *scratch, Size scratch_bytes, WalsStatus *status)
 {
-	WalsCsr    *out = &ws->by_item;
 	ParallelContext *pcxt = NULL;
 	BuildShared *sh;
 	WalsCsrSplit *s;
-	WalsStatus	st;
 
 	if (raw->n >= WALS_BUILD_PARALLEL_MIN_CELLS && args->workers >= 1 && !IsInParallelMode() &&
 		!ws->shape.files && ws->seg[WALS_BLOCK_ITEMS] != NULL)
@@ -340,25 +338,39 @@ wals_build_scatter(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsRatin
 									   wals_csr_split_size(raw->nitems, 0),
 									   WALS_BUILD_KEY, (void **) &sh);
 	if (pcxt == NULL)
-		return wals_csr_scatter_codes(raw->nitems, raw->nusers, raw->n, raw->items, raw->users,
-									  raw->codes, out, scratch, scratch_bytes);
+	{
+		*status = wals_csr_scatter_codes(raw->nitems, raw->nusers, raw->n, raw->items,
+										 raw->users, raw->codes, &ws->by_item, scratch,
+										 scratch_bytes);
+		return NULL;
+	}
 	s = split_of(sh);
-	st = wals_csr_scatter_codes_split(s, raw->nitems, raw->nusers, raw->n, raw->items,
-									  raw->users, raw->codes, out, scratch, scratch_bytes);
-	if (st != WALS_OK || wals_csr_split_parts(s) == 0)
+	*status = wals_csr_scatter_codes_split(s, raw->nitems, raw->nusers, raw->n, raw->items,
+										   raw->users, raw->codes, &ws->by_item, scratch,
+										   scratch_bytes);
+	if (*status != WALS_OK || wals_csr_split_parts(s) == 0)
 	{
 		wals_build_close_context(pcxt);
-		return st;
+		return NULL;
 	}
 	init_shared(sh, ws, false, true, scratch_bytes, BUILD_SORT);
 	LaunchParallelWorkers(pcxt);
 	ereport(DEBUG1,
 			(errmsg_internal("wals: sorting the partitions of the matrix by item with %d parallel workers",
 							 pcxt->nworkers_launched)));
+	return pcxt;
+}
 
-	take(sh, BUILD_SORT, NULL, out, scratch);
+/* See wals_train.h. */
+WalsStatus
+wals_build_scatter_end(ParallelContext *pcxt, WalsWorkspace *ws, void *scratch)
+{
+	BuildShared *sh = shm_toc_lookup(pcxt->toc, WALS_BUILD_KEY, false);
+	WalsStatus	st;
+
+	take(sh, BUILD_SORT, NULL, &ws->by_item, scratch);
 	wait_done(sh, BUILD_SORT);
-	st = wals_csr_split_end(s, out, false, args->params.feedback);
+	st = wals_csr_split_end(split_of(sh), &ws->by_item, false, WALS_IMPLICIT);
 	WaitForParallelWorkersToFinish(pcxt);
 	wals_build_close_context(pcxt);
 	return st;

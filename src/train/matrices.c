@@ -15,8 +15,10 @@
  * together: the scatter reads the rows in order and writes whole lines,
  * where grouping in place swaps cells to and fro across all three arrays,
  * and nothing is copied after.
- * Only then is the users' block allocated, and the merging transpose reads
- * the matrix by item to write the matrix by user (src/core/csr.c).  The
+ * Only then, the rows freed, is the users' block allocated (while the
+ * workers sort the scatter's partitions, where they do), and the merging
+ * transpose reads the matrix by item to write the matrix by user
+ * (src/core/csr.c).  The
  * matrix by item is then finished where it lies: each of its rows sorted
  * by user and its repeats merged (src/core/csr_rows.c), which gives what
  * transposing the matrix by user back gave, to the bit, for a fraction of
@@ -114,6 +116,16 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 	wals_ratings_free(raw, WALS_ROWS_RATINGS);
 }
 
+/* Make ws's users' block, ready for the matrix by user, unless it is made. */
+static void
+users_block(WalsWorkspace *ws, const WalsRatings *raw)
+{
+	if (ws->base[WALS_BLOCK_USERS] != NULL)
+		return;
+	wals_workspace_allocate(ws, WALS_BLOCK_USERS);
+	prefault_csr(ws, &ws->by_user, raw->nusers, raw->n);
+}
+
 /*
  * Scatter raw's rows by item into the items' block of ws, through the
  * sorts' scratch, and free them: its matrix by item, rows unsorted, as
@@ -131,23 +143,30 @@ scatter_by_item(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *ws, 
 				size_t scratch_bytes)
 {
 	WalsStatus	status;
+	ParallelContext *sorting = NULL;
 
 	if (raw->codes != NULL)
 		wals_ratings_free(raw, WALS_ROWS_RATINGS);
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
 	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
 	if (raw->codes != NULL)
-		status = wals_build_scatter(args, ws, raw, scratch, scratch_bytes);
+		sorting = wals_build_scatter_begin(args, ws, raw, scratch, scratch_bytes, &status);
 	else
 		status = wals_csr_scatter(raw->nitems, raw->nusers, raw->n, raw->items, raw->users,
 								  raw->ratings, &ws->by_item, scratch, scratch_bytes);
-	wals_report_core_status(status, "building the rating matrix");
 	if (raw->codes != NULL)
 		pfree(raw->codes);
 	raw->codes = NULL;
 	wals_ratings_free(raw, WALS_ROWS_ITEMS);
 	wals_ratings_free(raw, WALS_ROWS_USERS);
 	wals_ratings_free(raw, WALS_ROWS_RATINGS);
+	/* while the workers sort the partitions, the users' block is made */
+	if (sorting != NULL)
+	{
+		users_block(ws, raw);
+		status = wals_build_scatter_end(sorting, ws, scratch);
+	}
+	wals_report_core_status(status, "building the rating matrix");
 }
 
 /* See wals_train.h. */
@@ -174,8 +193,7 @@ wals_build_matrices(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *
 	{
 		WalsStatus	status;
 
-		wals_workspace_allocate(ws, WALS_BLOCK_USERS);
-		prefault_csr(ws, &ws->by_user, raw->nusers, raw->n);
+		users_block(ws, raw);
 		status = wals_build_transpose(args, ws, true, scratch, scratch_bytes);
 		if (status != WALS_ECODES)
 		{

@@ -409,11 +409,18 @@ extern WalsStatus wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace 
 
 /*
  * raw's rows, with codes, scattered by item into ws's items' block, as
- * wals_csr_scatter_codes does, the sorting of its partitions with the
- * training's workers where it pays.
+ * wals_csr_scatter_codes does.  Where the training's workers can take the
+ * sorting of its partitions, they are left sorting and their context
+ * returned, raw's rows no longer read: the leader may do what does not
+ * touch the matrix by item before it joins them with
+ * wals_build_scatter_end, which returns the scatter's status.  Otherwise
+ * NULL, the scatter done and its status in *status.
  */
-extern WalsStatus wals_build_scatter(const WalsTrainArgs *args, WalsWorkspace *ws,
-									 const WalsRatings *raw, void *scratch, Size scratch_bytes);
+extern ParallelContext *wals_build_scatter_begin(const WalsTrainArgs *args, WalsWorkspace *ws,
+												 const WalsRatings *raw, void *scratch,
+												 Size scratch_bytes, WalsStatus *status);
+extern WalsStatus wals_build_scatter_end(ParallelContext *pcxt, WalsWorkspace *ws,
+										 void *scratch);
 extern bool wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsData *data,
 							uint64 seed_x, uint64 seed_y, float scale);
 
