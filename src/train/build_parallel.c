@@ -196,7 +196,8 @@ bool
 wals_build_may_share(const WalsTrainArgs *args, const WalsWorkspace *ws)
 {
 	return args->workers >= 1 && !IsInParallelMode() && !ws->shape.files &&
-		wals_workspace_shared(ws);
+		ws->seg[WALS_BLOCK_ITEMS] != NULL &&
+		(ws->base[WALS_BLOCK_USERS] == NULL || ws->seg[WALS_BLOCK_USERS] != NULL);
 }
 
 /* See wals_train.h. */
@@ -331,8 +332,7 @@ wals_build_scatter_begin(const WalsTrainArgs *args, WalsWorkspace *ws, const Wal
 	BuildShared *sh;
 	WalsCsrSplit *s;
 
-	if (raw->n >= WALS_BUILD_PARALLEL_MIN_CELLS && args->workers >= 1 && !IsInParallelMode() &&
-		!ws->shape.files && ws->seg[WALS_BLOCK_ITEMS] != NULL)
+	if (raw->n >= WALS_BUILD_PARALLEL_MIN_CELLS && wals_build_may_share(args, ws))
 		pcxt = wals_build_open_context("wals_build_main", args->workers,
 									   MAXALIGN(sizeof(BuildShared)) +
 									   wals_csr_split_size(raw->nitems, 0),

@@ -18,9 +18,9 @@
  * Only then, the rows freed, is the users' block allocated (while the
  * workers sort the scatter's partitions, where they do), and the merging
  * transpose reads the matrix by item to write the matrix by user
- * (src/core/csr.c).  The
- * matrix by item is then finished where it lies: each of its rows sorted
- * by user and its repeats merged (src/core/csr_rows.c), which gives what
+ * (src/core/csr.c).  The matrix by item is then finished where it lies:
+ * each of its rows sorted by user and its repeats merged
+ * (src/core/csr_rows.c), which gives what
  * transposing the matrix by user back gave, to the bit, for a fraction of
  * the cost: a row's cells stay in cache, and a row already in order is
  * only checked.  Only where a validation share has left the matrix by

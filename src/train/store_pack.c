@@ -206,10 +206,7 @@ wals_pack_main(dsm_segment *seg, shm_toc *toc)
 
 		if (b >= sh->nbatches)
 			break;
-		ConditionVariablePrepareToSleep(&sh->cv);
-		while ((int64) pg_atomic_read_u64(&sh->passed) + sh->nslots <= b)
-			ConditionVariableSleep(&sh->cv, PG_WAIT_EXTENSION);
-		ConditionVariableCancelSleep();
+		wals_build_wait(&sh->cv, &sh->passed, b - sh->nslots + 1);
 		/* the leader's reads of the slot come before this process's writes */
 		pg_memory_barrier();
 		pack_batch(&pk, b);

@@ -435,12 +435,13 @@ extern void wals_build_close_context(ParallelContext *pcxt);
 
 /*
  * Whether a step of the build may be shared with the training's workers:
- * it has some, is not in a parallel worker already, and its workspace is
- * in shared segments, not temporary files.
+ * it has some, is not in a parallel worker already, and the blocks of its
+ * workspace made so far, the items' at least, are shared segments, their
+ * cells not in temporary files.
  */
 extern bool wals_build_may_share(const WalsTrainArgs *args, const WalsWorkspace *ws);
 
-/* Sleep on cv until *done reaches n (the leader), then see what was written. */
+/* Sleep on cv until *done reaches n, then see what was written before. */
 extern void wals_build_wait(ConditionVariable *cv, pg_atomic_uint64 *done, int64 n);
 
 /*
