@@ -129,7 +129,10 @@ GRANT SELECT ON mallory.shared_user_factors, mallory.shared_item_factors TO PUBL
 # ---------------------------------------------------------------------------
 # 3, 4. No role's code runs with another's privileges.  mallory's model is
 # trained from a view whose function records who runs it, and its user
-# factor table carries a trigger that does the same.
+# factor table carries a trigger that does the same, through a function
+# with a setting of its own, which the executor keeps from row to row: a
+# retraining writing her table row by row once crashed the server on its
+# second row.
 ($ret, $out, $err) = as_role(
 	'mallory', q{
 CREATE FUNCTION mallory.spy() RETURNS bool LANGUAGE plpgsql AS
@@ -137,7 +140,7 @@ CREATE FUNCTION mallory.spy() RETURNS bool LANGUAGE plpgsql AS
 CREATE VIEW mallory.v AS SELECT * FROM mallory.r WHERE mallory.spy();
 SELECT model FROM wals_train('mallory.v', 'user_id', 'item_id', 'rating', model => 'spied',
   factors => 4, iterations => 2);
-CREATE FUNCTION mallory.trig() RETURNS trigger LANGUAGE plpgsql AS
+CREATE FUNCTION mallory.trig() RETURNS trigger LANGUAGE plpgsql SET search_path = mallory AS
   $$BEGIN INSERT INTO public.seen VALUES (current_user, 'trigger'); RETURN NEW; END$$;
 CREATE TRIGGER t BEFORE INSERT OR UPDATE ON mallory.spied_user_factors
   FOR EACH ROW EXECUTE FUNCTION mallory.trig();
