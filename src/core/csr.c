@@ -1164,6 +1164,83 @@ wals_csr_split_end(const WalsCsrSplit *s, WalsCsr *out, bool merge, WalsFeedback
 	return merge ? merge_duplicates(feedback, out, NULL) : WALS_OK;
 }
 
+/*
+ * The scatter of rows shared among processes as the transpose is (above),
+ * but the chunks are runs of rows read, of equal length, and each chunk
+ * checks its rows as scatter's count does.  Each chunk's cells follow the
+ * chunks before it in every partition, as one process reading the rows in
+ * order would put them, so the result is wals_csr_scatter_codes's.
+ */
+bool
+wals_csr_split_rows_begin(WalsCsrSplit *s, int64_t nrows, int64_t ncols, size_t n,
+						  WalsCsr *out, size_t count_bytes)
+{
+	int64_t		chunks = split_chunks(nrows, count_bytes);
+	int64_t		k;
+
+	if (nrows < 0 || ncols < 0 || nrows > INT32_MAX || ncols > INT32_MAX)
+		return false;
+	out->nrows = nrows;
+	out->ncols = ncols;
+	if (out->values != NULL || chunks < 2 || n >= (size_t) UINT32_MAX ||
+		n < CSR_MIN_CELLS || nrows <= CSR_ONE_LEVEL_ROWS)
+		return false;
+	memset(s, 0, offsetof(WalsCsrSplit, counts));
+	s->n = (int64_t) n;
+	s->out_rows = nrows;
+	s->nchunks = chunks;
+	for (k = 0; k <= chunks; k++)
+		s->chunk_row[k] = (int64_t) ((double) n * k / chunks);
+	s->chunk_row[chunks] = (int64_t) n;
+	return true;
+}
+
+WalsStatus
+wals_csr_split_rows_count(WalsCsrSplit *s, const WalsCsr *out, const int32_t *row,
+						  const int32_t *col, const uint8_t *code, int64_t chunk)
+{
+	uint32_t   *count = s->counts + chunk * s->out_rows;
+	int64_t		lo = s->chunk_row[chunk];
+	int64_t		hi = s->chunk_row[chunk + 1];
+	int64_t		k;
+
+	memset(count, 0, sizeof(uint32_t) * s->out_rows);
+	for (k = lo; k < hi; k++)
+	{
+		if ((k - lo) % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
+		if (row[k] < 0 || row[k] >= out->nrows || col[k] < 0 || col[k] >= out->ncols ||
+			code[k] >= out->codebook->n)
+			return WALS_EINVAL;
+		count[row[k]]++;
+	}
+	return WALS_OK;
+}
+
+WalsStatus
+wals_csr_split_rows_scatter(const WalsCsrSplit *s, const int32_t *row, const int32_t *col,
+							const uint8_t *code, WalsCsr *out, int64_t chunk,
+							void *scratch, size_t scratch_bytes)
+{
+	CsrParts	pp;
+	int64_t		lo = s->chunk_row[chunk];
+	int64_t		hi = s->chunk_row[chunk + 1];
+	int64_t		k;
+
+	if (!split_parts(s, &pp, scratch, scratch_bytes))
+		return WALS_EINVAL;
+	memcpy(pp.begin, s->at[chunk], sizeof(int64_t) * s->nparts);
+	memcpy(pp.cursor, s->at[chunk], sizeof(int64_t) * s->nparts);
+	for (k = lo; k < hi; k++)
+	{
+		if ((k - lo) % WALS_CELL_POLL == 0)
+			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
+		put_cell(&pp, out, row[k], col[k], 0.0f, code[k]);
+	}
+	flush_lines(&pp, out);
+	return WALS_OK;
+}
+
 WalsStatus
 wals_csr_scatter_codes_split(WalsCsrSplit *s, int64_t nrows, int64_t ncols, size_t n,
 							 const int32_t *row, const int32_t *col, const uint8_t *code,

@@ -554,6 +554,26 @@ extern WalsStatus wals_csr_scatter_codes_split(WalsCsrSplit *s, int64_t nrows, i
 											   size_t scratch_bytes);
 
 /*
+ * wals_csr_scatter_codes of n rows taken by several processes as the
+ * transpose above is: begin (one process) cuts the rows into
+ * wals_csr_split_chunks runs of equal length, into out's shape; false
+ * where the scatter is too small for two levels or fewer than two chunks'
+ * counts fit (take wals_csr_scatter_codes then).  Then count each chunk,
+ * which checks its rows as wals_csr_scatter_codes does (WALS_EINVAL on
+ * one out of range); plan; scatter each chunk; sort each partition; and
+ * end (merge false): out is then wals_csr_scatter_codes's, to the bit.
+ */
+extern bool wals_csr_split_rows_begin(WalsCsrSplit *s, int64_t nrows, int64_t ncols,
+									  size_t n, WalsCsr *out, size_t count_bytes);
+extern WalsStatus wals_csr_split_rows_count(WalsCsrSplit *s, const WalsCsr *out,
+											const int32_t *row, const int32_t *col,
+											const uint8_t *code, int64_t chunk);
+extern WalsStatus wals_csr_split_rows_scatter(const WalsCsrSplit *s, const int32_t *row,
+											  const int32_t *col, const uint8_t *code,
+											  WalsCsr *out, int64_t chunk, void *scratch,
+											  size_t scratch_bytes);
+
+/*
  * wals_csr_scatter by column into the scratch (tmp_indptr of ncols + 1,
  * tmp_idx and tmp_val of n), then wals_csr_transpose_merge into out, for
  * callers that can afford both copies at once.  counts (room for n, or

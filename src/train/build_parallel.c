@@ -21,10 +21,16 @@
  * (a few milliseconds each, and mapping the blocks), or too small for two
  * levels, is taken by the leader alone, as before.
  *
- * The scatter of the rows read into the matrix by item (matrices.c)
- * counts and partitions them in the leader alone, since the rows are its
- * own memory; the sorting of its partitions that finishes it is shared,
- * as the transposes' is.
+ * The scatter of the rows read into the matrix by item (matrices.c) is
+ * cut into the same steps where the rows are in shared segments, as the
+ * leader keeps them when workers read the table with it (ingest.c): each
+ * chunk is a run of rows read.  The workers map the rows only through the
+ * count and the scatter, and the leader waits for each to let them go
+ * before it frees them and makes the users' block while the partitions
+ * are sorted, so that the rows, the items' block and the users' block
+ * never all exist at once.  Rows in the leader's own memory it counts
+ * and partitions alone; the sorting of the partitions is shared all the
+ * same.
  *
  * The starting factors, each entry a function of the seed, the row's id
  * and its column (src/core/init.c), are drawn the same way, blocks of rows
@@ -65,6 +71,19 @@
  */
 #define WALS_BUILD_COUNT_BYTES	((Size) 64 << 20)
 
+/* The shared arrays of rows a scatter reads: items, users, codes. */
+#define BUILD_ROWS			3
+#define BUILD_ROWS_CLOSED	0x80000000
+
+/* What a step reads: a matrix, or the rows read. */
+typedef struct BuildInput
+{
+	const WalsCsr *csr;
+	const int32 *items;
+	const int32 *users;
+	const uint8 *codes;
+} BuildInput;
+
 typedef enum BuildStep
 {
 	BUILD_COUNT,
@@ -82,7 +101,11 @@ typedef struct BuildShared
 {
 	WalsWorkspaceShape shape;
 	bool		to_users;		/* by item into by user, else back */
-	bool		scatter;		/* the rows scattered by item: only sorts */
+	bool		scatter;		/* the rows scattered by item */
+	bool		rows;			/* ... from shared segments, in every step */
+	dsm_handle	rows_handle[BUILD_ROWS];
+	/* the processes that map the rows, and BUILD_ROWS_CLOSED once none may */
+	pg_atomic_uint32 rows_maps;
 	Size		scratch_bytes;
 	pg_atomic_uint32 step;		/* the latest step opened */
 	pg_atomic_uint64 next[BUILD_STEPS];
@@ -107,7 +130,7 @@ step_items(BuildShared *sh, BuildStep step)
 
 /* Take items of step until none is left; the last to finish says so. */
 static void
-take(BuildShared *sh, BuildStep step, const WalsCsr *in, WalsCsr *out, void *scratch)
+take(BuildShared *sh, BuildStep step, const BuildInput *in, WalsCsr *out, void *scratch)
 {
 	WalsCsrSplit *s = split_of(sh);
 	int64		n = step_items(sh, step);
@@ -120,10 +143,15 @@ take(BuildShared *sh, BuildStep step, const WalsCsr *in, WalsCsr *out, void *scr
 		if (i >= n)
 			return;
 		CHECK_FOR_INTERRUPTS();
-		if (step == BUILD_COUNT)
-			wals_csr_split_count(s, in, i);
+		if (step == BUILD_COUNT && sh->rows)
+			st = wals_csr_split_rows_count(s, out, in->items, in->users, in->codes, i);
+		else if (step == BUILD_COUNT)
+			wals_csr_split_count(s, in->csr, i);
+		else if (step == BUILD_SCATTER && sh->rows)
+			st = wals_csr_split_rows_scatter(s, in->items, in->users, in->codes, out, i,
+											 scratch, sh->scratch_bytes);
 		else if (step == BUILD_SCATTER)
-			st = wals_csr_split_scatter(s, in, out, i, scratch, sh->scratch_bytes);
+			st = wals_csr_split_scatter(s, in->csr, out, i, scratch, sh->scratch_bytes);
 		else
 			st = wals_csr_split_sort(s, out, i, scratch, sh->scratch_bytes);
 		wals_report_core_status(st, "building the rating matrices");
@@ -150,13 +178,93 @@ wait_done(BuildShared *sh, BuildStep step)
 	wals_build_wait(&sh->cv, &sh->done[step], step_items(sh, step));
 }
 
+/* See wals_train.h. */
+void
+wals_build_open_step(ConditionVariable *cv, pg_atomic_uint32 *step, uint32 open)
+{
+	pg_write_barrier();
+	pg_atomic_write_u32(step, open);
+	ConditionVariableBroadcast(cv);
+}
+
+/* See wals_train.h. */
+uint32
+wals_build_wait_step(ConditionVariable *cv, pg_atomic_uint32 *step, uint32 at_least)
+{
+	uint32		open;
+
+	ConditionVariablePrepareToSleep(cv);
+	while ((open = pg_atomic_read_u32(step)) < at_least)
+		ConditionVariableSleep(cv, PG_WAIT_EXTENSION);
+	ConditionVariableCancelSleep();
+	pg_read_barrier();
+	return open;
+}
+
+/* See wals_train.h. */
+void *
+wals_build_attach(dsm_handle h, dsm_segment **seg)
+{
+	*seg = dsm_attach(h);
+	if (*seg == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not map the shared memory of the training")));
+	return dsm_segment_address(*seg);
+}
+
 /* Open step for every process (the leader), once the one before is done. */
 static void
 open_step(BuildShared *sh, BuildStep step)
 {
-	pg_write_barrier();
-	pg_atomic_write_u32(&sh->step, (uint32) step);
+	wals_build_open_step(&sh->cv, &sh->step, (uint32) step);
+}
+
+/*
+ * Map the rows of a scatter (a worker), unless the leader has closed them:
+ * then their count and scatter are done, and the worker only sorts.
+ */
+static bool
+map_rows(BuildShared *sh, dsm_segment **segs, BuildInput *in)
+{
+	uint32		maps = pg_atomic_read_u32(&sh->rows_maps);
+	void	   *p[BUILD_ROWS];
+
+	do
+	{
+		if (maps & BUILD_ROWS_CLOSED)
+			return false;
+	} while (!pg_atomic_compare_exchange_u32(&sh->rows_maps, &maps, maps + 1));
+	for (int a = 0; a < BUILD_ROWS; a++)
+		p[a] = wals_build_attach(sh->rows_handle[a], &segs[a]);
+	in->items = p[0];
+	in->users = p[1];
+	in->codes = p[2];
+	return true;
+}
+
+/* Let the rows go (a worker), so that the leader may free them. */
+static void
+unmap_rows(BuildShared *sh, dsm_segment **segs)
+{
+	for (int a = 0; a < BUILD_ROWS; a++)
+		dsm_detach(segs[a]);
+	pg_atomic_fetch_sub_u32(&sh->rows_maps, 1);
 	ConditionVariableBroadcast(&sh->cv);
+}
+
+/*
+ * Close the rows of a scatter (the leader): no worker maps them after, and
+ * none maps them once this returns.
+ */
+static void
+close_rows(BuildShared *sh)
+{
+	pg_atomic_fetch_or_u32(&sh->rows_maps, BUILD_ROWS_CLOSED);
+	ConditionVariablePrepareToSleep(&sh->cv);
+	while (pg_atomic_read_u32(&sh->rows_maps) != BUILD_ROWS_CLOSED)
+		ConditionVariableSleep(&sh->cv, PG_WAIT_EXTENSION);
+	ConditionVariableCancelSleep();
 }
 
 /* Entry point of a parallel worker: take the items of every step. */
@@ -166,27 +274,36 @@ wals_build_main(dsm_segment *seg, shm_toc *toc)
 	BuildShared *sh = shm_toc_lookup(toc, WALS_BUILD_KEY, false);
 	WalsWorkspace ws;
 	void	   *scratch = MemoryContextAllocHuge(CurrentMemoryContext, sh->scratch_bytes);
-	WalsCsr    *in;
+	BuildInput	in = {0};
 	WalsCsr    *out;
+	dsm_segment *rows[BUILD_ROWS];
+	bool		mapped = false;
 
 	if (sh->scatter)
 		wals_workspace_attach_items(&sh->shape, &ws);
 	else
 		wals_workspace_attach(&sh->shape, &ws);
-	in = sh->to_users ? &ws.by_item : &ws.by_user;
+	in.csr = sh->to_users ? &ws.by_item : &ws.by_user;
 	out = sh->to_users ? &ws.by_user : &ws.by_item;
+	if (sh->rows)
+		mapped = map_rows(sh, rows, &in);
 	for (int step = BUILD_COUNT; step < BUILD_STEPS; step++)
 	{
-		ConditionVariablePrepareToSleep(&sh->cv);
-		while (pg_atomic_read_u32(&sh->step) < (uint32) step)
-			ConditionVariableSleep(&sh->cv, PG_WAIT_EXTENSION);
-		ConditionVariableCancelSleep();
 		/* the leader found no partitions to plan: it transposes alone */
-		if (pg_atomic_read_u32(&sh->step) == BUILD_STEPS)
+		if (wals_build_wait_step(&sh->cv, &sh->step, (uint32) step) == BUILD_STEPS)
 			break;
-		pg_read_barrier();
-		take(sh, (BuildStep) step, in, out, scratch);
+		if (sh->rows && step != BUILD_SORT && !mapped)
+			continue;
+		take(sh, (BuildStep) step, &in, out, scratch);
+		/* the leader waits for the rows to be let go before it sorts */
+		if (mapped && step == BUILD_SCATTER)
+		{
+			unmap_rows(sh, rows);
+			mapped = false;
+		}
 	}
+	if (mapped)
+		unmap_rows(sh, rows);
 	wals_workspace_release(&ws);
 	pfree(scratch);
 }
@@ -237,6 +354,8 @@ init_shared(BuildShared *sh, const WalsWorkspace *ws, bool to_users, bool scatte
 	sh->shape = ws->shape;
 	sh->to_users = to_users;
 	sh->scatter = scatter;
+	sh->rows = false;
+	pg_atomic_init_u32(&sh->rows_maps, 0);
 	sh->scratch_bytes = scratch_bytes;
 	pg_atomic_init_u32(&sh->step, (uint32) first);
 	for (int step = 0; step < BUILD_STEPS; step++)
@@ -270,6 +389,7 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 {
 	WalsCsr    *in = to_users ? &ws->by_item : &ws->by_user;
 	WalsCsr    *out = to_users ? &ws->by_user : &ws->by_item;
+	BuildInput	input = {in};
 	int64		nnz = in->indptr[in->nrows];
 	ParallelContext *pcxt;
 	BuildShared *sh;
@@ -295,16 +415,16 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 			(errmsg_internal("wals: building the matrix by %s with %d parallel workers",
 							 to_users ? "user" : "item", pcxt->nworkers_launched)));
 
-	take(sh, BUILD_COUNT, in, out, scratch);
+	take(sh, BUILD_COUNT, &input, out, scratch);
 	wait_done(sh, BUILD_COUNT);
 	planned = wals_csr_split_plan(split_of(sh), out, scratch, scratch_bytes);
 	if (planned)
 	{
 		open_step(sh, BUILD_SCATTER);
-		take(sh, BUILD_SCATTER, in, out, scratch);
+		take(sh, BUILD_SCATTER, &input, out, scratch);
 		wait_done(sh, BUILD_SCATTER);
 		open_step(sh, BUILD_SORT);
-		take(sh, BUILD_SORT, in, out, scratch);
+		take(sh, BUILD_SORT, &input, out, scratch);
 		wait_done(sh, BUILD_SORT);
 		st = wals_csr_split_end(split_of(sh), out, to_users, args->params.feedback);
 	}
@@ -319,10 +439,47 @@ wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace *ws, bool to_users
 }
 
 /*
- * See wals_train.h.  The count and pass A read the rows, the leader's own
- * memory, so the leader takes them alone, the workers not yet started;
- * pass B sorts each partition in the items' block, which the workers map
- * alone, the users' block not yet made.
+ * The count and pass A of the scatter of raw's rows, which are in shared
+ * segments, taken with the workers of pcxt, not yet launched, through sh;
+ * false, the workers gone, where the partitions could not be planned.
+ */
+static bool
+scatter_rows(ParallelContext *pcxt, BuildShared *sh, WalsWorkspace *ws,
+			 const WalsRatings *raw, void *scratch, Size scratch_bytes)
+{
+	BuildInput	input = {NULL, raw->items, raw->users, raw->codes};
+	WalsCsrSplit *s = split_of(sh);
+
+	init_shared(sh, ws, false, true, scratch_bytes, BUILD_COUNT);
+	sh->rows = true;
+	sh->rows_handle[0] = dsm_segment_handle(raw->seg[WALS_ROWS_ITEMS]);
+	sh->rows_handle[1] = dsm_segment_handle(raw->seg[WALS_ROWS_USERS]);
+	sh->rows_handle[2] = dsm_segment_handle(raw->codes_seg);
+	LaunchParallelWorkers(pcxt);
+	ereport(DEBUG1,
+			(errmsg_internal("wals: scattering the rows read by item with %d parallel workers",
+							 pcxt->nworkers_launched)));
+	take(sh, BUILD_COUNT, &input, &ws->by_item, scratch);
+	wait_done(sh, BUILD_COUNT);
+	if (!wals_csr_split_plan(s, &ws->by_item, scratch, scratch_bytes))
+	{
+		open_step(sh, BUILD_STEPS);
+		WaitForParallelWorkersToFinish(pcxt);
+		return false;
+	}
+	open_step(sh, BUILD_SCATTER);
+	take(sh, BUILD_SCATTER, &input, &ws->by_item, scratch);
+	wait_done(sh, BUILD_SCATTER);
+	close_rows(sh);
+	open_step(sh, BUILD_SORT);
+	return true;
+}
+
+/*
+ * See wals_train.h.  The count and pass A read the rows: with the workers
+ * where the rows are shared segments, else in the leader alone, the
+ * workers not yet started; pass B sorts each partition in the items'
+ * block, which the workers map alone, the users' block not yet made.
  */
 ParallelContext *
 wals_build_scatter_begin(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsRatings *raw,
@@ -331,12 +488,25 @@ wals_build_scatter_begin(const WalsTrainArgs *args, WalsWorkspace *ws, const Wal
 	ParallelContext *pcxt = NULL;
 	BuildShared *sh;
 	WalsCsrSplit *s;
+	bool		shared_rows = raw->seg[WALS_ROWS_USERS] != NULL &&
+		raw->seg[WALS_ROWS_ITEMS] != NULL && raw->codes_seg != NULL;
+	Size		count_bytes = shared_rows ? WALS_BUILD_COUNT_BYTES : 0;
 
 	if (raw->n >= WALS_BUILD_PARALLEL_MIN_CELLS && wals_build_may_share(args, ws))
 		pcxt = wals_build_open_context("wals_build_main", args->workers,
 									   MAXALIGN(sizeof(BuildShared)) +
-									   wals_csr_split_size(raw->nitems, 0),
+									   wals_csr_split_size(raw->nitems, count_bytes),
 									   WALS_BUILD_KEY, (void **) &sh);
+	if (pcxt != NULL && shared_rows &&
+		wals_csr_split_rows_begin(split_of(sh), raw->nitems, raw->nusers, raw->n,
+								  &ws->by_item, count_bytes))
+	{
+		*status = WALS_OK;
+		if (scatter_rows(pcxt, sh, ws, raw, scratch, scratch_bytes))
+			return pcxt;
+		wals_build_close_context(pcxt);
+		pcxt = NULL;
+	}
 	if (pcxt == NULL)
 	{
 		*status = wals_csr_scatter_codes(raw->nitems, raw->nusers, raw->n, raw->items,
@@ -366,9 +536,10 @@ WalsStatus
 wals_build_scatter_end(ParallelContext *pcxt, WalsWorkspace *ws, void *scratch)
 {
 	BuildShared *sh = shm_toc_lookup(pcxt->toc, WALS_BUILD_KEY, false);
+	BuildInput	input = {0};
 	WalsStatus	st;
 
-	take(sh, BUILD_SORT, NULL, &ws->by_item, scratch);
+	take(sh, BUILD_SORT, &input, &ws->by_item, scratch);
 	wait_done(sh, BUILD_SORT);
 	st = wals_csr_split_end(split_of(sh), &ws->by_item, false, WALS_IMPLICIT);
 	WaitForParallelWorkersToFinish(pcxt);

@@ -23,7 +23,11 @@
  * A table of a few thousand pages or more, read by a training with
  * workers, is read by the workers beside the leader, each from its share
  * of one parallel scan (ingest_parallel.c); a view, or anything else that
- * goes through SPI, is read by the leader alone.
+ * goes through SPI, is read by the leader alone.  The leader then keeps
+ * the rows in shared segments, sized from the planner's estimate, so that
+ * the workers can renumber them and code their ratings (rows_prepare.c)
+ * and scatter them into the matrix by item (build_parallel.c) with it;
+ * rows past the estimate move them to its own memory, which can grow.
  *
  * Large buffers ask for transparent huge pages and are faulted in ahead of
  * use (pages.c), and the rows of a table are sized from the planner's
@@ -152,6 +156,47 @@ side_map(Ingest *in, IdSide *side, int32 *out)
 		keep_new_ids(in, side, out, first);
 }
 
+/* Free p, an array of rows, or the shared segment *seg it lies in. */
+static void
+free_array(void *p, dsm_segment **seg)
+{
+	if (*seg != NULL)
+		dsm_detach(*seg);
+	else if (p != NULL)
+		pfree(p);
+	*seg = NULL;
+}
+
+/* A copy of the first used bytes of p in private room of room bytes; p freed. */
+static void *
+private_copy(Ingest *in, void *p, dsm_segment **seg, Size used, Size room)
+{
+	void	   *to = wals_alloc_huge(in->cxt, room);
+
+	wals_copy_bytes(to, p, used);
+	free_array(p, seg);
+	return to;
+}
+
+/*
+ * Move shared rows that outgrew the planner's estimate into private memory,
+ * which can grow: a shared segment cannot, and is backed in full when it
+ * is made.  The build then reads them in the leader alone.
+ */
+static void
+unshare_rows(Ingest *in)
+{
+	int64		rows = in->n + in->nbatch;
+
+	in->user_idx = private_copy(in, in->user_idx, &in->seg[WALS_ROWS_USERS],
+								in->n * sizeof(int32), in->capacity * sizeof(int32));
+	in->item_idx = private_copy(in, in->item_idx, &in->seg[WALS_ROWS_ITEMS],
+								in->n * sizeof(int32), in->capacity * sizeof(int32));
+	in->ratings = private_copy(in, in->ratings, &in->seg[WALS_ROWS_RATINGS],
+							   rows * sizeof(float), in->capacity * sizeof(float));
+	in->prefaulted = rows;
+}
+
 /*
  * The rows grow by doubling with repalloc, which for blocks this large is a
  * realloc the C library serves by remapping pages, not by copying them;
@@ -161,6 +206,9 @@ static void
 grow_rows(Ingest *in)
 {
 	int64		capacity = in->capacity * 2;
+
+	if (in->seg[WALS_ROWS_USERS] != NULL)
+		unshare_rows(in);
 
 	if (in->spilled != NULL)
 	{
@@ -216,6 +264,45 @@ wals_ingest_alloc(Ingest *in, double capacity)
 	in->user_idx = wals_alloc_huge(in->cxt, in->capacity * sizeof(int32));
 	in->item_idx = wals_alloc_huge(in->cxt, in->capacity * sizeof(int32));
 	in->ratings = wals_alloc_huge(in->cxt, in->capacity * sizeof(float));
+	in->prefaulted = 0;
+	prefault_rows(in);
+}
+
+/*
+ * Room for capacity rows in shared segments, which the build's workers can
+ * read, where they can be had; else as wals_ingest_alloc.
+ */
+void
+wals_ingest_alloc_shared(Ingest *in, double capacity)
+{
+	Size		rows = (Size) Min(Max(capacity, WALS_INGEST_BATCH),
+								  (double) (MaxAllocHugeSize / sizeof(int32)));
+	void	   *p[WALS_ROWS_ARRAYS];
+
+	/* a segment is backed in full: no more than wals.max_memory allows */
+	if (wals_max_memory > 0 && (double) rows * WALS_ROW_BYTES > (double) wals_max_memory * 1024.0)
+	{
+		wals_ingest_alloc(in, capacity);
+		return;
+	}
+	for (int a = 0; a < WALS_ROWS_ARRAYS; a++)
+	{
+		in->seg[a] = dsm_create(rows * sizeof(int32), DSM_CREATE_NULL_IF_MAXSEGMENTS);
+		if (in->seg[a] == NULL)
+		{
+			for (int b = 0; b < a; b++)
+				free_array(NULL, &in->seg[b]);
+			wals_ingest_alloc(in, capacity);
+			return;
+		}
+		p[a] = dsm_segment_address(in->seg[a]);
+	}
+	StaticAssertStmt(sizeof(float) == sizeof(int32), "a rating takes an index's room");
+	in->capacity = (int64) rows;
+	in->expected = in->capacity;
+	in->user_idx = p[WALS_ROWS_USERS];
+	in->item_idx = p[WALS_ROWS_ITEMS];
+	in->ratings = p[WALS_ROWS_RATINGS];
 	in->prefaulted = 0;
 	prefault_rows(in);
 }
@@ -283,14 +370,15 @@ wals_ingest_reserve(Ingest *in, int64 rows)
  * freed.
  */
 static void *
-spill_array(WalsTempArray *t, void *p, Size used, Size room, const char *what)
+spill_array(WalsTempArray *t, void *p, dsm_segment **seg, Size used, Size room,
+			const char *what)
 {
 	void	   *to = wals_temp_alloc(t, Max(room, used), what);
 
 	/* written and then read in order */
 	wals_temp_advise(t, MADV_SEQUENTIAL);
 	wals_copy_bytes(to, p, used);
-	pfree(p);
+	free_array(p, seg);
 	return to;
 }
 
@@ -300,17 +388,17 @@ spill_array(WalsTempArray *t, void *p, Size used, Size room, const char *what)
  * among them).  Returns the files, in the current context.
  */
 static WalsTempArray *
-spill_rows_to_files(int32 **users, int32 **items, float **ratings, int64 rows,
-					int64 rated, int64 room)
+spill_rows_to_files(int32 **users, int32 **items, float **ratings, dsm_segment **seg,
+					int64 rows, int64 rated, int64 room)
 {
 	WalsTempArray *t = palloc0(sizeof(WalsTempArray) * WALS_ROWS_ARRAYS);
 
-	*users = spill_array(&t[WALS_ROWS_USERS], *users, rows * sizeof(int32),
-						 room * sizeof(int32), "the user ids read");
-	*items = spill_array(&t[WALS_ROWS_ITEMS], *items, rows * sizeof(int32),
-						 room * sizeof(int32), "the item ids read");
-	*ratings = spill_array(&t[WALS_ROWS_RATINGS], *ratings, rated * sizeof(float),
-						   room * sizeof(float), "the ratings read");
+	*users = spill_array(&t[WALS_ROWS_USERS], *users, &seg[WALS_ROWS_USERS],
+						 rows * sizeof(int32), room * sizeof(int32), "the user ids read");
+	*items = spill_array(&t[WALS_ROWS_ITEMS], *items, &seg[WALS_ROWS_ITEMS],
+						 rows * sizeof(int32), room * sizeof(int32), "the item ids read");
+	*ratings = spill_array(&t[WALS_ROWS_RATINGS], *ratings, &seg[WALS_ROWS_RATINGS],
+						   rated * sizeof(float), room * sizeof(float), "the ratings read");
 	return t;
 }
 
@@ -333,8 +421,8 @@ spill_rows(Ingest *in)
 	 */
 	in->capacity = Min(in->capacity, Max(2 * rows, in->n + 2 * WALS_INGEST_BATCH));
 
-	in->spilled = spill_rows_to_files(&in->user_idx, &in->item_idx, &in->ratings, in->n,
-									  rows, in->capacity);
+	in->spilled = spill_rows_to_files(&in->user_idx, &in->item_idx, &in->ratings, in->seg,
+									  in->n, rows, in->capacity);
 	in->prefaulted = in->capacity;
 	MemoryContextSwitchTo(old);
 	ereport(DEBUG1,
@@ -744,25 +832,24 @@ read_source(Ingest *in)
 }
 
 /*
- * The distinct ids of one side in increasing order, and its rows renumbered
- * from provisional indices to ranks; the map is freed.  A source with no
- * rows, which a shard may read, never gave its map a buffer.
+ * The distinct ids of one side in increasing order, and at *rank the rank
+ * of each provisional index, for its rows to be renumbered; the map is
+ * freed.  A source with no rows, which a shard may read, never gave its
+ * map a buffer.
  */
 static int64 *
-side_finish(Ingest *in, IdSide *side, int32 *index, int64 *count)
+side_rank(Ingest *in, IdSide *side, int32 **rank, int64 *count)
 {
 	size_t		nids = side->map.count;
 	int64	   *ids = wals_alloc_huge(in->cxt, nids * sizeof(int64));
-	int32	   *rank = wals_alloc_huge(in->cxt, nids * sizeof(int32));
 
-	wals_idmap_rank(&side->map, ids, rank);
+	*rank = wals_alloc_huge(in->cxt, nids * sizeof(int32));
+	wals_idmap_rank(&side->map, ids, *rank);
 	if (side->buffer != NULL)
 		pfree(side->buffer);
 	side->buffer = NULL;
 	side->bytes = 0;
 	CHECK_FOR_INTERRUPTS();
-	wals_idmap_renumber(index, in->n, rank);
-	pfree(rank);
 	*count = nids;
 	return ids;
 }
@@ -790,6 +877,8 @@ void
 wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty)
 {
 	Ingest		in;
+	int32	   *user_rank;
+	int32	   *item_rank;
 
 	wals_ingest_begin(&in, args);
 	wals_work_phase(WALS_PHASE_READING, -1);
@@ -809,12 +898,21 @@ wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty)
 	memset(raw, 0, sizeof(*raw));
 	raw->n = in.n;
 	raw->null_ids = in.null_ids;
-	raw->user_ids = side_finish(&in, &in.users, in.user_idx, &raw->nusers);
-	raw->item_ids = side_finish(&in, &in.items, in.item_idx, &raw->nitems);
+	raw->user_ids = side_rank(&in, &in.users, &user_rank, &raw->nusers);
+	raw->item_ids = side_rank(&in, &in.items, &item_rank, &raw->nitems);
 	raw->users = in.user_idx;
 	raw->items = in.item_idx;
 	raw->ratings = in.ratings;
 	raw->spilled = in.spilled;
+	memcpy(raw->seg, in.seg, sizeof(raw->seg));
+	/* shared rows are renumbered, and coded, with the workers */
+	if (!wals_rows_prepare(args, raw, user_rank, item_rank, true))
+	{
+		wals_idmap_renumber(raw->users, raw->n, user_rank);
+		wals_idmap_renumber(raw->items, raw->n, item_rank);
+	}
+	pfree(user_rank);
+	pfree(item_rank);
 }
 
 /*
@@ -825,8 +923,8 @@ void
 wals_ratings_spill(WalsRatings *raw)
 {
 	if (raw->spilled == NULL)
-		raw->spilled = spill_rows_to_files(&raw->users, &raw->items, &raw->ratings, raw->n,
-										   raw->n, raw->n);
+		raw->spilled = spill_rows_to_files(&raw->users, &raw->items, &raw->ratings, raw->seg,
+										   raw->n, raw->n, raw->n);
 }
 
 /* Free one of raw's three arrays, from memory or with its file. */
@@ -838,9 +936,30 @@ wals_ratings_free(WalsRatings *raw, WalsRowArray which)
 
 	if (raw->spilled != NULL)
 		wals_temp_free(&raw->spilled[which]);
-	else if (*p != NULL)
-		pfree(*p);
+	else
+		free_array(*p, &raw->seg[which]);
 	*p = NULL;
+}
+
+/*
+ * Room for raw's codes, in memory: shared where its rows are, for the
+ * build's workers to read.
+ */
+void
+wals_ratings_alloc_codes(WalsRatings *raw)
+{
+	if (raw->seg[WALS_ROWS_USERS] != NULL)
+		raw->codes_seg = dsm_create(Max(raw->n, 1), DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	raw->codes = raw->codes_seg != NULL ? dsm_segment_address(raw->codes_seg) :
+		MemoryContextAllocHuge(CurrentMemoryContext, Max(raw->n, 1));
+}
+
+/* Free raw's codes, if it has any. */
+void
+wals_ratings_free_codes(WalsRatings *raw)
+{
+	free_array(raw->codes, &raw->codes_seg);
+	raw->codes = NULL;
 }
 
 

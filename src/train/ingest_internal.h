@@ -75,6 +75,9 @@ typedef struct Ingest
 								 * capacity */
 	WalsTempArray *spilled;		/* the arrays' files, once they outgrew
 								 * wals.max_memory; else NULL */
+	dsm_segment *seg[WALS_ROWS_ARRAYS]; /* the arrays' shared segments, where
+										 * the build's workers will read them;
+										 * else NULL */
 	int64		prefaulted;		/* rows whose pages are faulted in */
 	int			nbatch;			/* rows in the batch */
 	int64		null_ids;
@@ -108,6 +111,7 @@ typedef struct Ingest
 /* ingest.c */
 extern void wals_ingest_begin(Ingest *in, const WalsTrainArgs *args);
 extern void wals_ingest_alloc(Ingest *in, double capacity);
+extern void wals_ingest_alloc_shared(Ingest *in, double capacity);
 extern void wals_ingest_scan(Ingest *in, Relation rel, TableScanDesc scan);
 extern void wals_ingest_flush(Ingest *in);
 extern void wals_ingest_map_ids(Ingest *in, IdSide *side, const int64 *ids, int64 n,

@@ -25,7 +25,9 @@
  * until it is detached, however much of them is freed, so chunks left to
  * pile up until the workers were done once held half the table twice
  * over, beside the leader's rows; taken as they come, they take a few
- * chunks of it, and the rows never more than their 12 bytes each.
+ * chunks of it, and the rows never more than their 12 bytes each.  The
+ * leader's rows are shared segments (ingest.c), which the workers of the
+ * build read after it.
  *
  * An error in a worker (a rating out of range, a cancel) reaches the leader
  * as in any parallel query; the DSA area and its chunks go with the
@@ -399,7 +401,7 @@ wals_ingest_parallel(Ingest *in, Relation rel)
 	in->take_arg = &tk;
 	in->all_read = &sh->all_read;
 	in->helpers = launched;
-	wals_ingest_alloc(in, wals_ingest_estimate(rel));
+	wals_ingest_alloc_shared(in, wals_ingest_estimate(rel));
 	scan = table_beginscan_parallel(rel, pscan);
 	wals_ingest_scan(in, rel, scan);
 	table_endscan(scan);

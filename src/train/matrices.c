@@ -36,9 +36,10 @@
  * nearly all of it cells missing the cache and the TLB as they went to
  * their rows, in the shared segment above all, which gets no huge pages.
  * Sorting in two passes through the scratch brought it to 0.35 to 0.42 s.
- * The transpose, the sorting of the scatter's partitions and the sorting
- * of rows are taken by the leader and the training's workers where they
- * are large (build_parallel.c, build_rows.c).
+ * The transpose, the scatter (wholly where the rows are shared segments,
+ * else the sorting of its partitions) and the sorting of rows are taken
+ * by the leader and the training's workers where they are large
+ * (build_parallel.c, build_rows.c).
  */
 #include "postgres.h"
 
@@ -154,9 +155,7 @@ scatter_by_item(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *ws, 
 	else
 		status = wals_csr_scatter(raw->nitems, raw->nusers, raw->n, raw->items, raw->users,
 								  raw->ratings, &ws->by_item, scratch, scratch_bytes);
-	if (raw->codes != NULL)
-		pfree(raw->codes);
-	raw->codes = NULL;
+	wals_ratings_free_codes(raw);
 	wals_ratings_free(raw, WALS_ROWS_ITEMS);
 	wals_ratings_free(raw, WALS_ROWS_USERS);
 	wals_ratings_free(raw, WALS_ROWS_RATINGS);

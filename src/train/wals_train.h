@@ -133,7 +133,8 @@ typedef enum WalsRowArray
 
 /*
  * The ratings as read (ingest.c): ids already dense and numbered in id
- * order, cells not yet merged.  The three arrays are palloc'd and consumed by
+ * order, cells not yet merged.  The three arrays are palloc'd, or shared
+ * segments where workers read the table, and consumed by
  * wals_build_matrices.
  */
 typedef struct WalsRatings
@@ -154,6 +155,13 @@ typedef struct WalsRatings
 	int64		nheld_pairs;
 	WalsTempArray *spilled;		/* the three arrays' files, out of core; else
 								 * NULL, and they are palloc'd */
+	dsm_segment *seg[WALS_ROWS_ARRAYS]; /* or in these shared segments, which
+										 * the build's workers map */
+	dsm_segment *codes_seg;		/* the codes', likewise */
+	bool		codes_tried;	/* codes were taken as the rows were renumbered
+								 * (rows_prepare.c)... */
+	WalsCodebook *codebook;		/* ... with this book; NULL where the ratings
+								 * take too many values */
 } WalsRatings;
 
 /*
@@ -301,6 +309,8 @@ extern double wals_ratings_bytes(const WalsRatings *raw);
 extern void wals_ratings_copy(const WalsRatings *from, WalsRatings *to, MemoryContext cxt);
 extern void wals_ratings_spill(WalsRatings *raw);
 extern void wals_ratings_free(WalsRatings *raw, WalsRowArray which);
+extern void wals_ratings_alloc_codes(WalsRatings *raw);
+extern void wals_ratings_free_codes(WalsRatings *raw);
 
 /*
  * The two blocks of a training's memory: the item matrix and the item
@@ -445,10 +455,33 @@ extern bool wals_build_may_share(const WalsTrainArgs *args, const WalsWorkspace 
 extern void wals_build_wait(ConditionVariable *cv, pg_atomic_uint64 *done, int64 n);
 
 /*
+ * Steps that the leader opens one after the other and the workers wait
+ * for: open sets *step to the step and wakes them; wait_step sleeps on cv
+ * until *step reaches at_least, then sees what was written before, and
+ * returns the step open.
+ */
+extern void wals_build_open_step(ConditionVariable *cv, pg_atomic_uint32 *step, uint32 open);
+extern uint32 wals_build_wait_step(ConditionVariable *cv, pg_atomic_uint32 *step,
+								   uint32 at_least);
+
+/* Map the shared segment of handle h at *seg (a worker); its address. */
+extern void *wals_build_attach(dsm_handle h, dsm_segment **seg);
+
+/*
  * build_rows.c: sort the rows of ws's matrix by item, as the scatter
  * left them, and merge their repeats, with the training's workers where it
  * pays: what wals_csr_sort_rows returns.
  */
+/*
+ * rows_prepare.c: renumber raw's rows, shared segments, through the ranks
+ * of their provisional indices, and where code is set take codes of their
+ * ratings (raw->codes_tried, raw->codebook, raw->codes), with the
+ * training's workers; false, having done nothing, where the rows are not
+ * shared or too few, or no workers can be asked for.
+ */
+extern bool wals_rows_prepare(const WalsTrainArgs *args, WalsRatings *raw,
+							  const int32 *user_rank, const int32 *item_rank, bool code);
+
 extern WalsStatus wals_build_sort_rows(const WalsTrainArgs *args, WalsWorkspace *ws,
 									   void *scratch, Size scratch_bytes);
 

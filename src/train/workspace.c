@@ -252,7 +252,9 @@ wals_workspace_longest_row(const WalsWorkspaceShape *shape)
  * more for the engine; wals_build_matrices then allocates the blocks.
  * The matrices keep codes where may_code and raw's ratings have few
  * enough distinct values; in memory, raw keeps the codes as they are
- * taken, which the matrix by item is built from.
+ * taken, which the matrix by item is built from.  Where the workers took
+ * them as the rows were renumbered (rows_prepare.c), they serve, and are
+ * freed where may_code is not set.
  */
 WalsWorkspace *
 wals_workspace_create(const WalsTrainArgs *args, WalsRatings *raw, double read_s,
@@ -268,13 +270,19 @@ wals_workspace_create(const WalsTrainArgs *args, WalsRatings *raw, double read_s
 	sh->cells = raw->n;
 	sh->factors = args->params.factors;
 	sh->spares = args->accelerate == WALS_ACCEL_NCG ? WALS_ACCEL_VECTORS - 1 : 0;
-	if (may_code)
+	if (may_code && raw->codebook != NULL)
+	{
+		ws->codebook = raw->codebook;
+		sh->coded = true;
+	}
+	else if (may_code)
 	{
 		ws->codebook = palloc(sizeof(WalsCodebook));
 		wals_codebook_init(ws->codebook);
-		if (raw->spilled == NULL)
-			raw->codes = MemoryContextAllocHuge(CurrentMemoryContext, Max(raw->n, 1));
-		sh->coded = wals_codebook_take(ws->codebook, raw->ratings, raw->n, raw->codes);
+		if (raw->spilled == NULL && !raw->codes_tried)
+			wals_ratings_alloc_codes(raw);
+		sh->coded = !raw->codes_tried &&
+			wals_codebook_take(ws->codebook, raw->ratings, raw->n, raw->codes);
 	}
 	plan_layout(sh);
 	ws->share = args->workers > 0;
@@ -288,11 +296,8 @@ wals_workspace_create(const WalsTrainArgs *args, WalsRatings *raw, double read_s
 		bytes = estimate_files_bytes(sh, &args->params, procs, engine_bytes);
 	}
 	/* out of core, the matrix by item is built from the floats in files */
-	if (raw->codes != NULL && (!sh->coded || sh->files))
-	{
-		pfree(raw->codes);
-		raw->codes = NULL;
-	}
+	if (!sh->coded || sh->files)
+		wals_ratings_free_codes(raw);
 	if (may_code)
 		ereport(DEBUG1,
 				(errmsg_internal("model \"%s\": %s%s", args->model_display,
@@ -448,12 +453,7 @@ attach_block(WalsWorkspace *ws, WalsBlock b)
 	char	   *base;
 	char	   *cells;
 
-	ws->seg[b] = dsm_attach(shape->handle[b]);
-	if (ws->seg[b] == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("could not map the shared memory of the training")));
-	base = (char *) TYPEALIGN(WALS_ALIGN, dsm_segment_address(ws->seg[b]));
+	base = (char *) TYPEALIGN(WALS_ALIGN, wals_build_attach(shape->handle[b], &ws->seg[b]));
 	cells = base + shape->layout.cells[b];
 	if (shape->files)
 		cells = unconstify(void *, wals_temp_attach(shape->cells_path[b], cells_part(shape, b)));

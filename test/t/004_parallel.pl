@@ -107,11 +107,16 @@ for my $validation ('NULL', 0.1)
 		is($ret, 0, "five million$v, workers => $workers: trains");
 		if ($workers)
 		{
+			like($stderr,
+				qr/wals: renumbering the rows read and coding their ratings with [12] parallel workers/,
+				"five million$v: the rows read are renumbered and coded by workers beside the leader");
 			like($stderr, qr/wals: building the matrix by user with [12] parallel workers/,
 				"five million$v: the matrix by user is built by workers beside the leader");
 			like($stderr,
-				qr/wals: sorting the partitions of the matrix by item with [12] parallel workers/,
-				"five million$v: the scatter by item is finished by workers beside the leader");
+				qr/wals: scattering the rows read by item with [12] parallel workers/,
+				"five million$v: the rows read, shared, are scattered by item by workers beside the leader");
+			unlike($stderr, qr/sorting the partitions/,
+				"five million$v: and the leader does not scatter them alone");
 			if ($v)
 			{
 				# the 4 million cells left are too few for workers to transpose back
@@ -165,6 +170,53 @@ for my $validation ('NULL', 0.1)
 	is(scalar keys %{ $seen{loss} }, 1, "five million$v: the same loss built with workers and without");
 	is(scalar keys %{ $seen{factors} }, 1, "five million$v: the same factors, bit for bit");
 	is(scalar keys %{ $seen{rated} }, 1, "five million$v: the same rated items, byte for byte");
+}
+
+# Rows past the planner's estimate, which sizes the shared segments the
+# leader keeps its rows in, cannot stay there: they move to the leader's
+# own memory, where it scatters them alone, the workers only sorting the
+# partitions; the model is the same.
+{
+	my %seen;
+	$seen{factors}{ factors_md5('fm0_all') }++;
+	$node->safe_psql('postgres', q{UPDATE pg_class SET reltuples = reltuples / 4
+	  WHERE oid = 'five_million'::regclass});
+	my ($ret, $stdout, $stderr) = $node->psql('postgres', q{SET client_min_messages = debug1;
+	  SELECT loss FROM wals_train('five_million', 'user_id', 'item_id', 'rating',
+	    model => 'fm_past', factors => 32, iterations => 1, workers => 2)});
+	is($ret, 0, 'five million past the estimate: trains');
+	like($stderr, qr/wals: sorting the partitions of the matrix by item with [12] parallel workers/,
+		'five million past the estimate: the leader scatters its own rows, the workers sort');
+	unlike($stderr, qr/scattering the rows read/,
+		'five million past the estimate: the rows are no longer shared');
+	$seen{factors}{ factors_md5('fm_past') }++;
+	is(scalar keys %{ $seen{factors} }, 1, 'five million past the estimate: the same factors, bit for bit');
+	$node->safe_psql('postgres', 'ANALYZE five_million');
+}
+
+# Ratings of 5,000 distinct values, more than codes hold: the ranges the
+# workers code cannot be merged into one codebook, and the training takes
+# floats, the same as the leader alone takes them.
+{
+	my %seen;
+	$node->safe_psql('postgres', q{CREATE TABLE five_million_floats AS
+	  SELECT user_id, item_id, rating + (user_id % 1000) / 1000.0 AS rating FROM five_million;
+	  ANALYZE five_million_floats});
+	for my $workers (2, 0)
+	{
+		my ($ret, $stdout, $stderr) = $node->psql('postgres', qq{SET client_min_messages = debug1;
+		  SELECT loss FROM wals_train('five_million_floats', 'user_id', 'item_id', 'rating',
+		    model => 'fmf$workers', factors => 16, iterations => 1, workers => $workers)});
+		is($ret, 0, "five million floats, workers => $workers: trains");
+		like($stderr, qr/the ratings take floats, more distinct values than codes hold/,
+			"five million floats, workers => $workers: the ratings take floats");
+		like($stderr, qr/wals: renumbering the rows read and coding their ratings with [12] parallel workers/,
+			'five million floats: the workers renumber the rows and try codes') if $workers;
+		$seen{loss}{$stdout}++;
+		$seen{factors}{ factors_md5("fmf$workers") }++;
+	}
+	is(scalar keys %{ $seen{loss} }, 1, 'five million floats: the same loss with workers and without');
+	is(scalar keys %{ $seen{factors} }, 1, 'five million floats: the same factors, bit for bit');
 }
 
 # A user of 150,000 items, whose packing might not fit in a slot of the

@@ -414,6 +414,28 @@ check_refused(void)
 }
 
 /*
+ * n rows of seed: a seventh of them in the first 50 rows, codes of the
+ * five stars of cb.
+ */
+static void
+random_rows(uint64_t seed, int64_t nrows, int64_t ncols, int64_t n, int32_t *row,
+			int32_t *col, uint8_t *code, WalsCodebook *cb)
+{
+	TestRng		rng;
+
+	rng_seed(&rng, seed);
+	wals_codebook_init(cb);
+	for (int v = 1; v <= 5; v++)
+		(void) wals_codebook_code(cb, (float) v);
+	for (int64_t k = 0; k < n; k++)
+	{
+		row[k] = (int32_t) (k % 7 == 0 ? rng_below(&rng, 50) : rng_below(&rng, (int) nrows));
+		col[k] = (int32_t) rng_below(&rng, (int) ncols);
+		code[k] = (uint8_t) rng_below(&rng, 5);
+	}
+}
+
+/*
  * n coordinates of nrows x ncols, rows in the order a scan would give them
  * (repeats among them), with codes of five stars, scattered by one process
  * and with its last pass left to the partitions: the same matrix.
@@ -430,19 +452,9 @@ check_scatter_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, s
 	WalsCodebook cb;
 	WalsCsr		one;
 	WalsCsr		split;
-	TestRng		rng;
 	int			ok = 1;
 
-	rng_seed(&rng, (uint64_t) n + shift);
-	wals_codebook_init(&cb);
-	for (int v = 1; v <= 5; v++)
-		(void) wals_codebook_code(&cb, (float) v);
-	for (int64_t k = 0; k < n; k++)
-	{
-		row[k] = (int32_t) (k % 7 == 0 ? rng_below(&rng, 50) : rng_below(&rng, (int) nrows));
-		col[k] = (int32_t) rng_below(&rng, (int) ncols);
-		code[k] = (uint8_t) rng_below(&rng, 5);
-	}
+	random_rows((uint64_t) n + shift, nrows, ncols, n, row, col, code, &cb);
 	room(&one, nrows, n, 1, shift);
 	room(&split, nrows, n, 1, shift);
 	one.codebook = split.codebook = &cb;
@@ -469,6 +481,84 @@ check_scatter_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, s
 	free(scratch[1]);
 }
 
+/*
+ * The scatter of rows split into chunks, counted and scattered last chunk
+ * first, against the scatter of one process; and a row out of range is
+ * refused by the count of its chunk alone.
+ */
+static void
+check_rows_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, size_t shift,
+				 size_t count_bytes)
+{
+	size_t		bytes = wals_csr_scratch_bytes((size_t) n);
+	void	   *scratch[2] = {test_alloc(bytes, 1), test_alloc(bytes, 1)};
+	int32_t    *row = test_alloc(n, sizeof(int32_t));
+	int32_t    *col = test_alloc(n, sizeof(int32_t));
+	uint8_t    *code = test_alloc(n, 1);
+	WalsCsrSplit *s = test_alloc(wals_csr_split_size(nrows, count_bytes), 1);
+	WalsCodebook cb;
+	WalsCsr		one;
+	WalsCsr		split;
+	int64_t		chunks;
+	int			ok = 1;
+	int			refused = 0;
+
+	random_rows((uint64_t) n + shift + 7, nrows, ncols, n, row, col, code, &cb);
+	room(&one, nrows, n, 1, shift);
+	room(&split, nrows, n, 1, shift);
+	one.codebook = split.codebook = &cb;
+	CHECK(wals_csr_scatter_codes(nrows, ncols, n, row, col, code, &one, scratch[0], bytes) ==
+		  WALS_OK, "%s: the scatter of one process", name);
+	CHECK(wals_csr_split_rows_begin(s, nrows, ncols, n, &split, count_bytes),
+		  "%s: the rows are split", name);
+	chunks = wals_csr_split_chunks(s);
+	for (int64_t c = chunks - 1; c >= 0; c--)
+		ok &= wals_csr_split_rows_count(s, &split, row, col, code, c) == WALS_OK;
+	ok &= wals_csr_split_plan(s, &split, scratch[0], bytes);
+	for (int64_t c = chunks - 1; c >= 0; c--)
+		ok &= wals_csr_split_rows_scatter(s, row, col, code, &split, c, scratch[c % 2],
+										  bytes) == WALS_OK;
+	for (int64_t p = wals_csr_split_parts(s) - 1; p >= 0; p--)
+		ok &= wals_csr_split_sort(s, &split, p, scratch[p % 2], bytes) == WALS_OK;
+	ok &= wals_csr_split_end(s, &split, false, WALS_IMPLICIT) == WALS_OK;
+	CHECK(ok && same(&one, &split),
+		  "%s: %lld chunks and %lld partitions taken last first give the one-process scatter, to the bit",
+		  name, (long long) chunks, (long long) wals_csr_split_parts(s));
+
+	/* a bad row in the last chunk, a bad code in the first */
+	row[n - 1] = (int32_t) nrows;
+	code[0] = 5;
+	for (int64_t c = 0; c < chunks; c++)
+		refused += wals_csr_split_rows_count(s, &split, row, col, code, c) == WALS_EINVAL;
+	CHECK(refused == 2, "%s: the counts of the two chunks with a bad row refuse them (%d)",
+		  name, refused);
+	room_free(&one, shift);
+	room_free(&split, shift);
+	free(s);
+	free(code);
+	free(col);
+	free(row);
+	free(scratch[0]);
+	free(scratch[1]);
+}
+
+/* Too few rows, or counts too small for two chunks: no split. */
+static void
+check_rows_refused(void)
+{
+	WalsCsrSplit *s = test_alloc(wals_csr_split_size(20000, 64 << 20), 1);
+	WalsCsr		out = {0};
+
+	CHECK(!wals_csr_split_rows_begin(s, 20000, 5000, 1000, &out, 64 << 20),
+		  "rows split refused: a thousand rows take one process");
+	CHECK(!wals_csr_split_rows_begin(s, 20000, 5000, 5000000, &out, 20000 * 4),
+		  "rows split refused: the counts of one chunk only fit");
+	out.values = (float *) s;
+	CHECK(!wals_csr_split_rows_begin(s, 20000, 5000, 5000000, &out, 64 << 20),
+		  "rows split refused: the matrix takes floats");
+	free(s);
+}
+
 void
 test_csr_split(void)
 {
@@ -486,4 +576,8 @@ test_csr_split(void)
 	check_scatter_split("scatter, codes", 12000, 6000, 900000, 0);
 	check_scatter_split("scatter, codes, off a line", 9000, 70000, 700000, 12);
 	check_scatter_split("scatter, few rows", 3000, 6000, 300000, 0);
+	check_rows_split("rows split, codes", 12000, 6000, 900000, 0, 64 << 20);
+	check_rows_split("rows split, off a line, three chunks", 9000, 70000, 700000, 12,
+					 3 * 9001 * 4);
+	check_rows_refused();
 }
