@@ -278,7 +278,6 @@ wals_rows_prepare(const WalsTrainArgs *args, WalsRatings *raw, const int32 *user
 		{
 			pfree(raw->codebook);
 			raw->codebook = NULL;
-			wals_ratings_free_codes(raw);
 		}
 	}
 	if (recode)
@@ -292,5 +291,8 @@ wals_rows_prepare(const WalsTrainArgs *args, WalsRatings *raw, const int32 *user
 	raw->codes_tried = code;
 	WaitForParallelWorkersToFinish(pcxt);
 	wals_build_close_context(pcxt);
+	/* only now: a worker that starts late still maps every segment */
+	if (raw->codebook == NULL)
+		wals_ratings_free_codes(raw);
 	return true;
 }
