@@ -83,6 +83,24 @@ wals_prefault(void *p, size_t bytes)
 #endif
 }
 
+/*
+ * Give back the memory of the whole pages of [p, p + bytes), the unused
+ * tail of a shared segment, which a segment backs in full when it is made:
+ * nothing maps it after.  Only a hint: where the kernel cannot, the pages
+ * stay until the segment goes.
+ */
+void
+wals_release_shared(void *p, size_t bytes)
+{
+#ifdef MADV_REMOVE
+	uintptr_t	start = TYPEALIGN(sysconf(_SC_PAGESIZE), (uintptr_t) p);
+	uintptr_t	end = TYPEALIGN_DOWN(sysconf(_SC_PAGESIZE), (uintptr_t) p + bytes);
+
+	if (end > start)
+		(void) madvise((void *) start, end - start, MADV_REMOVE);
+#endif
+}
+
 /* Fault in [p, p + bytes), shared memory mapped to be read, for reading. */
 void
 wals_prefault_read(const void *p, size_t bytes)

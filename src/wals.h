@@ -142,6 +142,7 @@ extern void wals_advise_huge_pages(void *p, size_t bytes);
 extern void *wals_alloc_huge(MemoryContext cxt, size_t bytes);
 extern void wals_prefault(void *p, size_t bytes);
 extern void wals_prefault_read(const void *p, size_t bytes);
+extern void wals_release_shared(void *p, size_t bytes);
 
 /* memory.c */
 extern char *wals_pretty_bytes(double bytes);

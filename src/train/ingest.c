@@ -905,6 +905,13 @@ wals_ingest(const WalsTrainArgs *args, WalsRatings *raw, bool may_be_empty)
 	raw->ratings = in.ratings;
 	raw->spilled = in.spilled;
 	memcpy(raw->seg, in.seg, sizeof(raw->seg));
+	if (in.seg[WALS_ROWS_USERS] != NULL)
+	{
+		/* the room the estimate left past the rows, which the segments back */
+		wals_release_shared(in.user_idx + in.n, (in.capacity - in.n) * sizeof(int32));
+		wals_release_shared(in.item_idx + in.n, (in.capacity - in.n) * sizeof(int32));
+		wals_release_shared(in.ratings + in.n, (in.capacity - in.n) * sizeof(float));
+	}
 	/* shared rows are renumbered, and coded, with the workers */
 	if (!wals_rows_prepare(args, raw, user_rank, item_rank, true))
 	{
