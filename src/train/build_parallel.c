@@ -84,6 +84,12 @@ typedef struct BuildInput
 	const uint8 *codes;
 } BuildInput;
 
+/*
+ * Chunks of a scatter of rows a process counts and scatters, on average:
+ * each counts every row of the matrix by item, 4 bytes a row.
+ */
+#define WALS_BUILD_ROWS_CHUNKS_EACH	4
+
 typedef enum BuildStep
 {
 	BUILD_COUNT,
@@ -490,7 +496,13 @@ wals_build_scatter_begin(const WalsTrainArgs *args, WalsWorkspace *ws, const Wal
 	WalsCsrSplit *s;
 	bool		shared_rows = raw->seg[WALS_ROWS_USERS] != NULL &&
 		raw->seg[WALS_ROWS_ITEMS] != NULL && raw->codes_seg != NULL;
-	Size		count_bytes = shared_rows ? WALS_BUILD_COUNT_BYTES : 0;
+	Size		count_bytes = 0;
+
+	/* runs of rows cost the same: a few a process balance them */
+	if (shared_rows)
+		count_bytes = Min(WALS_BUILD_COUNT_BYTES,
+						  (Size) (args->workers + 1) * WALS_BUILD_ROWS_CHUNKS_EACH *
+						  (raw->nitems + 1) * sizeof(uint32));
 
 	if (raw->n >= WALS_BUILD_PARALLEL_MIN_CELLS && wals_build_may_share(args, ws))
 		pcxt = wals_build_open_context("wals_build_main", args->workers,
