@@ -192,6 +192,19 @@ for my $validation ('NULL', 0.1)
 	$seen{factors}{ factors_md5('fm_past') }++;
 	is(scalar keys %{ $seen{factors} }, 1, 'five million past the estimate: the same factors, bit for bit');
 	$node->safe_psql('postgres', 'ANALYZE five_million');
+
+	# shared rows that outgrow wals.max_memory as they are read go to
+	# temporary files, the segments given back
+	($ret, $stdout, $stderr) = $node->psql('postgres', q{SET client_min_messages = debug1;
+	  SET wals.max_memory = '80MB';
+	  SELECT loss FROM wals_train('five_million', 'user_id', 'item_id', 'rating',
+	    model => 'fm_spill', factors => 32, iterations => 1, workers => 2)});
+	is($ret, 0, 'five million, shared rows past wals.max_memory: trains');
+	like($stderr, qr/the rows read go to temporary files from row \d+ on/,
+		'five million, shared rows past wals.max_memory: the rows go to temporary files');
+	$seen{factors}{ factors_md5('fm_spill') }++;
+	is(scalar keys %{ $seen{factors} }, 1,
+		'five million, shared rows past wals.max_memory: the same factors, bit for bit');
 }
 
 # Ratings of 5,000 distinct values, more than codes hold: the ranges the
