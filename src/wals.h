@@ -147,6 +147,7 @@ extern void wals_release_shared(void *p, size_t bytes);
 /* memory.c */
 extern char *wals_pretty_bytes(double bytes);
 extern void wals_memory_check(double bytes, const char *what);
+extern double wals_shared_free(void);
 
 /*
  * An area shared with parallel workers is laid out by offsets from its

@@ -399,7 +399,8 @@ launch_workers(CpuEngine *e, const WalsTrainArgs *args, const WalsShared *local,
 {
 	WalsShared *sh;
 
-	if (args->workers > 0 && !wals_workspace_shared(e->ws))
+	/* a workspace that /dev/shm had no room for has said so */
+	if (args->workers > 0 && e->ws->share && !wals_workspace_shared(e->ws))
 		ereport(NOTICE,
 				(errmsg("no dynamic shared memory segment is available; model \"%s\" trains in the leader alone",
 						args->model_display),

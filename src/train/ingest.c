@@ -278,9 +278,15 @@ wals_ingest_alloc_shared(Ingest *in, double capacity)
 	Size		rows = (Size) Min(Max(capacity, WALS_INGEST_BATCH),
 								  (double) (MaxAllocHugeSize / sizeof(int32)));
 	void	   *p[WALS_ROWS_ARRAYS];
+	double		shared_free = wals_shared_free();
 
-	/* a segment is backed in full: no more than wals.max_memory allows */
-	if (wals_max_memory > 0 && (double) rows * WALS_ROW_BYTES > (double) wals_max_memory * 1024.0)
+	/*
+	 * A segment is backed in full: no more than wals.max_memory allows, and
+	 * leaving dynamic shared memory room for the matrices after them.
+	 */
+	if ((wals_max_memory > 0 &&
+		 (double) rows * WALS_ROW_BYTES > (double) wals_max_memory * 1024.0) ||
+		(shared_free >= 0 && shared_free < 2.0 * rows * WALS_ROW_BYTES))
 	{
 		wals_ingest_alloc(in, capacity);
 		return;

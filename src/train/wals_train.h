@@ -373,6 +373,7 @@ typedef struct WalsWorkspace
 {
 	WalsWorkspaceShape shape;
 	bool		share;			/* ask for segments, for parallel workers */
+	const char *model_display;	/* for messages */
 	dsm_segment *seg[WALS_BLOCKS];	/* NULL where the block is private */
 	void	   *base[WALS_BLOCKS];	/* as allocated */
 	WalsTempArray cells[WALS_BLOCKS];	/* out of core */

@@ -286,6 +286,7 @@ wals_workspace_create(const WalsTrainArgs *args, WalsRatings *raw, double read_s
 	}
 	plan_layout(sh);
 	ws->share = args->workers > 0;
+	ws->model_display = args->model_display;
 	ws->engine_bytes = engine_bytes;
 	bytes = estimate_bytes(sh, &args->params, procs, engine_bytes);
 
@@ -323,8 +324,33 @@ wals_workspace_create(const WalsTrainArgs *args, WalsRatings *raw, double read_s
 }
 
 /*
- * Allocate block of ws: a shared segment when workers are asked for and
- * the blocks before it got one, else private memory.
+ * Whether dynamic shared memory has room for both blocks of ws, and for
+ * the segments of the steps taken with the workers beside them: from 4
+ * million cells, the counts of a transpose (64 MB at most) and the ring
+ * the rated items are packed into (32 MB at most).  Where it has not,
+ * say that the training goes without its workers.
+ */
+static bool
+shared_room(const WalsWorkspace *ws)
+{
+	double		beside = ws->shape.cells >= ((int64) 4 << 20) ? 96.0 * 1024 * 1024 : 8.0 * 1024 * 1024;
+	double		need = (double) (memory_part(&ws->shape, WALS_BLOCK_ITEMS) +
+								 memory_part(&ws->shape, WALS_BLOCK_USERS)) + beside;
+	double		shared_free = wals_shared_free();
+
+	if (shared_free < 0 || shared_free >= need)
+		return true;
+	ereport(NOTICE,
+			(errmsg("model \"%s\" trains without its parallel workers: they would need about %s of dynamic shared memory, and /dev/shm has %s free",
+					ws->model_display, wals_pretty_bytes(need), wals_pretty_bytes(shared_free)),
+			 errhint("Give /dev/shm more room (in a container, docker run --shm-size), or train with workers => 0.")));
+	return false;
+}
+
+/*
+ * Allocate block of ws: a shared segment when workers are asked for, the
+ * blocks before it got one and /dev/shm has room for both, else private
+ * memory.
  */
 void
 wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block)
@@ -334,6 +360,8 @@ wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block)
 	char	   *base;
 	char	   *cells;
 
+	if (ws->share && block == WALS_BLOCK_ITEMS)
+		ws->share = shared_room(ws);
 	if (ws->share && (block == WALS_BLOCK_ITEMS || ws->seg[WALS_BLOCK_ITEMS] != NULL))
 		ws->seg[block] = dsm_create(bytes, DSM_CREATE_NULL_IF_MAXSEGMENTS);
 	if (ws->seg[block] != NULL)
