@@ -278,6 +278,7 @@ wals_rows_prepare(const WalsTrainArgs *args, WalsRatings *raw, const int32 *user
 		{
 			pfree(raw->codebook);
 			raw->codebook = NULL;
+			recode = false;
 		}
 	}
 	if (recode)
