@@ -254,61 +254,56 @@ prefault_rows(Ingest *in)
 	in->prefaulted = to;
 }
 
-/* Room for capacity rows, a batch at least. */
-void
-wals_ingest_alloc(Ingest *in, double capacity)
-{
-	in->capacity = (int64) Min(Max(capacity, WALS_INGEST_BATCH),
-							   (double) (MaxAllocHugeSize / sizeof(int32)));
-	in->expected = in->capacity;
-	in->user_idx = wals_alloc_huge(in->cxt, in->capacity * sizeof(int32));
-	in->item_idx = wals_alloc_huge(in->cxt, in->capacity * sizeof(int32));
-	in->ratings = wals_alloc_huge(in->cxt, in->capacity * sizeof(float));
-	in->prefaulted = 0;
-	prefault_rows(in);
-}
-
 /*
- * Room for capacity rows in shared segments, which the build's workers can
- * read, where they can be had; else as wals_ingest_alloc.
+ * The rows' arrays in shared segments, which the build's workers can read,
+ * where they can be had: false, nothing made, where they cannot.  A
+ * segment is backed in full, so no more than wals.max_memory allows, and
+ * leaving dynamic shared memory room for the matrices after them.
  */
-void
-wals_ingest_alloc_shared(Ingest *in, double capacity)
+static bool
+share_rows(Ingest *in)
 {
-	Size		rows = (Size) Min(Max(capacity, WALS_INGEST_BATCH),
-								  (double) (MaxAllocHugeSize / sizeof(int32)));
-	void	   *p[WALS_ROWS_ARRAYS];
+	double		bytes = (double) in->capacity * WALS_ROW_BYTES;
 	double		shared_free = wals_shared_free();
+	void	   *p[WALS_ROWS_ARRAYS];
 
-	/*
-	 * A segment is backed in full: no more than wals.max_memory allows, and
-	 * leaving dynamic shared memory room for the matrices after them.
-	 */
-	if ((wals_max_memory > 0 &&
-		 (double) rows * WALS_ROW_BYTES > (double) wals_max_memory * 1024.0) ||
-		(shared_free >= 0 && shared_free < 2.0 * rows * WALS_ROW_BYTES))
-	{
-		wals_ingest_alloc(in, capacity);
-		return;
-	}
+	if ((wals_max_memory > 0 && bytes > (double) wals_max_memory * 1024.0) ||
+		(shared_free >= 0 && shared_free < 2.0 * bytes))
+		return false;
+	StaticAssertStmt(sizeof(float) == sizeof(int32), "a rating takes an index's room");
 	for (int a = 0; a < WALS_ROWS_ARRAYS; a++)
 	{
-		in->seg[a] = dsm_create(rows * sizeof(int32), DSM_CREATE_NULL_IF_MAXSEGMENTS);
+		in->seg[a] = dsm_create(in->capacity * sizeof(int32), DSM_CREATE_NULL_IF_MAXSEGMENTS);
 		if (in->seg[a] == NULL)
 		{
 			for (int b = 0; b < a; b++)
 				free_array(NULL, &in->seg[b]);
-			wals_ingest_alloc(in, capacity);
-			return;
+			return false;
 		}
 		p[a] = dsm_segment_address(in->seg[a]);
 	}
-	StaticAssertStmt(sizeof(float) == sizeof(int32), "a rating takes an index's room");
-	in->capacity = (int64) rows;
-	in->expected = in->capacity;
 	in->user_idx = p[WALS_ROWS_USERS];
 	in->item_idx = p[WALS_ROWS_ITEMS];
 	in->ratings = p[WALS_ROWS_RATINGS];
+	return true;
+}
+
+/*
+ * Room for capacity rows, a batch at least: in shared segments where shared
+ * asks for them and they can be had, else in private memory.
+ */
+void
+wals_ingest_alloc(Ingest *in, double capacity, bool shared)
+{
+	in->capacity = (int64) Min(Max(capacity, WALS_INGEST_BATCH),
+							   (double) (MaxAllocHugeSize / sizeof(int32)));
+	in->expected = in->capacity;
+	if (!shared || !share_rows(in))
+	{
+		in->user_idx = wals_alloc_huge(in->cxt, in->capacity * sizeof(int32));
+		in->item_idx = wals_alloc_huge(in->cxt, in->capacity * sizeof(int32));
+		in->ratings = wals_alloc_huge(in->cxt, in->capacity * sizeof(float));
+	}
 	in->prefaulted = 0;
 	prefault_rows(in);
 }
@@ -822,7 +817,7 @@ read_source(Ingest *in)
 			{
 				TableScanDesc scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
 
-				wals_ingest_alloc(in, wals_ingest_estimate(rel));
+				wals_ingest_alloc(in, wals_ingest_estimate(rel), false);
 				wals_ingest_scan(in, rel, scan);
 				table_endscan(scan);
 			}
@@ -832,7 +827,7 @@ read_source(Ingest *in)
 		}
 		table_close(rel, NoLock);
 	}
-	wals_ingest_alloc(in, WALS_INGEST_INITIAL_ROWS);
+	wals_ingest_alloc(in, WALS_INGEST_INITIAL_ROWS, false);
 	scan_with_spi(in);
 	wals_ingest_flush(in);
 }

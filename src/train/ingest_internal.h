@@ -110,8 +110,7 @@ typedef struct Ingest
 
 /* ingest.c */
 extern void wals_ingest_begin(Ingest *in, const WalsTrainArgs *args);
-extern void wals_ingest_alloc(Ingest *in, double capacity);
-extern void wals_ingest_alloc_shared(Ingest *in, double capacity);
+extern void wals_ingest_alloc(Ingest *in, double capacity, bool shared);
 extern void wals_ingest_scan(Ingest *in, Relation rel, TableScanDesc scan);
 extern void wals_ingest_flush(Ingest *in);
 extern void wals_ingest_map_ids(Ingest *in, IdSide *side, const int64 *ids, int64 n,

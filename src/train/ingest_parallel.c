@@ -221,7 +221,7 @@ wals_ingest_main(dsm_segment *seg, shm_toc *toc)
 	in.hand_over_arg = &out;
 	in.users.keep_new = true;
 	in.items.keep_new = true;
-	wals_ingest_alloc(&in, WALS_INGEST_CHUNK_ROWS);
+	wals_ingest_alloc(&in, WALS_INGEST_CHUNK_ROWS, false);
 
 	rel = table_open(sh->relid, AccessShareLock);
 	scan = table_beginscan_parallel(rel, pscan);
@@ -401,7 +401,7 @@ wals_ingest_parallel(Ingest *in, Relation rel)
 	in->take_arg = &tk;
 	in->all_read = &sh->all_read;
 	in->helpers = launched;
-	wals_ingest_alloc_shared(in, wals_ingest_estimate(rel));
+	wals_ingest_alloc(in, wals_ingest_estimate(rel), true);
 	scan = table_beginscan_parallel(rel, pscan);
 	wals_ingest_scan(in, rel, scan);
 	table_endscan(scan);
