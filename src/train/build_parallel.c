@@ -58,19 +58,6 @@
 /* Entries below which the leader draws them alone: some 40 ms. */
 #define WALS_INIT_PARALLEL_MIN	((int64) 1 << 20)
 
-/*
- * Cells below which the leader transposes alone: some 40 ms of one core,
- * several times what starting a worker and mapping the blocks cost.
- */
-#define WALS_BUILD_PARALLEL_MIN_CELLS	((int64) 4 << 20)
-
-/*
- * What the chunks' counts of out's rows may take in the segment: 64
- * chunks of 200,000 rows, 4 of 5 million, none (the leader alone) past
- * 8 million.
- */
-#define WALS_BUILD_COUNT_BYTES	((Size) 64 << 20)
-
 /* The shared arrays of rows a scatter reads: items, users, codes. */
 #define BUILD_ROWS			3
 #define BUILD_ROWS_CLOSED	0x80000000

@@ -50,18 +50,9 @@
  */
 #define WALS_PACK_PARALLEL_MIN_CELLS	((int64) 4 << 20)
 
-/*
- * Bytes of a slot: a batch of users of a few hundred ratings each packs
- * into a fraction of it; a user too large for it goes to the leader.
- */
-#define WALS_PACK_SLOT_BYTES	((Size) 2 << 20)
 
-/*
- * Slots for each process, so that a worker rarely waits on the leader, up
- * to a ring of 32 MB whatever the workers asked for.
- */
+/* Slots for each process, so that a worker rarely waits on the leader. */
 #define WALS_PACK_SLOTS_EACH	2
-#define WALS_PACK_MAX_SLOTS		16
 
 /* The offset of a user that the leader packs itself. */
 #define WALS_PACK_LEADER	((Size) -1)

@@ -436,6 +436,28 @@ extern bool wals_build_init(const WalsTrainArgs *args, WalsWorkspace *ws, const 
 							uint64 seed_x, uint64 seed_y, float scale);
 
 /*
+ * Cells below which the leader transposes alone: some 40 ms of one core,
+ * several times what starting a worker and mapping the blocks cost.
+ */
+#define WALS_BUILD_PARALLEL_MIN_CELLS	((int64) 4 << 20)
+
+/*
+ * What the chunks' counts of a transpose's rows may take in its segment:
+ * 64 chunks of 200,000 rows, 4 of 5 million, none (the leader alone) past
+ * 8 million.
+ */
+#define WALS_BUILD_COUNT_BYTES	((Size) 64 << 20)
+
+/*
+ * The ring the store's workers pack rated items into (store_pack.c): slots
+ * of 2 MB (a batch of users of a few hundred ratings each packs into a
+ * fraction of one; a user too large for it goes to the leader), up to a
+ * ring of 32 MB whatever the workers asked for.
+ */
+#define WALS_PACK_SLOT_BYTES	((Size) 2 << 20)
+#define WALS_PACK_MAX_SLOTS		16
+
+/*
  * In parallel mode, a context for workers of entry with an area of bytes
  * under key in its segment, *area; NULL, out of parallel mode again,
  * where no segment could be made.  Closing it leaves parallel mode.

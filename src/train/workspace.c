@@ -325,15 +325,18 @@ wals_workspace_create(const WalsTrainArgs *args, WalsRatings *raw, double read_s
 
 /*
  * Whether dynamic shared memory has room for both blocks of ws, and for
- * the segments of the steps taken with the workers beside them: from 4
- * million cells, the counts of a transpose (64 MB at most) and the ring
- * the rated items are packed into (32 MB at most).  Where it has not,
- * say that the training goes without its workers.
+ * the segments of the steps taken with the workers beside them: where
+ * they are large enough for the workers to take them, the counts of a
+ * transpose and the ring the rated items are packed into, at their
+ * largest; else a few megabytes.  Where it has not, say that the training
+ * goes without its workers.
  */
 static bool
 shared_room(const WalsWorkspace *ws)
 {
-	double		beside = ws->shape.cells >= ((int64) 4 << 20) ? 96.0 * 1024 * 1024 : 8.0 * 1024 * 1024;
+	double		beside = ws->shape.cells >= WALS_BUILD_PARALLEL_MIN_CELLS ?
+		(double) (WALS_BUILD_COUNT_BYTES + WALS_PACK_MAX_SLOTS * WALS_PACK_SLOT_BYTES) :
+		8.0 * 1024 * 1024;
 	double		need = (double) (memory_part(&ws->shape, WALS_BLOCK_ITEMS) +
 								 memory_part(&ws->shape, WALS_BLOCK_USERS)) + beside;
 	double		shared_free = wals_shared_free();
