@@ -29,6 +29,16 @@
  * one-level sort's to the bit, in 0.3 s on the same VM, huge pages or not
  * (test/bench/csr_bench).  The caller provides the scratch; without it,
  * and for small sorts, the one-level sort remains.
+ *
+ * Pass A finds a cell's partition from its row.  Tagging each row's start
+ * with it cost a load from the row starts, 8 bytes a row, for every cell:
+ * 5 MB for 666k users, which miss the TLB without huge pages, as a
+ * training's shared segments have none.  On a 2-core AMD EPYC VM that
+ * load was 86% of the transpose to the matrix by user at 100 million
+ * ratings (perf).  So each block of consecutive rows names the partition
+ * of its first row in a table of at most CSR_BLOCKS entries, which stays
+ * in the L2 cache; the partitions that start inside the block are few,
+ * and found from there.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -72,11 +82,10 @@
 #define CSR_LINE			16
 
 /*
- * During a two-level sort a row's start carries its partition in the bits
- * above CSR_START_BITS, where no cell index reaches.
+ * Entries of the table of the partitions of blocks of rows, at most: 128
+ * kB, blocks of one or two rows up to 131,072 rows, of 16 for 666k.
  */
-#define CSR_START_BITS		48
-#define CSR_START_MASK		(((int64_t) 1 << CSR_START_BITS) - 1)
+#define CSR_BLOCKS			65536
 
 /* The caller's scratch is used from its first 64-byte boundary. */
 #define CSR_ALIGN			64
@@ -109,6 +118,8 @@ typedef struct CsrParts
 	int64_t    *first;			/* first row of each partition, then nrows */
 	int64_t    *begin;			/* first cell of each partition */
 	int64_t    *cursor;			/* next cell of each; after pass A, its end */
+	int			block_shift;	/* rows >> block_shift: a row's block */
+	uint16_t   *block_part;		/* partition of each block's first row */
 	CsrLine    *lines;			/* one per partition, in pass A */
 	int32_t    *cell_idx;		/* max_cells, in pass B, over the lines */
 	float	   *cell_val;		/* or, for codes, */
@@ -132,7 +143,7 @@ counts_to_starts(int64_t *ptr, int64_t n)
 /*
  * After a scatter each cursor ptr[j] has advanced to the start of j + 1;
  * shifting by one restores the starts without a second array, the first
- * being start, and drops any tag above CSR_START_BITS.
+ * being start.
  */
 static void
 cursors_to_starts(int64_t *ptr, int64_t n, int64_t start)
@@ -140,7 +151,7 @@ cursors_to_starts(int64_t *ptr, int64_t n, int64_t start)
 	int64_t		j;
 
 	for (j = n; j > 0; j--)
-		ptr[j] = ptr[j - 1] & CSR_START_MASK;
+		ptr[j] = ptr[j - 1];
 	ptr[0] = start;
 }
 
@@ -169,7 +180,8 @@ wals_csr_scratch_bytes(size_t n)
 {
 	if (n < CSR_MIN_CELLS)
 		return 0;
-	return CSR_ALIGN + shared_bytes(n) + (3 * CSR_MAX_PARTS + 1) * sizeof(int64_t);
+	return CSR_ALIGN + shared_bytes(n) + (3 * CSR_MAX_PARTS + 1) * sizeof(int64_t) +
+		CSR_BLOCKS * sizeof(uint16_t);
 }
 
 /* Point pp's arrays into the scratch; false when it is too small for n cells. */
@@ -190,6 +202,7 @@ carve_scratch(CsrParts *pp, size_t n, void *scratch, size_t scratch_bytes)
 	pp->first = (int64_t *) (at + shared_bytes(n));
 	pp->begin = pp->first + CSR_MAX_PARTS + 1;
 	pp->cursor = pp->begin + CSR_MAX_PARTS;
+	pp->block_part = (uint16_t *) (pp->cursor + CSR_MAX_PARTS);
 	return true;
 }
 
@@ -206,8 +219,8 @@ wals_index_bits(int64_t ncols)
 
 /*
  * With the counts of out's rows at indptr[1..nrows], plan the partitions,
- * turn the counts into row starts and tag each start with its row's
- * partition in the bits above CSR_START_BITS.  False, leaving the counts as
+ * turn the counts into row starts and fill the table of the partitions of
+ * blocks of rows.  False, leaving the counts as
  * they were, when the sort is better taken in one level: out is small, the
  * scratch is missing or too small, or the rows do not fit in CSR_MAX_PARTS
  * partitions.
@@ -223,8 +236,7 @@ plan_parts(CsrParts *pp, WalsCsr *out, size_t n, void *scratch,
 	int64_t		r;
 	int64_t		p;
 
-	if (out->nrows <= CSR_ONE_LEVEL_ROWS || n >= CSR_START_MASK ||
-		!carve_scratch(pp, n, scratch, scratch_bytes))
+	if (out->nrows <= CSR_ONE_LEVEL_ROWS || !carve_scratch(pp, n, scratch, scratch_bytes))
 		return false;
 	pp->colbits = wals_index_bits(out->ncols);
 	max_rows = (int64_t) 1 << (31 - pp->colbits);
@@ -251,10 +263,16 @@ plan_parts(CsrParts *pp, WalsCsr *out, size_t n, void *scratch,
 
 	counts_to_starts(indptr, out->nrows);
 	for (p = 0; p < pp->nparts; p++)
-	{
 		pp->cursor[p] = pp->begin[p];
-		for (r = pp->first[p]; r < pp->first[p + 1]; r++)
-			indptr[r] |= p << CSR_START_BITS;
+	pp->block_shift = 0;
+	while (((out->nrows - 1) >> pp->block_shift) >= CSR_BLOCKS)
+		pp->block_shift++;
+	p = 0;
+	for (r = 0; r < out->nrows; r += (int64_t) 1 << pp->block_shift)
+	{
+		while (r >= pp->first[p + 1])
+			p++;
+		pp->block_part[r >> pp->block_shift] = (uint16_t) p;
 	}
 	pp->coded = out->values == NULL;
 #ifdef __SSE2__
@@ -358,10 +376,14 @@ flush_lines(const CsrParts *pp, WalsCsr *out)
 static inline void
 put_cell(CsrParts *pp, WalsCsr *out, int32_t r, int32_t c, float v, uint8_t code)
 {
-	int64_t		p = out->indptr[r] >> CSR_START_BITS;
-	int64_t		dst = pp->cursor[p]++;
-	uint32_t	offset = (uint32_t) (r - pp->first[p]);
-	int32_t		packed = (int32_t) ((offset << pp->colbits) | (uint32_t) c);
+	int64_t		p = pp->block_part[r >> pp->block_shift];
+	int64_t		dst;
+	int32_t		packed;
+
+	while (r >= pp->first[p + 1])
+		p++;
+	dst = pp->cursor[p]++;
+	packed = (int32_t) (((uint32_t) (r - pp->first[p]) << pp->colbits) | (uint32_t) c);
 
 #ifdef __SSE2__
 	if (pp->buffered)
@@ -388,9 +410,8 @@ put_cell(CsrParts *pp, WalsCsr *out, int32_t r, int32_t c, float v, uint8_t code
 /*
  * Pass B within one partition of several rows, cells [start, end): a stable
  * counting sort by row through the scratch, where the cells, the rows'
- * cursors and the part of out they go to all fit in cache.  The tagged row
- * starts serve as cursors, the tag above any cell index, and become the
- * plain row starts again.
+ * cursors and the part of out they go to all fit in cache.  The row starts
+ * serve as cursors, and become the row starts of the next rows.
  */
 static void
 sort_part(const CsrParts *pp, WalsCsr *out, int64_t first, int64_t last,
@@ -410,7 +431,7 @@ sort_part(const CsrParts *pp, WalsCsr *out, int64_t first, int64_t last,
 	for (k = 0; k < m; k++)
 	{
 		int64_t    *cursor = &indptr[first + (pp->cell_idx[k] >> shift)];
-		int64_t		dst = (*cursor)++ & CSR_START_MASK;
+		int64_t		dst = (*cursor)++;
 
 		out->indices[dst] = pp->cell_idx[k] & mask;
 		if (pp->coded)
@@ -966,6 +987,8 @@ struct WalsCsrSplit
 	int			colbits;
 	bool		coded;
 	bool		buffered;
+	int			block_shift;
+	uint16_t	block_part[CSR_BLOCKS];
 	int64_t		first[CSR_MAX_PARTS + 1];
 	int64_t		begin[CSR_MAX_PARTS + 1];
 	/* where each chunk's segment of each partition starts */
@@ -982,6 +1005,9 @@ split_record(WalsCsrSplit *s, const CsrParts *pp)
 	s->colbits = pp->colbits;
 	s->coded = pp->coded;
 	s->buffered = pp->buffered;
+	s->block_shift = pp->block_shift;
+	memcpy(s->block_part, pp->block_part,
+		   sizeof(uint16_t) * (((s->out_rows - 1) >> pp->block_shift) + 1));
 	memcpy(s->first, pp->first, sizeof(int64_t) * (pp->nparts + 1));
 	memcpy(s->begin, pp->begin, sizeof(int64_t) * pp->nparts);
 	s->begin[pp->nparts] = s->n;
@@ -1119,6 +1145,9 @@ split_parts(const WalsCsrSplit *s, CsrParts *pp, void *scratch, size_t scratch_b
 	pp->colbits = s->colbits;
 	pp->coded = s->coded;
 	pp->buffered = s->buffered;
+	pp->block_shift = s->block_shift;
+	memcpy(pp->block_part, s->block_part,
+		   sizeof(uint16_t) * (((s->out_rows - 1) >> s->block_shift) + 1));
 	memcpy(pp->first, s->first, sizeof(int64_t) * (s->nparts + 1));
 	return true;
 }

@@ -341,9 +341,10 @@ test_bad_input(void)
 
 /*
  * A large sort's shape: cells drawn over rows and columns, every row
- * divisible by 7 and the last 100 left empty, a share (in percent) on one
- * hot row and one hot column, and a share repeated.  scatter_only for
- * columns too many for the transposes' buffers.
+ * divisible by 7 and the last 100 left empty, a share (in percent) on
+ * hot_rows hot rows side by side and as many hot columns,
+ * and a share repeated.  scatter_only for columns too many for the
+ * transposes' buffers.
  */
 typedef struct BigCase
 {
@@ -354,6 +355,7 @@ typedef struct BigCase
 	int			hot_pct;
 	int			repeat_pct;
 	int			scatter_only;
+	int			hot_rows;
 } BigCase;
 
 /*
@@ -474,10 +476,12 @@ check_big(const BigCase *bc, size_t shift, size_t scratch_bytes, int two_level)
 		}
 		else
 		{
-			row[k] = pct < bc->hot_pct ? (int32_t) (bc->nrows / 3 + 1) :
+			int			hot = rng_below(&rng, bc->hot_rows);
+
+			row[k] = pct < bc->hot_pct ? (int32_t) (bc->nrows / 3 + 1 + hot) :
 				draw_index(&rng, bc->nrows, 1);
 			pct = rng_below(&rng, 100);
-			col[k] = pct < bc->hot_pct ? (int32_t) (bc->ncols / 2 + 1) :
+			col[k] = pct < bc->hot_pct ? (int32_t) (bc->ncols / 2 + 1 + hot) :
 				draw_index(&rng, bc->ncols, 0);
 		}
 		val[k] = (float) (1 + rng_below(&rng, 5));
@@ -528,16 +532,20 @@ check_big(const BigCase *bc, size_t shift, size_t scratch_bytes, int two_level)
 /*
  * Two levels on lines and off them, every case against one level; then the
  * fallbacks: a scratch one byte short, and columns so wide that too few
- * rows fit a partition for the partitions to fit their limit.
+ * rows fit a partition for the partitions to fit their limit.  Past
+ * 131,072 rows, a block of the table of partitions holds several rows,
+ * and a dozen hot rows side by side, each a partition of its own, start
+ * several partitions inside one block.
  */
 static void
 test_two_level(void)
 {
 	static const BigCase cases[] = {
-		{"repeats and empty rows", 20000, 30000, 800000, 0, 5, 0},
-		{"a row with most cells", 8000, 5000, 600000, 60, 2, 0},
-		{"every packed bit", 1000000, 1 << 20, 600000, 0, 1, 0},
-		{"too wide for two levels", 6000, 1 << 30, 600000, 0, 1, 1},
+		{"repeats and empty rows", 20000, 30000, 800000, 0, 5, 0, 1},
+		{"a row with most cells", 8000, 5000, 600000, 60, 2, 0, 1},
+		{"every packed bit", 1000000, 1 << 20, 600000, 0, 1, 0, 1},
+		{"too wide for two levels", 6000, 1 << 30, 600000, 0, 1, 1, 1},
+		{"hot rows side by side in blocks", 400000, 300000, 800000, 40, 2, 0, 12},
 	};
 
 	CHECK(wals_csr_scratch_bytes(100000) == 0, "a small sort wants a scratch");
@@ -551,6 +559,7 @@ test_two_level(void)
 	check_big(&cases[1], 4, wals_csr_scratch_bytes(cases[1].n), 1);
 	check_big(&cases[0], 0, wals_csr_scratch_bytes(cases[0].n) - 1, 0);
 	check_big(&cases[3], 0, wals_csr_scratch_bytes(cases[3].n), -1);
+	check_big(&cases[4], 0, wals_csr_scratch_bytes(cases[4].n), 1);
 }
 
 /*

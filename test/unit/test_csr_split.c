@@ -567,6 +567,7 @@ test_csr_split(void)
 	check_split("floats, three chunks", 9000, 7000, 700000, 0, 0, WALS_IMPLICIT, 3);
 	check_split("codes, implicit", 12000, 6000, 900000, 1, 0, WALS_IMPLICIT, 64);
 	check_split("codes, off a line", 6000, 12000, 800000, 1, 12, WALS_IMPLICIT, 5);
+	check_split("codes, blocks of several rows", 9000, 300000, 900000, 1, 0, WALS_IMPLICIT, 8);
 	check_refused();
 	check_rows("rows, floats, implicit", 9000, 7000, 700000, 0, 0, WALS_IMPLICIT);
 	check_rows("rows, floats, explicit, off a line", 3000, 70000, 400000, 0, 4, WALS_EXPLICIT);
@@ -576,8 +577,10 @@ test_csr_split(void)
 	check_scatter_split("scatter, codes", 12000, 6000, 900000, 0);
 	check_scatter_split("scatter, codes, off a line", 9000, 70000, 700000, 12);
 	check_scatter_split("scatter, few rows", 3000, 6000, 300000, 0);
+	check_scatter_split("scatter, blocks of several rows", 300000, 9000, 900000, 0);
 	check_rows_split("rows split, codes", 12000, 6000, 900000, 0, 64 << 20);
 	check_rows_split("rows split, off a line, three chunks", 9000, 70000, 700000, 12,
 					 3 * 9001 * 4);
+	check_rows_split("rows split, blocks of several rows", 300000, 9000, 900000, 0, 64 << 20);
 	check_rows_refused();
 }
