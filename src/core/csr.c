@@ -991,6 +991,8 @@ struct WalsCsrSplit
 	uint16_t	block_part[CSR_BLOCKS];
 	int64_t		first[CSR_MAX_PARTS + 1];
 	int64_t		begin[CSR_MAX_PARTS + 1];
+	/* whether each partition's rows, sorted to be merged, repeat a column */
+	bool		repeats[CSR_MAX_PARTS];
 	/* where each chunk's segment of each partition starts */
 	int64_t		at[CSR_SPLIT_CHUNKS][CSR_MAX_PARTS];
 	/* then each chunk's count of each of out's rows, nchunks x out_rows */
@@ -1166,8 +1168,26 @@ wals_csr_split_scatter(const WalsCsrSplit *s, const WalsCsr *in, WalsCsr *out, i
 	return WALS_OK;
 }
 
+/*
+ * Whether a row of out among rows [first, last), which end at end, holds
+ * a column twice: its cells are sorted, so repeats lie side by side.
+ */
+static bool
+has_repeats(const WalsCsr *out, int64_t first, int64_t last, int64_t end)
+{
+	for (int64_t r = first; r < last; r++)
+	{
+		int64_t		stop = r + 1 < last ? out->indptr[r + 1] : end;
+
+		for (int64_t k = out->indptr[r] + 1; k < stop; k++)
+			if (out->indices[k] == out->indices[k - 1])
+				return true;
+	}
+	return false;
+}
+
 WalsStatus
-wals_csr_split_sort(const WalsCsrSplit *s, WalsCsr *out, int64_t part, void *scratch,
+wals_csr_split_sort(WalsCsrSplit *s, WalsCsr *out, int64_t part, bool merge, void *scratch,
 					size_t scratch_bytes)
 {
 	CsrParts	pp;
@@ -1183,14 +1203,33 @@ wals_csr_split_sort(const WalsCsrSplit *s, WalsCsr *out, int64_t part, void *scr
 		out->indptr[first] = start;
 	else
 		sort_part(&pp, out, first, last, start, end);
+	s->repeats[part] = merge && has_repeats(out, first, last, end);
 	return WALS_OK;
 }
 
+/*
+ * The merge folds repeats in one process, in order, as merged ratings
+ * take the next codes of the codebook the processes share; the rows
+ * before the first partition that repeats a column need not move.
+ */
 WalsStatus
 wals_csr_split_end(const WalsCsrSplit *s, WalsCsr *out, bool merge, WalsFeedback feedback)
 {
+	int64_t		p = 0;
+	int64_t		w;
+	WalsStatus	status;
+
 	out->indptr[out->nrows] = s->n;
-	return merge ? merge_duplicates(feedback, out, NULL) : WALS_OK;
+	if (!merge)
+		return WALS_OK;
+	while (p < s->nparts && !s->repeats[p])
+		p++;
+	if (p == s->nparts)
+		return WALS_OK;
+	w = s->begin[p];
+	status = wals_csr_merge_rows(feedback, out, s->first[p], out->nrows, s->n, &w, NULL);
+	out->indptr[out->nrows] = w;
+	return status;
 }
 
 /*

@@ -516,7 +516,9 @@ extern WalsStatus wals_csr_sort_merge(WalsFeedback feedback, WalsCsr *csr, void 
  * order); plan (one process, with a scratch as for the transposes; false
  * as begin, out's counts then to be made again); scatter each chunk and
  * sort each of the wals_csr_split_parts partitions, each process with a
- * scratch of its own of wals_csr_scratch_bytes(in's nnz); and end (one
+ * scratch of its own of wals_csr_scratch_bytes(in's nnz), with the merge
+ * that end is given (each sort then notes whether its rows repeat a
+ * column, so that end merges only from the first that does); and end (one
  * process): out is then the one-process transpose's, to the bit.  Every
  * step must be finished in every process before the next begins.
  */
@@ -533,7 +535,7 @@ extern bool wals_csr_split_plan(WalsCsrSplit *s, WalsCsr *out, void *scratch,
 extern WalsStatus wals_csr_split_scatter(const WalsCsrSplit *s, const WalsCsr *in,
 										 WalsCsr *out, int64_t chunk, void *scratch,
 										 size_t scratch_bytes);
-extern WalsStatus wals_csr_split_sort(const WalsCsrSplit *s, WalsCsr *out, int64_t part,
+extern WalsStatus wals_csr_split_sort(WalsCsrSplit *s, WalsCsr *out, int64_t part, bool merge,
 									  void *scratch, size_t scratch_bytes);
 extern WalsStatus wals_csr_split_end(const WalsCsrSplit *s, WalsCsr *out, bool merge,
 									 WalsFeedback feedback);

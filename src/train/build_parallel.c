@@ -146,7 +146,7 @@ take(BuildShared *sh, BuildStep step, const BuildInput *in, WalsCsr *out, void *
 		else if (step == BUILD_SCATTER)
 			st = wals_csr_split_scatter(s, in->csr, out, i, scratch, sh->scratch_bytes);
 		else
-			st = wals_csr_split_sort(s, out, i, scratch, sh->scratch_bytes);
+			st = wals_csr_split_sort(s, out, i, sh->to_users, scratch, sh->scratch_bytes);
 		wals_report_core_status(st, "building the rating matrices");
 		if ((int64) pg_atomic_add_fetch_u64(&sh->done[step], 1) == n)
 			ConditionVariableBroadcast(&sh->cv);

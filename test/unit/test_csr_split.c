@@ -89,7 +89,7 @@ split_transpose(const WalsCsr *in, WalsCsr *out, int merge, WalsFeedback fb,
 		for (int64_t c = parity; c < wals_csr_split_chunks(s); c += 2)
 			ok &= wals_csr_split_scatter(s, in, out, c, scratch[c % 2], scratch_bytes) == WALS_OK;
 	for (int64_t p = wals_csr_split_parts(s) - 1; p >= 0; p--)
-		ok &= wals_csr_split_sort(s, out, p, scratch[p % 2], scratch_bytes) == WALS_OK;
+		ok &= wals_csr_split_sort(s, out, p, merge, scratch[p % 2], scratch_bytes) == WALS_OK;
 	ok &= wals_csr_split_end(s, out, merge, fb) == WALS_OK;
 	free(s);
 	return ok;
@@ -196,6 +196,67 @@ check_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded
 	room_free(&split, shift);
 	room_free(&back_one, shift);
 	room_free(&back_split, shift);
+	free(scratch[0]);
+	free(scratch[1]);
+}
+
+/*
+ * The merging transpose split of a matrix none of whose rows repeats a
+ * column, then of the same with every cell in the last quarter of its
+ * columns twice: the sorts find repeats in none of the partitions, then
+ * only in the last of them, where the merge starts; the one process's
+ * transpose, to the bit, either way.
+ */
+static void
+check_split_late_repeats(void)
+{
+	int64_t		n = 700000;
+	size_t		bytes = wals_csr_scratch_bytes((size_t) n);
+	void	   *scratch[2] = {test_alloc(bytes, 1), test_alloc(bytes, 1)};
+	WalsCsr		g;
+	WalsCsr		once;
+	WalsCsr		twice;
+	int64_t		k = 0;
+
+	grouped(&g, 9000, 7000, n, 77, 0);
+	room(&once, g.ncols, n, 0, 0);
+	CHECK(wals_csr_transpose_merge(WALS_IMPLICIT, &g, &once, scratch[0], bytes) == WALS_OK,
+		  "late repeats: a matrix without repeats");
+	room(&twice, once.nrows, 2 * n, 0, 0);
+	twice.nrows = once.nrows;
+	twice.ncols = once.ncols;
+	for (int64_t r = 0; r < once.nrows; r++)
+	{
+		twice.indptr[r] = k;
+		for (int64_t j = once.indptr[r]; j < once.indptr[r + 1]; j++)
+			for (int copy = once.indices[j] >= once.ncols * 3 / 4 ? 2 : 1; copy > 0; copy--)
+			{
+				twice.indices[k] = once.indices[j];
+				twice.values[k++] = once.values[j];
+			}
+	}
+	twice.indptr[twice.nrows] = k;
+	for (int late = 0; late < 2; late++)
+	{
+		const WalsCsr *in = late ? &twice : &once;
+		int64_t		nnz = in->indptr[in->nrows];
+		WalsCsr		one;
+		WalsCsr		split;
+
+		room(&one, in->ncols, nnz, 0, 0);
+		room(&split, in->ncols, nnz, 0, 0);
+		CHECK(wals_csr_transpose_merge(WALS_IMPLICIT, in, &one, scratch[0], bytes) == WALS_OK &&
+			  split_transpose(in, &split, 1, WALS_IMPLICIT, scratch, bytes, 8),
+			  "late repeats: the merging transposes, %s", late ? "repeats late" : "no repeats");
+		CHECK(same(&one, &split) && one.indptr[one.nrows] == once.indptr[once.nrows],
+			  "late repeats: split, it is the one process's to the bit, %s",
+			  late ? "repeats late" : "no repeats");
+		room_free(&one, 0);
+		room_free(&split, 0);
+	}
+	room_free(&g, 0);
+	room_free(&once, 0);
+	room_free(&twice, 0);
 	free(scratch[0]);
 	free(scratch[1]);
 }
@@ -463,7 +524,7 @@ check_scatter_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, s
 	ok &= wals_csr_scatter_codes_split(s, nrows, ncols, n, row, col, code, &split, scratch[0],
 									   bytes) == WALS_OK;
 	for (int64_t p = wals_csr_split_parts(s) - 1; p >= 0; p--)
-		ok &= wals_csr_split_sort(s, &split, p, scratch[p % 2], bytes) == WALS_OK;
+		ok &= wals_csr_split_sort(s, &split, p, false, scratch[p % 2], bytes) == WALS_OK;
 	if (wals_csr_split_parts(s) > 0)
 		ok &= wals_csr_split_end(s, &split, false, WALS_IMPLICIT) == WALS_OK;
 	CHECK(ok && same(&one, &split),
@@ -519,7 +580,7 @@ check_rows_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, size
 		ok &= wals_csr_split_rows_scatter(s, row, col, code, &split, c, scratch[c % 2],
 										  bytes) == WALS_OK;
 	for (int64_t p = wals_csr_split_parts(s) - 1; p >= 0; p--)
-		ok &= wals_csr_split_sort(s, &split, p, scratch[p % 2], bytes) == WALS_OK;
+		ok &= wals_csr_split_sort(s, &split, p, false, scratch[p % 2], bytes) == WALS_OK;
 	ok &= wals_csr_split_end(s, &split, false, WALS_IMPLICIT) == WALS_OK;
 	CHECK(ok && same(&one, &split),
 		  "%s: %lld chunks and %lld partitions taken last first give the one-process scatter, to the bit",
@@ -568,6 +629,7 @@ test_csr_split(void)
 	check_split("codes, implicit", 12000, 6000, 900000, 1, 0, WALS_IMPLICIT, 64);
 	check_split("codes, off a line", 6000, 12000, 800000, 1, 12, WALS_IMPLICIT, 5);
 	check_split("codes, blocks of several rows", 9000, 300000, 900000, 1, 0, WALS_IMPLICIT, 8);
+	check_split_late_repeats();
 	check_refused();
 	check_rows("rows, floats, implicit", 9000, 7000, 700000, 0, 0, WALS_IMPLICIT);
 	check_rows("rows, floats, explicit, off a line", 3000, 70000, 400000, 0, 4, WALS_EXPLICIT);
