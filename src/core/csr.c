@@ -1170,7 +1170,9 @@ wals_csr_split_scatter(const WalsCsrSplit *s, const WalsCsr *in, WalsCsr *out, i
 
 /*
  * Whether a row of out among rows [first, last), which end at end, holds
- * a column twice: its cells are sorted, so repeats lie side by side.
+ * a column twice: its cells are sorted, so repeats lie side by side.  A
+ * partition of one row can hold a large share of the ratings, hence the
+ * polls within a row.
  */
 static bool
 has_repeats(const WalsCsr *out, int64_t first, int64_t last, int64_t end)
@@ -1180,8 +1182,12 @@ has_repeats(const WalsCsr *out, int64_t first, int64_t last, int64_t end)
 		int64_t		stop = r + 1 < last ? out->indptr[r + 1] : end;
 
 		for (int64_t k = out->indptr[r] + 1; k < stop; k++)
+		{
+			if (k % WALS_CELL_POLL == 0)
+				wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 			if (out->indices[k] == out->indices[k - 1])
 				return true;
+		}
 	}
 	return false;
 }
