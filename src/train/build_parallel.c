@@ -15,9 +15,10 @@
  * sort each partition), which the leader and as many workers as the
  * training has take from atomic counters, one step after the other; the
  * leader alone adds the counts up and plans, and merges the duplicates at
- * the end.  Every item of a step lands at positions fixed
- * before the step, so the matrices are the same, to the bit, with any
- * number of workers.  A transpose too small to pay for starting workers
+ * the end, from the first partition whose sort found one (none, for most
+ * sources).  Every item of a step lands at positions fixed before the
+ * step, so the matrices are the same, to the bit, with any number of
+ * workers.  A transpose too small to pay for starting workers
  * (a few milliseconds each, and mapping the blocks), or too small for two
  * levels, is taken by the leader alone, as before.
  *
