@@ -184,6 +184,13 @@ wals_csr_scratch_bytes(size_t n)
 		CSR_BLOCKS * sizeof(uint16_t);
 }
 
+/* Entries of the table of the partitions of blocks of nrows rows. */
+static int64_t
+block_count(int64_t nrows, int block_shift)
+{
+	return ((nrows - 1) >> block_shift) + 1;
+}
+
 /* Point pp's arrays into the scratch; false when it is too small for n cells. */
 static bool
 carve_scratch(CsrParts *pp, size_t n, void *scratch, size_t scratch_bytes)
@@ -265,7 +272,7 @@ plan_parts(CsrParts *pp, WalsCsr *out, size_t n, void *scratch,
 	for (p = 0; p < pp->nparts; p++)
 		pp->cursor[p] = pp->begin[p];
 	pp->block_shift = 0;
-	while (((out->nrows - 1) >> pp->block_shift) >= CSR_BLOCKS)
+	while (block_count(out->nrows, pp->block_shift) > CSR_BLOCKS)
 		pp->block_shift++;
 	p = 0;
 	for (r = 0; r < out->nrows; r += (int64_t) 1 << pp->block_shift)
@@ -1009,7 +1016,7 @@ split_record(WalsCsrSplit *s, const CsrParts *pp)
 	s->buffered = pp->buffered;
 	s->block_shift = pp->block_shift;
 	memcpy(s->block_part, pp->block_part,
-		   sizeof(uint16_t) * (((s->out_rows - 1) >> pp->block_shift) + 1));
+		   sizeof(uint16_t) * block_count(s->out_rows, pp->block_shift));
 	memcpy(s->first, pp->first, sizeof(int64_t) * (pp->nparts + 1));
 	memcpy(s->begin, pp->begin, sizeof(int64_t) * pp->nparts);
 	s->begin[pp->nparts] = s->n;
@@ -1147,10 +1154,25 @@ split_parts(const WalsCsrSplit *s, CsrParts *pp, void *scratch, size_t scratch_b
 	pp->colbits = s->colbits;
 	pp->coded = s->coded;
 	pp->buffered = s->buffered;
+	memcpy(pp->first, s->first, sizeof(int64_t) * (s->nparts + 1));
+	return true;
+}
+
+/*
+ * split_parts for pass A of chunk: its cursors, and the table of the
+ * partitions of blocks, which pass B does not read.
+ */
+static bool
+split_chunk_parts(const WalsCsrSplit *s, CsrParts *pp, int64_t chunk, void *scratch,
+				  size_t scratch_bytes)
+{
+	if (!split_parts(s, pp, scratch, scratch_bytes))
+		return false;
+	memcpy(pp->begin, s->at[chunk], sizeof(int64_t) * s->nparts);
+	memcpy(pp->cursor, s->at[chunk], sizeof(int64_t) * s->nparts);
 	pp->block_shift = s->block_shift;
 	memcpy(pp->block_part, s->block_part,
-		   sizeof(uint16_t) * (((s->out_rows - 1) >> s->block_shift) + 1));
-	memcpy(pp->first, s->first, sizeof(int64_t) * (s->nparts + 1));
+		   sizeof(uint16_t) * block_count(s->out_rows, s->block_shift));
 	return true;
 }
 
@@ -1160,10 +1182,8 @@ wals_csr_split_scatter(const WalsCsrSplit *s, const WalsCsr *in, WalsCsr *out, i
 {
 	CsrParts	pp;
 
-	if (!split_parts(s, &pp, scratch, scratch_bytes))
+	if (!split_chunk_parts(s, &pp, chunk, scratch, scratch_bytes))
 		return WALS_EINVAL;
-	memcpy(pp.begin, s->at[chunk], sizeof(int64_t) * s->nparts);
-	memcpy(pp.cursor, s->at[chunk], sizeof(int64_t) * s->nparts);
 	scatter_rows(&pp, in, out, s->chunk_row[chunk], s->chunk_row[chunk + 1]);
 	return WALS_OK;
 }
@@ -1301,10 +1321,8 @@ wals_csr_split_rows_scatter(const WalsCsrSplit *s, const int32_t *row, const int
 	int64_t		hi = s->chunk_row[chunk + 1];
 	int64_t		k;
 
-	if (!split_parts(s, &pp, scratch, scratch_bytes))
+	if (!split_chunk_parts(s, &pp, chunk, scratch, scratch_bytes))
 		return WALS_EINVAL;
-	memcpy(pp.begin, s->at[chunk], sizeof(int64_t) * s->nparts);
-	memcpy(pp.cursor, s->at[chunk], sizeof(int64_t) * s->nparts);
 	for (k = lo; k < hi; k++)
 	{
 		if ((k - lo) % WALS_CELL_POLL == 0)
