@@ -33,7 +33,7 @@ echo "cpu: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(npr
 echo "kernels: $(sql "SELECT kernels FROM wals_devices() WHERE device = 'cpu'")"
 echo "$(sql 'SELECT version()' | cut -d, -f1); wals $(sql "SELECT extversion FROM pg_extension WHERE extname = 'wals'")"
 if [ -n "${SCALE_MIN_DSM:-}" ]; then
-	echo "min_dynamic_shared_memory: $(sql 'SHOW min_dynamic_shared_memory'), huge_pages = $(sql 'SHOW huge_pages'); huge pages in use: $(awk '/^HugePages_Total:/ { t = $2 } /^HugePages_Free:/ { f = $2 } END { print t - f " of " t }' /proc/meminfo)"
+	echo "min_dynamic_shared_memory: $(sql 'SHOW min_dynamic_shared_memory'), huge_pages = $(sql 'SHOW huge_pages'); huge pages taken or reserved: $(awk '/^HugePages_Total:/ { t = $2 } /^HugePages_Free:/ { f = $2 } /^HugePages_Rsvd:/ { r = $2 } END { print t - f + r " of " t }' /proc/meminfo)"
 fi
 
 say "making $RATINGS ratings of $USERS users and $ITEMS items"
