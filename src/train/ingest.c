@@ -560,9 +560,12 @@ check_rating(Ingest *in, Datum value, bool isnull)
 
 /*
  * Add one row, its values in ROW_* order, to the batch; its ids are mapped
- * when the batch is full.
+ * when the batch is full.  Inlined into the scan's loop, where the compiler
+ * had made it a call a row: at 100M ratings with one worker the read took
+ * 3.49 to 4.00 s, where it took 3.52 to 4.23 s (five reads of each,
+ * alternated).
  */
-static inline void
+static pg_attribute_always_inline void
 ingest_row(Ingest *in, const Datum *values, const bool *nulls)
 {
 	const RowLayout *lay = &in->layout;
