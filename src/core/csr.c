@@ -375,43 +375,83 @@ flush_lines(const CsrParts *pp, WalsCsr *out)
 #endif
 
 /*
+ * What pass A reads of pp and out for every cell, copied into the locals
+ * of the loop that scatters: the build does not assume strict aliasing,
+ * so each store of a cell made the loop load every field of pp again.
+ */
+typedef struct CsrPass
+{
+	const uint16_t *block_part;
+	const int64_t *first;
+	int64_t    *cursor;
+	CsrLine    *lines;
+	int32_t    *indices;
+	float	   *values;
+	uint8_t    *codes;
+	int			block_shift;
+	int			colbits;
+	bool		coded;
+	bool		buffered;
+} CsrPass;
+
+static inline CsrPass
+pass_of(const CsrParts *pp, const WalsCsr *out)
+{
+	CsrPass		a;
+
+	a.block_part = pp->block_part;
+	a.first = pp->first;
+	a.cursor = pp->cursor;
+	a.lines = pp->lines;
+	a.indices = out->indices;
+	a.values = out->values;
+	a.codes = out->codes;
+	a.block_shift = pp->block_shift;
+	a.colbits = pp->colbits;
+	a.coded = pp->coded;
+	a.buffered = pp->buffered;
+	return a;
+}
+
+/*
  * Pass A: one cell to the next free place of its partition, its column
  * packed with its row's offset in the partition.  The input is read in
  * order, so each partition keeps it.  The cell carries v, or code where
  * out has codes.
  */
 static inline void
-put_cell(CsrParts *pp, WalsCsr *out, int32_t r, int32_t c, float v, uint8_t code)
+put_cell(const CsrParts *pp, const CsrPass *a, WalsCsr *out, int32_t r, int32_t c, float v,
+		 uint8_t code)
 {
-	int64_t		p = pp->block_part[r >> pp->block_shift];
-	int64_t		dst;
+	int64_t		p = a->block_part[r >> a->block_shift];
+	uint64_t	dst;
 	int32_t		packed;
 
-	while (r >= pp->first[p + 1])
+	while (r >= a->first[p + 1])
 		p++;
-	dst = pp->cursor[p]++;
-	packed = (int32_t) (((uint32_t) (r - pp->first[p]) << pp->colbits) | (uint32_t) c);
+	dst = (uint64_t) a->cursor[p]++;
+	packed = (int32_t) (((uint32_t) (r - a->first[p]) << a->colbits) | (uint32_t) c);
 
 #ifdef __SSE2__
-	if (pp->buffered)
+	if (a->buffered)
 	{
-		CsrLine    *line = &pp->lines[p];
+		CsrLine    *line = &a->lines[p];
 
 		line->idx[dst % CSR_LINE] = packed;
-		if (pp->coded)
+		if (a->coded)
 			line->code[dst % CSR_LINE] = code;
 		else
 			line->val[dst % CSR_LINE] = v;
 		if (dst % CSR_LINE == CSR_LINE - 1)
-			spill_line(pp, line, out, p, dst);
+			spill_line(pp, line, out, p, (int64_t) dst);
 		return;
 	}
 #endif
-	out->indices[dst] = packed;
-	if (pp->coded)
-		out->codes[dst] = code;
+	a->indices[dst] = packed;
+	if (a->coded)
+		a->codes[dst] = code;
 	else
-		out->values[dst] = v;
+		a->values[dst] = v;
 }
 
 /*
@@ -424,30 +464,49 @@ static void
 sort_part(const CsrParts *pp, WalsCsr *out, int64_t first, int64_t last,
 		  int64_t start, int64_t end)
 {
-	int64_t    *indptr = out->indptr;
+	int64_t    *cursor = out->indptr + first;
 	int32_t		mask = (int32_t) (((uint32_t) 1 << pp->colbits) - 1);
 	int			shift = pp->colbits;
 	int64_t		m = end - start;
-	int64_t		k;
+	const int32_t *cell_idx = pp->cell_idx;
+	int32_t    *indices = out->indices;
 
+	/*
+	 * Every pointer in a local, and a loop for each kind of value: the
+	 * build does not assume strict aliasing, so each store to a cell made
+	 * the loop load them all again.
+	 */
 	memcpy(pp->cell_idx, out->indices + start, m * sizeof(int32_t));
 	if (pp->coded)
-		memcpy(pp->cell_code, out->codes + start, m);
-	else
-		memcpy(pp->cell_val, out->values + start, m * sizeof(float));
-	for (k = 0; k < m; k++)
 	{
-		int64_t    *cursor = &indptr[first + (pp->cell_idx[k] >> shift)];
-		int64_t		dst = (*cursor)++;
+		const uint8_t *cell_code = pp->cell_code;
+		uint8_t    *codes = out->codes;
 
-		out->indices[dst] = pp->cell_idx[k] & mask;
-		if (pp->coded)
-			out->codes[dst] = pp->cell_code[k];
-		else
-			out->values[dst] = pp->cell_val[k];
+		memcpy(pp->cell_code, out->codes + start, m);
+		for (int64_t k = 0; k < m; k++)
+		{
+			int64_t		dst = cursor[cell_idx[k] >> shift]++;
+
+			indices[dst] = cell_idx[k] & mask;
+			codes[dst] = cell_code[k];
+		}
+	}
+	else
+	{
+		const float *cell_val = pp->cell_val;
+		float	   *values = out->values;
+
+		memcpy(pp->cell_val, out->values + start, m * sizeof(float));
+		for (int64_t k = 0; k < m; k++)
+		{
+			int64_t		dst = cursor[cell_idx[k] >> shift]++;
+
+			indices[dst] = cell_idx[k] & mask;
+			values[dst] = cell_val[k];
+		}
 	}
 	/* the last row's end is the next partition's, and not this one's to write */
-	cursors_to_starts(indptr + first, last - first - 1, start);
+	cursors_to_starts(cursor, last - first - 1, start);
 }
 
 /* Sift v[root] down the max-heap v[0..n). */
@@ -772,15 +831,17 @@ scatter(int64_t nrows, int64_t ncols, size_t n, const int32_t *row, const int32_
 
 	if (plan_parts(&pp, out, n, scratch, scratch_bytes))
 	{
+		CsrPass		a = pass_of(&pp, out);
+
 		for (k = 0; k < n; k++)
 		{
 			if (k % WALS_CELL_POLL == 0)
 				wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
 			if (code != NULL)
-				put_cell(&pp, out, row[k], col[k], 0.0f, code[k]);
+				put_cell(&pp, &a, out, row[k], col[k], 0.0f, code[k]);
 			else
-				put_cell(&pp, out, row[k], col[k], val[k],
-						 pp.coded ? (uint8_t) wals_codebook_code(out->codebook, val[k]) : 0);
+				put_cell(&pp, &a, out, row[k], col[k], val[k],
+						 a.coded ? (uint8_t) wals_codebook_code(out->codebook, val[k]) : 0);
 		}
 		flush_lines(&pp, out);
 		if (s == NULL)
@@ -860,16 +921,18 @@ static void
 scatter_rows(CsrParts *pp, const WalsCsr *in, WalsCsr *out, int64_t lo, int64_t hi)
 {
 	int64_t		local = 0;
-	int64_t		u;
-	int64_t		j;
+	CsrPass		a = pass_of(pp, out);
+	const int64_t *indptr = in->indptr;
+	const int32_t *indices = in->indices;
+	const float *values = in->values;
+	const uint8_t *codes = in->codes;
 
-	for (u = lo; u < hi; u++)
+	for (int64_t u = lo; u < hi; u++)
 	{
-		wals_poll_local(&local, (in->indptr[u + 1] - in->indptr[u] + 1) * WALS_CELL_WORK);
-		for (j = in->indptr[u]; j < in->indptr[u + 1]; j++)
-			put_cell(pp, out, in->indices[j], (int32_t) u,
-					 in->values != NULL ? in->values[j] : 0.0f,
-					 in->values != NULL ? 0 : in->codes[j]);
+		wals_poll_local(&local, (indptr[u + 1] - indptr[u] + 1) * WALS_CELL_WORK);
+		for (int64_t j = indptr[u]; j < indptr[u + 1]; j++)
+			put_cell(pp, &a, out, indices[j], (int32_t) u,
+					 values != NULL ? values[j] : 0.0f, values != NULL ? 0 : codes[j]);
 	}
 	wals_poll(local);
 	flush_lines(pp, out);
@@ -1320,14 +1383,16 @@ wals_csr_split_rows_scatter(const WalsCsrSplit *s, const int32_t *row, const int
 	int64_t		lo = s->chunk_row[chunk];
 	int64_t		hi = s->chunk_row[chunk + 1];
 	int64_t		k;
+	CsrPass		a;
 
 	if (!split_chunk_parts(s, &pp, chunk, scratch, scratch_bytes))
 		return WALS_EINVAL;
+	a = pass_of(&pp, out);
 	for (k = lo; k < hi; k++)
 	{
 		if ((k - lo) % WALS_CELL_POLL == 0)
 			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-		put_cell(&pp, out, row[k], col[k], 0.0f, code[k]);
+		put_cell(&pp, &a, out, row[k], col[k], 0.0f, code[k]);
 	}
 	flush_lines(&pp, out);
 	return WALS_OK;
