@@ -1153,6 +1153,7 @@ wals_csr_split_count(WalsCsrSplit *s, const WalsCsr *in, int64_t chunk)
 	uint32_t   *count = s->counts + chunk * s->out_rows;
 	int64_t		lo = in->indptr[s->chunk_row[chunk]];
 	int64_t		hi = in->indptr[s->chunk_row[chunk + 1]];
+	const int32_t *indices = in->indices;	/* a local: see CsrPass */
 	int64_t		j;
 
 	memset(count, 0, sizeof(uint32_t) * s->out_rows);
@@ -1160,7 +1161,7 @@ wals_csr_split_count(WalsCsrSplit *s, const WalsCsr *in, int64_t chunk)
 	{
 		if ((j - lo) % WALS_CELL_POLL == 0)
 			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-		count[in->indices[j]]++;
+		count[indices[j]]++;
 	}
 }
 
@@ -1359,6 +1360,10 @@ wals_csr_split_rows_count(WalsCsrSplit *s, const WalsCsr *out, const int32_t *ro
 	uint32_t   *count = s->counts + chunk * s->out_rows;
 	int64_t		lo = s->chunk_row[chunk];
 	int64_t		hi = s->chunk_row[chunk + 1];
+	/* locals, which a count's store cannot change: see CsrPass */
+	int64_t		nrows = out->nrows;
+	int64_t		ncols = out->ncols;
+	int32_t		ncodes = out->codebook->n;
 	int64_t		k;
 
 	memset(count, 0, sizeof(uint32_t) * s->out_rows);
@@ -1366,8 +1371,8 @@ wals_csr_split_rows_count(WalsCsrSplit *s, const WalsCsr *out, const int32_t *ro
 	{
 		if ((k - lo) % WALS_CELL_POLL == 0)
 			wals_poll((int64_t) WALS_CELL_POLL * WALS_CELL_WORK);
-		if (row[k] < 0 || row[k] >= out->nrows || col[k] < 0 || col[k] >= out->ncols ||
-			code[k] >= out->codebook->n)
+		if (row[k] < 0 || row[k] >= nrows || col[k] < 0 || col[k] >= ncols ||
+			code[k] >= ncodes)
 			return WALS_EINVAL;
 		count[row[k]]++;
 	}
