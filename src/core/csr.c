@@ -458,7 +458,8 @@ put_cell(const CsrParts *pp, const CsrPass *a, WalsCsr *out, int32_t r, int32_t 
  * Pass B within one partition of several rows, cells [start, end): a stable
  * counting sort by row through the scratch, where the cells, the rows'
  * cursors and the part of out they go to all fit in cache.  The row starts
- * serve as cursors, and become the row starts of the next rows.
+ * serve as cursors, and become the row starts of the next rows.  The
+ * pointers and the kind of value are locals, as in pass A (CsrPass).
  */
 static void
 sort_part(const CsrParts *pp, WalsCsr *out, int64_t first, int64_t last,
@@ -470,40 +471,26 @@ sort_part(const CsrParts *pp, WalsCsr *out, int64_t first, int64_t last,
 	int64_t		m = end - start;
 	const int32_t *cell_idx = pp->cell_idx;
 	int32_t    *indices = out->indices;
+	const uint8_t *cell_code = pp->cell_code;
+	uint8_t    *codes = out->codes;
+	const float *cell_val = pp->cell_val;
+	float	   *values = out->values;
+	bool		coded = pp->coded;
 
-	/*
-	 * Every pointer in a local, and a loop for each kind of value: the
-	 * build does not assume strict aliasing, so each store to a cell made
-	 * the loop load them all again.
-	 */
 	memcpy(pp->cell_idx, out->indices + start, m * sizeof(int32_t));
-	if (pp->coded)
-	{
-		const uint8_t *cell_code = pp->cell_code;
-		uint8_t    *codes = out->codes;
-
+	if (coded)
 		memcpy(pp->cell_code, out->codes + start, m);
-		for (int64_t k = 0; k < m; k++)
-		{
-			int64_t		dst = cursor[cell_idx[k] >> shift]++;
-
-			indices[dst] = cell_idx[k] & mask;
-			codes[dst] = cell_code[k];
-		}
-	}
 	else
-	{
-		const float *cell_val = pp->cell_val;
-		float	   *values = out->values;
-
 		memcpy(pp->cell_val, out->values + start, m * sizeof(float));
-		for (int64_t k = 0; k < m; k++)
-		{
-			int64_t		dst = cursor[cell_idx[k] >> shift]++;
+	for (int64_t k = 0; k < m; k++)
+	{
+		int64_t		dst = cursor[cell_idx[k] >> shift]++;
 
-			indices[dst] = cell_idx[k] & mask;
+		indices[dst] = cell_idx[k] & mask;
+		if (coded)
+			codes[dst] = cell_code[k];
+		else
 			values[dst] = cell_val[k];
-		}
 	}
 	/* the last row's end is the next partition's, and not this one's to write */
 	cursors_to_starts(cursor, last - first - 1, start);
