@@ -38,7 +38,8 @@
 # faults in and the next ones reuse, on 2 MB pages where vm.nr_hugepages
 # reserves enough for it and shared_buffers (1 GB) together.  The memory
 # sampler sees only segments in /dev/shm, so it says so instead of a
-# figure.  Run it twice, without and with, to compare on one machine.
+# figure, and SCALE_OUT_OF_CORE, which halves that figure, is left out.
+# Run it twice, without and with, to compare on one machine.
 #
 # Nothing is asserted.  At 100M: a 4.9 GB table, about 5 minutes on 2
 # cores, 1.3 GB of memory for the training; a billion

@@ -96,12 +96,11 @@ SQL
 	OWN_KB=$(( $(field own_peak_kb) - $(field own_first_kb) ))
 	if [ -n "${SCALE_MIN_DSM:-}" ]; then
 		echo "  memory: not sampled, the segments are carved from min_dynamic_shared_memory"
-		echo "  temporary files, peak: $(sort -n "$RES/tmp" | tail -1 | awk '{ printf "%.0f MB", $1 / 1024 }')"
-		return
+	else
+		awk -v m="$OWN_KB" -v n="$cells" -v u="$USERS" -v i="$ITEMS" -v k="$FACTORS" 'BEGIN {
+			m *= 1024; x = 4 * k * (u + i)
+			printf "  memory the training allocates, leader and workers (private memory and shared segments, peak less the first sample): %.0f MB, %.1f bytes a rating; less the factors (%.0f MB): %.1f bytes a rating\n", m / 1048576, m / n, x / 1048576, (m - x) / n }'
 	fi
-	awk -v m="$OWN_KB" -v n="$cells" -v u="$USERS" -v i="$ITEMS" -v k="$FACTORS" 'BEGIN {
-		m *= 1024; x = 4 * k * (u + i)
-		printf "  memory the training allocates, leader and workers (private memory and shared segments, peak less the first sample): %.0f MB, %.1f bytes a rating; less the factors (%.0f MB): %.1f bytes a rating\n", m / 1048576, m / n, x / 1048576, (m - x) / n }'
 	echo "  temporary files, peak: $(sort -n "$RES/tmp" | tail -1 | awk '{ printf "%.0f MB", $1 / 1024 }')"
 }
 
@@ -139,7 +138,9 @@ IN_MEMORY_KB=$OWN_KB
 if [ -n "${SCALE_MIN_DSM:-}" ]; then
 	train big_again 0
 fi
-if [ -n "${SCALE_OUT_OF_CORE:-}" ]; then
+if [ -n "${SCALE_OUT_OF_CORE:-}" ] && [ -n "${SCALE_MIN_DSM:-}" ]; then
+	echo "out of core: left out with SCALE_MIN_DSM, which leaves the memory it halves unsampled"
+elif [ -n "${SCALE_OUT_OF_CORE:-}" ]; then
 	# out of core at half the memory the training in memory allocated
 	train spilled $(( IN_MEMORY_KB / 2 ))
 	echo "  factor rows that differ from the training in memory: $(sql "SELECT
