@@ -10,12 +10,17 @@
 
 #include "harness.h"
 
-/* A map and the buffer it lives in, moved the way ingest moves it. */
+/*
+ * A map and the buffer it lives in, moved the way ingest moves it: before
+ * the insert, or, with insert_first, only once an insert is refused, which
+ * may leave part of the batch inserted.
+ */
 typedef struct GrowingMap
 {
 	WalsIdMap	map;
 	void	   *buffer;
 	int			moves;
+	int			insert_first;
 } GrowingMap;
 
 static void
@@ -24,14 +29,26 @@ grow_init(GrowingMap *g)
 	wals_idmap_init(&g->map);
 	g->buffer = NULL;
 	g->moves = 0;
+	g->insert_first = 0;
 }
 
 static void
 grow_insert(GrowingMap *g, const int64_t *ids, size_t n, int32_t *index)
 {
-	size_t		bytes = wals_idmap_need(&g->map, ids, n);
+	size_t		bytes;
 	WalsStatus	st;
 
+	if (g->insert_first)
+	{
+		st = wals_idmap_insert_many(&g->map, ids, n, index);
+		if (st != WALS_EINVAL)
+		{
+			CHECK(st == WALS_OK, "insert %zu ids: status %d", n, (int) st);
+			return;
+		}
+	}
+	bytes = wals_idmap_need(&g->map, ids, n);
+	CHECK(bytes > 0 || !g->insert_first, "a refused insert of %zu ids needs a move", n);
 	if (bytes > 0)
 	{
 		void	   *buffer = test_alloc(bytes, 1);
@@ -52,7 +69,7 @@ grow_insert(GrowingMap *g, const int64_t *ids, size_t n, int32_t *index)
  * Returns whether the map ended as an array.
  */
 static int
-map_all(const int64_t *ids, size_t n, size_t batch, int32_t *out,
+map_all(const int64_t *ids, size_t n, size_t batch, int insert_first, int32_t *out,
 		int64_t *uniq, size_t *nuniq)
 {
 	GrowingMap	g;
@@ -61,6 +78,7 @@ map_all(const int64_t *ids, size_t n, size_t batch, int32_t *out,
 	int			dense;
 
 	grow_init(&g);
+	g.insert_first = insert_first;
 	for (i = 0; i < n; i += batch)
 		grow_insert(&g, ids + i, n - i < batch ? n - i : batch, out + i);
 	*nuniq = g.map.count;
@@ -93,7 +111,8 @@ shuffle(int64_t *ids, size_t n, uint64_t seed)
 
 /*
  * Every id keeps the index of its first sight, ranks follow id order, and
- * the same ids in another order and other batches give the same ranks.
+ * the same ids in another order and other batches give the same ranks; a
+ * map moved only once an insert is refused gives the same ranks too.
  */
 static void
 check_mapping(const char *what, const int64_t *ids, size_t n, int expect_dense)
@@ -101,10 +120,13 @@ check_mapping(const char *what, const int64_t *ids, size_t n, int expect_dense)
 	int64_t    *ids2 = test_alloc(n, sizeof(int64_t));
 	int32_t    *out = test_alloc(n, sizeof(int32_t));
 	int32_t    *out2 = test_alloc(n, sizeof(int32_t));
+	int32_t    *out3 = test_alloc(n, sizeof(int32_t));
 	int64_t    *uniq = test_alloc(n, sizeof(int64_t));
 	int64_t    *uniq2 = test_alloc(n, sizeof(int64_t));
+	int64_t    *uniq3 = test_alloc(n, sizeof(int64_t));
 	size_t		nuniq;
 	size_t		nuniq2;
+	size_t		nuniq3;
 	size_t		i;
 	int			dense;
 	int			bad = 0;
@@ -113,9 +135,9 @@ check_mapping(const char *what, const int64_t *ids, size_t n, int expect_dense)
 		ids2[i] = ids[i];
 	shuffle(ids2, n, 7);
 
-	dense = map_all(ids, n, 256, out, uniq, &nuniq);
+	dense = map_all(ids, n, 256, 0, out, uniq, &nuniq);
 	CHECK(dense == expect_dense, "%s: array layout %d, expected %d", what, dense, expect_dense);
-	map_all(ids2, n, 7, out2, uniq2, &nuniq2);
+	map_all(ids2, n, 7, 1, out2, uniq2, &nuniq2);
 	CHECK(nuniq == nuniq2, "%s: distinct %zu and %zu", what, nuniq, nuniq2);
 	for (i = 0; i < nuniq && i < nuniq2; i++)
 		bad += uniq[i] != uniq2[i] || (i > 0 && uniq[i - 1] >= uniq[i]);
@@ -124,12 +146,19 @@ check_mapping(const char *what, const int64_t *ids, size_t n, int expect_dense)
 		bad += uniq[out[i]] != ids[i] || uniq2[out2[i]] != ids2[i] ||
 			wals_ids_find(uniq, (int64_t) nuniq, ids[i]) != out[i];
 	CHECK(bad == 0, "%s: %d ranks wrong", what, bad);
+	map_all(ids, n, 256, 1, out3, uniq3, &nuniq3);
+	for (i = 0; i < n; i++)
+		bad += out3[i] != out[i];
+	CHECK(bad == 0 && nuniq3 == nuniq, "%s: %d ranks differ where the map moves on a refusal",
+		  what, bad);
 
 	free(ids2);
 	free(out);
 	free(out2);
+	free(out3);
 	free(uniq);
 	free(uniq2);
+	free(uniq3);
 }
 
 /* Awkward ids, repeated: the extremes of int64 force the hash layout. */
@@ -197,7 +226,7 @@ test_sparse(void)
  * start serial and then turn sparse, so the map changes layout on the way.
  */
 static void
-test_growth(void)
+test_growth(int insert_first)
 {
 	size_t		n = 50000;
 	GrowingMap	g;
@@ -226,6 +255,7 @@ test_growth(void)
 			ids[i] = (int64_t) rng_next(&rng);
 	}
 	grow_init(&g);
+	g.insert_first = insert_first;
 	for (i = 0; i < n; i += k)
 	{
 		size_t		j;
@@ -441,7 +471,8 @@ test_idmap(void)
 	test_extremes();
 	test_serial();
 	test_sparse();
-	test_growth();
+	test_growth(0);
+	test_growth(1);
 	test_monotone();
 	test_edges();
 	test_ids_find();
