@@ -128,6 +128,29 @@ users_block(WalsWorkspace *ws, const WalsRatings *raw)
 }
 
 /*
+ * Give which of raw's arrays, consumed, to array a of block's cells in
+ * ws, where it is a shared segment the block takes (workspace.c), else
+ * free it.
+ */
+static int
+pass_rows(WalsRatings *raw, WalsRowArray which, WalsWorkspace *ws, WalsBlock block,
+		  WalsCellArray a)
+{
+	if (raw->spilled == NULL && wals_workspace_take_segment(ws, block, a, &raw->seg[which]))
+	{
+		if (which == WALS_ROWS_USERS)
+			raw->users = NULL;
+		else if (which == WALS_ROWS_ITEMS)
+			raw->items = NULL;
+		else
+			raw->ratings = NULL;
+		return 1;
+	}
+	wals_ratings_free(raw, which);
+	return 0;
+}
+
+/*
  * Scatter raw's rows by item into the items' block of ws, through the
  * sorts' scratch, and free them: its matrix by item, rows unsorted, as
  * grouping leaves them; merging sorts each run of repeats, so the
@@ -145,9 +168,10 @@ scatter_by_item(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *ws, 
 {
 	WalsStatus	status;
 	ParallelContext *sorting = NULL;
+	int			passed = 0;
 
 	if (raw->codes != NULL)
-		wals_ratings_free(raw, WALS_ROWS_RATINGS);
+		passed += pass_rows(raw, WALS_ROWS_RATINGS, ws, WALS_BLOCK_ITEMS, WALS_CELLS_INDICES);
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
 	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
 	if (raw->codes != NULL)
@@ -155,6 +179,17 @@ scatter_by_item(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *ws, 
 	else
 		status = wals_csr_scatter(raw->nitems, raw->nusers, raw->n, raw->items, raw->users,
 								  raw->ratings, &ws->by_item, scratch, scratch_bytes);
+	if (raw->codes != NULL && wals_workspace_take_segment(ws, WALS_BLOCK_USERS,
+														  WALS_CELLS_VALUES, &raw->codes_seg))
+	{
+		raw->codes = NULL;
+		passed++;
+	}
+	passed += pass_rows(raw, WALS_ROWS_ITEMS, ws, WALS_BLOCK_USERS, WALS_CELLS_INDICES);
+	if (passed > 0)
+		ereport(DEBUG1,
+				(errmsg_internal("wals: the matrices' cells take %d arrays of the rows read, their pages faulted in",
+								 passed)));
 	wals_ratings_free_codes(raw);
 	wals_ratings_free(raw, WALS_ROWS_ITEMS);
 	wals_ratings_free(raw, WALS_ROWS_USERS);

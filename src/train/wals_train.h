@@ -324,10 +324,20 @@ typedef enum WalsBlock
 	WALS_BLOCKS
 } WalsBlock;
 
+/* The two arrays of a block's cells, in the order the block lays them out. */
+typedef enum WalsCellArray
+{
+	WALS_CELLS_INDICES,
+	WALS_CELLS_VALUES,			/* floats, or codes */
+	WALS_CELL_ARRAYS
+} WalsCellArray;
+
 /*
  * Where each section lies in its block.  The cells of its matrix come
  * last, from cells[block] on, so that a training out of core can keep
- * them in a temporary file and the rest in memory.
+ * them in a temporary file and the rest in memory; an array of cells
+ * that a segment of its own holds (WalsWorkspaceShape) takes no room
+ * there, and the arrays after it move up.  total counts both arrays.
  */
 typedef struct WalsWorkspaceLayout
 {
@@ -335,14 +345,10 @@ typedef struct WalsWorkspaceLayout
 	Size		gy;
 	Size		item_indptr;
 	Size		codebook;		/* of both matrices, when coded */
-	Size		item_indices;
-	Size		item_values;	/* floats, or codes */
 	Size		x;				/* the users' block */
 	Size		gx;
 	Size		user_indptr;
 	Size		spares;			/* the spare vectors of an accelerated training */
-	Size		user_indices;
-	Size		user_values;
 	Size		cells[WALS_BLOCKS];
 	Size		total[WALS_BLOCKS];
 } WalsWorkspaceLayout;
@@ -358,6 +364,8 @@ typedef struct WalsWorkspaceShape
 	bool		coded;			/* the matrices keep codes, not floats */
 	bool		files;			/* out of core: the cells in temporary files */
 	dsm_handle	handle[WALS_BLOCKS];	/* of the shared segments, when shared */
+	/* of the segments that hold arrays of cells apart from their block */
+	dsm_handle	cells_handle[WALS_BLOCKS][WALS_CELL_ARRAYS];
 	char		cells_path[WALS_BLOCKS][MAXPGPATH]; /* of the files, when files */
 	WalsWorkspaceLayout layout;
 } WalsWorkspaceShape;
@@ -375,6 +383,7 @@ typedef struct WalsWorkspace
 	bool		share;			/* ask for segments, for parallel workers */
 	const char *model_display;	/* for messages */
 	dsm_segment *seg[WALS_BLOCKS];	/* NULL where the block is private */
+	dsm_segment *cells_seg[WALS_BLOCKS][WALS_CELL_ARRAYS];	/* the same, or NULL */
 	void	   *base[WALS_BLOCKS];	/* as allocated */
 	WalsTempArray cells[WALS_BLOCKS];	/* out of core */
 	double		engine_bytes;	/* what the engine needs beside the blocks */
@@ -393,6 +402,8 @@ extern double wals_workspace_min_bytes(const WalsTrainArgs *args, double rows,
 									   double users, double items, double engine_bytes);
 extern WalsWorkspace *wals_workspace_create(const WalsTrainArgs *args, WalsRatings *raw,
 											double read_s, double engine_bytes, bool may_code);
+extern bool wals_workspace_take_segment(WalsWorkspace *ws, WalsBlock block, WalsCellArray a,
+										dsm_segment **seg);
 extern void wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block);
 extern void wals_workspace_free(WalsWorkspace *ws, WalsBlock block);
 extern void wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws);

@@ -117,6 +117,9 @@ for my $validation ('NULL', 0.1)
 				"five million$v: the rows read, shared, are scattered by item by workers beside the leader");
 			unlike($stderr, qr/sorting the partitions/,
 				"five million$v: and the leader does not scatter them alone");
+			like($stderr,
+				qr/wals: the matrices' cells take 3 arrays of the rows read, their pages faulted in/,
+				"five million$v: the matrices' cells go where the rows read were");
 			if ($v)
 			{
 				# the 4 million cells left are too few for workers to transpose back
@@ -149,6 +152,8 @@ for my $validation ('NULL', 0.1)
 			unlike($stderr,
 				qr/building the matrix|sorting the|drawing the starting|packing the rated/,
 				"five million$v, workers => 0: the leader builds, draws and packs alone");
+			unlike($stderr, qr/arrays of the rows read/,
+				"five million$v, workers => 0: the rows, in the leader's memory, are freed");
 		}
 		$seen{loss}{$stdout}++;
 		$seen{factors}{ factors_md5($model) }++;
@@ -187,7 +192,7 @@ for my $validation ('NULL', 0.1)
 	is($ret, 0, 'five million past the estimate: trains');
 	like($stderr, qr/wals: sorting the partitions of the matrix by item with [12] parallel workers/,
 		'five million past the estimate: the leader scatters its own rows, the workers sort');
-	unlike($stderr, qr/scattering the rows read/,
+	unlike($stderr, qr/scattering the rows read|arrays of the rows read/,
 		'five million past the estimate: the rows are no longer shared');
 	$seen{factors}{ factors_md5('fm_past') }++;
 	is(scalar keys %{ $seen{factors} }, 1, 'five million past the estimate: the same factors, bit for bit');
