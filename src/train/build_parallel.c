@@ -453,6 +453,8 @@ scatter_rows(ParallelContext *pcxt, BuildShared *sh, WalsWorkspace *ws,
 	ereport(DEBUG1,
 			(errmsg_internal("wals: scattering the rows read by item with %d parallel workers",
 							 pcxt->nworkers_launched)));
+	/* the workers count the rows, which the items' block takes no part in */
+	wals_workspace_prefault(ws, WALS_BLOCK_ITEMS);
 	take(sh, BUILD_COUNT, &input, &ws->by_item, scratch);
 	wait_done(sh, BUILD_COUNT);
 	if (!wals_csr_split_plan(s, &ws->by_item, scratch, scratch_bytes))
@@ -474,6 +476,9 @@ scatter_rows(ParallelContext *pcxt, BuildShared *sh, WalsWorkspace *ws,
  * where the rows are shared segments, else in the leader alone, the
  * workers not yet started; pass B sorts each partition in the items'
  * block, which the workers map alone, the users' block not yet made.
+ * The leader faults the items' block in while the workers count, where
+ * they take the rows, and before it scatters them alone where not: a
+ * quarter of a second of the leader alone at 100 million ratings.
  */
 ParallelContext *
 wals_build_scatter_begin(const WalsTrainArgs *args, WalsWorkspace *ws, const WalsRatings *raw,
@@ -507,6 +512,8 @@ wals_build_scatter_begin(const WalsTrainArgs *args, WalsWorkspace *ws, const Wal
 		wals_build_close_context(pcxt);
 		pcxt = NULL;
 	}
+	else
+		wals_workspace_prefault(ws, WALS_BLOCK_ITEMS);
 	if (pcxt == NULL)
 	{
 		*status = wals_csr_scatter_codes(raw->nitems, raw->nusers, raw->n, raw->items,

@@ -65,27 +65,6 @@ check_merge(const WalsTrainArgs *args, WalsStatus status)
 }
 
 /*
- * Ready the buffers of a matrix about to be written, up to nnz cells: they
- * are the caller's, but asking for huge pages is only a hint.
- */
-static void
-prefault_csr(const WalsWorkspace *ws, const WalsCsr *csr, int64 nrows, int64 nnz)
-{
-	void	   *values = csr->values != NULL ? (void *) csr->values : (void *) csr->codes;
-	Size		value_bytes = nnz * (csr->values != NULL ? sizeof(float) : sizeof(uint8));
-
-	wals_advise_huge_pages(csr->indptr, (nrows + 1) * sizeof(int64));
-	wals_prefault(csr->indptr, (nrows + 1) * sizeof(int64));
-	/* out of core the cells are the page cache's to stream */
-	if (ws->shape.files)
-		return;
-	wals_advise_huge_pages(csr->indices, nnz * sizeof(int32));
-	wals_advise_huge_pages(values, value_bytes);
-	wals_prefault(csr->indices, nnz * sizeof(int32));
-	wals_prefault(values, value_bytes);
-}
-
-/*
  * Group raw's rows by item in place, free the items, and copy the rest
  * into the items' block of ws, which takes floats: its matrix by item,
  * rows unsorted.
@@ -108,7 +87,7 @@ group_by_item(WalsRatings *raw, WalsWorkspace *ws)
 	CHECK_FOR_INTERRUPTS();
 
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
-	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
+	wals_workspace_prefault(ws, WALS_BLOCK_ITEMS);
 	wals_copy_bytes(ws->by_item.indptr, indptr, (raw->nitems + 1) * sizeof(int64));
 	pfree(indptr);
 	wals_copy_bytes(ws->by_item.indices, raw->users, raw->n * sizeof(int32));
@@ -124,7 +103,7 @@ users_block(WalsWorkspace *ws, const WalsRatings *raw)
 	if (ws->base[WALS_BLOCK_USERS] != NULL)
 		return;
 	wals_workspace_allocate(ws, WALS_BLOCK_USERS);
-	prefault_csr(ws, &ws->by_user, raw->nusers, raw->n);
+	wals_workspace_prefault(ws, WALS_BLOCK_USERS);
 }
 
 /*
@@ -173,12 +152,14 @@ scatter_by_item(const WalsTrainArgs *args, WalsRatings *raw, WalsWorkspace *ws, 
 	if (raw->codes != NULL)
 		passed += pass_rows(raw, WALS_ROWS_RATINGS, ws, WALS_BLOCK_ITEMS, WALS_CELLS_INDICES);
 	wals_workspace_allocate(ws, WALS_BLOCK_ITEMS);
-	prefault_csr(ws, &ws->by_item, raw->nitems, raw->n);
 	if (raw->codes != NULL)
 		sorting = wals_build_scatter_begin(args, ws, raw, scratch, scratch_bytes, &status);
 	else
+	{
+		wals_workspace_prefault(ws, WALS_BLOCK_ITEMS);
 		status = wals_csr_scatter(raw->nitems, raw->nusers, raw->n, raw->items, raw->users,
 								  raw->ratings, &ws->by_item, scratch, scratch_bytes);
+	}
 	if (raw->codes != NULL && wals_workspace_take_segment(ws, WALS_BLOCK_USERS,
 														  WALS_CELLS_VALUES, &raw->codes_seg))
 	{

@@ -405,6 +405,7 @@ extern WalsWorkspace *wals_workspace_create(const WalsTrainArgs *args, WalsRatin
 extern bool wals_workspace_take_segment(WalsWorkspace *ws, WalsBlock block, WalsCellArray a,
 										dsm_segment **seg);
 extern void wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block);
+extern void wals_workspace_prefault(const WalsWorkspace *ws, WalsBlock block);
 extern void wals_workspace_free(WalsWorkspace *ws, WalsBlock block);
 extern void wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws);
 extern int64 wals_workspace_longest_row(const WalsWorkspaceShape *shape);
@@ -430,8 +431,8 @@ extern WalsStatus wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace 
 									   bool to_users, void *scratch, Size scratch_bytes);
 
 /*
- * raw's rows, with codes, scattered by item into ws's items' block, as
- * wals_csr_scatter_codes does.  Where the training's workers can take the
+ * raw's rows, with codes, scattered by item into ws's items' block, which
+ * it faults in, as wals_csr_scatter_codes does.  Where the training's workers can take the
  * sorting of its partitions, they are left sorting and their context
  * returned, raw's rows no longer read: the leader may do what does not
  * touch the matrix by item before it joins them with

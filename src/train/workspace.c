@@ -460,6 +460,35 @@ wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block)
 		memcpy(ws->by_item.codebook, ws->codebook, sizeof(WalsCodebook));
 }
 
+/*
+ * Ready the matrix of block, about to be written: its pages faulted in,
+ * but those of the arrays of cells apart, which the leader faulted in
+ * when it read the rows; asking for huge pages is only a hint.  Out of
+ * core the cells are the page cache's to stream.
+ */
+void
+wals_workspace_prefault(const WalsWorkspace *ws, WalsBlock block)
+{
+	const WalsWorkspaceShape *sh = &ws->shape;
+	const WalsCsr *csr = block == WALS_BLOCK_ITEMS ? &ws->by_item : &ws->by_user;
+	void	   *cells[WALS_CELL_ARRAYS];
+	Size		indptr_bytes = (csr->nrows + 1) * sizeof(int64);
+
+	cells[WALS_CELLS_INDICES] = csr->indices;
+	cells[WALS_CELLS_VALUES] = csr->values != NULL ? (void *) csr->values : (void *) csr->codes;
+	wals_advise_huge_pages(csr->indptr, indptr_bytes);
+	wals_prefault(csr->indptr, indptr_bytes);
+	if (sh->files)
+		return;
+	for (int a = 0; a < WALS_CELL_ARRAYS; a++)
+	{
+		if (cells_apart(sh, block, (WalsCellArray) a))
+			continue;
+		wals_advise_huge_pages(cells[a], cell_array_bytes(sh, (WalsCellArray) a));
+		wals_prefault(cells[a], cell_array_bytes(sh, (WalsCellArray) a));
+	}
+}
+
 /* Free block of ws, allocated and not yet mapped by any worker. */
 void
 wals_workspace_free(WalsWorkspace *ws, WalsBlock block)
