@@ -55,7 +55,7 @@
  * Pass A writes to at most this many partitions; rows so many, or columns
  * so wide, that they cannot be cut this coarsely take the one-level sort.
  */
-#define CSR_MAX_PARTS		2048
+#define CSR_MAX_PARTS		WALS_CSR_MAX_PARTS
 
 /*
  * A partition of several rows holds at most 1 / CSR_PART_SHARE of the
@@ -1292,21 +1292,56 @@ wals_csr_split_sort(WalsCsrSplit *s, WalsCsr *out, int64_t part, bool merge, voi
 WalsStatus
 wals_csr_split_end(const WalsCsrSplit *s, WalsCsr *out, bool merge, WalsFeedback feedback)
 {
-	int64_t		p = 0;
-	int64_t		w;
-	WalsStatus	status;
+	WalsCsrMerge m;
 
 	out->indptr[out->nrows] = s->n;
 	if (!merge)
 		return WALS_OK;
-	while (p < s->nparts && !s->repeats[p])
-		p++;
-	if (p == s->nparts)
-		return WALS_OK;
-	w = s->begin[p];
-	status = wals_csr_merge_rows(feedback, out, s->first[p], out->nrows, s->n, &w, NULL);
-	out->indptr[out->nrows] = w;
-	return status;
+	wals_csr_split_merge_begin(&m);
+	while (m.part < s->nparts)
+	{
+		WalsStatus	status = wals_csr_split_merge_part(s, out, &m, feedback);
+
+		if (status != WALS_OK)
+			return status;
+	}
+	wals_csr_split_merge_end(s, out, &m);
+	return WALS_OK;
+}
+
+void
+wals_csr_split_merge_begin(WalsCsrMerge *m)
+{
+	m->part = 0;
+	m->w = 0;
+	m->moving = false;
+}
+
+/*
+ * A partition's last row ends where the next partition begins, which the
+ * split knows, so merging it reads nothing of the partitions after it.
+ */
+WalsStatus
+wals_csr_split_merge_part(const WalsCsrSplit *s, WalsCsr *out, WalsCsrMerge *m,
+						  WalsFeedback feedback)
+{
+	int64_t		p = m->part++;
+
+	if (!m->moving)
+	{
+		if (!s->repeats[p])
+			return WALS_OK;
+		m->moving = true;
+		m->w = s->begin[p];
+	}
+	return wals_csr_merge_rows(feedback, out, s->first[p], s->first[p + 1], s->begin[p + 1],
+							   &m->w, NULL);
+}
+
+void
+wals_csr_split_merge_end(const WalsCsrSplit *s, WalsCsr *out, const WalsCsrMerge *m)
+{
+	out->indptr[out->nrows] = m->moving ? m->w : s->n;
 }
 
 /*

@@ -541,6 +541,28 @@ extern WalsStatus wals_csr_split_end(const WalsCsrSplit *s, WalsCsr *out, bool m
 									 WalsFeedback feedback);
 
 /*
+ * The merge of end, a partition at a time, for the one process that
+ * merges while others still sort: begin, then merge_part for each
+ * partition in order, each once its sort and those of the partitions
+ * before it are done, and merge_end; out is then end's, to the bit.
+ * merge_part writes only the cells and row starts of that partition and
+ * those before it.  The most partitions a split has is WALS_CSR_MAX_PARTS.
+ */
+#define WALS_CSR_MAX_PARTS	2048
+
+typedef struct WalsCsrMerge
+{
+	int64_t		part;			/* the next partition to merge */
+	int64_t		w;				/* where its first cell goes, once cells move */
+	bool		moving;			/* a partition before it repeated a column */
+} WalsCsrMerge;
+
+extern void wals_csr_split_merge_begin(WalsCsrMerge *m);
+extern WalsStatus wals_csr_split_merge_part(const WalsCsrSplit *s, WalsCsr *out,
+											WalsCsrMerge *m, WalsFeedback feedback);
+extern void wals_csr_split_merge_end(const WalsCsrSplit *s, WalsCsr *out, const WalsCsrMerge *m);
+
+/*
  * wals_csr_scatter_codes short of its last pass, into out and s (of
  * wals_csr_split_size(nrows, 0) bytes, in memory the processes share):
  * the cells are in out by partition, each of the wals_csr_split_parts(s)

@@ -61,12 +61,14 @@ same(const WalsCsr *a, const WalsCsr *b)
 
 /*
  * in transposed into out by the split, as processes taking chunks and
- * partitions in an order of their own would: false where the split would
- * not begin.
+ * partitions in an order of their own would, or, pipelined, sorting the
+ * partitions in order and merging each right after its sort, while those
+ * after it are not yet sorted, as the leader merges while workers sort:
+ * false where the split would not begin.
  */
 static int
 split_transpose(const WalsCsr *in, WalsCsr *out, int merge, WalsFeedback fb,
-				void *scratch[2], size_t scratch_bytes, int chunks)
+				void *scratch[2], size_t scratch_bytes, int chunks, int pipelined)
 {
 	size_t		count_bytes = sizeof(uint32_t) * (size_t) chunks * (size_t) (in->ncols + 1);
 	WalsCsrSplit *s = test_alloc(wals_csr_split_size(in->ncols, count_bytes), 1);
@@ -88,6 +90,20 @@ split_transpose(const WalsCsr *in, WalsCsr *out, int merge, WalsFeedback fb,
 	for (int parity = 0; parity < 2; parity++)
 		for (int64_t c = parity; c < wals_csr_split_chunks(s); c += 2)
 			ok &= wals_csr_split_scatter(s, in, out, c, scratch[c % 2], scratch_bytes) == WALS_OK;
+	if (pipelined)
+	{
+		WalsCsrMerge m;
+
+		wals_csr_split_merge_begin(&m);
+		for (int64_t p = 0; p < wals_csr_split_parts(s); p++)
+		{
+			ok &= wals_csr_split_sort(s, out, p, true, scratch[p % 2], scratch_bytes) == WALS_OK;
+			ok &= m.part == p && wals_csr_split_merge_part(s, out, &m, fb) == WALS_OK;
+		}
+		wals_csr_split_merge_end(s, out, &m);
+		free(s);
+		return ok;
+	}
 	for (int64_t p = wals_csr_split_parts(s) - 1; p >= 0; p--)
 		ok &= wals_csr_split_sort(s, out, p, merge, scratch[p % 2], scratch_bytes) == WALS_OK;
 	ok &= wals_csr_split_end(s, out, merge, fb) == WALS_OK;
@@ -150,11 +166,14 @@ check_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded
 	void	   *scratch[2] = {test_alloc(bytes, 1), test_alloc(bytes, 1)};
 	WalsCodebook cb_one;
 	WalsCodebook cb_split;
+	WalsCodebook cb_pipe;
 	WalsCsr		g;
 	WalsCsr		in_one;
 	WalsCsr		in_split;
+	WalsCsr		in_pipe;
 	WalsCsr		one;
 	WalsCsr		split;
+	WalsCsr		pipe;
 	WalsCsr		back_one;
 	WalsCsr		back_split;
 
@@ -165,24 +184,33 @@ check_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded
 		coded_copy(&g, &in_one, &cb_one, shift);
 		cb_split = cb_one;
 		coded_copy(&g, &in_split, &cb_split, shift);
+		cb_pipe = cb_one;
+		coded_copy(&g, &in_pipe, &cb_pipe, shift);
 	}
 	else
-		in_one = in_split = g;
+		in_one = in_split = in_pipe = g;
 	room(&one, ncols, n, coded, shift);
 	room(&split, ncols, n, coded, shift);
+	room(&pipe, ncols, n, coded, shift);
 	CHECK(wals_csr_transpose_merge(fb, &in_one, &one, scratch[0], bytes) == WALS_OK,
 		  "%s: the merging transpose in one process", name);
-	CHECK(split_transpose(&in_split, &split, 1, fb, scratch, bytes, chunks),
+	CHECK(split_transpose(&in_split, &split, 1, fb, scratch, bytes, chunks, 0),
 		  "%s: the merging transpose split", name);
 	CHECK(same(&one, &split) && (!coded || (cb_one.n == cb_split.n &&
 											memcmp(cb_one.value, cb_split.value,
 												   sizeof(float) * cb_one.n) == 0)),
 		  "%s: split, it is the one process's to the bit", name);
+	CHECK(split_transpose(&in_pipe, &pipe, 1, fb, scratch, bytes, chunks, 1),
+		  "%s: the merging transpose split, each partition merged once sorted", name);
+	CHECK(same(&one, &pipe) && (!coded || (cb_one.n == cb_pipe.n &&
+										   memcmp(cb_one.value, cb_pipe.value,
+												  sizeof(float) * cb_one.n) == 0)),
+		  "%s: merged as sorted, it is the one process's to the bit", name);
 
 	room(&back_one, nrows, n, coded, shift);
 	room(&back_split, nrows, n, coded, shift);
 	wals_csr_transpose_with(&one, &back_one, scratch[0], bytes);
-	CHECK(split_transpose(&split, &back_split, 0, fb, scratch, bytes, chunks),
+	CHECK(split_transpose(&split, &back_split, 0, fb, scratch, bytes, chunks, 0),
 		  "%s: the transpose back split", name);
 	CHECK(same(&back_one, &back_split), "%s: and back, the one process's to the bit", name);
 
@@ -190,10 +218,12 @@ check_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded
 	{
 		room_free(&in_one, shift);
 		room_free(&in_split, shift);
+		room_free(&in_pipe, shift);
 	}
 	room_free(&g, shift);
 	room_free(&one, shift);
 	room_free(&split, shift);
+	room_free(&pipe, shift);
 	room_free(&back_one, shift);
 	room_free(&back_split, shift);
 	free(scratch[0]);
@@ -246,7 +276,7 @@ check_split_late_repeats(void)
 		room(&one, in->ncols, nnz, 0, 0);
 		room(&split, in->ncols, nnz, 0, 0);
 		CHECK(wals_csr_transpose_merge(WALS_IMPLICIT, in, &one, scratch[0], bytes) == WALS_OK &&
-			  split_transpose(in, &split, 1, WALS_IMPLICIT, scratch, bytes, 8),
+			  split_transpose(in, &split, 1, WALS_IMPLICIT, scratch, bytes, 8, 0),
 			  "late repeats: the merging transposes, %s", late ? "repeats late" : "no repeats");
 		CHECK(same(&one, &split) && one.indptr[one.nrows] == once.indptr[once.nrows],
 			  "late repeats: split, it is the one process's to the bit, %s",
