@@ -9,9 +9,9 @@
  * matrices are built (matrices.c), so that the rows read, the items' block
  * and the users' block never all exist at once: the rows, grouped by item
  * in place and copied into the items' block, or coded and scattered into
- * it, are freed before the users' block is asked for.  A shared segment
- * is backed in full when it is created, so one block for everything
- * would be, beside the rows.
+ * it, are freed before the users' block is asked for, or, shared, hold
+ * arrays of the blocks' cells.  A shared segment is backed in full when
+ * it is created, so one block for everything would be, beside the rows.
  *
  * Where the ratings take at most WALS_CODES distinct values, as stars and
  * small counts do, each cell keeps a one-byte code instead of a float
