@@ -59,6 +59,13 @@ same(const WalsCsr *a, const WalsCsr *b)
 		 memcmp(a->values, b->values, nnz * sizeof(float)) == 0);
 }
 
+/* Whether two codebooks hold the same values under the same codes. */
+static int
+same_book(const WalsCodebook *a, const WalsCodebook *b)
+{
+	return a->n == b->n && memcmp(a->value, b->value, sizeof(float) * a->n) == 0;
+}
+
 /*
  * in transposed into out by the split, as processes taking chunks and
  * partitions in an order of their own would, or, pipelined, sorting the
@@ -196,15 +203,11 @@ check_split(const char *name, int64_t nrows, int64_t ncols, int64_t n, int coded
 		  "%s: the merging transpose in one process", name);
 	CHECK(split_transpose(&in_split, &split, 1, fb, scratch, bytes, chunks, 0),
 		  "%s: the merging transpose split", name);
-	CHECK(same(&one, &split) && (!coded || (cb_one.n == cb_split.n &&
-											memcmp(cb_one.value, cb_split.value,
-												   sizeof(float) * cb_one.n) == 0)),
+	CHECK(same(&one, &split) && (!coded || same_book(&cb_one, &cb_split)),
 		  "%s: split, it is the one process's to the bit", name);
 	CHECK(split_transpose(&in_pipe, &pipe, 1, fb, scratch, bytes, chunks, 1),
 		  "%s: the merging transpose split, each partition merged once sorted", name);
-	CHECK(same(&one, &pipe) && (!coded || (cb_one.n == cb_pipe.n &&
-										   memcmp(cb_one.value, cb_pipe.value,
-												  sizeof(float) * cb_one.n) == 0)),
+	CHECK(same(&one, &pipe) && (!coded || same_book(&cb_one, &cb_pipe)),
 		  "%s: merged as sorted, it is the one process's to the bit", name);
 
 	room(&back_one, nrows, n, coded, shift);
