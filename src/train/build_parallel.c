@@ -135,6 +135,7 @@ take_one(BuildShared *sh, BuildStep step, const BuildInput *in, WalsCsr *out, vo
 	WalsCsrSplit *s = split_of(sh);
 	int64		n = step_items(sh, step);
 	int64		i = (int64) pg_atomic_fetch_add_u64(&sh->next[step], 1);
+	bool		mark = step == BUILD_SORT && sh->to_users;
 	WalsStatus	st = WALS_OK;
 
 	if (i >= n)
@@ -152,13 +153,12 @@ take_one(BuildShared *sh, BuildStep step, const BuildInput *in, WalsCsr *out, vo
 	else
 		st = wals_csr_split_sort(s, out, i, sh->to_users, scratch, sh->scratch_bytes);
 	wals_report_core_status(st, "building the rating matrices");
-	if (step == BUILD_SORT && sh->to_users)
+	if (mark)
 	{
 		pg_write_barrier();
 		pg_atomic_write_u32(&sh->sorted[i], 1);
 	}
-	if ((int64) pg_atomic_add_fetch_u64(&sh->done[step], 1) == n ||
-		(step == BUILD_SORT && sh->to_users))
+	if ((int64) pg_atomic_add_fetch_u64(&sh->done[step], 1) == n || mark)
 		ConditionVariableBroadcast(&sh->cv);
 	return true;
 }

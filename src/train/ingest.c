@@ -940,12 +940,19 @@ wals_ratings_spill(WalsRatings *raw)
 										   raw->n, raw->n, raw->n);
 }
 
+/* Where raw keeps the pointer to its array which. */
+void	  **
+wals_ratings_array(WalsRatings *raw, WalsRowArray which)
+{
+	return which == WALS_ROWS_USERS ? (void **) &raw->users :
+		which == WALS_ROWS_ITEMS ? (void **) &raw->items : (void **) &raw->ratings;
+}
+
 /* Free one of raw's three arrays, from memory or with its file. */
 void
 wals_ratings_free(WalsRatings *raw, WalsRowArray which)
 {
-	void	  **p = which == WALS_ROWS_USERS ? (void **) &raw->users :
-		which == WALS_ROWS_ITEMS ? (void **) &raw->items : (void **) &raw->ratings;
+	void	  **p = wals_ratings_array(raw, which);
 
 	if (raw->spilled != NULL)
 		wals_temp_free(&raw->spilled[which]);

@@ -123,12 +123,7 @@ pass_rows(WalsRatings *raw, WalsRowArray which, WalsWorkspace *ws, WalsBlock blo
 {
 	if (raw->spilled == NULL && wals_workspace_take_segment(ws, block, a, &raw->seg[which]))
 	{
-		if (which == WALS_ROWS_USERS)
-			raw->users = NULL;
-		else if (which == WALS_ROWS_ITEMS)
-			raw->items = NULL;
-		else
-			raw->ratings = NULL;
+		*wals_ratings_array(raw, which) = NULL;
 		return 1;
 	}
 	wals_ratings_free(raw, which);

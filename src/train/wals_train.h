@@ -308,6 +308,7 @@ extern double wals_ingest_estimate(Relation rel);
 extern double wals_ratings_bytes(const WalsRatings *raw);
 extern void wals_ratings_copy(const WalsRatings *from, WalsRatings *to, MemoryContext cxt);
 extern void wals_ratings_spill(WalsRatings *raw);
+extern void **wals_ratings_array(WalsRatings *raw, WalsRowArray which);
 extern void wals_ratings_free(WalsRatings *raw, WalsRowArray which);
 extern void wals_ratings_alloc_codes(WalsRatings *raw);
 extern void wals_ratings_free_codes(WalsRatings *raw);
@@ -432,7 +433,8 @@ extern WalsStatus wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace 
 
 /*
  * raw's rows, with codes, scattered by item into ws's items' block, which
- * it faults in, as wals_csr_scatter_codes does.  Where the training's workers can take the
+ * it faults in, as wals_csr_scatter_codes does.  Where the training's
+ * workers can take the
  * sorting of its partitions, they are left sorting and their context
  * returned, raw's rows no longer read: the leader may do what does not
  * touch the matrix by item before it joins them with

@@ -43,36 +43,6 @@ add_section(Size *offset, Size bytes)
 	return at;
 }
 
-static void
-plan_layout(WalsWorkspaceShape *shape)
-{
-	WalsWorkspaceLayout *l = &shape->layout;
-	int64		cells = shape->cells;
-	int			f = shape->factors;
-	Size		value = shape->coded ? sizeof(uint8) : sizeof(float);
-	Size		off = 0;
-
-	l->y = add_section(&off, (Size) shape->nitems * f * sizeof(float));
-	l->gy = add_section(&off, (Size) f * f * sizeof(float));
-	l->item_indptr = add_section(&off, (Size) (shape->nitems + 1) * sizeof(int64));
-	l->codebook = add_section(&off, shape->coded ? sizeof(WalsCodebook) : 0);
-	l->cells[WALS_BLOCK_ITEMS] = TYPEALIGN(WALS_ALIGN, off);
-	(void) add_section(&off, (Size) cells * sizeof(int32));
-	(void) add_section(&off, (Size) cells * value);
-	l->total[WALS_BLOCK_ITEMS] = TYPEALIGN(WALS_ALIGN, off);
-
-	off = 0;
-	l->x = add_section(&off, (Size) shape->nusers * f * sizeof(float));
-	l->gx = add_section(&off, (Size) f * f * sizeof(float));
-	l->user_indptr = add_section(&off, (Size) (shape->nusers + 1) * sizeof(int64));
-	l->spares = add_section(&off, (Size) shape->spares * (shape->nusers + shape->nitems) *
-							f * sizeof(float));
-	l->cells[WALS_BLOCK_USERS] = TYPEALIGN(WALS_ALIGN, off);
-	(void) add_section(&off, (Size) cells * sizeof(int32));
-	(void) add_section(&off, (Size) cells * value);
-	l->total[WALS_BLOCK_USERS] = TYPEALIGN(WALS_ALIGN, off);
-}
-
 /* The bytes of one array of a block's cells. */
 static Size
 cell_array_bytes(const WalsWorkspaceShape *sh, WalsCellArray a)
@@ -80,6 +50,23 @@ cell_array_bytes(const WalsWorkspaceShape *sh, WalsCellArray a)
 	Size		value = sh->coded ? sizeof(uint8) : sizeof(float);
 
 	return Max((Size) sh->cells * (a == WALS_CELLS_INDICES ? sizeof(int32) : value), 1);
+}
+
+/* The bytes of an array of a block's cells, from one section boundary to the next. */
+static Size
+cell_array_room(const WalsWorkspaceShape *sh, WalsCellArray a)
+{
+	return TYPEALIGN(WALS_ALIGN, cell_array_bytes(sh, a));
+}
+
+/*
+ * The bytes of both arrays of a block's cells, as the block lays them out:
+ * the part a training out of core keeps in a file.
+ */
+static Size
+cells_bytes(const WalsWorkspaceShape *sh)
+{
+	return cell_array_room(sh, WALS_CELLS_INDICES) + cell_array_room(sh, WALS_CELLS_VALUES);
 }
 
 /* Whether array a of block's cells lies in a segment of its own. */
@@ -92,7 +79,7 @@ cells_apart(const WalsWorkspaceShape *sh, WalsBlock block, WalsCellArray a)
 /*
  * Where array a of block's cells starts, from the block's cells: after
  * the arrays before it that the block holds, or its end where every array
- * is apart.
+ * is apart; each starts on a section's boundary.
  */
 static Size
 cells_offset(const WalsWorkspaceShape *sh, WalsBlock block, int a)
@@ -101,8 +88,32 @@ cells_offset(const WalsWorkspaceShape *sh, WalsBlock block, int a)
 
 	for (int k = 0; k < a; k++)
 		if (!cells_apart(sh, block, (WalsCellArray) k))
-			off += TYPEALIGN(WALS_ALIGN, cell_array_bytes(sh, (WalsCellArray) k));
+			off += cell_array_room(sh, (WalsCellArray) k);
 	return off;
+}
+
+static void
+plan_layout(WalsWorkspaceShape *shape)
+{
+	WalsWorkspaceLayout *l = &shape->layout;
+	int			f = shape->factors;
+	Size		off = 0;
+
+	l->y = add_section(&off, (Size) shape->nitems * f * sizeof(float));
+	l->gy = add_section(&off, (Size) f * f * sizeof(float));
+	l->item_indptr = add_section(&off, (Size) (shape->nitems + 1) * sizeof(int64));
+	l->codebook = add_section(&off, shape->coded ? sizeof(WalsCodebook) : 0);
+	l->cells[WALS_BLOCK_ITEMS] = TYPEALIGN(WALS_ALIGN, off);
+	l->total[WALS_BLOCK_ITEMS] = l->cells[WALS_BLOCK_ITEMS] + cells_bytes(shape);
+
+	off = 0;
+	l->x = add_section(&off, (Size) shape->nusers * f * sizeof(float));
+	l->gx = add_section(&off, (Size) f * f * sizeof(float));
+	l->user_indptr = add_section(&off, (Size) (shape->nusers + 1) * sizeof(int64));
+	l->spares = add_section(&off, (Size) shape->spares * (shape->nusers + shape->nitems) *
+							f * sizeof(float));
+	l->cells[WALS_BLOCK_USERS] = TYPEALIGN(WALS_ALIGN, off);
+	l->total[WALS_BLOCK_USERS] = l->cells[WALS_BLOCK_USERS] + cells_bytes(shape);
 }
 
 /*
@@ -114,13 +125,6 @@ memory_part(const WalsWorkspaceShape *sh, WalsBlock block)
 {
 	return sh->layout.cells[block] +
 		(sh->files ? 0 : cells_offset(sh, block, WALS_CELL_ARRAYS));
-}
-
-/* The bytes of block's cells, the part a training out of core keeps in a file. */
-static Size
-cells_part(const WalsWorkspaceShape *sh, WalsBlock block)
-{
-	return sh->layout.total[block] - sh->layout.cells[block];
 }
 
 /* Each process's solver scratch, for the longest row the shape can have. */
@@ -346,8 +350,7 @@ wals_workspace_create(const WalsTrainArgs *args, WalsRatings *raw, double read_s
 			 sh->files ?
 			 errdetail("Read in %.3f s. The training needs about %s of memory, leader and workers together, and keeps its ratings in %s of temporary files: they do not fit in wals.max_memory (%s).",
 					   read_s, wals_pretty_bytes(bytes),
-					   wals_pretty_bytes((double) (cells_part(sh, WALS_BLOCK_ITEMS) +
-												   cells_part(sh, WALS_BLOCK_USERS))),
+					   wals_pretty_bytes(2.0 * cells_bytes(sh)),
 					   wals_pretty_bytes((double) wals_max_memory * 1024.0)) :
 			 errdetail("Read in %.3f s. The training needs about %s, leader and workers together.",
 					   read_s, wals_pretty_bytes(bytes))));
@@ -447,7 +450,7 @@ wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block)
 	at = base + sh->layout.cells[block];
 	if (sh->files)
 	{
-		at = wals_temp_alloc(&ws->cells[block], cells_part(sh, block),
+		at = wals_temp_alloc(&ws->cells[block], cells_bytes(sh),
 							 block == WALS_BLOCK_ITEMS ? "the matrix by item" :
 							 "the matrix by user");
 		strlcpy(sh->cells_path[block], wals_temp_path(&ws->cells[block]), MAXPGPATH);
@@ -591,7 +594,7 @@ attach_block(WalsWorkspace *ws, WalsBlock b)
 	base = (char *) TYPEALIGN(WALS_ALIGN, wals_build_attach(shape->handle[b], &ws->seg[b]));
 	at = base + shape->layout.cells[b];
 	if (shape->files)
-		at = unconstify(void *, wals_temp_attach(shape->cells_path[b], cells_part(shape, b)));
+		at = unconstify(void *, wals_temp_attach(shape->cells_path[b], cells_bytes(shape)));
 	for (int a = 0; a < WALS_CELL_ARRAYS; a++)
 		cells[a] = cells_apart(shape, b, (WalsCellArray) a) ?
 			wals_build_attach(shape->cells_handle[b][a], &ws->cells_seg[b][a]) :
