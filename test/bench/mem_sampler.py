@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Peak memory of a training: its backend plus its parallel workers.
 
-    mem_sampler.py PIDFILE
+    mem_sampler.py [--own] PIDFILE
 
 Waits for PIDFILE to hold the pid of the backend that trains (the caller
 writes it from that session with pg_backend_pid() just before wals_train),
@@ -17,6 +17,13 @@ for the memory the training itself allocates: the private memory of the
 backend and its workers (RssAnon, which leaves out the pages of
 shared_buffers they touch) plus the dynamic shared memory segments in
 /dev/shm.
+
+Pss costs: the kernel walks every page table entry of each process to
+charge its pages, and a training maps gigabytes; at 100 million ratings
+the sampling took half of one core's time, which a 2-core machine then
+took from the training it timed.  With --own only the own_ figures are
+sampled, from counters the kernel keeps (status's RssAnon, the segments'
+sizes), and peak_kb and first_kb are 0.
 
 The workers are the processes that pg_stat_activity lists with leader_pid =
 the backend's pid; they are found here by their process title, "parallel
@@ -92,7 +99,9 @@ def workers(title):
 
 def main():
     signal.signal(signal.SIGTERM, on_term)
-    pidfile = sys.argv[1]
+    args = sys.argv[1:]
+    own_only = args[0] == "--own"
+    pidfile = args[-1]
     leader = None
     while not stop and leader is None:
         try:
@@ -109,7 +118,7 @@ def main():
         title = re.compile(rb"parallel worker for PID %d(?!\d)" % leader)
         while not stop:
             pids = [leader] + workers(title)
-            total = sum(pss_kb(p) for p in pids)
+            total = 0 if own_only else sum(pss_kb(p) for p in pids)
             own = sum(anon_kb(p) for p in pids) + segments_kb()
             first = first or total
             own_first = own if own_first is None else own_first

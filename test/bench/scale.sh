@@ -14,22 +14,28 @@
 #    (default 100,000,000) of SCALE_USERS users (default 666,666), each
 #    rating about as many items, among SCALE_ITEMS items (default 100,000)
 #    whose popularity falls as a power of their rank, a rating of 1 to 5;
+#    vacuums the table and writes its pages out (sync), so that it is read
+#    at rest, as a nightly training reads one;
 # 2. times sum() over the table with SCALE_WORKERS parallel workers
 #    (default: one less than the cores) and without;
 # 3. trains SCALE_FACTORS factors (default 64), SCALE_ITERATIONS CG
 #    iterations (default 3) with SCALE_WORKERS workers, sampling the memory
-#    the training allocates (mem_sampler.py: the private memory of the
-#    leader and its workers and the dynamic shared memory segments);
+#    the training allocates (mem_sampler.py --own: the private memory of
+#    the leader and its workers and the dynamic shared memory segments,
+#    from counters the kernel keeps, so that the sampling takes little of
+#    the CPU it times);
 # 4. prints the CPU, the kernels, the sizes and the figures (the seconds to
 #    read, build, iterate and store; bytes a rating), also written to
 #    test/bench/out/scale.txt;
-# 5. with SCALE_OUT_OF_CORE=1, trains again out of core, wals.max_memory at
+# 5. loads the same rows of factors by COPY into new tables and builds
+#    their primary keys, and prints those seconds beside the store's;
+# 6. with SCALE_OUT_OF_CORE=1, trains again out of core, wals.max_memory at
 #    half of what the training in memory allocated, with the same figures,
 #    the peak of its temporary files and the factor rows that differ; with
 #    SCALE_CGROUP_MB as well, a third time with the server in a memory
 #    cgroup of that many MB (the page cache charged to it, so that the
 #    files must stream from disk), and the cgroup's counts;
-# 6. retrains the first model into its own tables, one iteration, as a
+# 7. retrains the first model into its own tables, one iteration, as a
 #    nightly schedule would, and prints that store's seconds.
 #
 # With SCALE_MIN_DSM (say 3GB), the cluster starts with that
