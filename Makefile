@@ -339,8 +339,9 @@ test-pg17: deps
 test-pg18: deps
 	./test/pg_test.sh 18 release
 
-# Citus from a source tree of your own (CITUS_SRC): not in .ci/run, whose
-# machines have no Citus package and no network to fetch one.
+# Citus from a source tree of your own (CITUS_SRC), built once into the
+# servers' cache; .ci/run runs it from that cache where a build is there,
+# its machines having no Citus package and no network to fetch one.
 test-citus: deps
 	$(MAKE) install
 	CITUS_SRC='$(CITUS_SRC)' ./test/citus_test.sh
@@ -414,7 +415,9 @@ bench: deps-bench
 #                          build, iterate and store, bytes a rating
 #   bench-shards           one server against 1, 2 and 3 local shards
 #                          (postgres_fdw partitions by user) on the 20M set:
-#                          seconds per iteration, bytes moved, memory per shard
+#                          seconds per iteration, bytes moved, memory per shard;
+#                          and Citus on 1, 2 and 3 worker nodes, where the
+#                          server has Citus (make test-citus CITUS_SRC=...)
 BENCHES = bench-serve bench-gpu bench-evaluate bench-shared bench-validation bench-negative \
 	bench-tune bench-accel bench-refresh bench-refresh-quality bench-shards bench-catalog \
 	bench-scale

@@ -13,6 +13,12 @@
 #   SHARDS_SET=5m               the 5M set instead (35,000 x 7,000)
 #   SHARDS_COUNTS="1 2"         the shard counts to run (default: 1 2 3)
 #   SHARDS_KERNELS=avx2         wals.kernels on every server (default: auto)
+# Where the server has Citus (make test-citus builds and installs it from a
+# source tree), the same set is then trained over a Citus distributed table
+# by user on 1, 2 and 3 worker nodes (SHARDS_COUNTS), Citus's 32 shards,
+# a database of its own for each count; SHARDS_CITUS=0 leaves it out.  A
+# node's memory is not reported there: a training reads a node on
+# connections of its own, which a later query through Citus does not reach.
 # The report goes to test/bench/out/shards.txt.
 set -euo pipefail
 
@@ -52,11 +58,13 @@ stop_all() {
 }
 trap stop_all EXIT
 
-# cluster NAME PORT: a new server in RES, listening on its socket there
+# cluster NAME PORT [LIBRARIES]: a new server in RES, listening on its
+# socket there, with shared_preload_libraries = LIBRARIES
 cluster() {
 	as_pg "$BIN/initdb" -D "$RES/$1" -A trust >/dev/null
 	cat >>"$RES/$1/postgresql.conf" <<EOF
 port = $2
+shared_preload_libraries = '${3:-}'
 listen_addresses = ''
 unix_socket_directories = '$RES'
 shared_buffers = 1GB
@@ -143,6 +151,48 @@ for n in $COUNTS; do
 	printf '%s shards (%s workers each)\t%s\t%s\t%s MB\t%s\t%s\t%s\n' "$n" "$w" "$per_it" "$moved" \
 		"$((formula / 1000000))" "$held" "$peak" "$loss" >>"$RES/results.tsv"
 done
+
+CITUS=${SHARDS_CITUS:-$(q $COORD -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'citus'")}
+if [ "$CITUS" = 1 ]; then
+	CCOORD=$((COORD + 10))
+	say "starting a Citus coordinator and $MAXN worker nodes"
+	cluster ccoord $CCOORD citus
+	for k in $(seq 0 $((MAXN - 1))); do
+		cluster "cnode$k" $((CCOORD + 1 + k)) citus
+	done
+	for n in $COUNTS; do
+		db=citus$n
+		say "Citus on $n worker nodes: loading $DATA into a distributed table"
+		for port in $CCOORD $(seq $((CCOORD + 1)) $((CCOORD + n))); do
+			q "$port" -c "CREATE DATABASE $db"
+			as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$RES" -p "$port" -d "$db" -c "CREATE EXTENSION citus"
+		done
+		nodes=$(for k in $(seq 0 $((n - 1))); do
+			printf "SELECT citus_add_node('%s', %d);" "$RES" $((CCOORD + 1 + k)); done)
+		as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$RES" -p $CCOORD -d "$db" -At \
+			-c "SELECT citus_set_coordinator_host('$RES', $CCOORD)" -c "$nodes" \
+			-c "CREATE EXTENSION wals" \
+			-c "CREATE TABLE ratings (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)" \
+			-c "SELECT create_distributed_table('ratings', 'user_id')" \
+			-c "\\copy ratings FROM '$CACHE/$DATA.csv' WITH (FORMAT csv)" -c "VACUUM ANALYZE ratings" >/dev/null
+		say "Citus on $n worker nodes: training"
+		w=$(($(nproc) / n - 1)); [ "$w" -lt 0 ] && w=0
+		as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$RES" -p $CCOORD -d "$db" -At -F ' ' \
+			-c "SET client_min_messages = notice" -c "
+SELECT iterations FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'citus',
+  $TRAIN_ARGS, workers => $w)" -c "
+SELECT (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY l.seconds)
+        FROM wals_training_log l JOIN wals_models m USING (schema, model, version)
+        WHERE l.model = 'citus' AND l.iteration > 1),
+       (SELECT loss FROM wals_models WHERE model = 'citus')" 2>"$RES/notices" | tail -n 1 >"$RES/citus"
+		read -r per_it loss <"$RES/citus"
+		moved=$(sed -n 's/.*received from them, \(.*\) an iteration;.*/\1/p' "$RES/notices")
+		held=$(sed -n 's/.*each held at most \(.*\) and solved with.*/\1/p' "$RES/notices" | sed 's/, /\//g')
+		formula=$((n > 1 ? 4 * 64 * n * (users + items) : 0))
+		printf 'Citus, %s nodes (%s workers each)\t%s\t%s\t%s MB\t%s\t-\t%s\n' "$n" "$w" "$per_it" "$moved" \
+			"$((formula / 1000000))" "$held" "$loss" >>"$RES/results.tsv"
+	done
+fi
 
 OUT=$OUTDIR/shards.txt
 {
