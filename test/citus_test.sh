@@ -2,8 +2,8 @@
 # Runs test/t/013_citus.pl (a Citus coordinator and two workers training a
 # distributed table) on Debian's PostgreSQL 15 with Citus built from a
 # source tree you provide: Debian ships no Citus package, and the machines
-# that run .ci/run reach nothing beyond Debian's archive, so this test is
-# not part of .ci/run.
+# that run .ci/run reach nothing beyond Debian's archive, so .ci/run runs
+# it only where such a build is already in the servers' cache.
 #
 #   make test-citus CITUS_SRC=/path/to/citus     (as root)
 #   make test-citus                              (.ci/run)

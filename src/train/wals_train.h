@@ -434,10 +434,9 @@ extern WalsStatus wals_build_transpose(const WalsTrainArgs *args, WalsWorkspace 
 /*
  * raw's rows, with codes, scattered by item into ws's items' block, which
  * it faults in, as wals_csr_scatter_codes does.  Where the training's
- * workers can take the
- * sorting of its partitions, they are left sorting and their context
- * returned, raw's rows no longer read: the leader may do what does not
- * touch the matrix by item before it joins them with
+ * workers can take the sorting of its partitions, they are left sorting
+ * and their context returned, raw's rows no longer read: the leader may
+ * do what does not touch the matrix by item before it joins them with
  * wals_build_scatter_end, which returns the scatter's status.  Otherwise
  * NULL, the scatter done and its status in *status.
  */

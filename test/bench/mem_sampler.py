@@ -89,20 +89,28 @@ def segments_kb():
     return total
 
 
-def candidates(leader):
-    """The postmaster's children, or every process where they are not listed."""
+def children_file(leader):
+    """Where the kernel lists the children of the leader's parent, the postmaster."""
     try:
         with open(f"/proc/{leader}/stat", "rb") as f:
             parent = int(f.read().rsplit(b")", 1)[1].split()[1])
-        with open(f"/proc/{parent}/task/{parent}/children") as f:
-            return f.read().split()
     except (OSError, ValueError, IndexError):
+        return None
+    return f"/proc/{parent}/task/{parent}/children"
+
+
+def candidates(children):
+    """The postmaster's children, or every process where they are not listed."""
+    try:
+        with open(children) as f:
+            return f.read().split()
+    except (OSError, TypeError):
         return [name for name in os.listdir("/proc") if name.isdigit()]
 
 
-def workers(leader, title):
+def workers(children, title):
     found = []
-    for name in candidates(leader):
+    for name in candidates(children):
         try:
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 if title.search(f.read()):
@@ -131,9 +139,10 @@ def main():
     own_peak = own_first = None
     if leader is not None:
         title = re.compile(rb"parallel worker for PID %d(?!\d)" % leader)
+        children = children_file(leader)
         pss_at = 0.0
         while not stop:
-            pids = [leader] + workers(leader, title)
+            pids = [leader] + workers(children, title)
             own = sum(anon_kb(p) for p in pids) + segments_kb()
             now = time.monotonic()
             if not own_only and (own_peak is None or own > own_peak or

@@ -29,6 +29,7 @@ stop_sampler() {
 trap 'stop_sampler; rm -rf "$RES"' EXIT
 
 sql "CREATE EXTENSION wals"
+DATA_DIR=$(sql 'SHOW data_directory')
 echo "cpu: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores, $(awk '/^MemTotal:/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo) GB"
 echo "kernels: $(sql "SELECT kernels FROM wals_devices() WHERE device = 'cpu'")"
 echo "$(sql 'SELECT version()' | cut -d, -f1); wals $(sql "SELECT extversion FROM pg_extension WHERE extname = 'wals'")"
@@ -115,7 +116,7 @@ SQL
 # page cache is charged to it; needs root
 cgroup_train() {
 	local postmaster cg root
-	postmaster=$(head -1 "$(sql 'SHOW data_directory')/postmaster.pid")
+	postmaster=$(head -1 "$DATA_DIR/postmaster.pid")
 	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
 		root=/sys/fs/cgroup
 		cg=$root/wals_bench_scale
@@ -137,7 +138,7 @@ cgroup_train() {
 	rmdir "$cg" 2>/dev/null || true
 }
 
-TMPFILES="$(sql 'SHOW data_directory')/base/pgsql_tmp"
+TMPFILES=$DATA_DIR/base/pgsql_tmp
 train big 0
 IN_MEMORY_KB=$OWN_KB
 BIG_STORE_S=$store_s
@@ -150,8 +151,7 @@ fi
 # keys built, in one transaction as the store's tables are; the statements
 # timed, not the commit, as store_s times the store and not the commit.
 copy_store() {
-	local dir
-	dir=$(sql 'SHOW data_directory')
+	local dir=$DATA_DIR
 	sql "COPY big_user_factors TO '$dir/wals_copy_u.bin' (FORMAT binary);
 		COPY big_item_factors TO '$dir/wals_copy_i.bin' (FORMAT binary)" > /dev/null
 	$PSQL -At > "$RES/copy" <<SQL
