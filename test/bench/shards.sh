@@ -45,10 +45,12 @@ BIN=$("$PG_CONFIG" --bindir)
 RES=$(mktemp -d -t wals-shards.XXXXXX)
 chown postgres "$RES"
 as_pg() { runuser -u postgres -- "$@"; }
+# q PORT ARGS...: psql on the server of PORT, in the database DB names
+# (postgres where it names none)
 q() {
 	port=$1
 	shift
-	as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$RES" -p "$port" -d postgres -At "$@"
+	as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$RES" -p "$port" -d "${DB:-postgres}" -At "$@"
 }
 stop_all() {
 	for d in "$RES"/*/; do
@@ -102,18 +104,29 @@ q $COORD -c "CREATE TABLE ratings_here (user_id int NOT NULL, item_id int NOT NU
 
 TRAIN_ARGS="factors => 64, iterations => ${SHARDS_ITERATIONS:-10}"
 
-# train MODEL SOURCE WORKERS MEMORY: one training; prints seconds an
-# iteration, the peak memory of the backends that MEMORY reads, in kB, and
+# train MODEL SOURCE WORKERS MEMORY [PORT]: one training, on the server of
+# PORT (the coordinator's); prints seconds an iteration, the peak memory
+# of the backends that MEMORY reads, in kB ('-' where it reads none), and
 # the last loss; its NOTICEs go to RES/notices
 train() {
-	q $COORD -F ' ' -c "SET client_min_messages = notice" -c "
+	q "${5:-$COORD}" -F ' ' -c "SET client_min_messages = notice" -c "
 SELECT iterations FROM wals_train('$2', 'user_id', 'item_id', 'rating', model => '$1',
   $TRAIN_ARGS, workers => $3)" -c "
 SELECT (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY l.seconds)
         FROM wals_training_log l JOIN wals_models m USING (schema, model, version)
         WHERE l.model = '$1' AND l.iteration > 1),
-       (SELECT string_agg(peak_kb::text, '/') FROM ($4) t),
+       (SELECT coalesce(string_agg(peak_kb::text, '/'), '-') FROM ($4) t),
        (SELECT loss FROM wals_models WHERE model = '$1')" 2>"$RES/notices" | tail -n 1
+}
+
+# row LABEL N PER_IT PEAK LOSS: the results of a training on N shards, with
+# the bytes moved and the memory held that its NOTICEs said
+row() {
+	moved=$(sed -n 's/.*received from them, \(.*\) an iteration;.*/\1/p' "$RES/notices")
+	held=$(sed -n 's/.*each held at most \(.*\) and solved with.*/\1/p' "$RES/notices" | sed 's/, /\//g')
+	formula=$(($2 > 1 ? 4 * 64 * $2 * (users + items) : 0))
+	printf '%s\t%s\t%s\t%s MB\t%s\t%s\t%s\n' "$1" "$3" "$moved" "$((formula / 1000000))" \
+		"$held" "$4" "$5" >>"$RES/results.tsv"
 }
 
 printf 'setup\ts/iteration\tbytes an iteration\t(formula)\ttraining memory\tpeak RSS kB per backend\tloss\n' >"$RES/results.tsv"
@@ -145,11 +158,7 @@ for n in $COUNTS; do
 	# as many processes as cores: each shard's backend and its workers
 	w=$(($(nproc) / n - 1)); [ "$w" -lt 0 ] && w=0
 	read -r per_it peak loss < <(train sharded ratings "$w" "${mems% UNION ALL }")
-	moved=$(sed -n 's/.*received from them, \(.*\) an iteration;.*/\1/p' "$RES/notices")
-	held=$(sed -n 's/.*each held at most \(.*\) and solved with.*/\1/p' "$RES/notices" | sed 's/, /\//g')
-	formula=$((n > 1 ? 4 * 64 * n * (users + items) : 0))
-	printf '%s shards (%s workers each)\t%s\t%s\t%s MB\t%s\t%s\t%s\n' "$n" "$w" "$per_it" "$moved" \
-		"$((formula / 1000000))" "$held" "$peak" "$loss" >>"$RES/results.tsv"
+	row "$n shards ($w workers each)" "$n" "$per_it" "$peak" "$loss"
 done
 
 CITUS=${SHARDS_CITUS:-$(q $COORD -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'citus'")}
@@ -165,32 +174,19 @@ if [ "$CITUS" = 1 ]; then
 		say "Citus on $n worker nodes: loading $DATA into a distributed table"
 		for port in $CCOORD $(seq $((CCOORD + 1)) $((CCOORD + n))); do
 			q "$port" -c "CREATE DATABASE $db"
-			as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$RES" -p "$port" -d "$db" -c "CREATE EXTENSION citus"
+			DB=$db q "$port" -c "CREATE EXTENSION citus"
 		done
 		nodes=$(for k in $(seq 0 $((n - 1))); do
 			printf "SELECT citus_add_node('%s', %d);" "$RES" $((CCOORD + 1 + k)); done)
-		as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$RES" -p $CCOORD -d "$db" -At \
-			-c "SELECT citus_set_coordinator_host('$RES', $CCOORD)" -c "$nodes" \
+		DB=$db q $CCOORD -c "SELECT citus_set_coordinator_host('$RES', $CCOORD)" -c "$nodes" \
 			-c "CREATE EXTENSION wals" \
 			-c "CREATE TABLE ratings (user_id int NOT NULL, item_id int NOT NULL, rating real NOT NULL)" \
 			-c "SELECT create_distributed_table('ratings', 'user_id')" \
 			-c "\\copy ratings FROM '$CACHE/$DATA.csv' WITH (FORMAT csv)" -c "VACUUM ANALYZE ratings" >/dev/null
 		say "Citus on $n worker nodes: training"
 		w=$(($(nproc) / n - 1)); [ "$w" -lt 0 ] && w=0
-		as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$RES" -p $CCOORD -d "$db" -At -F ' ' \
-			-c "SET client_min_messages = notice" -c "
-SELECT iterations FROM wals_train('ratings', 'user_id', 'item_id', 'rating', model => 'citus',
-  $TRAIN_ARGS, workers => $w)" -c "
-SELECT (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY l.seconds)
-        FROM wals_training_log l JOIN wals_models m USING (schema, model, version)
-        WHERE l.model = 'citus' AND l.iteration > 1),
-       (SELECT loss FROM wals_models WHERE model = 'citus')" 2>"$RES/notices" | tail -n 1 >"$RES/citus"
-		read -r per_it loss <"$RES/citus"
-		moved=$(sed -n 's/.*received from them, \(.*\) an iteration;.*/\1/p' "$RES/notices")
-		held=$(sed -n 's/.*each held at most \(.*\) and solved with.*/\1/p' "$RES/notices" | sed 's/, /\//g')
-		formula=$((n > 1 ? 4 * 64 * n * (users + items) : 0))
-		printf 'Citus, %s nodes (%s workers each)\t%s\t%s\t%s MB\t%s\t-\t%s\n' "$n" "$w" "$per_it" "$moved" \
-			"$((formula / 1000000))" "$held" "$loss" >>"$RES/results.tsv"
+		read -r per_it peak loss < <(DB=$db train citus ratings "$w" "SELECT NULL::bigint AS peak_kb" $CCOORD)
+		row "Citus, $n nodes ($w workers each)" "$n" "$per_it" "$peak" "$loss"
 	done
 fi
 
