@@ -101,11 +101,13 @@ def children_file(leader):
 
 def candidates(children):
     """The postmaster's children, or every process where they are not listed."""
-    try:
-        with open(children) as f:
-            return f.read().split()
-    except (OSError, TypeError):
-        return [name for name in os.listdir("/proc") if name.isdigit()]
+    if children is not None:
+        try:
+            with open(children) as f:
+                return f.read().split()
+        except OSError:
+            pass
+    return [name for name in os.listdir("/proc") if name.isdigit()]
 
 
 def workers(children, title):
