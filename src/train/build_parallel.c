@@ -305,6 +305,9 @@ wals_build_main(dsm_segment *seg, shm_toc *toc)
 			break;
 		if (sh->rows && step != BUILD_SORT && !mapped)
 			continue;
+		if (step == BUILD_SCATTER)
+			wals_workspace_map_cells(&ws, out == &ws.by_user ? WALS_BLOCK_USERS :
+									 WALS_BLOCK_ITEMS);
 		take(sh, (BuildStep) step, &in, out, scratch);
 		/* the leader waits for the rows to be let go before it sorts */
 		if (mapped && step == BUILD_SCATTER)

@@ -407,6 +407,7 @@ extern bool wals_workspace_take_segment(WalsWorkspace *ws, WalsBlock block, Wals
 										dsm_segment **seg);
 extern void wals_workspace_allocate(WalsWorkspace *ws, WalsBlock block);
 extern void wals_workspace_prefault(const WalsWorkspace *ws, WalsBlock block);
+extern void wals_workspace_map_cells(const WalsWorkspace *ws, WalsBlock block);
 extern void wals_workspace_free(WalsWorkspace *ws, WalsBlock block);
 extern void wals_workspace_uncode(const WalsTrainArgs *args, WalsWorkspace *ws);
 extern int64 wals_workspace_longest_row(const WalsWorkspaceShape *shape);
