@@ -101,7 +101,10 @@ wals_release_shared(void *p, size_t bytes)
 #endif
 }
 
-/* Fault in [p, p + bytes), shared memory mapped to be read, for reading. */
+/*
+ * Fault in [p, p + bytes) of a shared segment for reading, which maps its
+ * pages as the segment is mapped: to be written too, where it is.
+ */
 void
 wals_prefault_read(const void *p, size_t bytes)
 {

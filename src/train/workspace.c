@@ -494,13 +494,14 @@ wals_workspace_prefault(const WalsWorkspace *ws, WalsBlock block)
 
 /*
  * Map the pages of block's cells into a parallel worker about to scatter
- * into them, a few megabytes per system call.  Its scatter writes all
- * over them, and a process's first write to each page of a segment that
- * another made faults on its own, 4 kB at a time (where reading faults
- * sixteen pages in): the half-gigabyte of a matrix of 100 million ratings
- * cost each new worker a third of a second of faults on a 2-core virtual
- * machine.  The pages exist by then, made by the leader, so this only
- * maps them.
+ * into them.  Its scatter writes all over them, and a process's first
+ * write to each page of a segment that another made faults on its own,
+ * 4 kB at a time: the half-gigabyte of a matrix of 100 million ratings
+ * cost each new worker a quarter of a second of faults on a 2-core
+ * virtual machine.  Faulting them in for reading maps sixteen pages a
+ * fault, and maps them writable, as the segment is mapped, so the writes
+ * after fault no more.  The pages exist by then, made by the leader, so
+ * this only maps them.
  */
 void
 wals_workspace_map_cells(const WalsWorkspace *ws, WalsBlock block)
@@ -510,9 +511,9 @@ wals_workspace_map_cells(const WalsWorkspace *ws, WalsBlock block)
 
 	if (sh->files)
 		return;
-	wals_prefault(csr->indices, cell_array_bytes(sh, WALS_CELLS_INDICES));
-	wals_prefault(csr->values != NULL ? (void *) csr->values : (void *) csr->codes,
-				  cell_array_bytes(sh, WALS_CELLS_VALUES));
+	wals_prefault_read(csr->indices, cell_array_bytes(sh, WALS_CELLS_INDICES));
+	wals_prefault_read(csr->values != NULL ? (void *) csr->values : (void *) csr->codes,
+					   cell_array_bytes(sh, WALS_CELLS_VALUES));
 }
 
 /* Free block of ws, allocated and not yet mapped by any worker. */
