@@ -305,7 +305,9 @@ wals_build_main(dsm_segment *seg, shm_toc *toc)
 			break;
 		if (sh->rows && step != BUILD_SORT && !mapped)
 			continue;
-		if (step == BUILD_SCATTER)
+		/* one late for the scatter maps nothing: the leader may wait on it */
+		if (step == BUILD_SCATTER &&
+			(int64) pg_atomic_read_u64(&sh->next[step]) < step_items(sh, BUILD_SCATTER))
 			wals_workspace_map_cells(&ws, out == &ws.by_user ? WALS_BLOCK_USERS :
 									 WALS_BLOCK_ITEMS);
 		take(sh, (BuildStep) step, &in, out, scratch);
