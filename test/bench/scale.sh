@@ -17,7 +17,8 @@
 #    vacuums the table and writes its pages out (sync), so that it is read
 #    at rest, as a nightly training reads one;
 # 2. times sum() over the table with SCALE_WORKERS parallel workers
-#    (default: one less than the cores) and without;
+#    (default: one less than the cores) and without, and with them again
+#    at the end, which shows how much the machine's speed moved between;
 # 3. trains SCALE_FACTORS factors (default 64), SCALE_ITERATIONS CG
 #    iterations (default 3) with SCALE_WORKERS workers, sampling the memory
 #    the training allocates (mem_sampler.py --own: the private memory of
@@ -25,7 +26,8 @@
 #    from counters the kernel keeps, so that the sampling takes little of
 #    the CPU it times);
 # 4. prints the CPU, the kernels, the sizes and the figures (the seconds to
-#    read, build, iterate and store; bytes a rating), also written to
+#    read, build, iterate and store, the load against sum() with the
+#    same workers; bytes a rating), also written to
 #    test/bench/out/scale.txt;
 # 5. loads the same rows of factors by COPY into new tables and builds
 #    their primary keys, and prints those seconds beside the store's;
@@ -36,7 +38,9 @@
 #    cgroup of that many MB (the page cache charged to it, so that the
 #    files must stream from disk), and the cgroup's counts;
 # 7. retrains the first model into its own tables, one iteration, as a
-#    nightly schedule would, and prints that store's seconds.
+#    nightly schedule would, and prints that store's seconds beside those
+#    of COPY doing the same to the tables of step 5 (every row deleted and
+#    loaded again, the primary keys kept), each after a checkpoint.
 #
 # With SCALE_MIN_DSM (say 3GB), the cluster starts with that
 # min_dynamic_shared_memory and huge_pages = try: the training's segments

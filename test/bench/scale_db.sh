@@ -62,7 +62,9 @@ sum_s() {
 		awk '{ printf "%.2f", $1 / 1000 }'
 }
 sum_s 0 > /dev/null
-echo "sum() over the table: $(sum_s 0) s alone, $(sum_s "$WORKERS") s with $WORKERS workers"
+SUM_ALONE=$(sum_s 0)
+SUM_WORKERS=$(sum_s "$WORKERS")
+echo "sum() over the table: $SUM_ALONE s alone, $SUM_WORKERS s with $WORKERS workers"
 
 # train MODEL MAX_MEMORY: one training with the figures of it; MAX_MEMORY
 # (kB, 0: none) is wals.max_memory, under which the ratings may go to
@@ -140,6 +142,8 @@ cgroup_train() {
 
 TMPFILES=$DATA_DIR/base/pgsql_tmp
 train big 0
+awk -v l="$load_s" -v s="$SUM_WORKERS" -v w="$WORKERS" 'BEGIN {
+	printf "  the load against sum() with %d workers: %.2fx\n", w, l / s }'
 IN_MEMORY_KB=$OWN_KB
 BIG_STORE_S=$store_s
 # the first training faulted the pool's pages in; a nightly one reuses them
@@ -166,10 +170,11 @@ ALTER TABLE copy_i ADD PRIMARY KEY (item_id);
 \\timing off
 COMMIT;
 SQL
-	rm -f "$dir/wals_copy_u.bin" "$dir/wals_copy_i.bin"
-	echo "the same rows by COPY into new tables, their primary keys built: $(sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' "$RES/copy" |
-		awk '{ s += $1 } END { printf "%.2f", s / 1000 }') s (the store of big: $(printf %.2f "$BIG_STORE_S") s)"
-	sql "DROP TABLE copy_u, copy_i" > /dev/null
+	echo "the same rows by COPY into new tables, their primary keys built: $(timed "$RES/copy") s (the store of big: $(printf %.2f "$BIG_STORE_S") s)"
+}
+# the seconds of the statements \timing timed in file $1
+timed() {
+	sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' "$1" | awk '{ s += $1 } END { printf "%.2f", s / 1000 }'
 }
 copy_store
 
@@ -194,7 +199,28 @@ fi
 # does not do.  One iteration: only its store is of interest.
 say "retraining big into its own tables: f = $FACTORS, 1 iteration, $WORKERS workers"
 sql "VACUUM big_user_factors, big_item_factors" > /dev/null
+sql "CHECKPOINT" > /dev/null
 echo "retrained big into its own tables: store $(sql "SET client_min_messages = warning;
 	SELECT round(store_s::numeric, 2) FROM wals_train('r', 'user_id', 'item_id', 'rating',
 	model => 'big', factors => $FACTORS, iterations => 1, workers => $WORKERS,
 	replace => true)") s"
+# What COPY does in its place: the tables COPY filled above, every row
+# deleted and the rows loaded again in one transaction, the primary keys
+# kept up to date; a checkpoint just before each, so that both write a
+# full image of every page they touch first, as a nightly one does.
+sql "VACUUM copy_u, copy_i" > /dev/null
+sql "CHECKPOINT" > /dev/null
+$PSQL -At > "$RES/copy_again" <<SQL
+\\timing on
+BEGIN;
+DELETE FROM copy_u;
+COPY copy_u FROM '$DATA_DIR/wals_copy_u.bin' (FORMAT binary);
+DELETE FROM copy_i;
+COPY copy_i FROM '$DATA_DIR/wals_copy_i.bin' (FORMAT binary);
+\\timing off
+COMMIT;
+SQL
+rm -f "$DATA_DIR/wals_copy_u.bin" "$DATA_DIR/wals_copy_i.bin"
+sql "DROP TABLE copy_u, copy_i" > /dev/null
+echo "the same, every row deleted and loaded again by COPY: $(timed "$RES/copy_again") s"
+echo "sum() over the table with $WORKERS workers, again after the trainings: $(sum_s "$WORKERS") s"
