@@ -142,6 +142,7 @@ cgroup_train() {
 
 TMPFILES=$DATA_DIR/base/pgsql_tmp
 train big 0
+BIG_LOAD_S=$load_s
 awk -v l="$load_s" -v s="$SUM_WORKERS" -v w="$WORKERS" 'BEGIN {
 	printf "  the load against sum() with %d workers: %.2fx\n", w, l / s }'
 IN_MEMORY_KB=$OWN_KB
@@ -223,4 +224,5 @@ SQL
 rm -f "$DATA_DIR/wals_copy_u.bin" "$DATA_DIR/wals_copy_i.bin"
 sql "DROP TABLE copy_u, copy_i" > /dev/null
 echo "the same, every row deleted and loaded again by COPY: $(timed "$RES/copy_again") s"
-echo "sum() over the table with $WORKERS workers, again after the trainings: $(sum_s "$WORKERS") s"
+SUM_AFTER=$(sum_s "$WORKERS")
+echo "sum() over the table with $WORKERS workers, again after the trainings: $SUM_AFTER s (the load of big $(awk -v l="$BIG_LOAD_S" -v s="$SUM_AFTER" 'BEGIN { printf "%.2f", l / s }')x it)"
