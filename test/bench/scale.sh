@@ -18,7 +18,8 @@
 #    at rest, as a nightly training reads one;
 # 2. times sum() over the table with SCALE_WORKERS parallel workers
 #    (default: one less than the cores) and without, and with them again
-#    at the end, which shows how much the machine's speed moved between;
+#    at the end, the trainings' writes synced and the table read once
+#    first as at the start (it has come out slower in every run so far);
 # 3. trains SCALE_FACTORS factors (default 64), SCALE_ITERATIONS CG
 #    iterations (default 3) with SCALE_WORKERS workers, sampling the memory
 #    the training allocates (mem_sampler.py --own: the private memory of

@@ -224,5 +224,8 @@ SQL
 rm -f "$DATA_DIR/wals_copy_u.bin" "$DATA_DIR/wals_copy_i.bin"
 sql "DROP TABLE copy_u, copy_i" > /dev/null
 echo "the same, every row deleted and loaded again by COPY: $(timed "$RES/copy_again") s"
+# as at the start: the trainings' writes synced, the table read once first
+sync
+sum_s "$WORKERS" > /dev/null
 SUM_AFTER=$(sum_s "$WORKERS")
 echo "sum() over the table with $WORKERS workers, again after the trainings: $SUM_AFTER s (the load of big $(awk -v l="$BIG_LOAD_S" -v s="$SUM_AFTER" 'BEGIN { printf "%.2f", l / s }')x it)"
