@@ -17,6 +17,11 @@ RES=$(mktemp -d)
 say() { echo "  $*" >&2; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+# the seconds of the statements \timing timed in file $1
+timed() {
+	sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' "$1" | awk '{ s += $1 } END { printf "%.2f", s / 1000 }'
+}
 
 SAMPLER=""
 stop_sampler() {
@@ -143,8 +148,7 @@ cgroup_train() {
 TMPFILES=$DATA_DIR/base/pgsql_tmp
 train big 0
 BIG_LOAD_S=$load_s
-awk -v l="$load_s" -v s="$SUM_WORKERS" -v w="$WORKERS" 'BEGIN {
-	printf "  the load against sum() with %d workers: %.2fx\n", w, l / s }'
+echo "  the load against sum() with $WORKERS workers: $(ratio "$load_s" "$SUM_WORKERS")x"
 IN_MEMORY_KB=$OWN_KB
 BIG_STORE_S=$store_s
 # the first training faulted the pool's pages in; a nightly one reuses them
@@ -172,10 +176,6 @@ ALTER TABLE copy_i ADD PRIMARY KEY (item_id);
 COMMIT;
 SQL
 	echo "the same rows by COPY into new tables, their primary keys built: $(timed "$RES/copy") s (the store of big: $(printf %.2f "$BIG_STORE_S") s)"
-}
-# the seconds of the statements \timing timed in file $1
-timed() {
-	sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' "$1" | awk '{ s += $1 } END { printf "%.2f", s / 1000 }'
 }
 copy_store
 
@@ -228,4 +228,4 @@ echo "the same, every row deleted and loaded again by COPY: $(timed "$RES/copy_a
 sync
 sum_s "$WORKERS" > /dev/null
 SUM_AFTER=$(sum_s "$WORKERS")
-echo "sum() over the table with $WORKERS workers, again after the trainings: $SUM_AFTER s (the load of big $(awk -v l="$BIG_LOAD_S" -v s="$SUM_AFTER" 'BEGIN { printf "%.2f", l / s }')x it)"
+echo "sum() over the table with $WORKERS workers, again after the trainings: $SUM_AFTER s (the load of big $(ratio "$BIG_LOAD_S" "$SUM_AFTER")x it)"
